@@ -1,0 +1,69 @@
+package sandbox
+
+import "time"
+
+// EgressDecision is one egress enforcer verdict. Host is guest-chosen text.
+type EgressDecision struct {
+	Decision EgressDecisionCode
+	Host     string
+	Port     int
+	At       time.Time // the engine's log time when known; zero otherwise
+}
+
+// EgressObserved is a window of egress decisions, reported only after the enforcer that saw
+// them was removed.
+type EgressObserved struct {
+	Key        Key
+	Backend    string
+	Decisions  []EgressDecision // in enforcer order
+	Truncated  bool             // the window may hold more than was read
+	Unreadable string           // why nothing could be read where something was expected
+	Seconds    float64
+	Call       *string // always nil: a window spans calls
+}
+
+// SandboxAcquired records one acquire, served or refused.
+type SandboxAcquired struct {
+	Key        Key
+	Kind       string
+	Backend    string
+	InstanceID string
+	Refusal    string // the refusal's type name; "" when served
+}
+
+// SandboxDisposed records one key's disposal.
+type SandboxDisposed struct {
+	Key        Key
+	Undisposed *DisposalFailure
+}
+
+// ScopeDisposed records one conversation's purge.
+type ScopeDisposed struct {
+	Scope, ThreadID string
+	Purge           ScopePurge
+}
+
+// Observer receives the router's events synchronously on the calling goroutine. Embed
+// [NopObserver] so that new events never break an implementation. A panicking observer is
+// contained and never alters a call.
+type Observer interface {
+	SandboxAcquired(SandboxAcquired)
+	SandboxDisposed(SandboxDisposed)
+	ScopeDisposed(ScopeDisposed)
+	EgressObserved(EgressObserved)
+}
+
+// NopObserver implements [Observer] with no-ops.
+type NopObserver struct{}
+
+// SandboxAcquired does nothing.
+func (NopObserver) SandboxAcquired(SandboxAcquired) {}
+
+// SandboxDisposed does nothing.
+func (NopObserver) SandboxDisposed(SandboxDisposed) {}
+
+// ScopeDisposed does nothing.
+func (NopObserver) ScopeDisposed(ScopeDisposed) {}
+
+// EgressObserved does nothing.
+func (NopObserver) EgressObserved(EgressObserved) {}
