@@ -544,7 +544,9 @@ func (e *ArtifactNameCollisionError) Is(target error) bool { return target == Er
 // LandingExistsError says a sink destination already exists and replacing was not asked for.
 type LandingExistsError struct{ Name string }
 
-func (e *LandingExistsError) Error() string { return fmt.Sprintf("artifact %q already exists at the sink", e.Name) }
+func (e *LandingExistsError) Error() string {
+	return fmt.Sprintf("artifact %q already exists at the sink", e.Name)
+}
 
 // Is reports the output family.
 func (e *LandingExistsError) Is(target error) bool { return target == ErrOutput }
@@ -552,7 +554,9 @@ func (e *LandingExistsError) Is(target error) bool { return target == ErrOutput 
 // LandingNotTextError says a text-only sink was handed bytes that are not UTF-8 text.
 type LandingNotTextError struct{ Name string }
 
-func (e *LandingNotTextError) Error() string { return fmt.Sprintf("artifact %q is not UTF-8 text", e.Name) }
+func (e *LandingNotTextError) Error() string {
+	return fmt.Sprintf("artifact %q is not UTF-8 text", e.Name)
+}
 
 // Is reports the output family.
 func (e *LandingNotTextError) Is(target error) bool { return target == ErrOutput }

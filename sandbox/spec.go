@@ -236,10 +236,14 @@ func WithDeclaredOutputs(outputs ...DeclaredOutput) SpecOption {
 }
 
 // WithFilesIn sets the workload's inbound caps.
-func WithFilesIn(l TransferLimits) SpecOption { return func(s *Spec) error { s.FilesIn = l; return nil } }
+func WithFilesIn(l TransferLimits) SpecOption {
+	return func(s *Spec) error { s.FilesIn = l; return nil }
+}
 
 // WithFilesOut sets the workload's outbound caps.
-func WithFilesOut(l TransferLimits) SpecOption { return func(s *Spec) error { s.FilesOut = l; return nil } }
+func WithFilesOut(l TransferLimits) SpecOption {
+	return func(s *Spec) error { s.FilesOut = l; return nil }
+}
 
 // WithOutputsNamedAtCallTime lets calls name outputs the kind cannot name in advance.
 func WithOutputsNamedAtCallTime() SpecOption {
@@ -268,7 +272,9 @@ func WithIsolationScope(scope IsolationScope) SpecOption {
 }
 
 // WithMinCleanup raises the cleanup floor for this workload.
-func WithMinCleanup(c Cleanup) SpecOption { return func(s *Spec) error { s.MinCleanup = &c; return nil } }
+func WithMinCleanup(c Cleanup) SpecOption {
+	return func(s *Spec) error { s.MinCleanup = &c; return nil }
+}
 
 // WithConfinedToGuestCallPath records the kind's advisory confinement claim.
 func WithConfinedToGuestCallPath() SpecOption {

@@ -30,7 +30,9 @@ const (
 )
 
 // EntryKinds lists every kind.
-func EntryKinds() []EntryKind { return []EntryKind{EntryFile, EntryDirectory, EntrySymlink, EntryOther} }
+func EntryKinds() []EntryKind {
+	return []EntryKind{EntryFile, EntryDirectory, EntrySymlink, EntryOther}
+}
 
 // ParseEntryKind parses a kind strictly.
 func ParseEntryKind(s string) (EntryKind, error) { return parseEnum("entry kind", s, EntryKinds()) }
@@ -155,7 +157,9 @@ const (
 )
 
 // NameNormalizations lists every normalization.
-func NameNormalizations() []NameNormalization { return []NameNormalization{NormalizeNFC, NormalizeNone} }
+func NameNormalizations() []NameNormalization {
+	return []NameNormalization{NormalizeNFC, NormalizeNone}
+}
 
 // ParseNameNormalization parses a normalization strictly.
 func ParseNameNormalization(s string) (NameNormalization, error) {
