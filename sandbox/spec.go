@@ -225,8 +225,8 @@ func WithRequires(caps ...Capability) SpecOption {
 	}
 }
 
-// WithMinIsolation raises the isolation floor for this workload.
-func WithMinIsolation(i Isolation) SpecOption {
+// WithIsolationFloor raises the isolation floor for this workload (Spec.MinIsolation).
+func WithIsolationFloor(i Isolation) SpecOption {
 	return func(s *Spec) error { s.MinIsolation = &i; return nil }
 }
 
@@ -271,8 +271,8 @@ func WithIsolationScope(scope IsolationScope) SpecOption {
 	return func(s *Spec) error { s.IsolationScope = scope; return nil }
 }
 
-// WithMinCleanup raises the cleanup floor for this workload.
-func WithMinCleanup(c Cleanup) SpecOption {
+// WithCleanupFloor raises the cleanup floor for this workload (Spec.MinCleanup).
+func WithCleanupFloor(c Cleanup) SpecOption {
 	return func(s *Spec) error { s.MinCleanup = &c; return nil }
 }
 

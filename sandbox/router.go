@@ -1,0 +1,605 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Router admits workloads to backends. It refuses, never degrades: no stronger-backend
+// fallback, no clamped caps, no substituted egress mode. Its checks produce refusals or
+// silence, nothing logged.
+type Router struct {
+	opts     routerOptions
+	backends []Backend // every registered backend, asked on every disposal
+	routable []Backend // backends that may serve specs (those clearing the floor)
+
+	acquireGate gate[SandboxID]
+	disposeGate gate[Key]
+
+	mu      sync.Mutex
+	unclean map[Key]DisposalCode
+	served  map[servedKey]map[string]struct{} // instance IDs this router has handed out
+}
+
+type servedKey struct {
+	id      SandboxID
+	backend string
+}
+
+// NewRouter builds a router over backends. With no backends the router is disabled. A fixed
+// selection whose backend is below the isolation floor fails here with
+// [*BackendNotPermittedError]: a misconfiguration must not start.
+func NewRouter(backends []Backend, opts ...RouterOption) (*Router, error) {
+	o := defaultRouterOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	r := &Router{opts: o, backends: slices.Clone(backends),
+		unclean: map[Key]DisposalCode{}, served: map[servedKey]map[string]struct{}{}}
+	if o.selected != "" && o.selection == SelectionPerSpec {
+		return nil, &InvalidArgumentError{Reason: "a selected backend cannot be combined with per_spec selection"}
+	}
+	if len(backends) == 0 {
+		return r, nil
+	}
+	for _, b := range backends {
+		if hasLegacyDeclarations(b) {
+			return nil, &BackendNotPermittedError{Backend: b.Name(), Reason: "it exposes the legacy declaration attributes; " +
+				"describe it with one Declarations value instead"}
+		}
+	}
+	switch o.selection {
+	case SelectionFixed:
+		b, err := r.lookup(o.selected)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.checkFloor(b, o.minIsolation); err != nil {
+			return nil, err
+		}
+		r.routable = []Backend{b}
+	case SelectionPerSpec:
+		var below []string
+		for _, b := range backends {
+			if r.checkFloor(b, o.minIsolation) == nil {
+				r.routable = append(r.routable, b)
+			} else {
+				below = append(below, b.Name())
+			}
+		}
+		if len(r.routable) == 0 {
+			return nil, r.checkFloor(backends[0], o.minIsolation)
+		}
+		if len(below) > 0 {
+			o.logger.Warn("backends below the isolation floor are kept for disposal only",
+				zap.Strings("backends", below), zap.String("floor", string(o.minIsolation)))
+		}
+	}
+	if err := r.handOutReporter(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Router) lookup(name string) (Backend, error) {
+	if name == "" {
+		return r.backends[0], nil
+	}
+	for _, b := range r.backends {
+		if b.Name() == name {
+			return b, nil
+		}
+	}
+	names := make([]string, len(r.backends))
+	for i, b := range r.backends {
+		names[i] = b.Name()
+	}
+	return nil, &NoBackendError{Selected: name, Registered: names}
+}
+
+// handOutReporter gives every observing backend the router's reporter (nil without an
+// observer, which switches their reads off), all or nothing.
+func (r *Router) handOutReporter() error {
+	var report func(EgressObserved)
+	if r.opts.observer != nil {
+		report = func(ev EgressObserved) { r.notify(func(o Observer) { o.EgressObserved(ev) }) }
+	}
+	type swapped struct {
+		obs  EgressObserver
+		prev func(EgressObserved)
+	}
+	var done []swapped
+	for _, b := range r.backends {
+		obs, ok := b.(EgressObserver)
+		if !ok {
+			continue
+		}
+		prev, err := obs.ObserveEgress(report)
+		if err != nil {
+			for _, s := range slices.Backward(done) {
+				_, _ = s.obs.ObserveEgress(s.prev)
+			}
+			return fmt.Errorf("hand egress reporter to %s: %w", b.Name(), err)
+		}
+		done = append(done, swapped{obs, prev})
+	}
+	return nil
+}
+
+// Enabled reports whether any backend is registered.
+func (r *Router) Enabled() bool { return len(r.backends) > 0 }
+
+// Backend is the fixed backend, or nil when disabled or selecting per spec.
+func (r *Router) Backend() Backend {
+	if r.opts.selection != SelectionFixed || len(r.routable) == 0 {
+		return nil
+	}
+	return r.routable[0]
+}
+
+// BackendFor is the backend that would serve spec, or nil. It never errors.
+func (r *Router) BackendFor(spec Spec) Backend {
+	b, err := r.route(spec)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// EnsureCanServe runs every admission check without acquiring anything. With no backend it
+// returns nil: nothing runs.
+func (r *Router) EnsureCanServe(spec Spec) error {
+	if !r.Enabled() {
+		return nil
+	}
+	_, err := r.route(spec)
+	return err
+}
+
+// EffectiveIsolationScope is the stricter of the host's and the spec's scope.
+func (r *Router) EffectiveIsolationScope(spec Spec) IsolationScope {
+	if spec.IsolationScope.Rank() > r.opts.minIsolationScope.Rank() {
+		return spec.IsolationScope
+	}
+	return r.opts.minIsolationScope
+}
+
+// EffectiveCleanup is the weakest cleanup rung the serving backend establishes at or above
+// the stricter of the host's and the spec's floor; call scope always disposes.
+func (r *Router) EffectiveCleanup(spec Spec) (Cleanup, error) {
+	b, err := r.route(spec)
+	if err != nil {
+		return "", err
+	}
+	return r.cleanupFor(b, spec), nil
+}
+
+func (r *Router) cleanupFor(b Backend, spec Spec) Cleanup {
+	if r.EffectiveIsolationScope(spec) == ScopeCall {
+		return CleanupDispose
+	}
+	floor := r.opts.minCleanup
+	if spec.MinCleanup != nil && spec.MinCleanup.Rank() > floor.Rank() {
+		floor = *spec.MinCleanup
+	}
+	caps := b.Declarations().EffectiveCapabilities()
+	established := map[Cleanup]bool{
+		CleanupDispose: true,
+		CleanupReset:   caps.Has(Snapshot),
+		CleanupReclaim: caps.Has(Reclaim),
+	}
+	for _, c := range Cleanups() {
+		if c.Rank() >= floor.Rank() && established[c] {
+			return c
+		}
+	}
+	return CleanupDispose
+}
+
+// route applies the denials, then checks 1-7 against the candidates: the fixed backend, or
+// the first registered backend that passes under per-spec selection.
+func (r *Router) route(spec Spec) (Backend, error) {
+	if !spec.Valid() {
+		return nil, &InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
+	}
+	if len(r.routable) == 0 {
+		return nil, &NoBackendError{}
+	}
+	if denied := spec.RequiredCapabilities().Intersect(r.opts.deniedCaps); len(denied) > 0 {
+		return nil, &CapabilityDeniedError{Denied: denied.Sorted(), Kind: spec.Kind}
+	}
+	var deniedIDs []ToolIdentity
+	for _, id := range spec.Identities() {
+		if _, ok := r.opts.deniedIdentities[id]; ok {
+			deniedIDs = append(deniedIDs, id)
+		}
+	}
+	if len(deniedIDs) > 0 {
+		return nil, &IdentityDeniedError{Identities: deniedIDs, Kind: spec.Kind}
+	}
+	var first error
+	var refusedBy []string
+	for _, b := range r.routable {
+		err := r.admit(b, spec)
+		if err == nil {
+			return b, nil
+		}
+		if first == nil {
+			first = err
+		}
+		refusedBy = append(refusedBy, b.Name())
+	}
+	if len(refusedBy) > 1 {
+		return nil, &routeRefusedError{err: first, others: refusedBy[1:]}
+	}
+	return nil, first
+}
+
+// routeRefusedError keeps the first candidate's refusal (its type is what callers match)
+// while naming the other candidates that refused too.
+type routeRefusedError struct {
+	err    error
+	others []string
+}
+
+func (e *routeRefusedError) Error() string {
+	return e.err.Error() + " (also refused by " + strings.Join(e.others, ", ") + ")"
+}
+
+func (e *routeRefusedError) Unwrap() error { return e.err }
+
+func (r *Router) checkFloor(b Backend, floor Isolation) error {
+	if !MeetsFloor(b.Isolation(), floor) {
+		return &BackendNotPermittedError{Backend: b.Name(), Declared: b.Isolation(), Floor: floor}
+	}
+	return nil
+}
+
+// admit runs checks 1-7 of the admission table, in order, against one backend.
+func (r *Router) admit(b Backend, spec Spec) error {
+	floor := r.opts.minIsolation
+	if spec.MinIsolation != nil && spec.MinIsolation.Rank() > floor.Rank() {
+		floor = *spec.MinIsolation
+	}
+	if err := r.checkFloor(b, floor); err != nil { // 1
+		return err
+	}
+	d := b.Declarations()
+	caps := d.EffectiveCapabilities()
+	if missing := spec.RequiredCapabilities().Minus(caps); len(missing) > 0 { // 2
+		return &CapabilityNotSupportedError{Backend: b.Name(), Missing: missing.Sorted(), Kind: spec.Kind, Declared: caps}
+	}
+	for _, rule := range spec.EgressAllow { // 2b
+		for _, m := range rule.Methods {
+			if !slices.Contains(d.EgressMethodTokens, m) {
+				return &CapabilityNotSupportedError{Backend: b.Name(), Missing: []Capability{EgressMethods}, Kind: spec.Kind,
+					Declared: caps, Reason: fmt.Sprintf("method %s for host %q is not a token it enforces", m, rule.Host)}
+			}
+		}
+	}
+	if spec.RequiresOSFamily != nil && !d.ServesOS(*spec.RequiresOSFamily) { // 3
+		return &OSFamilyNotSupportedError{Backend: b.Name(), Families: d.OSFamilies, Requested: *spec.RequiresOSFamily}
+	}
+	limits := d.EffectiveLimits() // 4
+	in, out := foldHostToolTraffic(spec)
+	if !in.Within(limits.FilesIn) {
+		return &TransferLimitsNotPermittedError{Backend: b.Name(), Direction: string(FilesIn), Asked: in, Permitted: limits.FilesIn}
+	}
+	if !out.Within(limits.FilesOut) {
+		return &TransferLimitsNotPermittedError{Backend: b.Name(), Direction: string(FilesOut), Asked: out, Permitted: limits.FilesOut}
+	}
+	if !d.EgressModes.Has(spec.Egress) { // 5
+		return &EgressNotEnforcedError{Backend: b.Name(), Mode: spec.Egress, Kind: spec.Kind, Enforced: d.EgressModes.Sorted()}
+	}
+	scope := r.EffectiveIsolationScope(spec) // 6
+	if !slices.Contains(d.EffectiveIsolationScopes(), scope) {
+		return &ScopeNotEnforcedError{Backend: b.Name(), Scope: scope}
+	}
+	if spec.RequiredCapabilities().Has(AttachedIdentity) { // 7
+		if d.AttachedIdentity == nil {
+			return &AttachedIdentityNotPermittedError{Bound: fmt.Sprintf("backend %q attaches no identity", b.Name())}
+		}
+		return &AttachedIdentityNotPermittedError{Bound: "this host permits no attached identity to be shared"}
+	}
+	return nil
+}
+
+// foldHostToolTraffic adds the host-tool transport's worst case to the spec's caps for the
+// limits check only: responses travel into the guest, requests out of it.
+func foldHostToolTraffic(spec Spec) (in, out TransferLimits) {
+	in, out = spec.FilesIn, spec.FilesOut
+	if spec.HostTools == nil {
+		return in, out
+	}
+	rl := spec.HostTools.ResponseLimits
+	in.MaxBytesPerFile = max(in.MaxBytesPerFile, rl.MaxBytesPerFile)
+	in.MaxTotalBytes += rl.MaxTotalBytes
+	in.MaxFiles += rl.MaxFiles
+	calls := int64(spec.HostTools.MaxCallsPerRun)
+	out.MaxFiles += calls
+	return in, out
+}
+
+// Acquire admits spec and gets or creates the sandbox of (key, spec.Kind). Acquires of one
+// key and kind are serialised; a key whose last disposal failed is refused with
+// [*UncleanError] until a disposal lands.
+func (r *Router) Acquire(ctx context.Context, key Key, spec Spec) (Sandbox, error) {
+	id := Identity(key, spec.Kind)
+	unlock, err := r.acquireGate.lock(ctx, id, r.opts.acquireWait, "acquire of "+key.String())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	sb, b, err := r.acquire(ctx, key, spec)
+	if r.opts.observer != nil {
+		ev := SandboxAcquired{Key: key, Kind: spec.Kind}
+		if b != nil {
+			ev.Backend = b.Name()
+		}
+		if err != nil {
+			ev.Refusal = errorTypeName(err)
+		} else {
+			ev.InstanceID = sb.InstanceID()
+		}
+		r.notify(func(o Observer) { o.SandboxAcquired(ev) })
+	}
+	return sb, err
+}
+
+func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Backend, error) {
+	if len(r.routable) == 0 {
+		return nil, nil, &NoBackendError{}
+	}
+	if code, ok := r.uncleanCode(key); ok {
+		return nil, nil, &UncleanError{Key: key, Code: code}
+	}
+	b, err := r.route(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	scope := r.EffectiveIsolationScope(spec)
+	if scope == ScopeCall && key.CallID == "" {
+		return nil, b, &InvalidArgumentError{Reason: "call-scoped workloads need a key with a CallID"}
+	}
+	if scope == ScopeConversation && key.CallID != "" {
+		return nil, b, &InvalidArgumentError{Reason: "a conversation-scoped workload was given a key with a CallID"}
+	}
+	spec = spec.Clone()
+	sb, err := r.acquireChecked(ctx, b, key, spec)
+	if err != nil || scope != ScopeConversation {
+		return sb, b, err
+	}
+	sk := servedKey{Identity(key, spec.Kind), b.Name()}
+	if !r.wasServed(sk, sb.InstanceID()) && !created(sb) {
+		// An instance this router never handed out may hold another process's leftovers.
+		if b.Declarations().EffectiveCapabilities().Has(Snapshot) {
+			if err := sb.Reset(ctx, r.opts.reclaimTimeout); err != nil {
+				r.markUnclean(key, DisposalUnknown)
+				return nil, b, fmt.Errorf("reset untrusted instance: %w", err)
+			}
+		} else {
+			if f := r.disposeInstance(ctx, b, key, spec.Kind, sb.InstanceID()); f != nil {
+				return nil, b, &UncleanError{Key: key, Code: f.Code}
+			}
+			if sb, err = r.acquireChecked(ctx, b, key, spec); err != nil {
+				return nil, b, err
+			}
+		}
+	}
+	r.remember(sk, sb.InstanceID())
+	return sb, b, nil
+}
+
+// acquireChecked runs the backend's acquire and the checks that follow it: the key turning
+// unclean meanwhile, and an empty instance ID.
+func (r *Router) acquireChecked(ctx context.Context, b Backend, key Key, spec Spec) (Sandbox, error) {
+	sb, err := b.Acquire(ctx, key, spec)
+	if err != nil {
+		return nil, err
+	}
+	if code, ok := r.uncleanCode(key); ok {
+		r.disposeInstance(ctx, b, key, spec.Kind, sb.InstanceID())
+		return nil, &UncleanError{Key: key, Code: code}
+	}
+	if sb.InstanceID() == "" {
+		r.disposeInstance(ctx, b, key, spec.Kind, "")
+		return nil, &ProtocolError{Backend: b.Name(), Reason: "acquire returned a sandbox with an empty instance ID"}
+	}
+	return sb, nil
+}
+
+// Fresh is implemented by sandboxes that know whether the acquire returning them created
+// the instance. A created instance is trusted by the router although it never served it.
+type Fresh interface {
+	Created() bool
+}
+
+func created(sb Sandbox) bool {
+	f, ok := sb.(Fresh)
+	return ok && f.Created()
+}
+
+func (r *Router) disposeInstance(ctx context.Context, b Backend, key Key, kind, instanceID string) *DisposalFailure {
+	f := b.Dispose(ctx, key, DisposeOptions{Kind: &kind, InstanceID: instanceID})
+	if f != nil {
+		r.markUnclean(key, f.Code)
+		r.opts.logger.Warn("dispose instance", zap.String("key", key.String()), zap.String("backend", b.Name()),
+			zap.String("code", string(f.Code)), zap.String("detail", f.Detail))
+	}
+	return f
+}
+
+// Dispose deletes the key's sandboxes on every registered backend (a conversation may have
+// been served while another was configured). It never fails the caller: what may remain is
+// folded into the returned failure, and a landing disposal reopens an unclean key.
+func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *DisposalFailure {
+	unlock, err := r.disposeGate.lock(ctx, key, 0, "disposal of "+key.String())
+	if err != nil {
+		return &DisposalFailure{Code: DisposalUnknown, Detail: err.Error()}
+	}
+	defer unlock()
+	var failures []DisposalFailure
+	for _, b := range r.backends {
+		if f := r.safeDispose(ctx, b, key, opts); f != nil {
+			failures = append(failures, *f)
+		}
+	}
+	folded := FoldDisposalFailures(failures)
+	if folded == nil {
+		r.clearUnclean(func(k Key) bool { return k == key })
+	}
+	if r.opts.observer != nil {
+		r.notify(func(o Observer) { o.SandboxDisposed(SandboxDisposed{Key: key, Undisposed: folded}) })
+	}
+	return folded
+}
+
+func (r *Router) safeDispose(ctx context.Context, b Backend, key Key, opts DisposeOptions) (f *DisposalFailure) {
+	defer func() {
+		if p := recover(); p != nil {
+			f = &DisposalFailure{Code: DisposalUnknown, Detail: fmt.Sprintf("%s panicked: %v", b.Name(), p)}
+		}
+		if f != nil {
+			r.opts.logger.Warn("dispose", zap.String("key", key.String()), zap.String("backend", b.Name()),
+				zap.String("code", string(f.Code)), zap.String("detail", f.Detail))
+		}
+	}()
+	return b.Dispose(ctx, key, opts)
+}
+
+// DisposeScope deletes every sandbox of a conversation on every registered backend, summing
+// the counts. It never fails the caller; a clean purge reopens the conversation's keys.
+func (r *Router) DisposeScope(ctx context.Context, scope, threadID string) ScopePurge {
+	var total ScopePurge
+	var failures []DisposalFailure
+	for _, b := range r.backends {
+		p := func() (p ScopePurge) {
+			defer func() {
+				if v := recover(); v != nil {
+					p = ScopePurge{Undisposed: &DisposalFailure{Code: DisposalUnknown, Detail: fmt.Sprintf("%s panicked: %v", b.Name(), v)}}
+				}
+			}()
+			return b.DisposeScope(ctx, scope, threadID)
+		}()
+		total.Disposed += p.Disposed
+		if p.Undisposed != nil {
+			failures = append(failures, *p.Undisposed)
+			r.opts.logger.Warn("dispose scope", zap.String("scope", scope), zap.String("backend", b.Name()),
+				zap.String("code", string(p.Undisposed.Code)), zap.String("detail", p.Undisposed.Detail))
+		}
+	}
+	total.Undisposed = FoldDisposalFailures(failures)
+	if total.Undisposed == nil {
+		r.clearUnclean(func(k Key) bool { return k.Scope == scope && k.ThreadID == threadID })
+	}
+	if r.opts.observer != nil {
+		r.notify(func(o Observer) { o.ScopeDisposed(ScopeDisposed{Scope: scope, ThreadID: threadID, Purge: total}) })
+	}
+	return total
+}
+
+// ScopeDisposal is what the disposal after a [Router.Scope] body did.
+type ScopeDisposal struct {
+	Disposed   int
+	Undisposed *DisposalFailure
+}
+
+// Scope runs body and always disposes the conversation afterwards. Disposal trouble never
+// replaces the body's error.
+func (r *Router) Scope(ctx context.Context, scope, threadID string, body func(context.Context) error) (ScopeDisposal, error) {
+	err := body(ctx)
+	p := r.DisposeScope(context.WithoutCancel(ctx), scope, threadID)
+	return ScopeDisposal{Disposed: p.Disposed, Undisposed: p.Undisposed}, err
+}
+
+// PurgeScopedThread disposes a deleted conversation's sandboxes. It never fails the caller's
+// delete; it returns how many were disposed.
+func (r *Router) PurgeScopedThread(ctx context.Context, scope, threadID string) int {
+	p := r.DisposeScope(ctx, scope, threadID)
+	if p.Disposed > 0 {
+		r.opts.logger.Info("purged conversation sandboxes", zap.String("scope", scope), zap.Int("disposed", p.Disposed))
+	}
+	return p.Disposed
+}
+
+// Unclean reports the disposal code that keeps key refused, if any.
+func (r *Router) Unclean(key Key) (DisposalCode, bool) { return r.uncleanCode(key) }
+
+func (r *Router) uncleanCode(key Key) (DisposalCode, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.unclean[key]
+	return c, ok
+}
+
+func (r *Router) markUnclean(key Key, code DisposalCode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unclean[key] = code
+}
+
+func (r *Router) clearUnclean(match func(Key) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.unclean {
+		if match(k) {
+			delete(r.unclean, k)
+		}
+	}
+}
+
+func (r *Router) wasServed(k servedKey, instanceID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.served[k][instanceID]
+	return ok
+}
+
+func (r *Router) remember(k servedKey, instanceID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.served[k] == nil {
+		r.served[k] = map[string]struct{}{}
+	}
+	r.served[k][instanceID] = struct{}{}
+}
+
+// notify delivers one event, containing an observer's panic so it never alters a call.
+func (r *Router) notify(deliver func(Observer)) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.opts.logger.Warn("observer panicked", zap.Any("panic", p))
+		}
+	}()
+	deliver(r.opts.observer)
+}
+
+// errorTypeName records a refusal by its type only: messages may carry endpoints.
+func errorTypeName(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, wrapped := e.(*routeRefusedError); wrapped {
+			continue
+		}
+		t := reflect.TypeOf(e)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.PkgPath() == reflect.TypeFor[Router]().PkgPath() {
+			return t.Name()
+		}
+	}
+	return reflect.TypeOf(err).String()
+}
