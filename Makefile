@@ -1,0 +1,45 @@
+# make test is the one command that checks everything: formatting, vet, staticcheck, the test
+# image, then every test with the race detector. It stops at the first failure.
+# docs/testing.md explains the environment variables, labels and cleanup rules.
+
+GO ?= go
+STATICCHECK_VERSION := v0.8.2
+FUZZTIME ?= 5m
+
+# Targets run one after another, in the order given, even under make -j.
+.NOTPARALLEL:
+.PHONY: test fmt-check vet staticcheck images fuzz
+
+test: fmt-check vet staticcheck images
+	$(GO) test -race -count=1 ./...
+
+# gofmt -l over the tracked Go files must print nothing.
+fmt-check:
+	@out=$$(git ls-files -z -- '*.go' | xargs -0 -r "$$($(GO) env GOROOT)/bin/gofmt" -l); \
+	if [ -n "$$out" ]; then echo "gofmt -l lists files that need formatting:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# Uses staticcheck from PATH; otherwise the pinned version, installed into GOBIN (or
+# GOPATH/bin) when it is not there yet.
+staticcheck:
+	@sc=$$(command -v staticcheck || true); \
+	if [ -z "$$sc" ]; then \
+		bin=$$($(GO) env GOBIN); \
+		[ -n "$$bin" ] || bin=$$($(GO) env GOPATH | cut -d: -f1)/bin; \
+		sc=$$bin/staticcheck; \
+		if [ ! -x "$$sc" ]; then \
+			echo "installing staticcheck $(STATICCHECK_VERSION) into $$bin"; \
+			$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || exit 1; \
+		fi; \
+	fi; \
+	echo "$$sc ./..."; "$$sc" ./...
+
+# Builds the images the tests run (the busybox workload image) unless the engine has them.
+images:
+	$(GO) run ./internal/images/cmd/buildimages
+
+# Fuzzes the guest-path confinement for FUZZTIME (default 5m).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzConfineResolve -fuzztime $(FUZZTIME) ./sandbox/paths
