@@ -522,7 +522,7 @@ type ScopeDisposal struct {
 func (r *Router) Scope(ctx context.Context, scope, threadID string, body func(context.Context) error) (ScopeDisposal, error) {
 	err := body(ctx)
 	p := r.DisposeScope(context.WithoutCancel(ctx), scope, threadID)
-	return ScopeDisposal{Disposed: p.Disposed, Undisposed: p.Undisposed}, err
+	return ScopeDisposal(p), err
 }
 
 // PurgeScopedThread disposes a deleted conversation's sandboxes. It never fails the caller's
