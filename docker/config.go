@@ -1,0 +1,116 @@
+package docker
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Defaults of [Config] fields left zero.
+const (
+	DefaultDockerPath       = "docker"
+	DefaultOutboundNetwork  = "bridge"
+	DefaultCommandTimeout   = 60 * time.Second
+	DefaultImagePullTimeout = 600 * time.Second
+	DefaultPidsLimit        = 512
+)
+
+// Config is the driver's configuration. It reads no environment variables and carries no image,
+// work directory, allowlist or transfer cap: those belong to each sandbox's spec. A [CLI] keeps
+// its own copy, so changing a Config after construction changes nothing.
+type Config struct {
+	// DockerPath is the Docker CLI binary, a name looked up on PATH or a path. Default "docker".
+	// The Podman CLI is not supported: binding reads Docker's context-inspect JSON.
+	DockerPath string
+	// EgressProxyImage opts in to allowlisted egress. Empty means no proxy is configured.
+	EgressProxyImage string
+	// OutboundNetwork is the existing network a proxy's outbound leg joins. Default "bridge".
+	OutboundNetwork string
+	// CommandTimeout bounds every lifecycle and file-plane invocation. It does not bound exec,
+	// which the caller's context bounds. Default 60 s.
+	CommandTimeout time.Duration
+	// ImagePullTimeout bounds an image pull. Default 600 s.
+	ImagePullTimeout time.Duration
+	// PidsLimit is the --pids-limit of every workload container. Default 512; always passed.
+	PidsLimit int
+	// Memory, when set, is the --memory of workload containers ("512m", "2g").
+	Memory string
+	// CPUs, when set, is the --cpus of workload containers.
+	CPUs *float64
+	// CapDropAll adds --cap-drop ALL to workload containers.
+	CapDropAll bool
+	// EgressPrivateCIDRs are private blocks the egress proxy may dial although they are not
+	// globally routable. Never admits loopback, link-local or metadata addresses.
+	EgressPrivateCIDRs []netip.Prefix
+	// Labels are extra labels written on every resource this driver creates, after its own.
+	// Keys under LabelPrefix are refused. Tests put their session label here.
+	Labels map[string]string
+}
+
+// DefaultConfig returns a Config with every default filled in.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+// withDefaults returns a copy of c with zero fields set to their defaults and its map and slices
+// copied, so the caller's later edits cannot reach it.
+func (c Config) withDefaults() Config {
+	if c.DockerPath == "" {
+		c.DockerPath = DefaultDockerPath
+	}
+	if c.OutboundNetwork == "" {
+		c.OutboundNetwork = DefaultOutboundNetwork
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = DefaultCommandTimeout
+	}
+	if c.ImagePullTimeout == 0 {
+		c.ImagePullTimeout = DefaultImagePullTimeout
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = DefaultPidsLimit
+	}
+	if c.CPUs != nil {
+		v := *c.CPUs
+		c.CPUs = &v
+	}
+	c.EgressPrivateCIDRs = slices.Clone(c.EgressPrivateCIDRs)
+	c.Labels = maps.Clone(c.Labels)
+	return c
+}
+
+// validate refuses a configuration no command could honour.
+func (c Config) validate() error {
+	switch {
+	case c.CommandTimeout < 0:
+		return fmt.Errorf("config: %w: CommandTimeout is negative", ErrInvalid)
+	case c.ImagePullTimeout < 0:
+		return fmt.Errorf("config: %w: ImagePullTimeout is negative", ErrInvalid)
+	case c.PidsLimit < 0:
+		return fmt.Errorf("config: %w: PidsLimit is negative", ErrInvalid)
+	case c.CPUs != nil && (math.IsNaN(*c.CPUs) || math.IsInf(*c.CPUs, 0) || *c.CPUs <= 0):
+		return fmt.Errorf("config: %w: CPUs must be a positive finite number", ErrInvalid)
+	}
+	if _, err := MergeLabels(nil, c.Labels); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// WorkloadOpts returns the hardening and limit options this configuration puts on every workload
+// container: no-new-privileges, the pids limit, and the opt-in cap drop, memory and CPUs.
+func (c Config) WorkloadOpts() []CreateOpt {
+	c = c.withDefaults()
+	opts := []CreateOpt{WithNoNewPrivileges(), WithPidsLimit(c.PidsLimit)}
+	if c.CapDropAll {
+		opts = append(opts, WithCapDropAll())
+	}
+	if c.Memory != "" {
+		opts = append(opts, WithMemory(c.Memory))
+	}
+	if c.CPUs != nil {
+		opts = append(opts, WithCPUs(*c.CPUs))
+	}
+	return opts
+}

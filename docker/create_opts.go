@@ -1,0 +1,159 @@
+package docker
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// KeepAlive is the command every workload runs: it keeps the container alive, and every piece of
+// work reaches it through exec.
+var KeepAlive = []string{"sleep", "infinity"}
+
+// CreateSpec is everything `docker run` is told about one workload container. It is a plain
+// value: [CreateOpt] functions change it and [CLI.Run] renders it. The zero Network means
+// "none"; nothing in a CreateSpec can name a volume, mount, tmpfs, published port or socket.
+type CreateSpec struct {
+	Name            string
+	Image           string
+	NoNewPrivileges bool
+	PidsLimit       int // 0: not passed
+	CapDropAll      bool
+	Memory          string   // "": not passed
+	CPUs            *float64 // nil: not passed
+	Network         string   // "" or "none": --network none
+	ProxyURL        string   // with a Network other than none: the proxy variables' value
+	Labels          []Label  // in command-line order
+	Cmd             []string // nil: KeepAlive
+}
+
+// CreateOpt changes a [CreateSpec].
+type CreateOpt func(*CreateSpec)
+
+// NewCreateSpec returns the spec of container name running image, with opts applied in order
+// (nil options are skipped) on top of --network none and [KeepAlive].
+func NewCreateSpec(name, image string, opts ...CreateOpt) CreateSpec {
+	s := CreateSpec{Name: name, Image: image, Network: "none"}
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	return s
+}
+
+// WithNoNewPrivileges adds --security-opt no-new-privileges.
+func WithNoNewPrivileges() CreateOpt { return func(s *CreateSpec) { s.NoNewPrivileges = true } }
+
+// WithPidsLimit sets --pids-limit n.
+func WithPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit = n } }
+
+// WithCapDropAll adds --cap-drop ALL.
+func WithCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
+
+// WithMemory sets --memory m ("512m", "2g").
+func WithMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
+
+// WithCPUs sets --cpus n.
+func WithCPUs(n float64) CreateOpt { return func(s *CreateSpec) { s.CPUs = &n } }
+
+// WithNetworkNone places the container on --network none: loopback only.
+func WithNetworkNone() CreateOpt {
+	return func(s *CreateSpec) { s.Network, s.ProxyURL = "none", "" }
+}
+
+// WithNetwork places the container on network and points the four proxy variables
+// (HTTPS_PROXY, HTTP_PROXY, https_proxy, http_proxy) at proxyURL.
+func WithNetwork(network, proxyURL string) CreateOpt {
+	return func(s *CreateSpec) { s.Network, s.ProxyURL = network, proxyURL }
+}
+
+// WithLabels appends labels, keeping their order.
+func WithLabels(labels ...Label) CreateOpt {
+	return func(s *CreateSpec) { s.Labels = append(s.Labels, labels...) }
+}
+
+// WithCmd replaces the container's command (default [KeepAlive]).
+func WithCmd(cmd ...string) CreateOpt {
+	return func(s *CreateSpec) { s.Cmd = append([]string(nil), cmd...) }
+}
+
+// validate refuses a spec that could not render to a safe command line.
+func (s CreateSpec) validate() error {
+	switch {
+	case s.Name == "":
+		return fmt.Errorf("create spec: %w: no container name", ErrInvalid)
+	case strings.HasPrefix(s.Name, "-"):
+		return fmt.Errorf("create spec: %w: container name starts with '-'", ErrInvalid)
+	case s.Image == "":
+		return fmt.Errorf("create spec: %w: the spec names neither image nor image_id", ErrInvalid)
+	case strings.HasPrefix(s.Image, "-"):
+		return fmt.Errorf("create spec: %w: image starts with '-'", ErrInvalid)
+	case s.PidsLimit < 0:
+		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
+	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
+		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
+	case s.Network != "" && s.Network != "none" && s.ProxyURL == "":
+		return fmt.Errorf("create spec: %w: network %s without a proxy", ErrInvalid, s.Network)
+	}
+	for _, l := range s.Labels {
+		if err := checkLabel(l); err != nil {
+			return fmt.Errorf("create spec: %w", err)
+		}
+	}
+	return nil
+}
+
+// cliRunArgs renders s as the arguments of `docker run`, in exactly this order:
+//
+//	run -d --name N --security-opt no-new-privileges --pids-limit P [--cap-drop ALL]
+//	    [--memory M] [--cpus C] (--network none | --network NET -e HTTPS_PROXY=U
+//	    -e HTTP_PROXY=U -e https_proxy=U -e http_proxy=U) --label k=v … IMAGE CMD…
+func cliRunArgs(s CreateSpec) []string {
+	args := []string{"run", "-d", "--name", s.Name}
+	if s.NoNewPrivileges {
+		args = append(args, "--security-opt", "no-new-privileges")
+	}
+	if s.PidsLimit > 0 {
+		args = append(args, "--pids-limit", strconv.Itoa(s.PidsLimit))
+	}
+	if s.CapDropAll {
+		args = append(args, "--cap-drop", "ALL")
+	}
+	if s.Memory != "" {
+		args = append(args, "--memory", s.Memory)
+	}
+	if s.CPUs != nil {
+		args = append(args, "--cpus", pyFloatRepr(*s.CPUs))
+	}
+	if s.Network == "" || s.Network == "none" {
+		args = append(args, "--network", "none")
+	} else {
+		args = append(args, "--network", s.Network)
+		for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+			args = append(args, "-e", v+"="+s.ProxyURL)
+		}
+	}
+	for _, l := range s.Labels {
+		args = append(args, "--label", l.Key+"="+l.Value)
+	}
+	args = append(args, s.Image)
+	if s.Cmd == nil {
+		return append(args, KeepAlive...)
+	}
+	return append(args, s.Cmd...)
+}
+
+// pyFloatRepr renders f the way Python's repr does: the shortest round-tripping digits, fixed
+// notation with at least one decimal (2 → "2.0") for exponents -4..15, scientific otherwise.
+func pyFloatRepr(f float64) string {
+	if f == 0 || (math.Abs(f) >= 1e-4 && math.Abs(f) < 1e16) {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	return strconv.FormatFloat(f, 'e', -1, 64)
+}

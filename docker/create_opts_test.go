@@ -1,0 +1,102 @@
+package docker
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestCLIRunArgs(t *testing.T) {
+	labels := []Label{{LabelScope, "s"}, {LabelWorkDir, "/maf-sandbox/work"}}
+	cases := []struct {
+		name string
+		spec CreateSpec
+		want string
+	}{
+		{"closed defaults", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none img sleep infinity"},
+		{"every opt-in, options in any order",
+			NewCreateSpec("N", "img", WithLabels(labels...), WithCPUs(2), WithMemory("512m"), WithCapDropAll(),
+				WithPidsLimit(64), WithNoNewPrivileges()),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 64 --cap-drop ALL --memory 512m --cpus 2.0" +
+				" --network none --label maf-sandbox.scope=s --label maf-sandbox.work-dir.v1=/maf-sandbox/work img sleep infinity"},
+		{"allowlist network",
+			NewCreateSpec("N", "img", WithNoNewPrivileges(), WithPidsLimit(512), WithNetwork("N-net", ProxyURL("N"))),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network N-net" +
+				" -e HTTPS_PROXY=http://N-proxy:3128 -e HTTP_PROXY=http://N-proxy:3128" +
+				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128 img sleep infinity"},
+		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
+			"run -d --name N --network none img sleep infinity"},
+		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{"b", "1"}), WithLabels(Label{"a", "2"})),
+			"run -d --name N --network none --label b=1 --label a=2 img sleep infinity"},
+		{"command", NewCreateSpec("N", "img", WithCmd("sh", "-c", "x y")),
+			"run -d --name N --network none img sh -c x y"},
+		{"nil option skipped", NewCreateSpec("N", "img", nil), "run -d --name N --network none img sleep infinity"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cliRunArgs(tc.spec)
+			if strings.Join(got, " ") != tc.want {
+				t.Fatalf("argv\n got %s\nwant %s", strings.Join(got, " "), tc.want)
+			}
+			for _, a := range got {
+				switch a {
+				case "-v", "--volume", "--mount", "--tmpfs", "-p", "--publish", "--privileged":
+					t.Fatalf("argv carries %s", a)
+				}
+			}
+		})
+	}
+}
+
+func TestCLIRunArgsKeepsArgumentsWhole(t *testing.T) {
+	// An argument with spaces stays one argument: argv never goes through a shell.
+	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(Label{"k", "a b"}), WithCmd("echo", "x; rm -rf /")))
+	want := []string{"run", "-d", "--name", "N", "--network", "none", "--label", "k=a b", "img", "echo", "x; rm -rf /"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestPyFloatRepr(t *testing.T) {
+	cases := []struct {
+		in   float64
+		want string
+	}{
+		{1.5, "1.5"}, {2, "2.0"}, {0.1, "0.1"}, {1e-05, "1e-05"}, {1e16, "1e+16"},
+		{123456789012345.6, "123456789012345.6"}, {0.0001, "0.0001"}, {0.5, "0.5"}, {1.0 / 3, "0.3333333333333333"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := pyFloatRepr(tc.in); got != tc.want {
+				t.Fatalf("pyFloatRepr(%v) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreateSpecValidate(t *testing.T) {
+	neg := -1.0
+	cases := []struct {
+		name    string
+		spec    CreateSpec
+		wantErr error
+	}{
+		{"ok", NewCreateSpec("N", "img"), nil},
+		{"no name", NewCreateSpec("", "img"), ErrInvalid},
+		{"no image", NewCreateSpec("N", ""), ErrInvalid},
+		{"flag-shaped image", NewCreateSpec("N", "--privileged"), ErrInvalid},
+		{"flag-shaped name", NewCreateSpec("-N", "img"), ErrInvalid},
+		{"negative cpus", CreateSpec{Name: "N", Image: "img", CPUs: &neg}, ErrInvalid},
+		{"network without proxy", NewCreateSpec("N", "img", WithNetwork("N-net", "")), ErrInvalid},
+		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(Label{"a=b", "c"})), ErrInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.spec.validate(); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("validate() = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}

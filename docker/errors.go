@@ -1,0 +1,148 @@
+package docker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Error classes. Every error a [CLI] method returns that comes from an engine answer wraps one of
+// these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class.
+var (
+	// ErrNotFound: the target container, network or image is absent. The engine's answer named
+	// that exact target.
+	ErrNotFound = errors.New("docker: no such object")
+	// ErrPathAbsent: the guest path is absent and the engine's answer proves it (the path named as
+	// a whole token in a "could not find" answer, or the older-client wording confirmed against
+	// the instance ID).
+	ErrPathAbsent = errors.New("docker: no such path in the container")
+	// ErrPathAbsentUnconfirmed: an older client (20.10) printed "No such container:path:" for this
+	// target and path. The same line is printed when the container itself is gone, so it counts
+	// as path absence only after the caller has confirmed that the target is still its instance
+	// (inspect it and compare the ID). Until then it is a failure.
+	ErrPathAbsentUnconfirmed = errors.New("docker: path or container absent (unconfirmed)")
+	// ErrConflict: create refused because the container name is in use.
+	ErrConflict = errors.New("docker: container name already in use")
+	// ErrNetworkExists: network create refused because the network exists.
+	ErrNetworkExists = errors.New("docker: network already exists")
+	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the
+	// command never started); from pause, the container was already paused.
+	ErrPaused = errors.New("docker: container is paused")
+	// ErrNotPaused: unpause found a container that is not paused.
+	ErrNotPaused = errors.New("docker: container is not paused")
+	// ErrNotRunning: pause or exec found a container that is not running.
+	ErrNotRunning = errors.New("docker: container is not running")
+	// ErrUnreachable: the daemon could not be reached, the bound context is gone, or the client
+	// could not be started. Never a sign that a container or path is absent.
+	ErrUnreachable = errors.New("docker: engine unreachable")
+	// ErrClientNotFound: the client binary named by Config.DockerPath could not be found. It also
+	// matches ErrUnreachable.
+	ErrClientNotFound = errors.New("docker: client binary not found")
+	// ErrTimeout: the command outlived its own budget (Config.CommandTimeout). The caller's own
+	// cancellation or deadline is never reported this way; it comes back as the context's error.
+	ErrTimeout = errors.New("docker: command timed out")
+	// ErrOutputLimit: an exec's combined output exceeded its byte budget; the client was killed
+	// and no partial result is returned.
+	ErrOutputLimit = errors.New("docker: output exceeded its byte budget")
+	// ErrNoTarHeader: the engine's archive held no complete entry header.
+	ErrNoTarHeader = errors.New("docker: no tar header")
+	// ErrTarMetadata: the archive's entry metadata broke a rule of the bounded reader (oversized,
+	// sparse, malformed, too many headers, negative size, bad checksum).
+	ErrTarMetadata = errors.New("docker: refused tar metadata")
+	// ErrShortBody: the archive ended before the entry's body did.
+	ErrShortBody = errors.New("docker: incomplete tar body")
+	// ErrCapExceeded: an entry is larger than the caller's byte cap; refused on its header.
+	ErrCapExceeded = errors.New("docker: entry exceeds the byte cap")
+	// ErrInvalid: an argument was refused before any engine call.
+	ErrInvalid = errors.New("docker: invalid argument")
+)
+
+// CommandError is a client invocation that exited non-zero. Class is the error class the answer
+// was classified into (nil when it fits none); errors.Is(err, ErrNotFound) and friends see it
+// through Unwrap.
+type CommandError struct {
+	Args     []string // the arguments after the binary and the bound context
+	ExitCode int
+	Stderr   []byte // exactly as the client wrote it
+	Class    error
+}
+
+func (e *CommandError) Error() string {
+	msg := strings.TrimSpace(stderrText(e.Stderr))
+	if msg == "" {
+		msg = "no message"
+	}
+	return fmt.Sprintf("docker %s: exited %d: %s", renderArgs(e.Args), e.ExitCode, msg)
+}
+
+// Unwrap returns the class.
+func (e *CommandError) Unwrap() error { return e.Class }
+
+// TimeoutError is an invocation that outlived its own budget. It matches [ErrTimeout]. The child
+// was killed and reaped before it was returned.
+type TimeoutError struct {
+	Args    []string
+	Timeout time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("docker %s: exceeded its %s budget", renderArgs(e.Args), e.Timeout)
+}
+
+// Is reports ErrTimeout.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// CapExceededError is an archive entry whose header size is above the caller's cap. The body was
+// never read. It matches [ErrCapExceeded].
+type CapExceededError struct {
+	Path string
+	Size int64
+	Cap  int64
+}
+
+func (e *CapExceededError) Error() string {
+	return fmt.Sprintf("docker: %s is %d bytes and the caller allowed %d", e.Path, e.Size, e.Cap)
+}
+
+// Is reports ErrCapExceeded.
+func (e *CapExceededError) Is(target error) bool { return target == ErrCapExceeded }
+
+// ShortBodyError is an archive entry whose body ended early. It matches [ErrShortBody].
+type ShortBodyError struct {
+	Path     string
+	Expected int64
+	Received int64
+}
+
+func (e *ShortBodyError) Error() string {
+	return fmt.Sprintf("docker: incomplete body for %s: expected %d bytes, received %d", e.Path, e.Expected, e.Received)
+}
+
+// Is reports ErrShortBody.
+func (e *ShortBodyError) Is(target error) bool { return target == ErrShortBody }
+
+// OutputLimitError is an exec whose combined stdout and stderr went over its budget. It matches
+// [ErrOutputLimit].
+type OutputLimitError struct {
+	Limit int64
+}
+
+func (e *OutputLimitError) Error() string {
+	return fmt.Sprintf("docker: output exceeded its byte budget of %d", e.Limit)
+}
+
+// Is reports ErrOutputLimit.
+func (e *OutputLimitError) Is(target error) bool { return target == ErrOutputLimit }
+
+// renderArgs shortens an argument list for messages: run carries every label.
+func renderArgs(args []string) string {
+	const keep = 8
+	if len(args) <= keep {
+		return strings.Join(args, " ")
+	}
+	return strings.Join(args[:keep], " ") + " …"
+}
+
+// stderrText is the UTF-8 replacement-decoded view of client output.
+func stderrText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
