@@ -47,6 +47,10 @@ func TestConfigValidate(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("validate() = %v, want %v", err, tc.wantErr)
 			}
+			_, err = NewCLI(tc.cfg)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("NewCLI() = %v, want %v", err, tc.wantErr)
+			}
 		})
 	}
 }

@@ -1,0 +1,138 @@
+package docker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeDocker is a shell script standing in for the docker client. It answers the binding call
+// from FAKE_CONTEXT_JSON (exit FAKE_CONTEXT_EXIT), logs every invocation with the DOCKER_HOST it
+// saw to FAKE_LOG, and after "--context <name>" acts out the subcommand it is given.
+const fakeDocker = `#!/bin/sh
+[ -n "$FAKE_LOG" ] && echo "DOCKER_HOST=$DOCKER_HOST $*" >> "$FAKE_LOG"
+if [ "$1" = context ]; then
+	[ -n "$FAKE_CONTEXT_DELAY" ] && sleep "$FAKE_CONTEXT_DELAY"
+	printf '%s' "$FAKE_CONTEXT_JSON"
+	[ -n "$FAKE_CONTEXT_STDERR" ] && printf '%s\n' "$FAKE_CONTEXT_STDERR" >&2
+	exit "${FAKE_CONTEXT_EXIT:-0}"
+fi
+[ "$1" = --context ] && shift 2
+case "$1" in
+bytes) printf '\377\000\r\nA'; printf 'e\377' >&2; exit 3 ;;
+stdin) cat; exit 0 ;;
+sleep) sleep 30.123; exit 0 ;;
+small) printf abc; exit 4 ;;
+big) head -c 1048576 /dev/zero; exit 5 ;;
+spam-stderr) head -c 1048576 /dev/zero >&2; printf ok; exit 0 ;;
+orphan) sleep 30.123 & printf x; exit 0 ;;
+answer) printf '%s' "$FAKE_STDOUT"; printf '%s' "$FAKE_STDERR" >&2; exit "${FAKE_EXIT:-0}" ;;
+esac
+# Any other subcommand answers from FAKE_<sub>_EXIT, FAKE_<sub>_STDOUT and FAKE_<sub>_STDERR.
+sub=$1
+eval "code=\${FAKE_${sub}_EXIT:-}"
+if [ -n "$code" ]; then
+	eval "printf '%s' \"\${FAKE_${sub}_STDOUT:-}\""
+	eval "printf '%s' \"\${FAKE_${sub}_STDERR:-}\"" >&2
+	exit "$code"
+fi
+echo "fake docker: unknown subcommand $1" >&2
+exit 99
+`
+
+const defaultContextJSON = `{"Name":"fake","Endpoints":{"docker":{"Host":"unix:///fake.sock"}}}`
+
+// newFakeCLI writes the fake client and returns a CLI bound to it. env entries (K=V) are set in
+// the process environment before construction, so they land in the CLI's snapshot.
+func newFakeCLI(t *testing.T, env ...string) (*CLI, string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "docker")
+	if err := os.WriteFile(bin, []byte(fakeDocker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "log")
+	t.Setenv("FAKE_LOG", logPath)
+	t.Setenv("FAKE_CONTEXT_JSON", defaultContextJSON)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	c, err := NewCLI(Config{DockerPath: bin, CommandTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, logPath
+}
+
+func readLog(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// ChildProcesses lists the processes whose parent is this test binary, as "pid cmdline".
+func ChildProcesses(t testing.TB) []string {
+	t.Helper()
+	return processes(t, func(_ int, ppid int, _ string) bool { return ppid == os.Getpid() })
+}
+
+// processesWithCmdline lists processes whose NUL-joined command line is exactly cmdline.
+func processesWithCmdline(t testing.TB, cmdline string) []string {
+	t.Helper()
+	return processes(t, func(_ int, _ int, cl string) bool { return cl == cmdline })
+}
+
+func processes(t testing.TB, match func(pid, ppid int, cmdline string) bool) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat)[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cmdline := strings.TrimRight(string(cl), "\x00")
+		if match(pid, ppid, cmdline) {
+			out = append(out, fmt.Sprintf("%d %s (%s)", pid, strings.ReplaceAll(cmdline, "\x00", " "), f[0]))
+		}
+	}
+	return out
+}
+
+// waitNoChildren fails the test if children of the test binary remain after a short grace.
+func waitNoChildren(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		left := ChildProcesses(t)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leftover child processes: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

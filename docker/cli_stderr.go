@@ -1,0 +1,143 @@
+package docker
+
+import (
+	"regexp"
+	"strings"
+)
+
+// This file is the only place that reads the client's stderr to decide anything. Each rule
+// below quotes the answers it was written against: the docker 28 client talking to a 20.10
+// engine (captured on the development machines) and the wordings the spec quotes for other
+// client/engine pairs.
+
+// unreachableMarkers are answers that mean the daemon or the bound context could not be reached.
+// They are tested first: such an answer can carry "no such file or directory" (a socket or a
+// context's metadata file), which must never read as absence.
+//
+//	Cannot connect to the Docker daemon at unix:///tmp/x.sock. Is the docker daemon running?
+//	Failed to initialize: unable to resolve docker endpoint: context "x": context not found: open …/meta.json: no such file or directory
+//	error during connect: … (older clients, TCP and Windows endpoints)
+//	permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: …
+var unreachableMarkers = []string{
+	"cannot connect to the docker daemon",
+	"is the docker daemon running",
+	"error during connect",
+	"unable to resolve docker endpoint",
+	"context not found",
+	"permission denied while trying to connect to the docker daemon",
+}
+
+// contextGone is the older clients' answer for a deleted context: context "x" does not exist.
+var contextGone = regexp.MustCompile(`context "[^"]*" does not exist`)
+
+func isUnreachable(stderr []byte) bool {
+	s := strings.ToLower(stderrText(stderr))
+	for _, m := range unreachableMarkers {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return contextGone.MatchString(s)
+}
+
+// isTargetAbsent: the answer names the exact target and says "not found" or "no such".
+//
+//	Error response from daemon: No such container: nosuchctr
+//	Error: No such object: nosuchctr
+//	Error response from daemon: no such image: nosuch/image:tag: No such image: nosuch/image:tag
+//	Error response from daemon: network capnet not found
+func isTargetAbsent(stderr []byte, target string) bool {
+	if target == "" {
+		return false
+	}
+	s := strings.ToLower(stderrText(stderr))
+	return strings.Contains(s, strings.ToLower(target)) &&
+		(strings.Contains(s, "not found") || strings.Contains(s, "no such"))
+}
+
+// isPathAbsentNamed is form (a) of path absence: the guest path as a whole token (case-sensitive,
+// bounded by start/end of text or whitespace) in an answer that says "could not find".
+//
+//	Error response from daemon: Could not find the file /no/such/file in container capA
+func isPathAbsentNamed(stderr []byte, guestPath string) bool {
+	s := stderrText(stderr)
+	if !strings.Contains(strings.ToLower(s), "could not find") {
+		return false
+	}
+	return regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(guestPath) + `(\s|$)`).MatchString(s)
+}
+
+// isPathAbsentOlderClient is form (b): older clients (20.10) rewrite every "not found" answer of
+// the archive endpoint into this one line, which is also what they print when the container is
+// gone. It proves nothing until the instance is confirmed.
+//
+//	Error: No such container:path: <target>:<guestpath>
+func isPathAbsentOlderClient(stderr []byte, target, guestPath string) bool {
+	return strings.TrimSpace(stderrText(stderr)) == "Error: No such container:path: "+target+":"+guestPath
+}
+
+// isFrozenRefusal is the daemon refusing exec on a paused container: non-zero exit, nothing on
+// stdout, and stderr (left-trimmed, lower-cased) starting "error response from daemon:" and
+// saying "unpause the container before exec". The command never started.
+//
+//	Error response from daemon: Container capA is paused, unpause the container before exec
+func isFrozenRefusal(exitCode int, stdout, stderr []byte) bool {
+	if exitCode == 0 || len(stdout) != 0 {
+		return false
+	}
+	s := strings.ToLower(strings.TrimLeft(stderrText(stderr), " \t\r\n"))
+	return strings.HasPrefix(s, "error response from daemon:") &&
+		strings.Contains(s, "unpause the container before exec")
+}
+
+// containsFold reports whether the answer contains phrase, ignoring case.
+func containsFold(stderr []byte, phrase string) bool {
+	return strings.Contains(strings.ToLower(stderrText(stderr)), phrase)
+}
+
+// classify returns the class of a failed lifecycle answer about target, or nil.
+//
+// Per command, the answers behind the phrases:
+//
+//	run:     docker: Error response from daemon: Conflict. The container name "/capA" is already in use by container "341e…". …
+//	network: Error response from daemon: network with name capnet already exists
+//	pause:   Error response from daemon: Container 341e… is already paused
+//	pause:   Error response from daemon: Container 4adc… is not running
+//	unpause: Error response from daemon: Container 341e… is not paused
+func classify(args []string, target string, stderr []byte) error {
+	if isUnreachable(stderr) {
+		return ErrUnreachable
+	}
+	op := ""
+	if len(args) > 0 {
+		op = args[0]
+		if op == "network" && len(args) > 1 {
+			op += " " + args[1]
+		}
+	}
+	switch op {
+	case "run":
+		if containsFold(stderr, "already in use") {
+			return ErrConflict
+		}
+	case "network create":
+		if containsFold(stderr, "already exists") {
+			return ErrNetworkExists
+		}
+	case "pause":
+		if containsFold(stderr, "is already paused") {
+			return ErrPaused
+		}
+		if containsFold(stderr, "is not running") {
+			return ErrNotRunning
+		}
+	case "unpause":
+		if containsFold(stderr, "is not paused") {
+			return ErrNotPaused
+		}
+	}
+	if isTargetAbsent(stderr, target) {
+		return ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package docker
+
+import (
+	"context"
+	"time"
+)
+
+// Engine is the seam between the actor engine and one Docker engine: exactly what the engine
+// needs, nothing more. A consumer that needs less declares a smaller interface where it uses it.
+// Every method binds first (see [CLI.Bind]) and so may also return what Bind returns.
+//
+// Common to every method: [ErrUnreachable] when the daemon cannot be reached, the bound context
+// is gone or the client cannot be started (never a sign of absence); [*TimeoutError] (matches
+// [ErrTimeout]) when a control call outlives Config.CommandTimeout; the context's own error,
+// wrapped, when ctx is cancelled or its deadline passes; [*CommandError] for any other engine
+// answer, carrying the arguments, exit code and stderr.
+type Engine interface {
+	// Bind resolves and pins the client context and endpoint (once; later calls return it).
+	Bind(ctx context.Context) (Binding, error)
+	// ServerOS returns the daemon's OS, trimmed and lower-cased ("linux").
+	ServerOS(ctx context.Context) (string, error)
+	// Inspect reads one container (by name or ID) in one call. [ErrNotFound] when it is absent.
+	Inspect(ctx context.Context, target string) (ContainerInfo, error)
+	// ImageExists reports whether image is present locally; absence is (false, nil).
+	ImageExists(ctx context.Context, image string) (bool, error)
+	// Run creates and starts a workload container from spec and returns its ID. [ErrConflict]
+	// when the name is in use; [ErrInvalid] for a spec refused before any engine call. A run
+	// whose start failed can leave the created container behind under spec.Name.
+	Run(ctx context.Context, spec CreateSpec) (string, error)
+	// Start starts a stopped container. [ErrNotFound] when it is absent.
+	Start(ctx context.Context, target string) error
+	// Remove force-removes a container: [Removed] when it removed one, [Absent] when there was
+	// none. A timeout leaves the outcome unknown.
+	Remove(ctx context.Context, target string) (RemoveOutcome, error)
+	// Pause freezes a container. [ErrNotFound] when absent, [ErrPaused] when already paused,
+	// [ErrNotRunning] when stopped.
+	Pause(ctx context.Context, target string) error
+	// Unpause thaws a container. nil means the freeze is lifted: unpaused now, not paused, or
+	// absent all count.
+	Unpause(ctx context.Context, target string) error
+	// Exec runs req.Argv in a container; only ctx bounds it. A non-zero exit, including the
+	// client's own 125-127 and daemon answers about the target, is a result, not an error:
+	// stderr is the guest's channel too. The one exception is the daemon's frozen refusal
+	// ([ErrPaused], returned with the refusal as output: the command never started).
+	// [*OutputLimitError] when req.MaxOutputBytes is set and the output went over it (no
+	// partial result).
+	Exec(ctx context.Context, req ExecRequest) (ExecOutput, error)
+	// Stat describes guestPath in the container from the engine's archive header alone
+	// (no-follow, body never read). (nil, nil) only on proven absence. [ErrPathAbsentUnconfirmed]
+	// for the older client's ambiguous answer when target is a name (with a full instance ID it
+	// is confirmed here); [ErrNotFound] when the container is gone; [ErrNoTarHeader],
+	// [ErrTarMetadata] for archives the reader refuses.
+	Stat(ctx context.Context, target, guestPath string) (*Entry, error)
+	// Read returns guestPath's header and, for a regular file, its bytes. [ErrPathAbsent] when
+	// absent, otherwise as Stat; [*CapExceededError] when the header's size is above maxBytes
+	// (the body is never read); [*ShortBodyError] when the body ends early. Other entry kinds
+	// come back with a nil body for the caller to refuse.
+	Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error)
+	// CopyIn extracts a tar archive (see [BuildTar]) at / in the container. [ErrNotFound] when
+	// the container is absent.
+	CopyIn(ctx context.Context, target string, tarball []byte) error
+	// ListNames lists the names of all containers, running or not, carrying every label in
+	// labelFilters (an empty value means "present, any value") and, when nameFilter is not
+	// empty, matching it as the engine's name filter. A failed listing is an error, never an
+	// empty list.
+	ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error)
+	// Events streams container lifecycle events matching filter from the moment of the call
+	// until ctx ends; the channel is then closed and the client reaped. If the stream ends for
+	// another reason, its last value carries Err.
+	Events(ctx context.Context, filter EventFilter) (<-chan Event, error)
+}
+
+// ContainerInfo is what one inspect of a container returns.
+type ContainerInfo struct {
+	ID       string
+	Name     string // without the engine's leading "/"
+	Image    string // the image reference it was created from
+	ImageID  string
+	Created  time.Time
+	Status   string // created, running, paused, restarting, removing, exited, dead
+	Running  bool
+	Paused   bool
+	ExitCode int
+	Labels   map[string]string
+	User     string            // Config.User, trimmed
+	CapDrop  []string          // HostConfig.CapDrop
+	Networks map[string]string // network name → network ID
+}
+
+// RemoveOutcome says what a removal found.
+type RemoveOutcome int
+
+// Removal outcomes.
+const (
+	Removed RemoveOutcome = iota + 1 // a container was there and is gone
+	Absent                           // there was nothing to remove
+)
+
+func (o RemoveOutcome) String() string {
+	switch o {
+	case Removed:
+		return "removed"
+	case Absent:
+		return "absent"
+	}
+	return "unknown"
+}
+
+// ExecRequest is one command run in a container through `docker exec`.
+type ExecRequest struct {
+	Target  string
+	User    string   // "" leaves the image's USER in charge
+	WorkDir string   // "" leaves the image's working directory
+	Env     []string // K=V pairs, each passed as -e; empty for workload commands
+	Argv    []string // passed element for element, no shell
+	// MaxOutputBytes, when positive, is the budget of stdout and stderr together; going over it
+	// kills the client and fails the exec with [*OutputLimitError].
+	MaxOutputBytes int64
+}
+
+// ExecOutput is what one exec returned, as bytes.
+type ExecOutput struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// EventFilter narrows an event stream. Only container events are streamed.
+type EventFilter struct {
+	Labels     map[string]string // label filters, as in ListNames
+	Containers []string          // names or IDs
+	Actions    []string          // e.g. "start", "die", "pause", "unpause", "destroy"
+}
+
+// Event is one container lifecycle event.
+type Event struct {
+	Action     string // start, die, pause, unpause, destroy, ...
+	ID         string // the container's ID
+	Name       string // the container's name, from the event's attributes
+	Attributes map[string]string
+	Time       time.Time
+	// Err is set only on the last value of a stream that ended on its own (not by ctx).
+	Err error
+}
