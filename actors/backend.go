@@ -1,0 +1,264 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// BackendName is the name the router's selection matches. It is fixed.
+const BackendName = "docker"
+
+// DefaultWorkDir is the storage base a spec without a WorkDir gets.
+const DefaultWorkDir = "/maf-sandbox/work"
+
+// Transfer ceilings in each direction: 64 MiB a file, 256 MiB in all, 256 files.
+const (
+	MaxBytesPerFile = 64 * sandbox.MiB
+	MaxTotalBytes   = 256 * sandbox.MiB
+	MaxFiles        = 256
+)
+
+// Backend is the Docker backend of the sandbox protocol: it implements [sandbox.Backend] by
+// sending messages to one container actor per container. Build it with [NewBackend] (no
+// engine call, no OS family declared) or [Create] (binds the daemon and declares its OS
+// family), and Close it when done.
+type Backend struct {
+	cfg        docker.Config
+	engine     docker.Engine
+	log        *zap.Logger
+	freezes    *Freezes
+	osFamilies []sandbox.OSFamily
+	askTimeout time.Duration
+
+	system     *actor.ActorSystem
+	supervisor *actor.PID
+	life       context.Context // ends at Close: stops the event watch and in-flight execs
+	stop       context.CancelFunc
+	watch      *watcher
+	closeOnce  sync.Once
+
+	mu       sync.Mutex
+	acquired map[sandbox.SandboxID]map[string]struct{} // names this process handed out
+	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed
+}
+
+// NewBackend builds a backend without any engine call: the daemon is bound on first use and
+// no OS family is declared, so specs that ask for one are refused.
+func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.engine == nil {
+		cli, err := docker.NewCLI(cfg, docker.WithLogger(o.logger))
+		if err != nil {
+			return nil, fmt.Errorf("new docker backend: %w", err)
+		}
+		o.engine = cli
+	}
+	if o.freezes == nil {
+		o.freezes = NewFreezes()
+	}
+	core := o.logger.Core()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(zapslog.NewHandler(core, zapslog.WithName("protoactor")))
+	}))
+	life, stop := context.WithCancel(context.Background())
+	b := &Backend{
+		cfg: cfg, engine: o.engine, log: o.logger.With(zap.String("backend", BackendName)),
+		freezes: o.freezes, askTimeout: o.askTimeout, system: system, life: life, stop: stop,
+		acquired: map[sandbox.SandboxID]map[string]struct{}{},
+		retained: map[sandbox.Key]map[string]struct{}{},
+	}
+	if o.watch {
+		b.watch = newWatcher(b)
+	}
+	b.supervisor = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSupervisor(b) },
+		actor.WithSupervisor(restartStrategy())))
+	b.log.Info("docker backend constructed (experimental, pre-1.0)")
+	return b, nil
+}
+
+// Create builds a backend, binds the daemon at once (failing if it cannot), and declares the
+// posix family when the daemon runs Linux, nothing otherwise.
+func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, error) {
+	b, err := NewBackend(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.engine.Bind(ctx); err != nil {
+		b.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("create docker backend: %w", err)
+	}
+	osName, err := b.engine.ServerOS(ctx)
+	if err == nil && osName == "linux" {
+		b.osFamilies = []sandbox.OSFamily{sandbox.OSPosix}
+		b.log.Info("daemon runs linux; declaring posix guests")
+	} else {
+		b.log.Warn("no guest OS family declared: specs naming RequiresOSFamily will be refused",
+			zap.String("daemon_os", osName), zap.Error(err))
+	}
+	return b, nil
+}
+
+// Close stops the actors, the event watch and any exec still running on the host side. The
+// containers stay; dispose them first if they should go.
+func (b *Backend) Close(ctx context.Context) {
+	b.closeOnce.Do(func() {
+		b.stop()
+		if b.watch != nil {
+			b.watch.wait()
+		}
+		if err := b.system.Root.PoisonFuture(b.supervisor).Wait(); err != nil {
+			b.log.Debug("stop supervisor", zap.Error(err))
+		}
+		b.system.Shutdown()
+	})
+}
+
+// Name is "docker".
+func (b *Backend) Name() string { return BackendName }
+
+// Isolation is container, a constant: no configuration raises it.
+func (b *Backend) Isolation() sandbox.Isolation { return sandbox.IsolationContainer }
+
+// Declarations describes what this backend serves; see the package documentation.
+func (b *Backend) Declarations() sandbox.Declarations {
+	ceiling := sandbox.TransferLimits{MaxBytesPerFile: MaxBytesPerFile, MaxTotalBytes: MaxTotalBytes, MaxFiles: MaxFiles}
+	modes := sandbox.NewEgressSet(sandbox.EgressClosed)
+	if b.cfg.EgressProxyImage != "" {
+		modes[sandbox.EgressAllowlist] = struct{}{}
+	}
+	return sandbox.Declarations{
+		Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
+			sandbox.HostTools, sandbox.Reclaim),
+		Limits:          &sandbox.SandboxLimits{FilesIn: ceiling, FilesOut: ceiling},
+		EgressModes:     modes,
+		OSFamilies:      append([]sandbox.OSFamily(nil), b.osFamilies...),
+		IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
+		ObservesEgress:  b.cfg.EgressProxyImage != "",
+	}
+}
+
+// Acquire gets or creates the container of (key, spec.Kind) through its actor.
+func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if !spec.Valid() {
+		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
+	}
+	if spec.Image == "" && spec.ImageID == "" {
+		return nil, &sandbox.InvalidArgumentError{Reason: "the spec names neither image nor image_id"}
+	}
+	egressID := ""
+	if spec.Egress == sandbox.EgressAllowlist {
+		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressHosts(spec.EgressAllow))
+	}
+	name := docker.ContainerName(key, spec.Kind, egressID)
+	pid, err := b.container(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ask[*messages.AcquireResponse](ctx, b, pid, &messages.AcquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}, 0)
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created}, nil
+}
+
+// remember records a name this process handed out, so disposal can reach it even when the
+// engine's listing misses it.
+func (b *Backend) remember(id sandbox.SandboxID, name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.acquired[id] == nil {
+		b.acquired[id] = map[string]struct{}{}
+	}
+	b.acquired[id][name] = struct{}{}
+}
+
+// container returns the actor of name, spawning it under the supervisor when needed.
+func (b *Backend) container(ctx context.Context, name string) (*actor.PID, error) {
+	res, err := ask[*containerPID](ctx, b, b.supervisor, &lookupContainer{name: name}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return res.pid, nil
+}
+
+// request is the envelope every call sends to a container actor: the caller's context
+// travels with the data of its message.
+type request struct {
+	ctx context.Context
+	msg any
+}
+
+// ask sends msg to pid and waits for the reply, for the caller's ctx, or for the ask bound
+// plus extra (the call's own timeout, for execs).
+func ask[T any](ctx context.Context, b *Backend, pid *actor.PID, msg any, extra time.Duration) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	env := msg
+	if _, internal := msg.(*lookupContainer); !internal {
+		env = &request{ctx: ctx, msg: msg}
+	}
+	f := b.system.Root.RequestFuture(pid, env, b.askTimeout+extra)
+	done := make(chan struct{})
+	var res any
+	var err error
+	go func() { res, err = f.Result(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	if err != nil {
+		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, actor.ErrTimeout) {
+			return zero, fmt.Errorf("%w: the engine did not answer (%v)", errEngineStopped, err)
+		}
+		return zero, err
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("unexpected reply %T", res)
+	}
+	return v, nil
+}
+
+// errEngineStopped means the backend was closed or its actor lost the reply.
+var errEngineStopped = errors.New("sandbox engine stopped")
+
+// isProxyName reports whether a listed name is a proxy's.
+func isProxyName(name string) bool { return strings.HasSuffix(name, docker.ProxySuffix) }
+
+// commandTimeout is the bound on one lifecycle or file-plane engine call.
+func (b *Backend) commandTimeout() time.Duration {
+	if b.cfg.CommandTimeout > 0 {
+		return b.cfg.CommandTimeout
+	}
+	return docker.DefaultCommandTimeout
+}
+
+// isNotFound reports the engine saying the target is absent.
+func isNotFound(err error) bool { return errors.Is(err, docker.ErrNotFound) }

@@ -1,0 +1,242 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// acquire gets or creates the container in the spec's step order: bind, storage-base
+// pre-check, thaw a container a dead host left frozen, OS re-check before any create or
+// restart, reuse / restart / create (adopting on a name conflict), then the instance's facts,
+// identity refusal, command probes and the storage base.
+func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest) *messages.AcquireResponse {
+	spec := m.Spec
+	base := DefaultWorkDir
+	if spec.WorkDir != nil {
+		base = *spec.WorkDir
+	}
+	imageRef := spec.ImageID
+	if imageRef == "" {
+		imageRef = spec.Image
+	}
+	fail := func(err error) *messages.AcquireResponse { return &messages.AcquireResponse{Err: err} }
+	if _, err := a.b.engine.Bind(ctx); err != nil {
+		return fail(fmt.Errorf("acquire %s: %w", a.name, err))
+	}
+	info, err := a.current(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("inspect %s: %w", a.name, err))
+	}
+	if info != nil {
+		if err := checkBase(info, base); err != nil {
+			return fail(err)
+		}
+		if info.Paused {
+			if info, err = a.recoverFrozen(ctx, info); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	created := false
+	if info == nil || !info.Running {
+		if err := a.recheckOS(ctx, spec); err != nil {
+			return fail(err)
+		}
+		if info != nil && a.restart(ctx) {
+			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
+		} else {
+			adopted, err := a.create(ctx, m.Key, spec, base, imageRef)
+			if err != nil {
+				return fail(err)
+			}
+			created = !adopted
+		}
+		if info, err = a.refresh(ctx); err != nil || info == nil {
+			a.removeContainer(a.name)
+			return fail(fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err)))
+		}
+	} else {
+		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
+	}
+	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
+	if err := checkBase(info, base); err != nil {
+		return fail(err)
+	}
+	f, err := a.learnFacts(ctx, info, imageRef, base)
+	if err != nil {
+		return fail(err)
+	}
+	req := spec.RequiredCapabilities()
+	if !f.resolved {
+		var refused []sandbox.Capability
+		for _, c := range []sandbox.Capability{sandbox.FilesOut, sandbox.HostTools} {
+			if req.Has(c) {
+				refused = append(refused, c)
+			}
+		}
+		if len(refused) > 0 {
+			return fail(&sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: refused, Kind: spec.Kind,
+				Declared: a.b.Declarations().Capabilities, Reason: "guest access to file-plane inputs has not been established " +
+					"(the guest may be unable to write outputs or host-tool markers, or empty its call directory); give the image " +
+					"a numeric uid:gid user, account files the backend can read, or a working id command; the next acquire tries again"})
+		}
+	}
+	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
+		return fail(err)
+	}
+	a.workDir = base
+	if spec.NeedsStorageBase() {
+		if err := a.prepareWorkDir(ctx, info.ID, base, f); err != nil {
+			return fail(err)
+		}
+	}
+	return &messages.AcquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
+}
+
+func errOrAbsent(err error) error {
+	if err != nil {
+		return err
+	}
+	return docker.ErrNotFound
+}
+
+// current returns what the engine says of the container: the cached answer while the event
+// watch vouches for it, else a fresh inspect. (nil, nil) when the engine says it is absent.
+func (a *containerActor) current(ctx context.Context) (*docker.ContainerInfo, error) {
+	if a.info != nil && a.b.watch != nil && a.b.watch.fresh(a.infoEpoch) {
+		return a.info, nil
+	}
+	return a.refresh(ctx)
+}
+
+// refresh inspects the container and caches the answer.
+func (a *containerActor) refresh(ctx context.Context) (*docker.ContainerInfo, error) {
+	var epoch uint64
+	if a.b.watch != nil {
+		epoch = a.b.watch.epochFor(ctx)
+	}
+	info, err := a.b.engine.Inspect(ctx, a.name)
+	if errors.Is(err, docker.ErrNotFound) {
+		a.info = nil
+		return nil, nil
+	}
+	if err != nil {
+		a.info = nil
+		return nil, err
+	}
+	a.info, a.infoEpoch = &info, epoch
+	return a.info, nil
+}
+
+// checkBase refuses a container recorded with a different (or no) storage base: it must be
+// disposed before another base is asked of it.
+func checkBase(info *docker.ContainerInfo, base string) error {
+	recorded, ok := info.Labels[docker.LabelWorkDir]
+	if !ok || recorded != base {
+		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+			"container %s has a different or unrecorded storage base (%q, asked %q); dispose it before requesting another base",
+			info.Name, recorded, base)}
+	}
+	return nil
+}
+
+// recoverFrozen thaws a container found paused when no freeze of this process claims it: a
+// host died inside a file call. A claimed freeze is a live call's and is never lifted.
+func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
+	k, err := a.freezeKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.b.freezes.claimed(k) {
+		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
+	}
+	if !a.thaw(info.ID) {
+		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
+	}
+	a.log.Info("thawed before reuse: a host left it frozen")
+	return a.refresh(ctx)
+}
+
+// recheckOS asks the daemon's OS again before anything is created or restarted, when the
+// backend declared a family: the daemon behind the bound endpoint may have been replaced.
+func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec) error {
+	if len(a.b.osFamilies) == 0 {
+		return nil
+	}
+	osName, err := a.b.engine.ServerOS(ctx)
+	if err != nil || osName == "" || osName == "linux" {
+		return nil
+	}
+	return &sandbox.OSFamilyNotSupportedError{Backend: BackendName, Families: a.b.osFamilies, Requested: sandbox.OSPosix,
+		Reason: fmt.Sprintf("the backend declared posix guests but the daemon now runs %s ones; the %q workload was refused before a container was created; "+
+			"point the client back at a Linux daemon or rebuild the backend with Create", osName, spec.Kind)}
+}
+
+// restart starts a stopped container; one that will not start is removed so that it cannot
+// hold the name against the create that follows.
+func (a *containerActor) restart(ctx context.Context) bool {
+	err := a.b.engine.Start(ctx, a.name)
+	if err == nil {
+		a.info = nil
+		return true
+	}
+	a.log.Info("stopped sandbox did not start; creating a replacement", zap.Error(err))
+	a.removeContainer(a.name)
+	return false
+}
+
+// create makes the workload container, adopting one another acquire made meanwhile. adopted
+// reports that the container already existed.
+func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string) (adopted bool, err error) {
+	a.forget()
+	present, err := a.b.engine.ImageExists(ctx, imageRef)
+	if err != nil {
+		return false, fmt.Errorf("inspect image %s: %w", imageRef, err)
+	}
+	if !present {
+		return false, fmt.Errorf("image %s is not present on the engine; build or load it first (this engine never pulls)", imageRef)
+	}
+	labels, err := docker.WorkloadLabels(key, spec.Kind, spec.Labels, base)
+	if err != nil {
+		return false, fmt.Errorf("label container %s: %w", a.name, err)
+	}
+	opts := append(a.b.cfg.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
+	_, err = a.b.engine.Run(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
+	if err == nil {
+		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("key", key.String()), zap.String("image", imageRef))
+		return false, nil
+	}
+	if errors.Is(err, docker.ErrConflict) {
+		info, ierr := a.refresh(ctx)
+		if ierr == nil && info != nil {
+			if berr := checkBase(info, base); berr != nil {
+				return false, berr
+			}
+			if info.Running || a.restart(ctx) {
+				a.log.Info("sandbox already existed; adopted", zap.String("kind", spec.Kind))
+				return true, nil
+			}
+		}
+	}
+	// A run whose start failed can leave the created container holding the name.
+	a.removeContainer(a.name)
+	return false, fmt.Errorf("docker could not create container %s: %w", a.name, err)
+}
+
+// removeContainer force-removes target on its own bounded context, ignoring the outcome: it
+// is used where the container must not be served again (exec timeout, failed start).
+func (a *containerActor) removeContainer(target string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if _, err := a.b.engine.Remove(ctx, target); err != nil {
+		a.log.Warn("remove container", zap.String("target", target), zap.Error(err))
+	}
+	a.forget()
+}

@@ -1,0 +1,289 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/paths"
+)
+
+// DefaultExecOutputLimit caps a plain Exec's stdout and stderr together: an unbounded read
+// of guest output is a host memory hazard. Going over it discards the sandbox like a timeout.
+const DefaultExecOutputLimit = 8 * sandbox.MiB
+
+// reissueDelay is the pause before re-issuing an exec our own freeze refused.
+const reissueDelay = 50 * time.Millisecond
+
+// execDone is what an exec attempt's goroutine reports back to the actor.
+type execDone struct {
+	out docker.ExecOutput
+	err error
+}
+
+// execCall is one Exec in flight: the request, its resolved argv and directory, and its
+// single deadline across attempts.
+type execCall struct {
+	ctx      context.Context
+	req      *messages.ExecRequest
+	target   string
+	argv     []string
+	dir      string
+	limit    int64
+	deadline time.Time
+}
+
+// exec starts a command without blocking the mailbox: the attempt runs on its own goroutine
+// and finishes in a ReenterAfter continuation on the actor, which alone knows whether its own
+// freeze could have refused the attempt.
+func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest) {
+	target, err := a.target(m.InstanceID)
+	if err == nil {
+		err = m.Command.Validate()
+	}
+	if err == nil && m.Timeout <= 0 {
+		err = &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("exec timeout must be positive, got %s", m.Timeout)}
+	}
+	if err == nil && m.MaxOutputBytes < 0 {
+		err = &sandbox.InvalidArgumentError{Reason: "max output bytes must be a positive integer"}
+	}
+	if err != nil {
+		actx.Respond(&messages.ExecResponse{Err: err})
+		return
+	}
+	argv := m.Command.Argv
+	if m.Command.Shell != "" {
+		argv = []string{"sh", "-c", m.Command.Shell}
+	}
+	limit := m.MaxOutputBytes
+	if limit == 0 {
+		limit = DefaultExecOutputLimit
+	}
+	call := &execCall{ctx: ctx, req: m, target: target, argv: argv, dir: a.workingDir(m.WorkDir), limit: limit,
+		deadline: time.Now().Add(m.Timeout)}
+	a.attempt(actx, call, 0)
+}
+
+// attempt runs one try of call after delay; the continuation judges its outcome.
+func (a *containerActor) attempt(actx actor.Context, call *execCall, delay time.Duration) {
+	serial := a.freezeSerial
+	f := actor.NewFuture(actx.ActorSystem(), -1)
+	root := actx.ActorSystem().Root
+	go func() {
+		ctx, cancel := context.WithDeadline(call.ctx, call.deadline)
+		defer cancel()
+		stop := context.AfterFunc(a.b.life, cancel)
+		defer stop()
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		var done execDone
+		if done.err = ctx.Err(); done.err == nil {
+			done.out, done.err = a.b.engine.Exec(ctx, docker.ExecRequest{Target: call.target, WorkDir: call.dir,
+				Argv: call.argv, MaxOutputBytes: call.limit})
+		}
+		root.Send(f.PID(), &done)
+	}()
+	actx.ReenterAfter(f, func(res any, err error) {
+		done, _ := res.(*execDone)
+		if done == nil {
+			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
+		}
+		a.finishExec(actx, call, serial, done)
+	})
+}
+
+// finishExec runs on the actor. A frozen refusal is re-issued only when this actor froze the
+// container during the attempt (its own freeze refused it: the command never started) and
+// budget remains; a refusal nobody here explains is returned as the result it is.
+func (a *containerActor) finishExec(actx actor.Context, call *execCall, serial uint64, d *execDone) {
+	respond := func(r sandbox.ExecResult, err error) { actx.Respond(&messages.ExecResponse{Result: r, Err: err}) }
+	result := sandbox.ExecResult{StdoutBytes: d.out.Stdout, StderrBytes: d.out.Stderr, ExitCode: d.out.ExitCode}
+	var limitErr *docker.OutputLimitError
+	ours := a.freezeSerial != serial
+	switch {
+	case d.err == nil:
+		respond(result, nil)
+	case errors.Is(d.err, docker.ErrPaused) || (errors.As(d.err, &limitErr) && ours && call.req.MaxOutputBytes > 0):
+		if ours && time.Until(call.deadline) > reissueDelay {
+			a.attempt(actx, call, reissueDelay)
+			return
+		}
+		if errors.Is(d.err, docker.ErrPaused) {
+			respond(result, nil) // the daemon's refusal, as the ordinary result it is
+			return
+		}
+		respond(sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: call.limit})
+	case call.ctx.Err() != nil:
+		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, call.ctx.Err()))
+	case a.b.life.Err() != nil:
+		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, errEngineStopped))
+	case !time.Now().Before(call.deadline):
+		// No handle reaches the process inside; only removing the container stops it.
+		a.removeContainer(call.target)
+		respond(sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: call.req.Timeout})
+	case errors.As(d.err, &limitErr):
+		if call.req.MaxOutputBytes == 0 {
+			a.removeContainer(call.target) // the plain cap discards the sandbox like a timeout
+		}
+		respond(sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: call.limit})
+	default:
+		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, d.err))
+	}
+}
+
+// remove deletes one path: the string check, the delete-path walk stopping above the target
+// (a final link is what gets unlinked), then rm run as root only when every walked component
+// is the host's. Not frozen: the daemon refuses exec on a frozen guest; the reach rule bounds it.
+func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) error {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return err
+	}
+	wd := paths.Normalize(a.workingDir(m.WorkDir))
+	abs, err := paths.ConfineResolve(m.Path, wd)
+	if err != nil {
+		return err
+	}
+	if abs == wd {
+		return &sandbox.NotConfinedError{Path: m.Path, WorkDir: wd, Reason: "refusing to remove the working directory itself"}
+	}
+	var owners []paths.Owner
+	record := func(_ string, e *docker.Entry) { owners = append(owners, paths.Owner{UID: e.UID, Mode: e.Mode}) }
+	rootOK := false
+	if e, err := a.b.engine.Stat(ctx, target, "/"); err == nil && e != nil {
+		record("/", e)
+		rootOK = true
+	} else {
+		a.log.Debug("stat / before removal", zap.Error(err))
+	}
+	if _, err := paths.ResolveRemove(ctx, a.guestStat(target, record), m.Path, wd); err != nil {
+		return err
+	}
+	argv := []string{"rm", "-f", "--", abs}
+	if m.Recursive {
+		argv = []string{"rm", "-rf", "--", abs}
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
+	defer cancel()
+	out, err := a.removal(ctx, target, "/", argv, rootOK && paths.HostOwned(owners, false))
+	if err != nil {
+		return err
+	}
+	if out.code != 0 {
+		return &sandbox.PathError{Op: "remove", Path: m.Path, Err: fmt.Errorf("could not remove %s: rm exited %d%s", m.Path, out.code, out.detail)}
+	}
+	return nil
+}
+
+// reclaim removes a framework-created directory below the working directory, from "/", with
+// the authority the acquire-time reach answer licensed.
+func (a *containerActor) reclaim(ctx context.Context, m *messages.ReclaimRequest) error {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return err
+	}
+	if m.Timeout <= 0 {
+		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("reclaim timeout must be positive, got %s", m.Timeout)}
+	}
+	dir, err := paths.ResolveReclaim(m.Dir, a.workingDir(m.WorkDir))
+	if err != nil {
+		return err
+	}
+	raise := a.facts != nil && a.facts.reach
+	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
+	defer cancel()
+	out, err := a.removal(ctx, target, "/", []string{"rm", "-rf", "--", dir}, raise)
+	if err != nil {
+		return err
+	}
+	if out.code != 0 {
+		return &sandbox.PathError{Op: "reclaim", Path: dir, Err: fmt.Errorf("could not reclaim %s: rm exited %d%s", dir, out.code, out.detail)}
+	}
+	return nil
+}
+
+type removalOutcome struct {
+	code   int
+	detail string // " — stderr", with the root attempt's stderr when both ran
+}
+
+// removal runs rm as root when raise, falling back once to the guest when root was refused
+// in a container without capabilities; otherwise as the guest. A timeout discards the
+// container, as for any exec.
+func (a *containerActor) removal(ctx context.Context, target, dir string, argv []string, raise bool) (removalOutcome, error) {
+	run := func(user string) (docker.ExecOutput, error) {
+		out, err := a.b.engine.Exec(ctx, docker.ExecRequest{Target: target, User: user, WorkDir: dir, Argv: argv, MaxOutputBytes: 64 << 10})
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			a.removeContainer(target)
+			return out, &sandbox.TimeoutError{Op: strings.Join(argv[:2], " ")}
+		}
+		return out, err
+	}
+	user := ""
+	if raise {
+		user = "0"
+	}
+	out, err := run(user)
+	if err != nil {
+		return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	rootStderr := ""
+	if raise && out.ExitCode != 0 && a.facts != nil && a.facts.capsDropped {
+		rootStderr = strings.TrimSpace(string(out.Stderr))
+		if out, err = run(""); err != nil {
+			return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
+		}
+	}
+	res := removalOutcome{code: out.ExitCode}
+	if s := strings.TrimSpace(sandbox.DecodeReplace(out.Stderr)); s != "" {
+		res.detail = " — " + s
+	}
+	if rootStderr != "" && res.code != 0 {
+		res.detail += " (as root: " + rootStderr + ")"
+	}
+	return res, nil
+}
+
+// dispose removes the container by name, or only the given instance. It never freezes,
+// never thaws and never execs.
+func (a *containerActor) dispose(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
+	target := a.name
+	if m.InstanceID != "" {
+		target = m.InstanceID
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
+	defer cancel()
+	outcome, err := a.b.engine.Remove(ctx, target)
+	a.forget()
+	if err != nil {
+		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
+	}
+	return &messages.DisposeResponse{Removed: outcome == docker.Removed}
+}
+
+// disposalFailure classifies a failed removal for the protocol: the client could not run,
+// the call outlived its budget (outcome unknown), or the engine answered and refused.
+func disposalFailure(target string, err error) *sandbox.DisposalFailure {
+	code := sandbox.DisposalRefused
+	switch {
+	case errors.Is(err, docker.ErrUnreachable):
+		code = sandbox.DisposalUnreachable
+	case errors.Is(err, docker.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = sandbox.DisposalTimeout
+	}
+	return &sandbox.DisposalFailure{Code: code, Detail: fmt.Sprintf("remove %s: %v", target, err)}
+}

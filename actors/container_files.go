@@ -1,0 +1,252 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/paths"
+)
+
+// The file surface. Every member that makes more than one engine call holds one freeze across
+// its check and its copy: docker cp resolves paths daemon-side with root authority and has no
+// no-follow form, so only a frozen guest cannot swap a checked component for a link.
+
+// workingDir resolves the caller's working directory: relative ones lie beneath the bound
+// storage base, "." naming the base; absolute ones are taken as given.
+func (a *containerActor) workingDir(wd string) string {
+	base := a.workDir
+	if base == "" {
+		base = DefaultWorkDir
+	}
+	return paths.ResolveWorkDir(base, wd)
+}
+
+// target is the instance a call addresses: the one the caller acquired. A call made through
+// the handle of a replaced instance is refused rather than landing in its successor.
+func (a *containerActor) target(instanceID string) (string, error) {
+	if instanceID == "" {
+		return "", &sandbox.InvalidArgumentError{Reason: "the call names no sandbox instance"}
+	}
+	if a.info != nil && a.info.ID != instanceID {
+		return "", fmt.Errorf("sandbox instance %.12s of %s was replaced; acquire it again", instanceID, a.name)
+	}
+	return instanceID, nil
+}
+
+// guestStat is the unconfined, no-follow stat the ancestor walk runs on: the engine's archive
+// header, never the guest. record, when set, sees every entry found.
+func (a *containerActor) guestStat(target string, record func(abs string, e *docker.Entry)) paths.StatFunc {
+	return func(ctx context.Context, abs string) (*sandbox.FileStat, error) {
+		e, err := a.b.engine.Stat(ctx, target, abs)
+		if err != nil {
+			return nil, fmt.Errorf("docker could not stat %s: %w", abs, err)
+		}
+		if e == nil {
+			return nil, nil
+		}
+		if record != nil {
+			record(abs, e)
+		}
+		return fileStat(abs, e), nil
+	}
+}
+
+func fileStat(rel string, e *docker.Entry) *sandbox.FileStat {
+	switch e.Type {
+	case docker.EntryFile:
+		return sandbox.NewFileStat(rel, sandbox.EntryFile, e.Size)
+	case docker.EntryDir:
+		return sandbox.NewFileStat(rel, sandbox.EntryDirectory, 0)
+	case docker.EntrySymlink:
+		return sandbox.NewFileStat(rel, sandbox.EntrySymlink, 0)
+	}
+	return sandbox.NewFileStat(rel, sandbox.EntryOther, 0)
+}
+
+func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sandbox.FileStat, error) {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	wd := a.workingDir(m.WorkDir)
+	if _, err := paths.ConfineResolve(m.Path, wd); err != nil {
+		return nil, err // no freeze is bought for a path no spelling could contain
+	}
+	var st *sandbox.FileStat
+	err = a.frozen(ctx, target, func() error {
+		stat := a.guestStat(target, nil)
+		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
+		if err != nil {
+			return err
+		}
+		st, err = stat(ctx, abs)
+		if st != nil {
+			st.Path, _ = paths.RelativeTo(abs, paths.Normalize(wd))
+		}
+		return err
+	})
+	return st, err
+}
+
+func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]byte, error) {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	if m.MaxBytes < 0 {
+		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("max bytes must not be negative, got %d", m.MaxBytes)}
+	}
+	wd := a.workingDir(m.WorkDir)
+	if _, err := paths.ConfineResolve(m.Path, wd); err != nil {
+		return nil, err
+	}
+	var (
+		entry *docker.Entry
+		body  []byte
+		abs   string
+	)
+	err = a.frozen(ctx, target, func() error {
+		var err error
+		if abs, err = paths.ResolveRead(ctx, a.guestStat(target, nil), m.Path, wd); err != nil {
+			return err
+		}
+		entry, body, err = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
+		return err
+	})
+	var capErr *docker.CapExceededError
+	switch {
+	case errors.Is(err, docker.ErrPathAbsent):
+		return nil, &sandbox.PathError{Op: "read", Path: m.Path, Err: fs.ErrNotExist}
+	case errors.As(err, &capErr):
+		return nil, &sandbox.TransferCapExceededError{Path: m.Path, Cap: "max bytes", Limit: m.MaxBytes, Actual: capErr.Size}
+	case err != nil && abs != "" && !isProtocolError(err):
+		return nil, fmt.Errorf("docker could not read %s: %w", m.Path, err)
+	case err != nil:
+		return nil, err
+	case entry.Type == docker.EntryDir:
+		return nil, &sandbox.PathError{Op: "read", Path: m.Path, Err: sandbox.ErrIsDirectory}
+	case entry.Type != docker.EntryFile:
+		return nil, &sandbox.NotRegularError{Path: m.Path, Kind: fileStat("", entry).Kind}
+	}
+	return body, nil
+}
+
+// isProtocolError reports errors the protocol itself defines, which pass through unwrapped.
+func isProtocolError(err error) bool {
+	return errors.Is(err, sandbox.ErrInvalid) || errors.Is(err, sandbox.ErrOS) || errors.Is(err, sandbox.ErrOutput)
+}
+
+func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) error {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return err
+	}
+	wd := paths.Normalize(a.workingDir(m.WorkDir))
+	abs, err := paths.ConfineResolve(m.Path, wd)
+	if err != nil {
+		return err
+	}
+	if abs == wd {
+		return &sandbox.NotConfinedError{Path: m.Path, WorkDir: wd, Reason: "refusing to write over the working directory itself"}
+	}
+	f := a.facts
+	uid, gid := 0, 0
+	if f != nil {
+		uid, gid = f.uid, f.gid
+	}
+	return a.frozen(ctx, target, func() error {
+		present := map[string]bool{}
+		stat := a.guestStat(target, func(p string, e *docker.Entry) {
+			if e.Type == docker.EntryDir {
+				present[p] = true
+			}
+		})
+		if _, err := paths.ResolveWrite(ctx, stat, m.Path, wd); err != nil {
+			return err
+		}
+		// Only missing directories travel, from the working directory down, each stamped with
+		// the guest's identity: an entry for an existing one would re-stamp its mode, and one
+		// Docker made implicitly would be root's.
+		var entries []docker.TarEntry
+		for _, d := range prefixes(parentOf(abs)) {
+			if _, inside := paths.RelativeTo(d, wd); inside && !present[d] {
+				entries = append(entries, docker.DirEntry(d, 0o755, uid, gid))
+			}
+		}
+		entries = append(entries, docker.FileEntry(abs, m.Content, 0o644, uid, gid))
+		tarball, err := docker.BuildTar(entries...)
+		if err != nil {
+			return err
+		}
+		if err := a.b.engine.CopyIn(ctx, target, tarball); err != nil {
+			return fmt.Errorf("docker could not write %s: %w", m.Path, err)
+		}
+		return nil
+	})
+}
+
+func parentOf(abs string) string {
+	for i := len(abs) - 1; i > 0; i-- {
+		if abs[i] == '/' {
+			return abs[:i]
+		}
+	}
+	return "/"
+}
+
+// prepareWorkDir ensures the storage base exists. The check writes nothing and needs no
+// freeze; only creating missing components does, and then the walk is repeated frozen so the
+// tar lands where the check looked. Ancestors are root's, the base the guest's.
+func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string, f *facts) error {
+	if paths.Normalize(base) == "/" {
+		return nil
+	}
+	missing, err := a.missingBase(ctx, target, base)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	return a.frozen(ctx, target, func() error {
+		missing, err := a.missingBase(ctx, target, base)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		uid, gid := 0, 0
+		if f.resolved {
+			uid, gid = f.uid, f.gid
+		}
+		tarball, err := docker.BuildTar(docker.DirChain(missing, uid, gid)...)
+		if err == nil {
+			err = a.b.engine.CopyIn(ctx, target, tarball)
+		}
+		if err != nil {
+			return fmt.Errorf("docker could not create the working directory %s: %w", base, err)
+		}
+		return nil
+	})
+}
+
+// missingBase walks the base's components from the top: a link or non-directory fails, an
+// absent one and everything below it is missing.
+func (a *containerActor) missingBase(ctx context.Context, target, base string) ([]string, error) {
+	comps := prefixes(base)
+	for i, c := range comps {
+		e, err := a.b.engine.Stat(ctx, target, c)
+		if err != nil {
+			return nil, fmt.Errorf("storage base component %s is unreadable: %w", c, err)
+		}
+		switch {
+		case e == nil:
+			return comps[i:], nil
+		case e.Type == docker.EntrySymlink:
+			return nil, &sandbox.NotConfinedError{Path: c, WorkDir: base, Reason: c + " is a link rather than a real directory"}
+		case e.Type != docker.EntryDir:
+			return nil, &sandbox.NotDirectoryError{Path: c}
+		}
+	}
+	return nil, nil
+}

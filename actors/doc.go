@@ -1,0 +1,22 @@
+// Package actors is the sandbox engine: a [sandbox.Backend] on plain Docker containers built
+// as one protoactor actor per container.
+//
+// # Structure
+//
+// A supervisor actor owns one container actor per derived container name. The container
+// actor's mailbox is the serialisation the protocol asks for: acquire, freeze → check → copy
+// → thaw, exec start, removal and disposal of one container happen one at a time, so "never
+// frozen twice at once in the process" follows from the structure. Long execs do not block
+// the mailbox: the actor starts them and finishes them in a ReenterAfter continuation, where
+// it decides — knowing whether it froze the container meanwhile — whether a "container is
+// paused" refusal may be re-issued.
+//
+// The engine is reached only through the narrow [docker.Engine] seam; nothing here knows
+// whether the CLI or the Engine API speaks.
+//
+// # Status
+//
+// Experimental, pre-1.0: the API may change without notice. This is independent work for
+// Microsoft Agent Framework hosts; neither Docker Inc. nor Microsoft makes, endorses or is
+// affiliated with it.
+package actors

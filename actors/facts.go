@@ -1,0 +1,316 @@
+package actors
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/paths"
+)
+
+// facts are what acquire learns about an instance before handing it out.
+type facts struct {
+	uid, gid    int
+	resolved    bool // the guest identity is known; otherwise files are stamped root's
+	reach       bool // the base's ancestors are the host's: removals may run as root
+	capsDropped bool
+}
+
+// accountFileLimit bounds the reads of /etc/passwd and /etc/group.
+const accountFileLimit = 64 << 10
+
+// learnFacts computes the facts of the instance, caching them per (image, base) only when the
+// identity resolved, so an unresolved one is tried again on the next acquire.
+func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string) (*facts, error) {
+	key := info.ID + "|" + imageRef + "|" + workDir
+	if a.facts != nil && a.factsKey == key {
+		return a.facts, nil
+	}
+	f := &facts{capsDropped: capsDropped(info)}
+	f.reach = a.reachAnswer(ctx, info.ID, workDir)
+	uid, gid, ok, err := a.resolveIdentity(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	f.uid, f.gid, f.resolved = uid, gid, ok
+	if ok {
+		a.facts, a.factsKey = f, key
+	} else {
+		a.log.Warn("guest identity unresolved: files_out and host_tools workloads are refused, others get root-owned inputs; "+
+			"give the image a numeric uid:gid user, readable /etc/passwd and /etc/group, or a working id", zap.String("user", info.User))
+	}
+	return f, nil
+}
+
+func capsDropped(info *docker.ContainerInfo) bool {
+	for _, c := range info.CapDrop {
+		if strings.EqualFold(c, "ALL") {
+			return true
+		}
+	}
+	return false
+}
+
+// reachAnswer stats, unfrozen, "/" and every ancestor of the base's parent and reports
+// whether all present ones are root-owned and written by nobody else. Absent components are
+// not recorded: on a cold create they do not exist yet and will be made root-owned.
+func (a *containerActor) reachAnswer(ctx context.Context, target, workDir string) bool {
+	dirs := append([]string{"/"}, prefixes(path.Dir(workDir))...)
+	var owners []paths.Owner
+	for _, d := range dirs {
+		e, err := a.b.engine.Stat(ctx, target, d)
+		if err != nil {
+			a.log.Debug("reach stat", zap.String("path", d), zap.Error(err))
+			return false
+		}
+		if e == nil {
+			if d == "/" {
+				return false
+			}
+			break
+		}
+		owners = append(owners, paths.Owner{UID: e.UID, Mode: e.Mode})
+	}
+	ok := paths.HostOwned(owners, false)
+	if !ok {
+		a.log.Info("the storage base's ancestors are not the host's alone: removals will run as the guest")
+	}
+	return ok
+}
+
+// prefixes lists every prefix of an absolute path from its first component down, "/"
+// excluded: "/a/b" gives "/a", "/a/b".
+func prefixes(p string) []string {
+	p = paths.Normalize(p)
+	if p == "/" {
+		return nil
+	}
+	var out []string
+	for i := 1; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return out
+}
+
+// resolveIdentity finds the guest's uid and gid: Config.User, then /etc/passwd and /etc/group
+// read through the tar plane, then id run as the guest. ok is false when the uid stays
+// unknown; an exec timeout propagates (it has discarded the container).
+func (a *containerActor) resolveIdentity(ctx context.Context, info *docker.ContainerInfo) (uid, gid int, ok bool, err error) {
+	user := strings.TrimSpace(info.User)
+	if user == "" || user == "0:0" {
+		return 0, 0, true, nil
+	}
+	userHalf, groupHalf, _ := strings.Cut(user, ":")
+	uid, gid = -1, -1
+	var userName, groupName string
+	switch {
+	case userHalf == "":
+		uid = 0
+	case isDigits(userHalf):
+		uid, _ = strconv.Atoi(userHalf)
+	default:
+		userName = userHalf
+	}
+	switch {
+	case isDigits(groupHalf):
+		gid, _ = strconv.Atoi(groupHalf)
+	case groupHalf != "":
+		groupName = groupHalf
+	}
+	if uid < 0 || (gid < 0 && groupName == "") {
+		if data := a.accountFile(ctx, info.ID, "/etc/passwd"); data != nil {
+			uid, gid = fromPasswd(data, userName, uid, gid, groupName != "")
+		}
+	}
+	if gid < 0 && groupName != "" {
+		if data := a.accountFile(ctx, info.ID, "/etc/group"); data != nil {
+			gid = fromGroup(data, groupName)
+		}
+	}
+	if userName != "" && (uid < 0 || gid < 0) {
+		if uid < 0 {
+			if uid, err = a.idOf(ctx, info.ID, "-u"); err != nil {
+				return 0, 0, false, err
+			}
+		}
+		if gid < 0 && groupName == "" {
+			if gid, err = a.idOf(ctx, info.ID, "-g"); err != nil {
+				return 0, 0, false, err
+			}
+		}
+	}
+	switch {
+	case uid >= 0 && gid >= 0:
+		return uid, gid, true, nil
+	case uid >= 0:
+		return uid, 0, true, nil
+	}
+	return 0, 0, false, nil
+}
+
+// accountFile reads a complete regular account file, or nil: unreadable files are no error.
+func (a *containerActor) accountFile(ctx context.Context, target, file string) []byte {
+	e, body, err := a.b.engine.Read(ctx, target, file, accountFileLimit)
+	if err != nil || e == nil || e.Type != docker.EntryFile {
+		return nil
+	}
+	return body
+}
+
+func fromPasswd(data []byte, name string, uid, gid int, namedGroup bool) (int, int) {
+	var lines [][]string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ":")
+		if len(f) >= 4 && isDigits(f[2]) && isDigits(f[3]) {
+			lines = append(lines, f)
+		}
+	}
+	if uid < 0 && name != "" {
+		for _, f := range lines {
+			if f[0] == name {
+				uid, _ = strconv.Atoi(f[2])
+				break
+			}
+		}
+	}
+	if uid >= 0 && gid < 0 && !namedGroup {
+		for _, f := range lines {
+			if f[2] == strconv.Itoa(uid) {
+				gid, _ = strconv.Atoi(f[3])
+				break
+			}
+		}
+	}
+	return uid, gid
+}
+
+func fromGroup(data []byte, name string) int {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ":")
+		if len(f) >= 3 && f[0] == name && isDigits(f[2]) {
+			n, _ := strconv.Atoi(f[2])
+			return n
+		}
+	}
+	return -1
+}
+
+// idOf runs `id <flag>` as the guest; a non-numeric answer leaves the value unknown.
+func (a *containerActor) idOf(ctx context.Context, target, flag string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
+	defer cancel()
+	out, err := a.b.engine.Exec(ctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: []string{"id", flag}, MaxOutputBytes: 1024})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			a.removeContainer(target)
+			return -1, &sandbox.TimeoutError{Op: "id " + flag, Timeout: a.b.commandTimeout()}
+		}
+		return -1, nil
+	}
+	s := strings.TrimSpace(string(out.Stdout))
+	if out.ExitCode != 0 || !isDigits(s) {
+		return -1, nil
+	}
+	n, _ := strconv.Atoi(s)
+	return n, nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// probe is one check of the image command contract.
+type probe struct {
+	name  string
+	caps  []sandbox.Capability
+	argv  []string
+	needs func(sandbox.CapabilitySet) bool
+}
+
+func probes() []probe {
+	p := "/.maf-command-probe-" + randomHex()
+	hostTools := "mkdir -p / || exit 11; mv -f " + p + " " + p + "-to >/dev/null 2>&1; [ $? -eq 1 ] || exit 12; " +
+		"nohup sh -c 'exit 0' </dev/null >/dev/null 2>&1 || exit 13"
+	return []probe{
+		{name: "sh", caps: []sandbox.Capability{sandbox.Exec}, argv: []string{"sh", "-c", "exit 0"},
+			needs: func(c sandbox.CapabilitySet) bool { return c.Has(sandbox.Exec) && !c.Has(sandbox.HostTools) }},
+		{name: "host-tools", caps: []sandbox.Capability{sandbox.Exec, sandbox.HostTools}, argv: []string{"sh", "-c", hostTools},
+			needs: func(c sandbox.CapabilitySet) bool { return c.Has(sandbox.HostTools) }},
+		{name: "rm", caps: []sandbox.Capability{sandbox.FilesDelete}, argv: []string{"rm", "-rf", "--"},
+			needs: func(c sandbox.CapabilitySet) bool { return c.Has(sandbox.FilesDelete) }},
+	}
+}
+
+func randomHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// runProbes checks the image commands the spec's capabilities need, caching successes per
+// instance; a failure is tried again on the next acquire and never removes the container.
+func (a *containerActor) runProbes(ctx context.Context, target string, spec sandbox.Spec, imageRef string) error {
+	if a.probedID != target {
+		a.probedID, a.probed = target, map[string]bool{}
+	}
+	deadline := min(10*time.Second, a.b.commandTimeout())
+	pctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	req := spec.RequiredCapabilities()
+	for _, p := range probes() {
+		if !p.needs(req) || a.probed[p.name] {
+			continue
+		}
+		out, err := a.execRetrying(pctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: p.argv, MaxOutputBytes: 1024})
+		if err != nil {
+			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
+				Declared: a.b.Declarations().Capabilities,
+				Reason: fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, err)}
+		}
+		if out.ExitCode != 0 {
+			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
+				Declared: a.b.Declarations().Capabilities,
+				Reason: fmt.Sprintf("image %s failed the %s probe with status %d (expected 0); supply an image with working commands; the next acquire retries unsuccessful checks",
+					imageRef, p.name, out.ExitCode)}
+		}
+		a.probed[p.name] = true
+		if p.name == "host-tools" {
+			a.probed["sh"] = true
+		}
+	}
+	return nil
+}
+
+// execRetrying runs a host-side command (probe, id) inside the actor. The actor holds no
+// freeze while it runs, so a frozen refusal here is someone else's: it is returned.
+func (a *containerActor) execRetrying(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+	out, err := a.b.engine.Exec(ctx, req)
+	if errors.Is(err, docker.ErrPaused) {
+		return out, fmt.Errorf("container is paused by another party: %w", err)
+	}
+	return out, err
+}

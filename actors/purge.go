@@ -1,0 +1,148 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Dispose removes the key's containers (every kind, or opts.Kind), found by label through the
+// engine, with this process's own record as the fallback for what the listing misses. It
+// never fails the caller: what may remain comes back as a [sandbox.DisposalFailure].
+func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.DisposeOptions) *sandbox.DisposalFailure {
+	fallback := b.takeRegistered(func(id sandbox.SandboxID) bool {
+		return id.Key == key && (opts.Kind == nil || id.Kind == *opts.Kind)
+	}, key)
+	if opts.InstanceID != "" {
+		return b.disposeInstance(ctx, key, opts)
+	}
+	_, failure := b.purge(ctx, docker.KeyFilter(key, opts.Kind), fallback, key)
+	return failure
+}
+
+// DisposeScope removes every container of a conversation, by label alone (another process
+// or replica may have made them) plus this process's record.
+func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sandbox.ScopePurge {
+	fallback := b.takeRegistered(func(id sandbox.SandboxID) bool {
+		return id.Key.Scope == scope && id.Key.ThreadID == threadID
+	}, sandbox.Key{})
+	n, failure := b.purge(ctx, docker.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID})
+	return sandbox.ScopePurge{Disposed: n, Undisposed: failure}
+}
+
+// takeRegistered removes and returns the names this process recorded for matching
+// identities, plus the names retained after failed removals of key.
+func (b *Backend) takeRegistered(match func(sandbox.SandboxID) bool, key sandbox.Key) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var names []string
+	for id, set := range b.acquired {
+		if match(id) {
+			for n := range set {
+				names = append(names, n)
+			}
+			delete(b.acquired, id)
+		}
+	}
+	for k, set := range b.retained {
+		if k == key || match(sandbox.SandboxID{Key: k}) {
+			for n := range set {
+				names = append(names, n)
+			}
+			delete(b.retained, k)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func (b *Backend) retain(key sandbox.Key, name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retained[key] == nil {
+		b.retained[key] = map[string]struct{}{}
+	}
+	b.retained[key][name] = struct{}{}
+}
+
+// purge is the shared sweep: list by label, add the fallback names, then remove each
+// workload through its actor (so a removal never overtakes a call in progress). Proxies
+// and networks are not built yet by this backend, so there are none to remove. It counts
+// only containers that were actually there; a failed name is retained for the next sweep.
+func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key) (int, *sandbox.DisposalFailure) {
+	var failures []sandbox.DisposalFailure
+	listed, err := b.engine.ListNames(ctx, filter, "^"+docker.NamePrefix)
+	if err != nil {
+		failures = append(failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted,
+			Detail: fmt.Sprintf("could not list containers, so the sweep may be partial: %v", err)})
+	}
+	names := listed
+	for _, n := range fallback {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	disposed := 0
+	for _, n := range names {
+		if isProxyName(n) {
+			continue
+		}
+		pid, err := b.container(ctx, n)
+		var res *messages.DisposeResponse
+		if err == nil {
+			res, err = ask[*messages.DisposeResponse](ctx, b, pid, &messages.DisposeRequest{}, 0)
+		}
+		if err != nil {
+			res = &messages.DisposeResponse{Failure: disposalFailure(n, err)}
+		}
+		if res.Failure != nil {
+			failures = append(failures, *res.Failure)
+			b.retain(owner, n)
+			b.log.Warn("dispose", zap.String("container", n), zap.String("code", string(res.Failure.Code)), zap.String("detail", res.Failure.Detail))
+			continue
+		}
+		if res.Removed {
+			disposed++
+		}
+	}
+	return disposed, sandbox.FoldDisposalFailures(failures)
+}
+
+// disposeInstance removes exactly one instance, by its full ID, when its ownership labels
+// name key (and the kind, when given). Names are never used here: they can be reused.
+func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts sandbox.DisposeOptions) *sandbox.DisposalFailure {
+	info, err := b.engine.Inspect(ctx, opts.InstanceID)
+	switch {
+	case err != nil && isNotFound(err):
+		return nil
+	case err != nil:
+		return disposalFailure(opts.InstanceID, err)
+	case info.ID != opts.InstanceID:
+		return &sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted, Detail: fmt.Sprintf("%s is not a full instance ID", opts.InstanceID)}
+	case isProxyName(info.Name):
+		return nil
+	}
+	for k, v := range docker.KeyFilter(key, opts.Kind) {
+		if info.Labels[k] != v {
+			return nil
+		}
+	}
+	pid, err := b.container(ctx, info.Name)
+	var res *messages.DisposeResponse
+	if err == nil {
+		res, err = ask[*messages.DisposeResponse](ctx, b, pid, &messages.DisposeRequest{InstanceID: info.ID}, 0)
+	}
+	if err != nil {
+		return disposalFailure(info.ID, err)
+	}
+	if res.Failure != nil {
+		b.retain(key, info.Name)
+	}
+	return res.Failure
+}

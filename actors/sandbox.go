@@ -1,0 +1,127 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Sandbox is the handle [Backend.Acquire] returns: every call is a message to the container
+// actor, which addresses the instance this handle was acquired for.
+type Sandbox struct {
+	b       *Backend
+	pid     *actor.PID
+	name    string
+	id      string
+	workDir string
+	created bool
+}
+
+var (
+	_ sandbox.Sandbox     = (*Sandbox)(nil)
+	_ sandbox.BoundedExec = (*Sandbox)(nil)
+	_ sandbox.Fresh       = (*Sandbox)(nil)
+)
+
+// ContainerName is the derived container name.
+func (s *Sandbox) ContainerName() string { return s.name }
+
+// InstanceID is the engine's container ID.
+func (s *Sandbox) InstanceID() string { return s.id }
+
+// WorkDir is the storage base the sandbox is bound to.
+func (s *Sandbox) WorkDir() string { return s.workDir }
+
+// Created reports whether the acquire that returned this handle created the container.
+func (s *Sandbox) Created() bool { return s.created }
+
+// WriteFile writes content at path under one freeze; see [sandbox.Sandbox].
+func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd string) error {
+	res, err := ask[*messages.WriteResponse](ctx, s.b, s.pid, &messages.WriteRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}, 0)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// StatFile describes path without following it, under one freeze.
+func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileStat, error) {
+	res, err := ask[*messages.StatResponse](ctx, s.b, s.pid, &messages.StatRequest{InstanceID: s.id, Path: path, WorkDir: wd}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return res.Stat, res.Err
+}
+
+// ReadFile returns a regular file's bytes, refusing above maxBytes, under one freeze.
+func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
+	res, err := ask[*messages.ReadResponse](ctx, s.b, s.pid, &messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: maxBytes}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return res.Content, res.Err
+}
+
+// Exec runs cmd; its output is capped at [DefaultExecOutputLimit], whose overflow discards
+// the sandbox like a timeout.
+func (s *Sandbox) Exec(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration) (sandbox.ExecResult, error) {
+	return s.exec(ctx, &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout})
+}
+
+// ExecBounded runs cmd with a combined output budget; overflow fails with
+// [*sandbox.ExecOutputLimitExceededError] and no partial result.
+func (s *Sandbox) ExecBounded(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration, maxOutputBytes int64) (sandbox.ExecResult, error) {
+	if maxOutputBytes <= 0 {
+		return sandbox.ExecResult{}, &sandbox.InvalidArgumentError{Reason: "max output bytes must be a positive integer"}
+	}
+	return s.exec(ctx, &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes})
+}
+
+func (s *Sandbox) exec(ctx context.Context, req *messages.ExecRequest) (sandbox.ExecResult, error) {
+	res, err := ask[*messages.ExecResponse](ctx, s.b, s.pid, req, max(req.Timeout, 0))
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return res.Result, res.Err
+}
+
+// Remove deletes path; absent is success.
+func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) error {
+	res, err := ask[*messages.RemoveResponse](ctx, s.b, s.pid, &messages.RemoveRequest{InstanceID: s.id, Path: path, WorkDir: wd, Recursive: recursive}, 0)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// Reclaim removes a framework-created directory below wd within timeout.
+func (s *Sandbox) Reclaim(ctx context.Context, dir, wd string, timeout time.Duration) error {
+	res, err := ask[*messages.ReclaimResponse](ctx, s.b, s.pid, &messages.ReclaimRequest{InstanceID: s.id, Dir: dir, WorkDir: wd, Timeout: timeout}, max(timeout, 0))
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// ListDir is refused: enumerating a directory through docker cp transfers its whole subtree,
+// contents included.
+func (s *Sandbox) ListDir(context.Context, string, string) ([]sandbox.FileStat, error) {
+	return nil, &sandbox.UnsupportedError{Backend: BackendName, Op: "ListDir (files_list)",
+		Reason: "enumerating a directory through docker cp transfers the whole subtree including file contents; declare literal output paths instead"}
+}
+
+// RunCode is refused: the image reference is opaque, so which interpreter it holds is unknown.
+func (s *Sandbox) RunCode(context.Context, string, time.Duration) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, &sandbox.UnsupportedError{Backend: BackendName, Op: "RunCode (run_code)",
+		Reason: "the backend treats the image reference as opaque and cannot know which interpreter it holds; run the interpreter through Exec or register a backend that declares run_code"}
+}
+
+// Reset is refused: there is no snapshot; dispose the sandbox instead.
+func (s *Sandbox) Reset(context.Context, time.Duration) error {
+	return &sandbox.UnsupportedError{Backend: BackendName, Op: "Reset (snapshot)",
+		Reason: "the backend does not support reset; dispose the sandbox instead"}
+}
