@@ -1,0 +1,87 @@
+package egresslog
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// ReadyMarker is the substring of the readiness line that acquire polls the proxy's log for.
+// No decision line contains it.
+const ReadyMarker = "listening"
+
+// FormatDecision returns the log line of one decision, line feed included:
+// "VERB host:port\n". d.At is not written: times come from the engine's log driver.
+//
+// It fails with [ErrInvalidDecision] when d.Decision is not one of the four verbs, when the
+// host is empty or holds a byte outside 0x21–0x7E, and when the port is outside 1–65535. The
+// proxy refuses such requests before it decides anything, so a failure here is a bug; refusing
+// to write it keeps a guest-chosen host from forging a second line.
+func FormatDecision(d sandbox.EgressDecision) (string, error) {
+	if !slices.Contains(sandbox.EgressDecisionCodes(), d.Decision) {
+		return "", fmt.Errorf("%w: verb %q", ErrInvalidDecision, string(d.Decision))
+	}
+	if d.Host == "" {
+		return "", fmt.Errorf("%w: empty host", ErrInvalidDecision)
+	}
+	for i := 0; i < len(d.Host); i++ {
+		if c := d.Host[i]; c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("%w: host holds byte %#02x", ErrInvalidDecision, c)
+		}
+	}
+	if d.Port < 1 || d.Port > 65535 {
+		return "", fmt.Errorf("%w: port %d", ErrInvalidDecision, d.Port)
+	}
+	return string(d.Decision) + " " + d.Host + ":" + strconv.Itoa(d.Port) + "\n", nil
+}
+
+// FormatReady returns the readiness line, line feed included:
+// "listening on <port>; allowing: <a>, <b>\n", or "… allowing: nothing\n" for an empty list.
+// It is not a decision, and [ParseLog] skips it.
+func FormatReady(port int, allow []string) string {
+	list := "nothing"
+	if len(allow) > 0 {
+		list = strings.Join(allow, ", ")
+	}
+	return ReadyMarker + " on " + strconv.Itoa(port) + "; allowing: " + list + "\n"
+}
+
+// Writer writes the proxy's log lines to an underlying writer, each with a single Write under
+// a mutex, so lines from concurrent connections never interleave. It does no buffering: give
+// it an unbuffered writer (the process's standard output) and every line is flushed when its
+// Write returns. A Writer is safe for concurrent use.
+type Writer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewWriter returns a Writer writing to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// WriteDecision writes the line of one decision. It fails with [ErrInvalidDecision] as
+// [FormatDecision] does, writing nothing, and with the underlying writer's error.
+func (w *Writer) WriteDecision(code sandbox.EgressDecisionCode, host string, port int) error {
+	line, err := FormatDecision(sandbox.EgressDecision{Decision: code, Host: host, Port: port})
+	if err != nil {
+		return err
+	}
+	return w.write(line)
+}
+
+// WriteReady writes the readiness line ([FormatReady]). It fails with the underlying writer's
+// error.
+func (w *Writer) WriteReady(port int, allow []string) error {
+	return w.write(FormatReady(port, allow))
+}
+
+func (w *Writer) write(line string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := io.WriteString(w.w, line)
+	return err
+}

@@ -1,0 +1,128 @@
+package egresslog
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+func TestFormatDecision(t *testing.T) {
+	cases := []struct {
+		name    string
+		d       sandbox.EgressDecision
+		want    string
+		wantErr error
+	}{
+		{name: "allow", d: sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: "api.example.com", Port: 443}, want: "ALLOW api.example.com:443\n"},
+		{name: "deny keeps case", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "Evil.Example", Port: 443}, want: "DENY Evil.Example:443\n"},
+		{name: "non-global", d: sandbox.EgressDecision{Decision: sandbox.DecisionDenyNonGlobal, Host: "[::1]", Port: 443}, want: "DENY-NONGLOBAL [::1]:443\n"},
+		{name: "unreachable", d: sandbox.EgressDecision{Decision: sandbox.DecisionUnreachable, Host: "::1", Port: 443}, want: "UNREACHABLE ::1:443\n"},
+		{name: "deny other port", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 65535}, want: "DENY a:65535\n"},
+		{name: "unknown verb", d: sandbox.EgressDecision{Decision: "allow", Host: "a", Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "empty host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "space in host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a b", Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "forged line", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a:443\nALLOW b", Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "DEL in host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a\x7f", Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "non-ASCII host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "é", Port: 443}, wantErr: ErrInvalidDecision},
+		{name: "port zero", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 0}, wantErr: ErrInvalidDecision},
+		{name: "port too large", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 65536}, wantErr: ErrInvalidDecision},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FormatDecision(tc.d)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if tc.wantErr != nil {
+				return
+			}
+			// What the proxy writes, the drain reads back.
+			ds, tr, err := ParseLog(strings.NewReader(got))
+			if err != nil || tr.Truncated() || len(ds) != 1 || ds[0] != tc.d {
+				t.Fatalf("parse back: %+v %+v %v, want %+v", ds, tr, err, tc.d)
+			}
+		})
+	}
+}
+
+func TestFormatReady(t *testing.T) {
+	cases := []struct {
+		name  string
+		port  int
+		allow []string
+		want  string
+	}{
+		{name: "hosts", port: 3128, allow: []string{"a.example", "*.b.example"}, want: "listening on 3128; allowing: a.example, *.b.example\n"},
+		{name: "nothing", port: 3128, want: "listening on 3128; allowing: nothing\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FormatReady(tc.port, tc.allow)
+			if got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if !strings.Contains(got, ReadyMarker) {
+				t.Fatalf("%q lacks %q", got, ReadyMarker)
+			}
+			ds, _, err := ParseLog(strings.NewReader(got))
+			if err != nil || len(ds) != 0 {
+				t.Fatalf("readiness line parsed as %+v, %v", ds, err)
+			}
+		})
+	}
+}
+
+// writeRecorder records every Write call separately.
+type writeRecorder struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (r *writeRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, string(p))
+	return len(p), nil
+}
+
+func TestWriterOneWritePerLine(t *testing.T) {
+	rec := &writeRecorder{}
+	w := NewWriter(rec)
+	if err := w.WriteReady(3128, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 16, 200
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				if err := w.WriteDecision(sandbox.DecisionDeny, fmt.Sprintf("h%d-%d.example", g, i), 443); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.WriteDecision(sandbox.DecisionAllow, "a b", 443); !errors.Is(err, ErrInvalidDecision) {
+		t.Fatalf("invalid host: err %v", err)
+	}
+	if len(rec.writes) != 1+goroutines*each {
+		t.Fatalf("%d writes, want %d", len(rec.writes), 1+goroutines*each)
+	}
+	for _, s := range rec.writes {
+		if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") {
+			t.Fatalf("write %q is not exactly one line", s)
+		}
+	}
+	ds, _, err := ParseLog(strings.NewReader(strings.Join(rec.writes, "")))
+	if err != nil || len(ds) != goroutines*each {
+		t.Fatalf("parsed %d decisions, %v", len(ds), err)
+	}
+}

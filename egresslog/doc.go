@@ -1,0 +1,33 @@
+// Package egresslog owns the egress proxy's record: the decision-log grammar the proxy writes
+// and the drain reads, and the attribution label that says whose window a proxy's log is.
+//
+// # The decision log
+//
+// The proxy writes one line per decision to its standard output (egress-and-reap.md §2.5):
+//
+//	VERB SP host ":" port LF        VERB ∈ {ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE}
+//
+// with no timestamp, byte count or request id, so a Go proxy and the reference Python proxy
+// write the same bytes and one parser reads both. The proxy writes through a [Writer], which
+// emits each line with a single Write under a mutex; [FormatDecision] refuses a host that
+// would break the grammar (a space, a control byte, a line feed). Before any decision the proxy
+// writes the readiness line ([FormatReady]), which contains [ReadyMarker] and which the parser
+// skips.
+//
+// [ParseLog] reads a log back (§3.3): it keeps the last [TailLines] lines, reads at most
+// [LogMaxBytes] bytes, optionally strips the engine's --timestamps prefix into
+// [sandbox.EgressDecision].At, skips every line that is not a decision, and reports in
+// [Truncation] whether the window may be short.
+//
+// # Attribution
+//
+// A proxy container carries the maf-sandbox.key.v1 label ([LabelKeyV1]): the key that ran
+// behind it, encoded losslessly by [EncodeKeyLabel] (§3.5), or empty when the encoding exceeds
+// [KeyLabelBudget]. [KeyFromLabels] recovers the key from a proxy's labels, or says why it
+// cannot ([Attribution]); [CallerKeyStandsIn] is the one rule under which a key-addressed
+// caller's own key may stand in for a proxy that carries nothing to read, and [Attribute]
+// combines the two.
+//
+// The package imports neither the docker nor any NATS package: the proxy binary links it,
+// and the proxy is standard library apart from this grammar.
+package egresslog
