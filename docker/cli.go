@@ -412,6 +412,10 @@ func firstArgs(args []string) []string {
 
 // fail builds the error of a non-zero answer to args about target.
 func fail(args []string, target string, res result) error {
+	return failure(args, target, res)
+}
+
+func failure(args []string, target string, res result) *CommandError {
 	return &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: classify(args, target, res.Stderr)}
 }
 
@@ -763,7 +767,15 @@ func (c *CLI) CopyIn(ctx context.Context, target string, tarball []byte) error {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("copy into %s: %w", target, fail(args, target, res))
+		ce := failure(args, target, res)
+		if ce.Class == nil {
+			// The docker 28 client answers a missing container here with `destination
+			// "<target>:/" must be a directory`, naming no absence; ask the engine instead.
+			if _, err := c.Inspect(ctx, target); errors.Is(err, ErrNotFound) {
+				ce.Class = ErrNotFound
+			}
+		}
+		return fmt.Errorf("copy into %s: %w", target, ce)
 	}
 	return nil
 }
