@@ -76,7 +76,7 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 	}
 	return &CLI{
 		cfg:     cfg,
-		log:     o.log.With(zap.String("component", "docker")),
+		log:     o.log.Named("docker"),
 		env:     os.Environ(),
 		bindSem: make(chan struct{}, 1),
 	}, nil
@@ -174,8 +174,7 @@ func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result
 	start := time.Now()
 	defer func() {
 		c.log.Debug("docker command", zap.String("op", op), zap.Strings("args", firstArgs(inv.args)),
-			zap.Int("exit_code", res.ExitCode), zap.Bool("stopped", res.Stopped),
-			zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+			zap.Int("exit_code", res.ExitCode), zap.Duration("elapsed", time.Since(start)), zap.Error(err))
 	}()
 
 	outR, outW, err := os.Pipe()

@@ -8,10 +8,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestRunnerResults(t *testing.T) {
 	c, _ := newFakeCLI(t)
+	if _, err := c.Bind(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 64<<10)
 	cases := []struct {
 		name        string
@@ -59,6 +65,10 @@ func head(b []byte) []byte {
 
 func TestRunnerAbnormalEnds(t *testing.T) {
 	c, _ := newFakeCLI(t)
+	if _, err := c.Bind(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	const sleeper = "sleep\x0030.123"
 	cases := []struct {
 		name      string

@@ -62,7 +62,7 @@ type suite struct {
 	newEngine func(t *testing.T) docker.Engine
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), callTimeout)
 	t.Cleanup(cancel)
 	return c
@@ -77,7 +77,7 @@ func Key(t testing.TB) sandbox.Key {
 
 // Workload creates a workload container for key with the labels and hardening a real acquire
 // uses, plus opts, and returns its name and ID. Its removal is registered before the create.
-func Workload(t *testing.T, e docker.Engine, image string, key sandbox.Key, opts ...docker.CreateOpt) (string, string) {
+func Workload(t testing.TB, e docker.Engine, image string, key sandbox.Key, opts ...docker.CreateOpt) (string, string) {
 	t.Helper()
 	name := docker.ContainerName(key, "busybox", "")
 	labels, err := docker.WorkloadLabels(key, "busybox", map[string]string{"suite": "enginetest"}, "/maf-sandbox/work")
