@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -125,4 +126,25 @@ func TestPortableName(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ExampleValidateArtifactName() {
+	for _, name := range []string{"out/report.pdf", "out//report.pdf", "../report.pdf", "tab\there"} {
+		fmt.Println(sandbox.ValidateArtifactName(name))
+	}
+	// Output:
+	// <nil>
+	// artifact name "out//report.pdf" is invalid: it has an empty or "." segment
+	// artifact name "../report.pdf" is invalid: it has a ".." segment
+	// artifact name "tab\there" is invalid: it contains ASCII control characters (codes 9)
+}
+
+func ExamplePortableName() {
+	fmt.Println(sandbox.PortableName("logs/con.txt"))
+	fmt.Println(sandbox.PortableName(`what? "now".`))
+	fmt.Println(sandbox.PortableName("COM¹/a//b"))
+	// Output:
+	// logs/con_.txt
+	// what_ _now_
+	// COM¹_/a/_/b
 }

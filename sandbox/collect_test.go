@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 )
 
 func TestCollectOutputsLandsInDeclarationOrder(t *testing.T) {
@@ -924,4 +925,32 @@ func TestCollectOutputsTotalNeverOverflows(t *testing.T) {
 	if !errors.As(err, &capErr) || capErr.Cap != "total cap" || capErr.Path != "b" || capErr.Actual != math.MaxInt64 {
 		t.Fatalf("err = %v, want the total cap reached at the largest total", err)
 	}
+}
+
+func ExampleCollectOutputs() {
+	ctx := context.Background()
+	sb, _ := sandboxtest.NewSandbox()
+	sb.AddFile(sandboxtest.DefaultStorageBase+"/out/chart.png", []byte("\x89PNG"))
+	sb.AddFile(sandboxtest.DefaultStorageBase+"/result.json", []byte(`{"ok":true}`))
+
+	chart := sandbox.Output("out/chart.png")
+	chart.MediaType = "image/png"
+	parsed := sandbox.Output("result.json")
+	parsed.Disposition = sandbox.DispositionConsume // statted and capped, never delivered
+	spec, _ := sandbox.NewSpec("plot", sandbox.WithDeclaredOutputs(chart, parsed))
+
+	root, _ := os.MkdirTemp("", "landing")
+	defer os.RemoveAll(root)
+	sink, _ := sandbox.FileSystemSink(root)
+
+	landed, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range landed {
+		fmt.Println(a.Display)
+	}
+	// Output:
+	// out/chart.png (4 bytes)
 }
