@@ -1,0 +1,34 @@
+// Package proxy is the filtering CONNECT proxy that runs in a sandbox's egress container
+// (egress-and-reap.md §2). It sits dual-homed between the sandbox's internal network and the
+// outbound one, and opens a tunnel only to an allowlisted host on port 443.
+//
+// # Wire behaviour
+//
+// Each accepted connection is read until the blank line that ends the request head (10 s,
+// 64 KiB). The request line must be "CONNECT host:port HTTP/…"; anything else is answered
+// 400 or, for another method, 405. The host must match the allowlist ([Match]: fnmatch
+// patterns, case-insensitive) and the port must be 443, or the answer is 403. The proxy then
+// resolves the name itself — the sandbox never does — and dials only resolved addresses that
+// are globally routable or inside the operator's private-destination allowance
+// ([WithPrivateCIDRs]), never loopback, link-local or a cloud metadata address. The check runs
+// inside the dialer's Control hook, before connect(2), so no SYN ever reaches a refused
+// address. No permitted address: 403. Resolution or connection failure within 20 s: 502.
+// Otherwise "200 Connection Established", the bytes the client pipelined behind its head, and
+// a byte tunnel in both directions. Nothing is decrypted. Every refusal is
+// "HTTP/1.1 <code> <reason>\r\ncontent-length: 0\r\n\r\n", and no read or dial is without a
+// deadline, so a client is answered or closed, never left hanging.
+//
+// # Decision log
+//
+// Every policy decision is one line on the decision log (standard output in the container),
+// written through [egresslog.Writer]: ALLOW, DENY, DENY-NONGLOBAL or UNREACHABLE with the host
+// exactly as received. Malformed and non-CONNECT requests are not logged.
+//
+// # The process
+//
+// [Run] is the whole process contract (§2.6): configuration from the environment
+// ([ConfigFromEnv]: MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT), listen
+// on 0.0.0.0:3128, the readiness line once listening, and on cancellation (SIGTERM) a stop
+// that closes every tunnel at once. The package uses the standard library and egresslog only,
+// so the binary is small and static.
+package proxy
