@@ -21,7 +21,7 @@ type gateEntry struct {
 }
 
 // lock takes k, waiting at most maxWait (0 = no bound beyond ctx). Expiry of maxWait is a
-// *TimeoutError; ctx's end is its own error.
+// *TimeoutError; ctx's end is its own error. A free key is taken even when ctx has ended.
 func (g *gate[K]) lock(ctx context.Context, k K, maxWait time.Duration, what string) (func(), error) {
 	g.mu.Lock()
 	if g.m == nil {
@@ -42,6 +42,13 @@ func (g *gate[K]) lock(ctx context.Context, k K, maxWait time.Duration, what str
 			delete(g.m, k)
 		}
 		g.mu.Unlock()
+	}
+	// A free key is taken at once, whatever ctx says: ctx and maxWait bound waiting only.
+	// Without this, select would pick at random between a free key and an ended ctx.
+	select {
+	case e.ch <- struct{}{}:
+		return func() { <-e.ch; release() }, nil
+	default:
 	}
 	var expired <-chan time.Time
 	if maxWait > 0 {
