@@ -517,12 +517,11 @@ type ScopeDisposal struct {
 	Undisposed *DisposalFailure
 }
 
-// Scope runs body and always disposes the conversation afterwards. Disposal trouble never
-// replaces the body's error.
-func (r *Router) Scope(ctx context.Context, scope, threadID string, body func(context.Context) error) (ScopeDisposal, error) {
-	err := body(ctx)
-	p := r.DisposeScope(context.WithoutCancel(ctx), scope, threadID)
-	return ScopeDisposal(p), err
+// Scope runs body and always disposes the conversation afterwards, also when body panics
+// (the panic then continues). Disposal trouble never replaces the body's error.
+func (r *Router) Scope(ctx context.Context, scope, threadID string, body func(context.Context) error) (d ScopeDisposal, err error) {
+	defer func() { d = ScopeDisposal(r.DisposeScope(context.WithoutCancel(ctx), scope, threadID)) }()
+	return ScopeDisposal{}, body(ctx)
 }
 
 // PurgeScopedThread disposes a deleted conversation's sandboxes. It never fails the caller's
