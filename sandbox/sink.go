@@ -64,7 +64,7 @@ func WithNameNormalization(n NameNormalization) SinkOption {
 // link among the destination's existing parents leads outside root (a link that stays inside
 // root is followed); with [*ArtifactNameInvalidError] for a name breaking
 // [ValidateArtifactName]; with [*LandingExistsError] when the destination exists, unless
-// [WithReplaceExisting] is given. Other errors name paths relative to root, never host paths.
+// [WithReplaceExisting] is given. Other errors name the artifact and never a host path.
 //
 // The checks and the write are separate steps: the write itself is confined to the deepest
 // existing parent (by [os.Root]), but a process that swaps one of those existing parents for a
