@@ -444,7 +444,9 @@ func (r *Router) disposeInstance(ctx context.Context, b Backend, key Key, kind, 
 
 // Dispose deletes the key's sandboxes on every registered backend (a conversation may have
 // been served while another was configured). It never fails the caller: what may remain is
-// folded into the returned failure, and a landing disposal reopens an unclean key.
+// folded into the returned failure. A landing disposal of the whole key (zero opts) reopens
+// an unclean key; a narrowed one does not, since the ledger does not record which kind or
+// instance failed and a key reopens only when every failed target is gone.
 func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *DisposalFailure {
 	unlock, err := r.disposeGate.lock(ctx, key, 0, "disposal of "+key.String())
 	if err != nil {
@@ -458,7 +460,7 @@ func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *Dis
 		}
 	}
 	folded := FoldDisposalFailures(failures)
-	if folded == nil {
+	if folded == nil && opts.Kind == nil && opts.InstanceID == "" {
 		r.clearUnclean(func(k Key) bool { return k == key })
 	}
 	if r.opts.observer != nil {
