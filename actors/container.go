@@ -26,10 +26,12 @@ type containerActor struct {
 	infoEpoch uint64
 
 	// The freeze this actor holds, if any, and what it has done with freezes before.
-	holding      string // the target a confirmed freeze is owed a thaw on; "" when none
-	freezeSerial uint64 // counts freezes this actor confirmed; an exec compares it across its attempt
-	ownPause     int    // pause events our own freezes will still produce
-	ownUnpause   int    // unpause events our own thaws will still produce
+	holding    string // the target a confirmed freeze is owed a thaw on; "" when none
+	ownPause   int    // pause events our own freezes will still produce
+	ownUnpause int    // unpause events our own thaws will still produce
+
+	execs int       // execs in flight on their own goroutines
+	stash []stashed // requests waiting for them (see handle)
 
 	// Per-instance caches.
 	workDir  string // the storage base the last acquire bound
@@ -51,6 +53,10 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.thawHeld()
 	case *actor.Stopping:
 		a.thawHeld()
+		for _, st := range a.stash {
+			ctx.Send(st.sender, failureFor(st.r.msg, errEngineStopped))
+		}
+		a.stash = nil
 	case *request:
 		a.handle(ctx, m)
 	case *messages.ContainerChanged:
@@ -60,36 +66,83 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// handle runs one request, or stashes it: a freeze never begins while an exec of this actor
+// may still be starting. On this engine an exec whose start races a pause deadlocks the
+// container (the daemon checks "paused" before it takes the container's lock, then runc
+// joins a frozen cgroup holding it), and the CLI cannot tell when an exec has started; so
+// file calls wait for the execs in flight, and whatever arrives behind them waits too.
 func (a *containerActor) handle(actx actor.Context, r *request) {
+	sender := actx.Sender()
+	if len(a.stash) > 0 || (a.execs > 0 && needsFreeze(r.msg)) {
+		a.stash = append(a.stash, stashed{r: r, sender: sender})
+		return
+	}
+	a.run(actx, r, sender)
+}
+
+// stashed is a request waiting for the execs in flight to end.
+type stashed struct {
+	r      *request
+	sender *actor.PID
+}
+
+// needsFreeze reports the requests whose work is frozen.
+func needsFreeze(msg any) bool {
+	switch msg.(type) {
+	case *messages.StatRequest, *messages.ReadRequest, *messages.WriteRequest:
+		return true
+	}
+	return false
+}
+
+// drain runs stashed requests in order once no exec is in flight; it stops again at the
+// first freeze that an exec it started would race.
+func (a *containerActor) drain(actx actor.Context) {
+	for len(a.stash) > 0 {
+		next := a.stash[0]
+		if a.execs > 0 && needsFreeze(next.r.msg) {
+			return
+		}
+		a.stash = a.stash[1:]
+		a.run(actx, next.r, next.sender)
+	}
+}
+
+func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) {
+	reply := func(m any) {
+		if sender != nil {
+			actx.Send(sender, m)
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			// Answer the caller before the supervisor restarts us, so no call hangs.
-			actx.Respond(failureFor(r.msg, fmt.Errorf("container actor %s failed: %v", a.name, p)))
+			reply(failureFor(r.msg, fmt.Errorf("container actor %s failed: %v", a.name, p)))
 			panic(p)
 		}
 	}()
 	ctx := r.ctx
 	switch m := r.msg.(type) {
 	case *messages.AcquireRequest:
-		actx.Respond(a.acquire(ctx, m))
+		reply(a.acquire(ctx, m))
 	case *messages.StatRequest:
 		st, err := a.stat(ctx, m)
-		actx.Respond(&messages.StatResponse{Stat: st, Err: err})
+		reply(&messages.StatResponse{Stat: st, Err: err})
 	case *messages.ReadRequest:
 		b, err := a.read(ctx, m)
-		actx.Respond(&messages.ReadResponse{Content: b, Err: err})
+		reply(&messages.ReadResponse{Content: b, Err: err})
 	case *messages.WriteRequest:
-		actx.Respond(&messages.WriteResponse{Err: a.write(ctx, m)})
+		reply(&messages.WriteResponse{Err: a.write(ctx, m)})
 	case *messages.ExecRequest:
-		a.exec(actx, ctx, m)
+		a.exec(actx, ctx, m, reply)
 	case *messages.RemoveRequest:
-		actx.Respond(&messages.RemoveResponse{Err: a.remove(ctx, m)})
+		reply(&messages.RemoveResponse{Err: a.remove(ctx, m)})
 	case *messages.ReclaimRequest:
-		actx.Respond(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
+		reply(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
 	case *messages.DisposeRequest:
-		actx.Respond(a.dispose(ctx, m))
+		reply(a.dispose(ctx, m))
 	default:
-		actx.Respond(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
+		reply(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
 	}
 }
 
@@ -161,7 +214,6 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 	}
 	a.b.freezes.confirm(k)
 	a.holding = target
-	a.freezeSerial++
 	a.ownPause++
 	defer func() {
 		a.b.freezes.unconfirm(k)

@@ -20,31 +20,17 @@ import (
 // of guest output is a host memory hazard. Going over it discards the sandbox like a timeout.
 const DefaultExecOutputLimit = 8 * sandbox.MiB
 
-// reissueDelay is the pause before re-issuing an exec our own freeze refused.
-const reissueDelay = 50 * time.Millisecond
-
 // execDone is what an exec attempt's goroutine reports back to the actor.
 type execDone struct {
 	out docker.ExecOutput
 	err error
 }
 
-// execCall is one Exec in flight: the request, its resolved argv and directory, and its
-// single deadline across attempts.
-type execCall struct {
-	ctx      context.Context
-	req      *messages.ExecRequest
-	target   string
-	argv     []string
-	dir      string
-	limit    int64
-	deadline time.Time
-}
-
-// exec starts a command without blocking the mailbox: the attempt runs on its own goroutine
-// and finishes in a ReenterAfter continuation on the actor, which alone knows whether its own
-// freeze could have refused the attempt.
-func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest) {
+// exec starts a command without blocking the mailbox: it runs on its own goroutine and
+// finishes in a ReenterAfter continuation on the actor. No freeze of this actor overlaps it
+// (see handle), so a "container is paused" refusal is another party's pause and comes back as
+// the daemon's answer, the ordinary result it is; nothing is re-issued.
+func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest, reply func(any)) {
 	target, err := a.target(m.InstanceID)
 	if err == nil {
 		err = m.Command.Validate()
@@ -56,7 +42,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		err = &sandbox.InvalidArgumentError{Reason: "max output bytes must be a positive integer"}
 	}
 	if err != nil {
-		actx.Respond(&messages.ExecResponse{Err: err})
+		reply(&messages.ExecResponse{Err: err})
 		return
 	}
 	argv := m.Command.Argv
@@ -67,34 +53,18 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	if limit == 0 {
 		limit = DefaultExecOutputLimit
 	}
-	call := &execCall{ctx: ctx, req: m, target: target, argv: argv, dir: a.workingDir(m.WorkDir), limit: limit,
-		deadline: time.Now().Add(m.Timeout)}
-	a.attempt(actx, call, 0)
-}
-
-// attempt runs one try of call after delay; the continuation judges its outcome.
-func (a *containerActor) attempt(actx actor.Context, call *execCall, delay time.Duration) {
-	serial := a.freezeSerial
+	deadline := time.Now().Add(m.Timeout)
+	a.execs++
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root := actx.ActorSystem().Root
 	go func() {
-		ctx, cancel := context.WithDeadline(call.ctx, call.deadline)
+		ectx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		stop := context.AfterFunc(a.b.life, cancel)
 		defer stop()
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
 		var done execDone
-		if done.err = ctx.Err(); done.err == nil {
-			done.out, done.err = a.b.engine.Exec(ctx, docker.ExecRequest{Target: call.target, WorkDir: call.dir,
-				Argv: call.argv, MaxOutputBytes: call.limit})
-		}
+		done.out, done.err = a.b.engine.Exec(ectx, docker.ExecRequest{Target: target, WorkDir: a.workingDir(m.WorkDir),
+			Argv: argv, MaxOutputBytes: limit})
 		root.Send(f.PID(), &done)
 	}()
 	actx.ReenterAfter(f, func(res any, err error) {
@@ -102,47 +72,35 @@ func (a *containerActor) attempt(actx actor.Context, call *execCall, delay time.
 		if done == nil {
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
 		}
-		a.finishExec(actx, call, serial, done)
+		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
+		reply(&messages.ExecResponse{Result: r, Err: err})
+		a.execs--
+		a.drain(actx)
 	})
 }
 
-// finishExec runs on the actor. A frozen refusal is re-issued only when this actor froze the
-// container during the attempt (its own freeze refused it: the command never started) and
-// budget remains; a refusal nobody here explains is returned as the result it is.
-func (a *containerActor) finishExec(actx actor.Context, call *execCall, serial uint64, d *execDone) {
-	respond := func(r sandbox.ExecResult, err error) { actx.Respond(&messages.ExecResponse{Result: r, Err: err}) }
-	result := sandbox.ExecResult{StdoutBytes: d.out.Stdout, StderrBytes: d.out.Stderr, ExitCode: d.out.ExitCode}
+// finishExec judges an exec's outcome on the actor: the caller's cancellation, the caller's
+// timeout (which removes the container: no handle reaches the process inside), or the
+// output cap (the plain cap discards the sandbox like a timeout).
+func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
 	var limitErr *docker.OutputLimitError
-	ours := a.freezeSerial != serial
 	switch {
-	case d.err == nil:
-		respond(result, nil)
-	case errors.Is(d.err, docker.ErrPaused) || (errors.As(d.err, &limitErr) && ours && call.req.MaxOutputBytes > 0):
-		if ours && time.Until(call.deadline) > reissueDelay {
-			a.attempt(actx, call, reissueDelay)
-			return
-		}
-		if errors.Is(d.err, docker.ErrPaused) {
-			respond(result, nil) // the daemon's refusal, as the ordinary result it is
-			return
-		}
-		respond(sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: call.limit})
-	case call.ctx.Err() != nil:
-		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, call.ctx.Err()))
+	case d.err == nil, errors.Is(d.err, docker.ErrPaused):
+		return sandbox.ExecResult{StdoutBytes: d.out.Stdout, StderrBytes: d.out.Stderr, ExitCode: d.out.ExitCode}, nil
+	case ctx.Err() != nil:
+		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, ctx.Err())
 	case a.b.life.Err() != nil:
-		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, errEngineStopped))
-	case !time.Now().Before(call.deadline):
-		// No handle reaches the process inside; only removing the container stops it.
-		a.removeContainer(call.target)
-		respond(sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: call.req.Timeout})
+		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, errEngineStopped)
+	case !time.Now().Before(deadline):
+		a.removeContainer(target)
+		return sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: m.Timeout}
 	case errors.As(d.err, &limitErr):
-		if call.req.MaxOutputBytes == 0 {
-			a.removeContainer(call.target) // the plain cap discards the sandbox like a timeout
+		if m.MaxOutputBytes == 0 {
+			a.removeContainer(target)
 		}
-		respond(sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: call.limit})
-	default:
-		respond(sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, d.err))
+		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit}
 	}
+	return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, d.err)
 }
 
 // remove deletes one path: the string check, the delete-path walk stopping above the target

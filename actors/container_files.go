@@ -210,6 +210,11 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 	if err != nil || len(missing) == 0 {
 		return err
 	}
+	if a.execs > 0 {
+		// A freeze now could race an exec's start (see handle); the base went missing under
+		// running commands, which only the guest can have done.
+		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
+	}
 	return a.frozen(ctx, target, func() error {
 		missing, err := a.missingBase(ctx, target, base)
 		if err != nil || len(missing) == 0 {

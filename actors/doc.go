@@ -7,9 +7,9 @@
 // actor's mailbox is the serialisation the protocol asks for: acquire, freeze → check → copy
 // → thaw, exec start, removal and disposal of one container happen one at a time, so "never
 // frozen twice at once in the process" follows from the structure. Long execs do not block
-// the mailbox: the actor starts them and finishes them in a ReenterAfter continuation, where
-// it decides — knowing whether it froze the container meanwhile — whether a "container is
-// paused" refusal may be re-issued.
+// the mailbox: the actor starts them and finishes them in a ReenterAfter continuation. A
+// freeze never begins while one of the actor's execs is in flight: on this engine a pause
+// that races an exec's start deadlocks the container, so file calls wait for running execs.
 //
 // The engine is reached only through the narrow [docker.Engine] seam; nothing here knows
 // whether the CLI or the Engine API speaks.
