@@ -27,6 +27,9 @@ func (p *Proxy) control(_ context.Context, _, address string, _ syscall.RawConn)
 	if !p.policy.permits(ap.Addr()) {
 		return fmt.Errorf("%w: %s", errRefusedAddress, ap.Addr())
 	}
+	if p.opts.dialGuard != nil {
+		return p.opts.dialGuard(ap.Addr())
+	}
 	return nil
 }
 

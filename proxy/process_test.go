@@ -57,7 +57,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cfg := Config{Allow: []string{"echo.test", "*.b.test"}, Port: 0}
-	opts := append(loopbackTarget(echo, map[string][]string{"echo.test": {"127.0.0.1"}}), withListenHost("127.0.0.1"))
+	opts := append(loopbackTarget(echo, map[string][]string{"echo.test": {"127.0.0.1"}}), withListenHost("127.0.0.1"), withLoopbackOnlyGuard(t))
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, out, opts...) }()
 

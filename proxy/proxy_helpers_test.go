@@ -31,6 +31,22 @@ func withDialPort(port int) Option {
 	return func(o *options) error { o.dialPort = port; return nil }
 }
 
+// withLoopbackOnlyGuard refuses, and fails the test on, any dial off loopback that the
+// policy let through: whatever the code under test does, a test never sends a SYN anywhere
+// but 127.0.0.1.
+func withLoopbackOnlyGuard(t testing.TB) Option {
+	return func(o *options) error {
+		o.dialGuard = func(a netip.Addr) error {
+			if !a.Unmap().IsLoopback() {
+				t.Errorf("the proxy tried to dial %s", a)
+				return errors.New("test guard: not loopback")
+			}
+			return nil
+		}
+		return nil
+	}
+}
+
 func withHeadTimeout(d time.Duration) Option {
 	return func(o *options) error { o.headTimeout = d; return nil }
 }
@@ -152,7 +168,7 @@ type testProxy struct {
 func startProxy(t *testing.T, allow []string, opts ...Option) *testProxy {
 	t.Helper()
 	log := &syncBuffer{}
-	p, err := New(allow, append([]Option{WithDecisionLog(log)}, opts...)...)
+	p, err := New(allow, append([]Option{WithDecisionLog(log), withLoopbackOnlyGuard(t)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

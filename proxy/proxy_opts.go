@@ -48,6 +48,7 @@ type options struct {
 	idleTimeout   time.Duration
 	lingerTime    time.Duration
 	maxConns      int
+	dialGuard     func(netip.Addr) error // a second check after the policy, so that a broken policy cannot make a test dial off loopback
 }
 
 func defaultOptions() options {
