@@ -141,7 +141,7 @@ func plain(v string) bool { return labelValue(v) == v }
 // package's LabelValue writes: raw unchanged when it is 1–63 bytes of [A-Za-z0-9._-] and not
 // digest-shaped, otherwise "sha256-" and the first 48 hex digits of its SHA-256. It is
 // restated here so that the proxy binary, which links this package, does not link the docker
-// package; the spec's vectors pin both copies.
+// package; the spec's vectors pin it, and a test reads labels the docker package wrote.
 func labelValue(raw string) string {
 	if len(raw) >= 1 && len(raw) <= 63 && onlyBytes(raw, isPlainByte) && !digestShaped(raw) {
 		return raw
