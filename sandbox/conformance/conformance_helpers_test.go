@@ -118,6 +118,10 @@ func (g *guest) Exec(ctx context.Context, cmd sandbox.Command, wd string, timeou
 		return sandbox.ExecResult{}, err
 	}
 	wd = paths.ResolveWorkDir(g.StorageBase(), wd)
+	if k, _ := g.Kind(g.resolve(wd, false)); k != sandbox.EntryDirectory {
+		// What docker exec -w answers for a working directory that is not there.
+		return exit(126, "chdir to cwd ("+wd+") set in config.json failed: no such file or directory"), nil
+	}
 	at := func(p string) string { return paths.Join(wd, p) }
 	if cmd.Shell != "" {
 		if code, ok := strings.CutPrefix(cmd.Shell, "exit "); ok {

@@ -16,7 +16,8 @@
 //	results, err := conformance.AssertFilesOutConformance(ctx, subject)
 //
 // The suites are [AssertFilesOutConformance], [AssertFilesInConformance],
-// [AssertFilesDeleteConformance], [AssertReclaimConformance] and [AssertExecConformance].
+// [AssertFilesDeleteConformance], [AssertReclaimConformance], [AssertStorageBaseConformance]
+// and [AssertExecConformance].
 // Run EXEC last, or on a sandbox of its own: its final probe lets a command overrun its
 // timeout, and a backend may discard the whole sandbox to stop it (Docker does).
 // [MeasureFilesDeleteProbes] runs the delete probes with no gate and no verdict, for a

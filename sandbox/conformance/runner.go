@@ -42,12 +42,29 @@ func (f *failure) Error() string { return f.msg }
 // failf builds a check failure.
 func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
 
-// suite is one named suite: its gate, how it prepares, and its probes in order.
+// suite is one named suite: its gate, how it prepares, and its probes in order. The gate
+// is one capability, or, when gate is empty, any of anyOf.
 type suite struct {
 	name   string
 	gate   sandbox.Capability
+	anyOf  []sandbox.Capability
 	plant  func(ctx context.Context, s Subject) (Layout, error)
 	probes []probe
+}
+
+// admits reports whether declared opens the suite's gate, and names the gate.
+func (st suite) admits(declared sandbox.CapabilitySet) (bool, string) {
+	if st.gate != "" {
+		return declared.Has(st.gate), string(st.gate)
+	}
+	names := make([]string, len(st.anyOf))
+	for i, c := range st.anyOf {
+		if declared.Has(c) {
+			return true, ""
+		}
+		names[i] = string(c)
+	}
+	return false, "any of " + strings.Join(names, ", ")
 }
 
 // run checks the gate, prepares and runs every probe. An undeclared gate fails with
@@ -58,10 +75,10 @@ func (st suite) run(ctx context.Context, s Subject, gated bool) ([]Result, error
 		return nil, &sandbox.InvalidArgumentError{Reason: "conformance: no subject"}
 	}
 	declared := s.Capabilities()
-	if gated && !declared.Has(st.gate) {
+	if ok, gate := st.admits(declared); gated && !ok {
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
 			"conformance: the subject declares no %s, so every %s probe would be skipped and the run would pass "+
-				"having attacked nothing; pass the backend's own declared capabilities, not a narrower set", st.gate, st.name)}
+				"having attacked nothing; pass the backend's own declared capabilities, not a narrower set", gate, st.name)}
 	}
 	l, err := st.plant(ctx, s)
 	if err != nil {

@@ -39,6 +39,10 @@ func TestProbeNamesFollowTheSpec(t *testing.T) {
 			"an-empty-directory-needs-recursive", "recursive-removes-the-tree",
 			"a-link-inside-a-recursive-removal-is-unlinked-not-followed", "the-working-directory-is-refused",
 			"a-path-outside-is-refused"}},
+		{"STORAGE_BASE", storageBaseSuite, "", []string{ // §14.6 names no probes; these are this package's
+			"the-base-is-a-directory", "dot-is-the-base", "a-relative-working-directory-lies-beneath-the-base",
+			"a-relative-write-lands-in-the-base", "relative-and-absolute-addresses-meet",
+			"a-relative-removal-stays-in-the-base", "a-relative-reclaim-names-a-child-of-the-base"}},
 		{"RECLAIM", reclaimSuite, sandbox.Reclaim, []string{
 			"a-created-directory-is-gone", "nested-content-goes-with-it", "a-link-inside-is-unlinked-not-followed",
 			"a-missing-directory-is-success", "an-absent-working-directory-still-succeeds"}},
