@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/conformance"
@@ -70,5 +71,78 @@ func TestConformance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStorageBaseConformance runs the storage-base suite on a fresh default and a fresh
+// explicit base, then what one sandbox cannot show (protocol §14.6): a warm acquire keeps
+// the base and its contents, a warm acquire asking for another base is refused, and a base
+// the guest removed is restored by the next acquire.
+func TestStorageBaseConformance(t *testing.T) {
+	b := newBackend(t)
+	declared := b.Declarations().Capabilities
+	requires := sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete, sandbox.Reclaim)
+	cases := []struct {
+		name string
+		base string
+		opts []sandbox.SpecOption
+	}{
+		{"default", "/maf-sandbox/work", []sandbox.SpecOption{requires}},
+		{"explicit", "/srv/maf-conformance/base", []sandbox.SpecOption{requires, sandbox.WithWorkDir("/srv/maf-conformance/base")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			key, spec := newKey(t), busyboxSpec(t, tc.opts...)
+			sb := acquire(t, b, key, spec)
+			assertStorageBase(t, sb, tc.base, declared)
+
+			if err := sb.WriteFile(ctx, "kept.txt", []byte("warm"), "."); err != nil {
+				t.Fatalf("write kept.txt: %v", err)
+			}
+			warm := acquire(t, b, key, spec)
+			if warm.InstanceID() != sb.InstanceID() {
+				t.Fatalf("warm acquire gave instance %s, want %s", warm.InstanceID(), sb.InstanceID())
+			}
+			if got, err := warm.ReadFile(ctx, "kept.txt", ".", 16); err != nil || string(got) != "warm" {
+				t.Fatalf("kept.txt after a warm acquire = %q, %v", got, err)
+			}
+
+			other := busyboxSpec(t, requires, sandbox.WithWorkDir("/srv/maf-conformance/another"))
+			if _, err := b.Acquire(ctx, key, other); !errors.Is(err, sandbox.ErrInvalid) {
+				t.Fatalf("a warm acquire asking for another base: %v, want an invalid-argument refusal", err)
+			}
+			if got, err := sb.ReadFile(ctx, "kept.txt", ".", 16); err != nil || string(got) != "warm" {
+				t.Fatalf("kept.txt after a refused retarget = %q, %v", got, err)
+			}
+
+			res, err := sb.Exec(ctx, sandbox.Argv("rm", "-rf", "--", tc.base), "/", time.Minute)
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("the guest removing its base: %+v, %v", res, err)
+			}
+			restored := acquire(t, b, key, spec)
+			if restored.InstanceID() != sb.InstanceID() {
+				t.Fatalf("the acquire after the base went gave instance %s, want %s", restored.InstanceID(), sb.InstanceID())
+			}
+			assertStorageBase(t, restored, tc.base, declared)
+		})
+	}
+}
+
+func assertStorageBase(t *testing.T, sb sandbox.Sandbox, base string, declared sandbox.CapabilitySet) {
+	t.Helper()
+	subject, err := conformance.NewPosixGuestSubject(sb, base, declared)
+	if err != nil {
+		t.Fatalf("new subject: %v", err)
+	}
+	results, err := conformance.AssertStorageBaseConformance(ctxT(t), subject)
+	for _, r := range results {
+		t.Logf("%s: passed=%t skipped=%t %s", r.Name, r.Passed, r.Skipped, r.Reason)
+		if !r.Passed {
+			t.Errorf("%s did not pass: %s", r.Name, r.Reason)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 }
