@@ -37,7 +37,7 @@ func isProbeCommand(cmd sandbox.Command) bool {
 	return len(cmd.Argv) == 0 || (cmd.Argv[0] != "test" && !slices.Contains(cmd.Argv, existsScript) && !slices.Contains(cmd.Argv, plantLinkScript))
 }
 
-func TestExecPassesOnTheFake(t *testing.T) {
+func TestConformanceExecPassesOnTheFake(t *testing.T) {
 	t.Parallel()
 	g := newGuest(t)
 	started := time.Now()
@@ -54,7 +54,7 @@ func TestExecPassesOnTheFake(t *testing.T) {
 	}
 }
 
-func TestExecAcceptsAMergeTheResultDeclares(t *testing.T) {
+func TestConformanceExecAcceptsAMergeTheResultDeclares(t *testing.T) {
 	t.Parallel()
 	merge := func(res sandbox.ExecResult, err error) (sandbox.ExecResult, error) {
 		res.StdoutBytes = append(res.StdoutBytes, res.StderrBytes...)
@@ -65,7 +65,7 @@ func TestExecAcceptsAMergeTheResultDeclares(t *testing.T) {
 	mustPass(t, results, err)
 }
 
-func TestExecCatchesBrokenBackends(t *testing.T) {
+func TestConformanceExecCatchesBrokenBackends(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -148,7 +148,7 @@ func (w wrongError) Exec(ctx context.Context, cmd sandbox.Command, wd string, ti
 	return w.guest.Exec(ctx, cmd, wd, timeout)
 }
 
-func TestTheTimeoutProbeHoldsTheBound(t *testing.T) {
+func TestConformanceTheTimeoutProbeHoldsTheBound(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string

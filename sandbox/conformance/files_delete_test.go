@@ -10,7 +10,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
-func TestFilesDeletePassesOnTheFake(t *testing.T) {
+func TestConformanceFilesDeletePassesOnTheFake(t *testing.T) {
 	g := newGuest(t)
 	results, err := AssertFilesDeleteConformance(t.Context(), subjectOf(t, g, everything()))
 	mustPass(t, results, err)
@@ -89,7 +89,7 @@ type removesNothing struct{ *guest }
 
 func (removesNothing) Remove(context.Context, string, string, bool) error { return nil }
 
-func TestFilesDeleteCatchesBrokenBackends(t *testing.T) {
+func TestConformanceFilesDeleteCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name string
 		wrap func(*guest) sandbox.Sandbox

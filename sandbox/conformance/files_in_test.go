@@ -10,7 +10,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
-func TestFilesInPassesOnTheFake(t *testing.T) {
+func TestConformanceFilesInPassesOnTheFake(t *testing.T) {
 	g := newGuest(t)
 	results, err := AssertFilesInConformance(t.Context(), subjectOf(t, g, everything()))
 	mustPass(t, results, err)
@@ -89,7 +89,7 @@ func (b writesAsTheHost) WriteFile(ctx context.Context, p string, content []byte
 	return nil
 }
 
-func TestFilesInCatchesBrokenBackends(t *testing.T) {
+func TestConformanceFilesInCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name string
 		wrap func(*guest) sandbox.Sandbox
@@ -117,7 +117,7 @@ func TestFilesInCatchesBrokenBackends(t *testing.T) {
 	}
 }
 
-func TestTheReachProbeIsVacuousForARootGuest(t *testing.T) {
+func TestConformanceTheReachProbeIsVacuousForARootGuest(t *testing.T) {
 	// The same host-authority writes, in front of a root guest: the two authorities are one,
 	// so the probe has nothing to distinguish and passes.
 	g := newGuest(t)

@@ -10,7 +10,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
-func TestFilesOutPassesOnTheFake(t *testing.T) {
+func TestConformanceFilesOutPassesOnTheFake(t *testing.T) {
 	g := newGuest(t)
 	results, err := AssertFilesOutConformance(t.Context(), subjectOf(t, g, everything()))
 	mustPass(t, results, err)
@@ -97,7 +97,7 @@ func (b hidesLinks) ListDir(ctx context.Context, p, wd string) ([]sandbox.FileSt
 	return slices.DeleteFunc(entries, func(e sandbox.FileStat) bool { return e.Kind == sandbox.EntrySymlink }), err
 }
 
-func TestFilesOutCatchesBrokenBackends(t *testing.T) {
+func TestConformanceFilesOutCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name string
 		wrap func(*guest) sandbox.Sandbox

@@ -9,7 +9,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
-func TestNewLayout(t *testing.T) {
+func TestConformanceNewLayout(t *testing.T) {
 	cases := []struct {
 		name    string
 		wd      string
@@ -33,7 +33,7 @@ func TestNewLayout(t *testing.T) {
 	}
 }
 
-func TestTheOutsideIsASiblingSharingThePrefix(t *testing.T) {
+func TestConformanceTheOutsideIsASiblingSharingThePrefix(t *testing.T) {
 	l, err := NewLayout("/maf-sandbox/work")
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
-func TestReclaimPassesOnTheFake(t *testing.T) {
+func TestConformanceReclaimPassesOnTheFake(t *testing.T) {
 	g := newGuest(t)
 	results, err := AssertReclaimConformance(t.Context(), subjectOf(t, g, everything()))
 	mustPass(t, results, err)
@@ -56,7 +56,7 @@ func (b reclaimFollowsLinks) Reclaim(ctx context.Context, dir, wd string, timeou
 	return b.guest.Reclaim(ctx, dir, wd, timeout)
 }
 
-func TestReclaimCatchesBrokenBackends(t *testing.T) {
+func TestConformanceReclaimCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name string
 		wrap func(*guest) sandbox.Sandbox
@@ -92,7 +92,7 @@ func (o *observedSubject) Exists(_ context.Context, abs string) (bool, error) {
 	return o.g.exists(abs, true) || o.g.exists(abs, false), nil
 }
 
-func TestReclaimSeesThroughTheSubjectsObserver(t *testing.T) {
+func TestConformanceReclaimSeesThroughTheSubjectsObserver(t *testing.T) {
 	g := newGuest(t)
 	o := &observedSubject{PosixGuestSubject: subjectOf(t, g, everything()), g: g}
 	results, err := AssertReclaimConformance(t.Context(), o)

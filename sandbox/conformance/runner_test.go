@@ -11,7 +11,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-func TestProbeNamesFollowTheSpec(t *testing.T) {
+func TestConformanceProbeNamesFollowTheSpec(t *testing.T) {
 	cases := []struct {
 		name  string
 		suite suite
@@ -66,14 +66,14 @@ func TestProbeNamesFollowTheSpec(t *testing.T) {
 	}
 }
 
-func TestTheTimeoutProbeRunsLast(t *testing.T) {
+func TestConformanceTheTimeoutProbeRunsLast(t *testing.T) {
 	last := execSuite.probes[len(execSuite.probes)-1]
 	if last.name != "a-timeout-raises-timeout-error" {
 		t.Fatalf("last EXEC probe = %s: a backend may discard the sandbox on timeout, so nothing may follow it", last.name)
 	}
 }
 
-func TestAnUndeclaredGateIsRefusedBeforePlanting(t *testing.T) {
+func TestConformanceAnUndeclaredGateIsRefusedBeforePlanting(t *testing.T) {
 	cases := []struct {
 		name   string
 		assert func(context.Context, Subject) ([]Result, error)
@@ -105,7 +105,7 @@ func TestAnUndeclaredGateIsRefusedBeforePlanting(t *testing.T) {
 	}
 }
 
-func TestAProbeNeedingAnUndeclaredCapabilityIsSkipped(t *testing.T) {
+func TestConformanceAProbeNeedingAnUndeclaredCapabilityIsSkipped(t *testing.T) {
 	g := newGuest(t)
 	caps := everything().Minus(sandbox.NewCapabilitySet(sandbox.FilesList))
 	results, err := AssertFilesOutConformance(t.Context(), subjectOf(t, g, caps))
@@ -141,7 +141,7 @@ func (statExplodes) ReadFile(context.Context, string, string, int64) ([]byte, er
 	panic("read exploded")
 }
 
-func TestAnythingAProbeRaisesFailsThatProbeOnly(t *testing.T) {
+func TestConformanceAnythingAProbeRaisesFailsThatProbeOnly(t *testing.T) {
 	g := newGuest(t)
 	results, err := AssertFilesOutConformance(t.Context(), subjectOf(t, statExplodes{g}, everything()))
 	if len(results) != len(filesOutSuite.probes) {
@@ -180,7 +180,7 @@ func TestAnythingAProbeRaisesFailsThatProbeOnly(t *testing.T) {
 	}
 }
 
-func TestErrorTypeNamesTheTellingType(t *testing.T) {
+func TestConformanceErrorTypeNamesTheTellingType(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
@@ -199,7 +199,7 @@ func TestErrorTypeNamesTheTellingType(t *testing.T) {
 	}
 }
 
-func TestRefusalsAcceptOnlyTheNamedFamily(t *testing.T) {
+func TestConformanceRefusalsAcceptOnlyTheNamedFamily(t *testing.T) {
 	cases := []struct {
 		name   string
 		f      family
@@ -230,7 +230,7 @@ func TestRefusalsAcceptOnlyTheNamedFamily(t *testing.T) {
 	}
 }
 
-func TestACancelledRunIsNoVerdict(t *testing.T) {
+func TestConformanceACancelledRunIsNoVerdict(t *testing.T) {
 	g := newGuest(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -241,7 +241,7 @@ func TestACancelledRunIsNoVerdict(t *testing.T) {
 	}
 }
 
-func TestMeasureRunsEveryDeleteProbeWithoutGateOrVerdict(t *testing.T) {
+func TestConformanceMeasureRunsEveryDeleteProbeWithoutGateOrVerdict(t *testing.T) {
 	g := newGuest(t)
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn) // files_delete undeclared
 	results, err := MeasureFilesDeleteProbes(t.Context(), subjectOf(t, carvesOutEmpty{g}, caps))

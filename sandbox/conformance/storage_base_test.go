@@ -19,7 +19,7 @@ func guestAt(t testing.TB, base string) *guest {
 	return &guest{Sandbox: sb, hostOwned: map[string]bool{}}
 }
 
-func TestStorageBasePassesOnTheFake(t *testing.T) {
+func TestConformanceStorageBasePassesOnTheFake(t *testing.T) {
 	for _, base := range []string{sandboxtest.DefaultStorageBase, "/image/configured-base"} {
 		t.Run(base, func(t *testing.T) {
 			s, err := NewPosixGuestSubject(guestAt(t, base), base, everything())
@@ -35,7 +35,7 @@ func TestStorageBasePassesOnTheFake(t *testing.T) {
 	}
 }
 
-func TestStorageBaseRunsWhatIsDeclared(t *testing.T) {
+func TestConformanceStorageBaseRunsWhatIsDeclared(t *testing.T) {
 	results, err := AssertStorageBaseConformance(t.Context(), subjectOf(t, newGuest(t), sandbox.NewCapabilitySet(sandbox.Exec)))
 	if err != nil {
 		t.Fatalf("assert: %v", err)
@@ -51,7 +51,7 @@ func TestStorageBaseRunsWhatIsDeclared(t *testing.T) {
 	}
 }
 
-func TestStorageBaseRefusesARuntimeOnlySubject(t *testing.T) {
+func TestConformanceStorageBaseRefusesARuntimeOnlySubject(t *testing.T) {
 	g := newGuest(t)
 	_, err := AssertStorageBaseConformance(t.Context(), subjectOf(t, g, sandbox.NewCapabilitySet(sandbox.RunCode, sandbox.Reclaim)))
 	var invalid *sandbox.InvalidArgumentError
@@ -63,7 +63,7 @@ func TestStorageBaseRefusesARuntimeOnlySubject(t *testing.T) {
 	}
 }
 
-func TestStorageBaseCatchesBrokenBackends(t *testing.T) {
+func TestConformanceStorageBaseCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name string
 		sb   func(t *testing.T) sandbox.Sandbox

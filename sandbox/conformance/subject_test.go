@@ -9,7 +9,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 )
 
-func TestNewPosixGuestSubject(t *testing.T) {
+func TestConformanceNewPosixGuestSubject(t *testing.T) {
 	g := newGuest(t)
 	cases := []struct {
 		name    string
@@ -31,7 +31,7 @@ func TestNewPosixGuestSubject(t *testing.T) {
 	}
 }
 
-func TestTheSubjectKeepsItsOwnCopyOfTheCapabilities(t *testing.T) {
+func TestConformanceTheSubjectKeepsItsOwnCopyOfTheCapabilities(t *testing.T) {
 	caps := everything()
 	s := subjectOf(t, newGuest(t), caps)
 	delete(caps, sandbox.FilesOut)
@@ -42,7 +42,7 @@ func TestTheSubjectKeepsItsOwnCopyOfTheCapabilities(t *testing.T) {
 	}
 }
 
-func TestPlantingGoesThroughTheSandboxAndTheGuest(t *testing.T) {
+func TestConformancePlantingGoesThroughTheSandboxAndTheGuest(t *testing.T) {
 	g := newGuest(t)
 	s := subjectOf(t, g, everything())
 	if err := s.PlantFile(t.Context(), "/elsewhere/deep/file.txt", []byte("x")); err != nil {
@@ -72,7 +72,7 @@ func TestPlantingGoesThroughTheSandboxAndTheGuest(t *testing.T) {
 	}
 }
 
-func TestAFailedLinkPlantSaysWhatTheGuestSaid(t *testing.T) {
+func TestConformanceAFailedLinkPlantSaysWhatTheGuestSaid(t *testing.T) {
 	sb, err := sandboxtest.NewSandbox(sandboxtest.WithScript(sandboxtest.Script{Match: "ln -sfn",
 		Result: sandbox.ExecResult{ExitCode: 127, StderrBytes: []byte("sh: ln: not found\n")}}))
 	if err != nil {
@@ -85,7 +85,7 @@ func TestAFailedLinkPlantSaysWhatTheGuestSaid(t *testing.T) {
 	}
 }
 
-func TestExistsReadsTestsAnswer(t *testing.T) {
+func TestConformanceExistsReadsTestsAnswer(t *testing.T) {
 	cases := []struct {
 		name    string
 		exit    int
