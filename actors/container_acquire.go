@@ -51,12 +51,8 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 		}
 		if info != nil && a.restart(ctx) {
 			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
-		} else {
-			adopted, err := a.create(ctx, m.Key, spec, base, imageRef)
-			if err != nil {
-				return fail(err)
-			}
-			created = !adopted
+		} else if created, err = a.create(ctx, m.Key, spec, base, imageRef); err != nil {
+			return fail(err)
 		}
 		if info, err = a.refresh(ctx); err != nil || info == nil {
 			a.removeContainer(a.name)
@@ -69,7 +65,13 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if err := checkBase(info, base); err != nil {
 		return fail(err)
 	}
-	f, err := a.learnFacts(ctx, info, imageRef, base)
+	// A container just created has no guest process until it starts: its facts and its
+	// storage base are settled first, with no freeze, on a filesystem nothing can change.
+	var memo *statMemo
+	if created {
+		memo = newStatMemo()
+	}
+	f, err := a.learnFacts(ctx, info, imageRef, base, memo)
 	if err != nil {
 		return fail(err)
 	}
@@ -88,14 +90,22 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 					"a numeric uid:gid user, account files the backend can read, or a working id command; the next acquire tries again"})
 		}
 	}
-	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
-		return fail(err)
-	}
 	a.workDir = base
 	if spec.NeedsStorageBase() {
-		if err := a.prepareWorkDir(ctx, info.ID, base, f); err != nil {
+		if err := a.prepareWorkDir(ctx, info.ID, base, f, memo); err != nil {
 			return fail(err)
 		}
+	}
+	if created {
+		if err := a.b.engine.Start(ctx, info.ID); err != nil {
+			a.removeContainer(info.ID)
+			return fail(fmt.Errorf("docker could not start container %s: %w", a.name, err))
+		}
+		a.info = nil
+		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()), zap.String("image", imageRef))
+	}
+	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
+		return fail(err)
 	}
 	return &messages.AcquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
 }
@@ -192,9 +202,9 @@ func (a *containerActor) restart(ctx context.Context) bool {
 	return false
 }
 
-// create makes the workload container, adopting one another acquire made meanwhile. adopted
-// reports that the container already existed.
-func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string) (adopted bool, err error) {
+// create makes the workload container without starting it (the caller prepares it, then
+// starts it), or adopts one another acquire made meanwhile. created is false when adopted.
+func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string) (created bool, err error) {
 	a.forget()
 	present, err := a.b.engine.ImageExists(ctx, imageRef)
 	if err != nil {
@@ -208,10 +218,9 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}
 	opts := append(a.b.cfg.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
-	_, err = a.b.engine.Run(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
+	_, err = a.b.engine.Create(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
 	if err == nil {
-		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("key", key.String()), zap.String("image", imageRef))
-		return false, nil
+		return true, nil
 	}
 	if errors.Is(err, docker.ErrConflict) {
 		info, ierr := a.refresh(ctx)
@@ -221,12 +230,10 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 			}
 			if info.Running || a.restart(ctx) {
 				a.log.Info("sandbox already existed; adopted", zap.String("kind", spec.Kind))
-				return true, nil
+				return false, nil
 			}
 		}
 	}
-	// A run whose start failed can leave the created container holding the name.
-	a.removeContainer(a.name)
 	return false, fmt.Errorf("docker could not create container %s: %w", a.name, err)
 }
 

@@ -128,7 +128,7 @@ func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) 
 	} else {
 		a.log.Debug("stat / before removal", zap.Error(err))
 	}
-	if _, err := paths.ResolveRemove(ctx, a.guestStat(target, record), m.Path, wd); err != nil {
+	if _, err := paths.ResolveRemove(ctx, a.guestStat(target, nil, record), m.Path, wd); err != nil {
 		return err
 	}
 	argv := []string{"rm", "-f", "--", abs}

@@ -40,9 +40,9 @@ func (a *containerActor) target(instanceID string) (string, error) {
 
 // guestStat is the unconfined, no-follow stat the ancestor walk runs on: the engine's archive
 // header, never the guest. record, when set, sees every entry found.
-func (a *containerActor) guestStat(target string, record func(abs string, e *docker.Entry)) paths.StatFunc {
+func (a *containerActor) guestStat(target string, memo *statMemo, record func(abs string, e *docker.Entry)) paths.StatFunc {
 	return func(ctx context.Context, abs string) (*sandbox.FileStat, error) {
-		e, err := a.b.engine.Stat(ctx, target, abs)
+		e, err := memo.stat(ctx, a.b.engine, target, abs)
 		if err != nil {
 			return nil, fmt.Errorf("docker could not stat %s: %w", abs, err)
 		}
@@ -74,12 +74,15 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 		return nil, err
 	}
 	wd := a.workingDir(m.WorkDir)
-	if _, err := paths.ConfineResolve(m.Path, wd); err != nil {
+	abs, err := paths.ConfineResolve(m.Path, wd)
+	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
 	}
 	var st *sandbox.FileStat
 	err = a.frozen(ctx, target, func() error {
-		stat := a.guestStat(target, nil)
+		memo := newStatMemo()
+		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		stat := a.guestStat(target, memo, nil)
 		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
 		if err != nil {
 			return err
@@ -102,21 +105,34 @@ func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]b
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("max bytes must not be negative, got %d", m.MaxBytes)}
 	}
 	wd := a.workingDir(m.WorkDir)
-	if _, err := paths.ConfineResolve(m.Path, wd); err != nil {
+	abs, err := paths.ConfineResolve(m.Path, wd)
+	if err != nil {
 		return nil, err
 	}
 	var (
-		entry *docker.Entry
-		body  []byte
-		abs   string
+		entry   *docker.Entry
+		body    []byte
+		checked bool
 	)
 	err = a.frozen(ctx, target, func() error {
-		var err error
-		if abs, err = paths.ResolveRead(ctx, a.guestStat(target, nil), m.Path, wd); err != nil {
+		// Frozen, the walk's stats and the read itself are independent: run them together and
+		// keep the read only if the walk clears the path.
+		var readErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			entry, body, readErr = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
+		}()
+		memo := newStatMemo()
+		memo.prefetch(ctx, a.b.engine, target, prefixes(parentOf(abs)))
+		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), m.Path, wd)
+		<-done
+		if err != nil {
+			entry, body = nil, nil
 			return err
 		}
-		entry, body, err = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
-		return err
+		checked = true
+		return readErr
 	})
 	var capErr *docker.CapExceededError
 	switch {
@@ -124,7 +140,7 @@ func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]b
 		return nil, &sandbox.PathError{Op: "read", Path: m.Path, Err: fs.ErrNotExist}
 	case errors.As(err, &capErr):
 		return nil, &sandbox.TransferCapExceededError{Path: m.Path, Cap: "max bytes", Limit: m.MaxBytes, Actual: capErr.Size}
-	case err != nil && abs != "" && !isProtocolError(err):
+	case err != nil && checked && !isProtocolError(err):
 		return nil, fmt.Errorf("docker could not read %s: %w", m.Path, err)
 	case err != nil:
 		return nil, err
@@ -161,7 +177,9 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	}
 	return a.frozen(ctx, target, func() error {
 		present := map[string]bool{}
-		stat := a.guestStat(target, func(p string, e *docker.Entry) {
+		memo := newStatMemo()
+		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		stat := a.guestStat(target, memo, func(p string, e *docker.Entry) {
 			if e.Type == docker.EntryDir {
 				present[p] = true
 			}
@@ -202,13 +220,17 @@ func parentOf(abs string) string {
 // prepareWorkDir ensures the storage base exists. The check writes nothing and needs no
 // freeze; only creating missing components does, and then the walk is repeated frozen so the
 // tar lands where the check looked. Ancestors are root's, the base the guest's.
-func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string, f *facts) error {
+func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string, f *facts, memo *statMemo) error {
 	if paths.Normalize(base) == "/" {
 		return nil
 	}
-	missing, err := a.missingBase(ctx, target, base)
+	missing, err := a.missingBase(ctx, target, base, memo)
 	if err != nil || len(missing) == 0 {
 		return err
+	}
+	if memo != nil {
+		// Not started: no guest process, nothing to freeze.
+		return a.createBase(ctx, target, base, missing, f)
 	}
 	if a.execs > 0 {
 		// A freeze now could race an exec's start (see handle); the base went missing under
@@ -216,31 +238,38 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
 	}
 	return a.frozen(ctx, target, func() error {
-		missing, err := a.missingBase(ctx, target, base)
+		missing, err := a.missingBase(ctx, target, base, newStatMemo())
 		if err != nil || len(missing) == 0 {
 			return err
 		}
-		uid, gid := 0, 0
-		if f.resolved {
-			uid, gid = f.uid, f.gid
-		}
-		tarball, err := docker.BuildTar(docker.DirChain(missing, uid, gid)...)
-		if err == nil {
-			err = a.b.engine.CopyIn(ctx, target, tarball)
-		}
-		if err != nil {
-			return fmt.Errorf("docker could not create the working directory %s: %w", base, err)
-		}
-		return nil
+		return a.createBase(ctx, target, base, missing, f)
 	})
+}
+
+// createBase sends the missing components of the base in one tar: ancestors root's, the base
+// the guest's (root's when the identity is unresolved).
+func (a *containerActor) createBase(ctx context.Context, target, base string, missing []string, f *facts) error {
+	uid, gid := 0, 0
+	if f.resolved {
+		uid, gid = f.uid, f.gid
+	}
+	tarball, err := docker.BuildTar(docker.DirChain(missing, uid, gid)...)
+	if err == nil {
+		err = a.b.engine.CopyIn(ctx, target, tarball)
+	}
+	if err != nil {
+		return fmt.Errorf("docker could not create the working directory %s: %w", base, err)
+	}
+	return nil
 }
 
 // missingBase walks the base's components from the top: a link or non-directory fails, an
 // absent one and everything below it is missing.
-func (a *containerActor) missingBase(ctx context.Context, target, base string) ([]string, error) {
+func (a *containerActor) missingBase(ctx context.Context, target, base string, memo *statMemo) ([]string, error) {
 	comps := prefixes(base)
+	memo.prefetch(ctx, a.b.engine, target, comps)
 	for i, c := range comps {
-		e, err := a.b.engine.Stat(ctx, target, c)
+		e, err := memo.stat(ctx, a.b.engine, target, c)
 		if err != nil {
 			return nil, fmt.Errorf("storage base component %s is unreadable: %w", c, err)
 		}

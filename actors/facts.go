@@ -33,13 +33,13 @@ const accountFileLimit = 64 << 10
 
 // learnFacts computes the facts of the instance, caching them per (image, base) only when the
 // identity resolved, so an unresolved one is tried again on the next acquire.
-func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string) (*facts, error) {
+func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string, memo *statMemo) (*facts, error) {
 	key := info.ID + "|" + imageRef + "|" + workDir
 	if a.facts != nil && a.factsKey == key {
 		return a.facts, nil
 	}
 	f := &facts{capsDropped: capsDropped(info)}
-	f.reach = a.reachAnswer(ctx, info.ID, workDir)
+	f.reach = a.reachAnswer(ctx, info.ID, workDir, memo)
 	uid, gid, ok, err := a.resolveIdentity(ctx, info)
 	if err != nil {
 		return nil, err
@@ -66,11 +66,12 @@ func capsDropped(info *docker.ContainerInfo) bool {
 // reachAnswer stats, unfrozen, "/" and every ancestor of the base's parent and reports
 // whether all present ones are root-owned and written by nobody else. Absent components are
 // not recorded: on a cold create they do not exist yet and will be made root-owned.
-func (a *containerActor) reachAnswer(ctx context.Context, target, workDir string) bool {
+func (a *containerActor) reachAnswer(ctx context.Context, target, workDir string, memo *statMemo) bool {
 	dirs := append([]string{"/"}, prefixes(path.Dir(workDir))...)
+	memo.prefetch(ctx, a.b.engine, target, append(dirs, prefixes(workDir)...))
 	var owners []paths.Owner
 	for _, d := range dirs {
-		e, err := a.b.engine.Stat(ctx, target, d)
+		e, err := memo.stat(ctx, a.b.engine, target, d)
 		if err != nil {
 			a.log.Debug("reach stat", zap.String("path", d), zap.Error(err))
 			return false

@@ -537,6 +537,15 @@ func (c *CLI) ImageExists(ctx context.Context, image string) (bool, error) {
 
 // Run implements [Engine]. Config.Labels are appended after the spec's labels.
 func (c *CLI) Run(ctx context.Context, spec CreateSpec) (string, error) {
+	return c.make(ctx, spec, cliRunArgs)
+}
+
+// Create implements [Engine].
+func (c *CLI) Create(ctx context.Context, spec CreateSpec) (string, error) {
+	return c.make(ctx, spec, cliCreateArgs)
+}
+
+func (c *CLI) make(ctx context.Context, spec CreateSpec, render func(CreateSpec) []string) (string, error) {
 	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -545,7 +554,7 @@ func (c *CLI) Run(ctx context.Context, spec CreateSpec) (string, error) {
 	if err := spec.validate(); err != nil {
 		return "", err
 	}
-	args := cliRunArgs(spec)
+	args := render(spec)
 	res, err := c.control(ctx, args...)
 	if err != nil {
 		return "", err

@@ -110,8 +110,14 @@ func (s CreateSpec) validate() error {
 //	run -d --name N --security-opt no-new-privileges --pids-limit P [--cap-drop ALL]
 //	    [--memory M] [--cpus C] (--network none | --network NET -e HTTPS_PROXY=U
 //	    -e HTTP_PROXY=U -e https_proxy=U -e http_proxy=U) --label k=v … IMAGE CMD…
-func cliRunArgs(s CreateSpec) []string {
-	args := []string{"run", "-d", "--name", s.Name}
+func cliRunArgs(s CreateSpec) []string { return cliContainerArgs([]string{"run", "-d"}, s) }
+
+// cliCreateArgs is the same command line as [cliRunArgs] with create instead of run -d: the
+// container is made but not started.
+func cliCreateArgs(s CreateSpec) []string { return cliContainerArgs([]string{"create"}, s) }
+
+func cliContainerArgs(verb []string, s CreateSpec) []string {
+	args := append(verb, "--name", s.Name)
 	if s.NoNewPrivileges {
 		args = append(args, "--security-opt", "no-new-privileges")
 	}

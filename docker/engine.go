@@ -27,6 +27,10 @@ type Engine interface {
 	// when the name is in use; [ErrInvalid] for a spec refused before any engine call. A run
 	// whose start failed can leave the created container behind under spec.Name.
 	Run(ctx context.Context, spec CreateSpec) (string, error)
+	// Create makes a workload container from spec without starting it and returns its ID: it
+	// has no guest process until Start, so its filesystem can be prepared without a freeze.
+	// Errors as Run.
+	Create(ctx context.Context, spec CreateSpec) (string, error)
 	// Start starts a stopped container. [ErrNotFound] when it is absent.
 	Start(ctx context.Context, target string) error
 	// Remove force-removes a container: [Removed] when it removed one, [Absent] when there was

@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"context"
+	"sync"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+// statMemo holds engine stats taken while the guest cannot change its filesystem (frozen, or
+// created and not yet started), so one walk's components can be fetched concurrently and
+// asked again for free. A nil memo asks the engine every time.
+type statMemo struct {
+	mu      sync.Mutex
+	answers map[string]statAnswer
+}
+
+type statAnswer struct {
+	e   *docker.Entry
+	err error
+}
+
+func newStatMemo() *statMemo { return &statMemo{answers: map[string]statAnswer{}} }
+
+// prefetch stats every path not yet known, all at once: one docker client process each,
+// so the walk's wall clock is one stat rather than one per component.
+func (m *statMemo) prefetch(ctx context.Context, e docker.Engine, target string, paths []string) {
+	if m == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		m.mu.Lock()
+		_, known := m.answers[p]
+		if !known {
+			m.answers[p] = statAnswer{} // claimed; filled below
+		}
+		m.mu.Unlock()
+		if known {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			entry, err := e.Stat(ctx, target, p)
+			m.mu.Lock()
+			m.answers[p] = statAnswer{entry, err}
+			m.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// stat answers from the memo, asking the engine for what was not prefetched.
+func (m *statMemo) stat(ctx context.Context, e docker.Engine, target, path string) (*docker.Entry, error) {
+	if m == nil {
+		return e.Stat(ctx, target, path)
+	}
+	m.mu.Lock()
+	a, ok := m.answers[path]
+	m.mu.Unlock()
+	if ok {
+		return a.e, a.err
+	}
+	entry, err := e.Stat(ctx, target, path)
+	m.mu.Lock()
+	m.answers[path] = statAnswer{entry, err}
+	m.mu.Unlock()
+	return entry, err
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/bench"
+	"github.com/mafsandbox/engine/internal/images"
+)
+
+func benchCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	image := fs.String("image", images.BusyboxTag, "workload image (needs sh, true, echo, rm); built when it is the default and missing")
+	reps := fs.Int("reps", 20, "timed repetitions of each row, after one warm-up")
+	asJSON := fs.Bool("json", false, "print one JSON line per row instead of a table")
+	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *reps < 1 {
+		return fmt.Errorf("--reps must be at least 1")
+	}
+	if *image == images.BusyboxTag {
+		if err := images.EnsureBusybox(ctx, *dockerPath, *image); err != nil {
+			return err
+		}
+	}
+	b, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath}, actors.WithLogger(zap.NewNop()))
+	if err != nil {
+		return err
+	}
+	defer b.Close(context.WithoutCancel(ctx))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if !*asJSON {
+		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+	}
+	report := func(r bench.Row) {
+		if *asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
+		tw.Flush()
+	}
+	return bench.Run(ctx, b, bench.Config{Image: *image, Reps: *reps, DockerPath: *dockerPath}, report)
+}

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Row is one measured operation.
+type Row struct {
+	Op       string  `json:"op"`
+	N        int     `json:"n"`
+	MinMS    float64 `json:"min_ms"`
+	MedianMS float64 `json:"median_ms"`
+	P95MS    float64 `json:"p95_ms"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// Config says what to measure against.
+type Config struct {
+	Image      string // a busybox-like image: sh, true, echo, dd, rm
+	Reps       int    // timed repetitions after one warm-up
+	DockerPath string // for the bare `docker exec` baseline
+	Labels     map[string]string
+}
+
+// Run measures every row, reporting each as soon as it is done. Everything it creates is
+// disposed before it returns.
+func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) error {
+	r := &runner{b: b, cfg: cfg, scope: "bench-" + randomHex()}
+	defer r.b.DisposeScope(context.WithoutCancel(ctx), r.scope, "bench")
+	files, err := sandbox.NewSpec("bench", sandbox.WithImage(cfg.Image),
+		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
+	if err != nil {
+		return err
+	}
+	runtimeOnly, err := sandbox.NewSpec("bench-runtime", sandbox.WithImage(cfg.Image), sandbox.WithRequires())
+	if err != nil {
+		return err
+	}
+	steps := []func(context.Context, sandbox.Spec, sandbox.Spec, func(Row)) error{
+		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop,
+	}
+	for _, step := range steps {
+		if err := step(ctx, files, runtimeOnly, report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type runner struct {
+	b     *actors.Backend
+	cfg   Config
+	scope string
+	n     int
+}
+
+func (r *runner) key(agent string) sandbox.Key {
+	r.n++
+	return sandbox.Key{Scope: r.scope, ThreadID: "bench", AgentID: fmt.Sprintf("%s-%d", agent, r.n)}
+}
+
+// time runs op reps+1 times (the first is a warm-up) and summarises the timed runs; setup
+// runs before each, untimed.
+func (r *runner) time(ctx context.Context, name string, setup func() error, op func() error) (Row, error) {
+	var ds []time.Duration
+	for i := 0; i <= r.cfg.Reps; i++ {
+		if setup != nil {
+			if err := setup(); err != nil {
+				return Row{}, fmt.Errorf("%s setup: %w", name, err)
+			}
+		}
+		start := time.Now()
+		if err := op(); err != nil {
+			return Row{}, fmt.Errorf("%s: %w", name, err)
+		}
+		if i > 0 {
+			ds = append(ds, time.Since(start))
+		}
+		if ctx.Err() != nil {
+			return Row{}, ctx.Err()
+		}
+	}
+	return summarise(name, ds), nil
+}
+
+func summarise(name string, ds []time.Duration) Row {
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p95 := ds[min(len(ds)-1, (len(ds)*95+99)/100-1)]
+	return Row{Op: name, N: len(ds), MinMS: ms(ds[0]), MedianMS: ms(ds[len(ds)/2]), P95MS: ms(p95)}
+}
+
+func (r *runner) lifecycle(ctx context.Context, files, runtimeOnly sandbox.Spec, report func(Row)) error {
+	var key sandbox.Key
+	row, err := r.time(ctx, "acquire_cold", func() error { key = r.key("cold"); return nil }, func() error {
+		_, err := r.b.Acquire(ctx, key, files)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	report(row)
+	row, err = r.time(ctx, "dispose", func() error {
+		key = r.key("dispose")
+		_, err := r.b.Acquire(ctx, key, files)
+		return err
+	}, func() error {
+		if f := r.b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			return f
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report(row)
+	warm := r.key("warm")
+	if _, err := r.b.Acquire(ctx, warm, files); err != nil {
+		return err
+	}
+	row, err = r.time(ctx, "acquire_warm_running", nil, func() error { _, err := r.b.Acquire(ctx, warm, files); return err })
+	if err != nil {
+		return err
+	}
+	report(row)
+	rt := r.key("runtime")
+	if _, err := r.b.Acquire(ctx, rt, runtimeOnly); err != nil {
+		return err
+	}
+	row, err = r.time(ctx, "acquire_warm_running_runtime_only", nil, func() error { _, err := r.b.Acquire(ctx, rt, runtimeOnly); return err })
+	if err != nil {
+		return err
+	}
+	report(row)
+	var sb sandbox.Sandbox
+	stopped := r.key("stopped")
+	row, err = r.time(ctx, "acquire_restart_stopped", func() error {
+		var err error
+		if sb, err = r.b.Acquire(ctx, stopped, files); err != nil {
+			return err
+		}
+		return r.docker(ctx, "kill", sb.InstanceID())
+	}, func() error { _, err := r.b.Acquire(ctx, stopped, files); return err })
+	if err != nil {
+		return err
+	}
+	report(row)
+	return nil
+}
+
+func (r *runner) docker(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, r.dockerPath(), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (r *runner) dockerPath() string {
+	if r.cfg.DockerPath != "" {
+		return r.cfg.DockerPath
+	}
+	return "docker"
+}
+
+func (r *runner) execs(ctx context.Context, files, _ sandbox.Spec, report func(Row)) error {
+	sb, err := r.b.Acquire(ctx, r.key("exec"), files)
+	if err != nil {
+		return err
+	}
+	run := func(name string, cmd sandbox.Command) error {
+		row, err := r.time(ctx, name, nil, func() error {
+			res, err := sb.Exec(ctx, cmd, ".", time.Minute)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr())
+			}
+			return err
+		})
+		if err == nil {
+			report(row)
+		}
+		return err
+	}
+	if err := run("exec_argv_true", sandbox.Argv("true")); err != nil {
+		return err
+	}
+	if err := run("exec_shell_echo_hi", sandbox.Shell("echo hi")); err != nil {
+		return err
+	}
+	row, err := r.time(ctx, "baseline_cli_exec_true", nil, func() error { return r.docker(ctx, "exec", sb.InstanceID(), "true") })
+	if err != nil {
+		return err
+	}
+	report(row)
+	return nil
+}
+
+func (r *runner) files(ctx context.Context, files, _ sandbox.Spec, report func(Row)) error {
+	sb, err := r.b.Acquire(ctx, r.key("files"), files)
+	if err != nil {
+		return err
+	}
+	kib, mib := make([]byte, 1024), make([]byte, 1<<20)
+	_, _ = rand.Read(kib)
+	_, _ = rand.Read(mib)
+	steps := []struct {
+		name  string
+		setup func() error
+		op    func() error
+	}{
+		{"write_file_1KiB", nil, func() error { return sb.WriteFile(ctx, "kib.bin", kib, ".") }},
+		{"read_file_1KiB", nil, func() error { _, err := sb.ReadFile(ctx, "kib.bin", ".", 1<<20); return err }},
+		{"stat_file_existing", nil, func() error { return expectStat(sb.StatFile(ctx, "kib.bin", ".")) }},
+		{"stat_file_missing", nil, func() error {
+			st, err := sb.StatFile(ctx, "missing.bin", ".")
+			if err == nil && st != nil {
+				err = fmt.Errorf("missing file stats as present")
+			}
+			return err
+		}},
+		{"remove_file", func() error { return sb.WriteFile(ctx, "gone.bin", kib, ".") }, func() error { return sb.Remove(ctx, "gone.bin", ".", false) }},
+		{"write_file_1MiB", nil, func() error { return sb.WriteFile(ctx, "mib.bin", mib, ".") }},
+		{"read_file_1MiB", nil, func() error { _, err := sb.ReadFile(ctx, "mib.bin", ".", 2<<20); return err }},
+		{"stat_file_existing_next_to_1MiB", nil, func() error { return expectStat(sb.StatFile(ctx, "kib.bin", ".")) }},
+	}
+	for _, s := range steps {
+		row, err := r.time(ctx, s.name, s.setup, s.op)
+		if err != nil {
+			return err
+		}
+		report(row)
+	}
+	return nil
+}
+
+func expectStat(st *sandbox.FileStat, err error) error {
+	if err == nil && st == nil {
+		err = fmt.Errorf("existing file stats as absent")
+	}
+	return err
+}
+
+// concurrent acquires 8 keys in parallel and runs 5 `exec true` in each, timing the whole.
+func (r *runner) concurrent(ctx context.Context, files, _ sandbox.Spec, report func(Row)) error {
+	var keys []sandbox.Key
+	row, err := r.time(ctx, "concurrent_8x5_total", func() error {
+		for _, k := range keys {
+			r.b.Dispose(ctx, k, sandbox.DisposeOptions{})
+		}
+		keys = keys[:0]
+		for range 8 {
+			keys = append(keys, r.key("conc"))
+		}
+		return nil
+	}, func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, len(keys))
+		for i, k := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sb, err := r.b.Acquire(ctx, k, files)
+				for j := 0; err == nil && j < 5; j++ {
+					_, err = sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute)
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report(row)
+	return nil
+}
+
+// guestLoop runs a CPU-bound shell loop of about 1.5 s alone and while the host stats a file
+// every 0.2 s; the note gives the guest's share of wall clock under the poll.
+func (r *runner) guestLoop(ctx context.Context, files, _ sandbox.Spec, report func(Row)) error {
+	sb, err := r.b.Acquire(ctx, r.key("loop"), files)
+	if err != nil {
+		return err
+	}
+	if err := sb.WriteFile(ctx, "polled.txt", []byte("x"), "."); err != nil {
+		return err
+	}
+	iters, err := calibrate(ctx, sb, 1500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	loop := sandbox.Shell(fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); done", iters))
+	runLoop := func() error {
+		_, err := sb.Exec(ctx, loop, ".", time.Minute)
+		return err
+	}
+	alone, err := r.time(ctx, "guest_loop_no_poll", nil, runLoop)
+	if err != nil {
+		return err
+	}
+	report(alone)
+	var worst time.Duration
+	polled, err := r.time(ctx, "guest_loop_with_poll", nil, func() error {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					start := time.Now()
+					_, _ = sb.StatFile(ctx, "polled.txt", ".")
+					worst = max(worst, time.Since(start))
+				}
+			}
+		}()
+		err := runLoop()
+		close(stop)
+		<-done
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	polled.Note = fmt.Sprintf("guest share %.0f%% of wall clock (median alone / median polled); slowest stat %.0f ms",
+		100*alone.MedianMS/polled.MedianMS, float64(worst.Microseconds())/1000)
+	report(polled)
+	return nil
+}
+
+// calibrate finds a loop count that runs for about want.
+func calibrate(ctx context.Context, sb sandbox.Sandbox, want time.Duration) (int, error) {
+	n := 20000
+	for range 6 {
+		start := time.Now()
+		if _, err := sb.Exec(ctx, sandbox.Shell(fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); done", n)), ".", time.Minute); err != nil {
+			return 0, err
+		}
+		took := time.Since(start)
+		if took > want*8/10 && took < want*12/10 {
+			break
+		}
+		n = int(float64(n) * float64(want) / float64(max(took, time.Millisecond)))
+	}
+	return n, nil
+}
+
+func randomHex() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
