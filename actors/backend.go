@@ -50,6 +50,9 @@ type Backend struct {
 	watch      *watcher
 	closeOnce  sync.Once
 
+	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
+	imageFlight flight[bool]   // likewise for an image's presence
+
 	mu       sync.Mutex
 	acquired map[sandbox.SandboxID]map[string]struct{} // names this process handed out
 	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -27,6 +28,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 		imageRef = spec.Image
 	}
 	fail := func(err error) *messages.AcquireResponse { return &messages.AcquireResponse{Err: err} }
+	began := time.Now()
 	if _, err := a.b.engine.Bind(ctx); err != nil {
 		return fail(fmt.Errorf("acquire %s: %w", a.name, err))
 	}
@@ -46,12 +48,12 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	}
 	created := false
 	if info == nil || !info.Running {
-		if err := a.recheckOS(ctx, spec); err != nil {
+		if err := a.recheckOS(ctx, spec, began); err != nil {
 			return fail(err)
 		}
 		if info != nil && a.restart(ctx) {
 			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
-		} else if created, err = a.create(ctx, m.Key, spec, base, imageRef); err != nil {
+		} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
 			return fail(err)
 		}
 		if info, err = a.refresh(ctx); err != nil || info == nil {
@@ -176,11 +178,11 @@ func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.Contain
 
 // recheckOS asks the daemon's OS again before anything is created or restarted, when the
 // backend declared a family: the daemon behind the bound endpoint may have been replaced.
-func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec) error {
+func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec, began time.Time) error {
 	if len(a.b.osFamilies) == 0 {
 		return nil
 	}
-	osName, err := a.b.engine.ServerOS(ctx)
+	osName, err := a.b.osFlight.do(ctx, "", began, a.b.engine.ServerOS)
 	if err != nil || osName == "" || osName == "linux" {
 		return nil
 	}
@@ -204,9 +206,11 @@ func (a *containerActor) restart(ctx context.Context) bool {
 
 // create makes the workload container without starting it (the caller prepares it, then
 // starts it), or adopts one another acquire made meanwhile. created is false when adopted.
-func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string) (created bool, err error) {
+func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string, began time.Time) (created bool, err error) {
 	a.forget()
-	present, err := a.b.engine.ImageExists(ctx, imageRef)
+	present, err := a.b.imageFlight.do(ctx, imageRef, began, func(ctx context.Context) (bool, error) {
+		return a.b.engine.ImageExists(ctx, imageRef)
+	})
 	if err != nil {
 		return false, fmt.Errorf("inspect image %s: %w", imageRef, err)
 	}

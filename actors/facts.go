@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -282,21 +283,35 @@ func (a *containerActor) runProbes(ctx context.Context, target string, spec sand
 	pctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	req := spec.RequiredCapabilities()
+	var due []probe
 	for _, p := range probes() {
-		if !p.needs(req) || a.probed[p.name] {
-			continue
+		if p.needs(req) && !a.probed[p.name] {
+			due = append(due, p)
 		}
-		out, err := a.execRetrying(pctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: p.argv, MaxOutputBytes: 1024})
-		if err != nil {
+	}
+	// The probes change nothing in the guest, so they run at once.
+	outs := make([]docker.ExecOutput, len(due))
+	errs := make([]error, len(due))
+	var wg sync.WaitGroup
+	for i, p := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = a.execRetrying(pctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: p.argv, MaxOutputBytes: 1024})
+		}()
+	}
+	wg.Wait()
+	for i, p := range due {
+		if errs[i] != nil {
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
 				Declared: a.b.Declarations().Capabilities,
-				Reason:   fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, err)}
+				Reason: fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, errs[i])}
 		}
-		if out.ExitCode != 0 {
+		if outs[i].ExitCode != 0 {
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
 				Declared: a.b.Declarations().Capabilities,
 				Reason: fmt.Sprintf("image %s failed the %s probe with status %d (expected 0); supply an image with working commands; the next acquire retries unsuccessful checks",
-					imageRef, p.name, out.ExitCode)}
+					imageRef, p.name, outs[i].ExitCode)}
 		}
 		a.probed[p.name] = true
 		if p.name == "host-tools" {
