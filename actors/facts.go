@@ -305,7 +305,7 @@ func (a *containerActor) runProbes(ctx context.Context, target string, spec sand
 		if errs[i] != nil {
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
 				Declared: a.b.Declarations().Capabilities,
-				Reason: fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, errs[i])}
+				Reason:   fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, errs[i])}
 		}
 		if outs[i].ExitCode != 0 {
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
