@@ -71,11 +71,11 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		}
 	}
 	if o.engine == nil {
-		cli, err := docker.NewCLI(cfg, docker.WithLogger(o.logger))
+		e, err := docker.NewEngine(cfg, docker.WithLogger(o.logger))
 		if err != nil {
 			return nil, fmt.Errorf("new docker backend: %w", err)
 		}
-		o.engine = cli
+		o.engine = e
 	}
 	if o.freezes == nil {
 		o.freezes = NewFreezes()

@@ -146,3 +146,6 @@ type Event struct {
 	// Err is set only on the last value of a stream that ended on its own (not by ctx).
 	Err error
 }
+
+// NewEngine returns the engine seam implementation cfg selects. Today that is the CLI driver.
+func NewEngine(cfg Config, opts ...Option) (Engine, error) { return NewCLI(cfg, opts...) }
