@@ -387,7 +387,11 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 		// An instance this router never handed out may hold another process's leftovers.
 		if b.Declarations().EffectiveCapabilities().Has(Snapshot) {
 			if err := sb.Reset(ctx, r.opts.reclaimTimeout); err != nil {
-				r.markUnclean(key, DisposalUnknown)
+				// A failed reset escalates to disposing that exact instance; only a failed
+				// disposal leaves the key unclean.
+				if f := r.disposeInstance(ctx, b, key, spec.Kind, sb.InstanceID()); f != nil {
+					return nil, b, &UncleanError{Key: key, Code: f.Code}
+				}
 				return nil, b, fmt.Errorf("reset untrusted instance: %w", err)
 			}
 		} else {
@@ -433,11 +437,9 @@ func created(sb Sandbox) bool {
 }
 
 func (r *Router) disposeInstance(ctx context.Context, b Backend, key Key, kind, instanceID string) *DisposalFailure {
-	f := b.Dispose(ctx, key, DisposeOptions{Kind: &kind, InstanceID: instanceID})
+	f := r.safeDispose(ctx, b, key, DisposeOptions{Kind: &kind, InstanceID: instanceID})
 	if f != nil {
 		r.markUnclean(key, f.Code)
-		r.opts.logger.Warn("dispose instance", zap.String("key", key.String()), zap.String("backend", b.Name()),
-			zap.String("code", string(f.Code)), zap.String("detail", f.Detail))
 	}
 	return f
 }

@@ -767,11 +767,15 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 				{wantErr: &sandbox.UncleanError{}, family: sandbox.ErrRefused, mentions: []string{"tenant/thread/agent", "(timeout)"},
 					acquires: 1, disposals: 1, unclean: sandbox.DisposalTimeout},
 				{wantErr: &sandbox.UncleanError{}, acquires: 1, disposals: 1, unclean: sandbox.DisposalTimeout}}},
-		{name: "a failed reset leaves the key unclean", backend: []sandboxtest.Option{snapshot},
+		{name: "a failed reset disposes that instance and keeps the key open", backend: []sandboxtest.Option{snapshot},
 			steps: []step{
 				{wantErr: &sandbox.UnsupportedError{}, family: sandbox.ErrUnsupported, mentions: []string{"reset untrusted instance"},
-					acquires: 1, unclean: sandbox.DisposalUnknown},
-				{wantErr: &sandbox.UncleanError{}, mentions: []string{"(unknown)"}, acquires: 1, unclean: sandbox.DisposalUnknown}}},
+					acquires: 1, disposals: 1}}},
+		{name: "a failed reset whose disposal fails leaves the key unclean",
+			backend: []sandboxtest.Option{snapshot, sandboxtest.WithDisposeFailure(sandbox.DisposalFailure{Code: sandbox.DisposalTimeout, Detail: "slow"})},
+			steps: []step{
+				{wantErr: &sandbox.UncleanError{}, mentions: []string{"(timeout)"}, acquires: 1, disposals: 1, unclean: sandbox.DisposalTimeout},
+				{wantErr: &sandbox.UncleanError{}, acquires: 1, disposals: 1, unclean: sandbox.DisposalTimeout}}},
 		{name: "a failed second acquire is returned",
 			hand: func(sb *sandboxtest.Sandbox, _ *testing.T) func(int) (sandbox.Sandbox, error) {
 				return func(n int) (sandbox.Sandbox, error) {
