@@ -86,7 +86,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	}))
 	life, stop := context.WithCancel(context.Background())
 	b := &Backend{
-		cfg: cfg, engine: o.engine, log: o.logger.With(zap.String("backend", BackendName)),
+		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, system: system, life: life, stop: stop,
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},

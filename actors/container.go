@@ -33,7 +33,13 @@ type containerActor struct {
 	execs int       // execs in flight on their own goroutines
 	stash []stashed // requests waiting for them (see handle)
 
-	// Per-instance caches.
+	*memory // what it knows of the instance, kept across restarts
+}
+
+// memory is what a container actor knows of its instance. The supervisor keeps it per name,
+// so an actor restarted after a failure still stamps files with the guest's identity and
+// resolves paths under the base its acquire bound.
+type memory struct {
 	workDir  string // the storage base the last acquire bound
 	facts    *facts // identity, reach and caps of the instance, cached only when identity resolved
 	factsKey string
@@ -41,8 +47,8 @@ type containerActor struct {
 	probed   map[string]bool // probe name → passed
 }
 
-func newContainerActor(b *Backend, name string) *containerActor {
-	return &containerActor{b: b, name: name, log: b.log.With(zap.String("container", name))}
+func newContainerActor(b *Backend, name string, mem *memory) *containerActor {
+	return &containerActor{b: b, name: name, log: b.log.With(zap.String("container", name)), memory: mem}
 }
 
 // Receive dispatches one message. Lifecycle messages share the switch: a restart or a stop

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/mafsandbox/engine/docker"
@@ -42,10 +43,19 @@ func (m *statMemo) prefetch(ctx context.Context, e docker.Engine, target string,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			entry, err := e.Stat(ctx, target, p)
-			m.mu.Lock()
-			m.answers[p] = statAnswer{entry, err}
-			m.mu.Unlock()
+			var entry *docker.Entry
+			var err error
+			defer func() {
+				// A driver bug must fail this stat, not the process: this goroutine is not
+				// the actor's, so no supervisor would catch it.
+				if r := recover(); r != nil {
+					err = fmt.Errorf("stat %s: engine driver panicked: %v", p, r)
+				}
+				m.mu.Lock()
+				m.answers[p] = statAnswer{entry, err}
+				m.mu.Unlock()
+			}()
+			entry, err = e.Stat(ctx, target, p)
 		}()
 	}
 	wg.Wait()

@@ -58,7 +58,8 @@ func (s *supervisor) child(ctx actor.Context, name string) *actor.PID {
 	if pid, ok := s.children[name]; ok {
 		return pid
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return newContainerActor(s.b, name) })
+	mem := &memory{}
+	props := actor.PropsFromProducer(func() actor.Actor { return newContainerActor(s.b, name, mem) })
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil {
 		// The name is unique per supervisor, so this is the actor a lost map entry forgot.

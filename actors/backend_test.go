@@ -1,0 +1,333 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+func newTestBackend(t *testing.T, f *fakeEngine, opts ...Option) *Backend {
+	t.Helper()
+	b, err := NewBackend(docker.Config{}, append([]Option{WithEngine(f)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+func testSpec(t *testing.T, opts ...sandbox.SpecOption) sandbox.Spec {
+	t.Helper()
+	s, err := sandbox.NewSpec("k", append([]sandbox.SpecOption{sandbox.WithImage("img")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var testKey = sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
+
+func TestNewBackendMakesNoEngineCall(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	if len(b.Declarations().OSFamilies) != 0 {
+		t.Fatal("the plain constructor declares no OS family")
+	}
+	b.Close(context.Background())
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Fatalf("engine calls: %v", calls)
+	}
+}
+
+func TestCreateDeclaresTheDaemonsFamily(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cases := []struct {
+		name  string
+		os    string
+		err   error
+		posix bool
+	}{
+		{"linux", "linux", nil, true},
+		{"windows", "windows", nil, false},
+		{"no answer", "", errors.New("down"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine()
+			f.os, f.osErr = tc.os, tc.err
+			b, err := Create(context.Background(), docker.Config{}, WithEngine(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close(context.Background())
+			if got := b.Declarations().ServesOS(sandbox.OSPosix); got != tc.posix {
+				t.Fatalf("posix declared = %v", got)
+			}
+		})
+	}
+}
+
+func TestDeclarations(t *testing.T) {
+	f := newFakeEngine()
+	d := newTestBackend(t, f).Declarations()
+	for _, c := range []sandbox.Capability{sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete, sandbox.HostTools, sandbox.Reclaim} {
+		if !d.Capabilities.Has(c) {
+			t.Errorf("missing %s", c)
+		}
+	}
+	for _, c := range []sandbox.Capability{sandbox.FilesList, sandbox.RunCode, sandbox.Snapshot} {
+		if d.Capabilities.Has(c) {
+			t.Errorf("must withhold %s", c)
+		}
+	}
+	want := sandbox.TransferLimits{MaxBytesPerFile: 64 << 20, MaxTotalBytes: 256 << 20, MaxFiles: 256}
+	if d.Limits.FilesIn != want || d.Limits.FilesOut != want {
+		t.Errorf("limits = %+v", d.Limits)
+	}
+	if !d.EgressModes.Has(sandbox.EgressClosed) || d.EgressModes.Has(sandbox.EgressAllowlist) || d.EgressModes.Has(sandbox.EgressUnrestricted) || d.ObservesEgress {
+		t.Errorf("closed-only backend declares %v", d.EgressModes.Sorted())
+	}
+	withProxy, err := NewBackend(docker.Config{EgressProxyImage: "proxy"}, WithEngine(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer withProxy.Close(context.Background())
+	if pd := withProxy.Declarations(); !pd.EgressModes.Has(sandbox.EgressAllowlist) || !pd.ObservesEgress {
+		t.Error("a proxy image adds allowlist")
+	}
+	if newTestBackend(t, f).Isolation() != sandbox.IsolationContainer {
+		t.Error("isolation is container, always")
+	}
+}
+
+// The cold path prepares the storage base before the container starts, with no freeze; the
+// warm path checks it and freezes nothing when it is in place.
+func TestAcquireSequencing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := f.Calls()
+	if slices.Contains(calls, "pause") {
+		t.Fatalf("a cold acquire froze the container: %v", calls)
+	}
+	cp, start := slices.Index(calls, "cp-in"), slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "start") })
+	if cp < 0 || start < 0 || cp > start {
+		t.Fatalf("the base must go in before start: %v", calls)
+	}
+	if !sb.(*Sandbox).Created() {
+		t.Fatal("a created instance says so")
+	}
+	n := len(f.Calls())
+	again, err := b.Acquire(ctx, testKey, testSpec(t))
+	if err != nil || again.InstanceID() != sb.InstanceID() || again.(*Sandbox).Created() {
+		t.Fatalf("warm acquire = %v, %v", again, err)
+	}
+	if warm := f.Calls()[n:]; slices.Contains(warm, "pause") || slices.ContainsFunc(warm, func(c string) bool { return strings.HasPrefix(c, "create") }) {
+		t.Fatalf("warm acquire created or froze: %v", warm)
+	}
+	b.Close(ctx)
+}
+
+// A write holds one freeze across its walk and its copy; a panic inside it still thaws, the
+// caller gets an error, and the restarted actor serves the next call. A driver panic in a
+// prefetch goroutine fails that call instead of the process.
+func TestFreezeIsLiftedWhenTheActorFails(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	f.onCopy = func() error {
+		once.Do(func() { panic("engine driver bug") })
+		return nil
+	}
+	if err := sb.WriteFile(ctx, "boom", []byte("x"), "."); err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("write through a panicking driver = %v", err)
+	}
+	if c := f.find(sb.InstanceID()); c == nil || c.paused {
+		t.Fatal("the container was left frozen")
+	}
+	if err := sb.WriteFile(ctx, "boom", []byte("x"), "."); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if calls := f.Calls(); !slices.Contains(calls, "stat /maf-sandbox/work/boom") {
+		t.Fatalf("the restarted actor lost the storage base: %v", calls[len(calls)-6:])
+	}
+	f.onStat = func(string, string) (*docker.Entry, error) { panic("stat bug") }
+	if _, err := sb.StatFile(ctx, "x", "."); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("stat through a panicking prefetch = %v", err)
+	}
+	if c := f.find(sb.InstanceID()); c == nil || c.paused {
+		t.Fatal("the container was left frozen")
+	}
+	b.Close(ctx)
+}
+
+// No freeze begins while an exec is in flight: the file call waits for it.
+func TestNoFreezeWhileAnExecRuns(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		close(started)
+		<-release
+		return docker.ExecOutput{Stdout: []byte("done")}, nil
+	}
+	execDone := make(chan error)
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
+		execDone <- err
+	}()
+	<-started
+	statDone := make(chan error)
+	go func() {
+		_, err := sb.StatFile(ctx, "x", "/tmp")
+		statDone <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // give a wrong implementation the chance to freeze
+	if slices.Contains(f.Calls(), "pause") {
+		t.Fatal("froze while an exec was in flight")
+	}
+	close(release)
+	if err := <-execDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-statDone; err != nil {
+		t.Fatal(err)
+	}
+	calls := f.Calls()
+	if slices.Index(calls, "pause") < slices.Index(calls, "exec long") {
+		t.Fatalf("order: %v", calls)
+	}
+	b.Close(ctx)
+}
+
+// A timed-out exec removes the container and says timeout; a cancelled one does not.
+func TestExecTimeoutAndCancel(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		<-ctx.Done()
+		return docker.ExecOutput{}, ctx.Err()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Exec(cctx, sandbox.Argv("x"), "/", time.Minute); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("cancel = %v", err)
+	}
+	if f.find(sb.InstanceID()) == nil {
+		t.Fatal("cancellation removed the sandbox")
+	}
+	_, err = sb.Exec(ctx, sandbox.Argv("x"), "/", 30*time.Millisecond)
+	var te *sandbox.TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("timeout = %v", err)
+	}
+	if f.find(sb.InstanceID()) != nil {
+		t.Fatal("a timeout must remove the container")
+	}
+	b.Close(ctx)
+}
+
+func TestRefusedMethods(t *testing.T) {
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	sb, err := b.Acquire(context.Background(), testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := sb.ListDir(ctx, ".", "."); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "files_list") {
+		t.Errorf("ListDir = %v", err)
+	}
+	if _, err := sb.RunCode(ctx, "1", time.Second); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "run_code") {
+		t.Errorf("RunCode = %v", err)
+	}
+	if err := sb.Reset(ctx, time.Second); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "dispose") {
+		t.Errorf("Reset = %v", err)
+	}
+	if _, err := b.Acquire(ctx, testKey, sandbox.Spec{}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("zero spec = %v", err)
+	}
+	noImage, _ := sandbox.NewSpec("k")
+	if _, err := b.Acquire(ctx, testKey, noImage); !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "neither image nor image_id") {
+		t.Errorf("no image = %v", err)
+	}
+}
+
+// Disposal never freezes, thaws or execs, and a second backend finds containers by label.
+func TestDisposeTouchesNothingButRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	if _, err := b.Acquire(ctx, testKey, testSpec(t)); err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.Calls())
+	other := newTestBackend(t, f)
+	p := other.DisposeScope(ctx, testKey.Scope, testKey.ThreadID)
+	if p.Disposed != 1 || p.Undisposed != nil {
+		t.Fatalf("purge = %+v", p)
+	}
+	for _, c := range f.Calls()[n:] {
+		if c == "pause" || c == "unpause" || strings.HasPrefix(c, "exec") {
+			t.Fatalf("disposal made %q", c)
+		}
+	}
+	if f := b.Dispose(ctx, testKey, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose of a gone container = %v", f)
+	}
+	b.Close(ctx)
+	other.Close(ctx)
+}
+
+func TestRetryingClassifier(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{docker.ErrTimeout, true},
+		{docker.ErrUnreachable, true},
+		{docker.ErrClientNotFound, false},
+		{docker.ErrNotFound, false},
+		{context.Canceled, false},
+	}
+	for _, tc := range cases {
+		if got := transient(tc.err); got != tc.want {
+			t.Errorf("transient(%v) = %v", tc.err, got)
+		}
+	}
+}

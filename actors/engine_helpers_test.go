@@ -1,0 +1,241 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+// fakeEngine is an in-memory docker.Engine for the actor's unit tests: containers with a
+// flat filesystem of directories, and a log of every call in order. Hooks override one
+// method. It proves sequencing and failure handling; the real engine is in integration/.
+type fakeEngine struct {
+	mu         sync.Mutex
+	calls      []string
+	containers map[string]*fakeContainer // by name
+	os         string
+	osErr      error
+
+	onExec  func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error)
+	onStat  func(target, p string) (*docker.Entry, error)
+	onPause func(target string) error
+	onCopy  func() error
+}
+
+type fakeContainer struct {
+	id      string
+	name    string
+	running bool
+	paused  bool
+	labels  map[string]string
+	dirs    map[string]bool
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{containers: map[string]*fakeContainer{}, os: "linux"}
+}
+
+func (f *fakeEngine) log(format string, a ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, a...))
+}
+
+func (f *fakeEngine) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeEngine) find(target string) *fakeContainer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.containers {
+		if c.name == target || c.id == target {
+			return c
+		}
+	}
+	return nil
+}
+
+func (f *fakeEngine) Bind(context.Context) (docker.Binding, error) {
+	return docker.Binding{Context: "fake", Endpoint: "fake://"}, nil
+}
+
+func (f *fakeEngine) ServerOS(context.Context) (string, error) {
+	f.log("version")
+	return f.os, f.osErr
+}
+
+func (f *fakeEngine) Inspect(_ context.Context, target string) (docker.ContainerInfo, error) {
+	f.log("inspect %s", target)
+	c := f.find(target)
+	if c == nil {
+		return docker.ContainerInfo{}, fmt.Errorf("inspect %s: %w", target, docker.ErrNotFound)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return docker.ContainerInfo{ID: c.id, Name: c.name, Running: c.running, Paused: c.paused, Labels: c.labels,
+		Status: map[bool]string{true: "running", false: "created"}[c.running], Created: time.Now()}, nil
+}
+
+func (f *fakeEngine) ImageExists(context.Context, string) (bool, error) {
+	f.log("image")
+	return true, nil
+}
+
+func (f *fakeEngine) Run(ctx context.Context, spec docker.CreateSpec) (string, error) {
+	id, err := f.Create(ctx, spec)
+	if err == nil {
+		err = f.Start(ctx, id)
+	}
+	return id, err
+}
+
+func (f *fakeEngine) Create(_ context.Context, spec docker.CreateSpec) (string, error) {
+	f.log("create %s", spec.Name)
+	if f.find(spec.Name) != nil {
+		return "", fmt.Errorf("create: %w", docker.ErrConflict)
+	}
+	labels := map[string]string{}
+	for _, l := range spec.Labels {
+		labels[l.Key] = l.Value
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := fmt.Sprintf("%064d", len(f.containers)+1)
+	f.containers[spec.Name] = &fakeContainer{id: id, name: spec.Name, labels: labels, dirs: map[string]bool{"/": true}}
+	return id, nil
+}
+
+func (f *fakeEngine) Start(_ context.Context, target string) error {
+	f.log("start %s", short(target))
+	c := f.find(target)
+	if c == nil {
+		return docker.ErrNotFound
+	}
+	f.mu.Lock()
+	c.running = true
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeEngine) Remove(_ context.Context, target string) (docker.RemoveOutcome, error) {
+	f.log("rm %s", short(target))
+	c := f.find(target)
+	if c == nil {
+		return docker.Absent, nil
+	}
+	f.mu.Lock()
+	delete(f.containers, c.name)
+	f.mu.Unlock()
+	return docker.Removed, nil
+}
+
+func (f *fakeEngine) Pause(_ context.Context, target string) error {
+	f.log("pause")
+	if f.onPause != nil {
+		if err := f.onPause(target); err != nil {
+			return err
+		}
+	}
+	c := f.find(target)
+	if c == nil {
+		return docker.ErrNotFound
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.paused {
+		return docker.ErrPaused
+	}
+	c.paused = true
+	return nil
+}
+
+func (f *fakeEngine) Unpause(_ context.Context, target string) error {
+	f.log("unpause")
+	if c := f.find(target); c != nil {
+		f.mu.Lock()
+		c.paused = false
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+func (f *fakeEngine) Exec(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+	f.log("exec %s", strings.Join(req.Argv, " "))
+	if f.onExec != nil {
+		return f.onExec(ctx, req)
+	}
+	return docker.ExecOutput{}, nil
+}
+
+func (f *fakeEngine) Stat(_ context.Context, target, p string) (*docker.Entry, error) {
+	f.log("stat %s", p)
+	if f.onStat != nil {
+		return f.onStat(target, p)
+	}
+	c := f.find(target)
+	if c == nil {
+		return nil, docker.ErrNotFound
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.dirs[p] {
+		return &docker.Entry{Name: path.Base(p), Type: docker.EntryDir, Mode: 0o755}, nil
+	}
+	return nil, nil
+}
+
+func (f *fakeEngine) Read(_ context.Context, _, p string, _ int64) (*docker.Entry, []byte, error) {
+	f.log("read %s", p)
+	return nil, nil, docker.ErrPathAbsent
+}
+
+func (f *fakeEngine) CopyIn(_ context.Context, target string, _ []byte) error {
+	f.log("cp-in")
+	if f.onCopy != nil {
+		if err := f.onCopy(); err != nil {
+			return err
+		}
+	}
+	c := f.find(target)
+	if c == nil {
+		return docker.ErrNotFound
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range []string{"/maf-sandbox", "/maf-sandbox/work"} {
+		c.dirs[d] = true
+	}
+	return nil
+}
+
+func (f *fakeEngine) ListNames(context.Context, map[string]string, string) ([]string, error) {
+	f.log("ps")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for n := range f.containers {
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+func (f *fakeEngine) Events(ctx context.Context, _ docker.EventFilter) (<-chan docker.Event, error) {
+	ch := make(chan docker.Event)
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}
+
+func short(s string) string {
+	if len(s) == 64 {
+		return "id"
+	}
+	return s
+}

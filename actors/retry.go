@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+// retrying wraps the engine seam so that read-only questions survive a transient failure
+// (a daemon restarting, a call that outlived its budget) while permanent answers — absent,
+// refused, invalid — come back at once. Calls that change the container are not retried
+// here: a create or copy that timed out may have landed, and repeating it is the caller's
+// decision.
+type retrying struct {
+	docker.Engine
+}
+
+// transient is the one classifier: only an unreachable daemon or a call that ran out of its
+// own budget is worth asking again.
+func transient(err error) bool {
+	return errors.Is(err, docker.ErrTimeout) || (errors.Is(err, docker.ErrUnreachable) && !errors.Is(err, docker.ErrClientNotFound))
+}
+
+func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	bo := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(time.Second)), 2), ctx)
+	return backoff.RetryWithData(func() (T, error) {
+		v, err := fn()
+		if err != nil && !transient(err) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, bo)
+}
+
+func (r retrying) Inspect(ctx context.Context, target string) (docker.ContainerInfo, error) {
+	return retry(ctx, func() (docker.ContainerInfo, error) { return r.Engine.Inspect(ctx, target) })
+}
+
+func (r retrying) ImageExists(ctx context.Context, image string) (bool, error) {
+	return retry(ctx, func() (bool, error) { return r.Engine.ImageExists(ctx, image) })
+}
+
+func (r retrying) ServerOS(ctx context.Context) (string, error) {
+	return retry(ctx, func() (string, error) { return r.Engine.ServerOS(ctx) })
+}
+
+func (r retrying) ListNames(ctx context.Context, labels map[string]string, name string) ([]string, error) {
+	return retry(ctx, func() ([]string, error) { return r.Engine.ListNames(ctx, labels, name) })
+}
+
+func (r retrying) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+	return retry(ctx, func() (*docker.Entry, error) { return r.Engine.Stat(ctx, target, guestPath) })
+}
