@@ -8,7 +8,11 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: test fmt-check vet staticcheck images fuzz
+.PHONY: run test fmt-check vet staticcheck images fuzz bench
+
+# make run plays a scripted agent against the local Docker engine (engine demo).
+run: images
+	$(GO) run ./cmd/engine demo
 
 test: fmt-check vet staticcheck images
 	$(GO) test -race -count=1 ./...
@@ -39,6 +43,10 @@ staticcheck:
 # Builds the images the tests run (the busybox workload image) unless the engine has them.
 images:
 	$(GO) run ./internal/images/cmd/buildimages
+
+# Measures every engine operation (docs/benchmarks.md).
+bench: images
+	$(GO) run ./cmd/engine bench
 
 # Fuzzes the guest-path confinement for FUZZTIME (default 5m).
 fuzz:
