@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// socketRelay forwards a unix socket to the daemon's, and can be cut like a daemon going away.
+type socketRelay struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newSocketRelay(t *testing.T, target string) *socketRelay {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "docker.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &socketRelay{ln: ln}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("unix", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c, d)
+			r.mu.Unlock()
+			r.wg.Add(2)
+			go func() { defer r.wg.Done(); _, _ = io.Copy(d, c); d.Close() }()
+			go func() { defer r.wg.Done(); _, _ = io.Copy(c, d); c.Close() }()
+		}
+	}()
+	t.Cleanup(r.cut)
+	return r
+}
+
+// cut closes the socket and every relayed connection: the daemon is unreachable from here on.
+func (r *socketRelay) cut() {
+	r.ln.Close()
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// The daemon's socket made unreachable mid-run: calls fail with the unreachable class —
+// never "absent" — promptly, and nothing is left running on the host side.
+func TestDaemonUnreachableMidRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	relay := newSocketRelay(t, "/var/run/docker.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
+	t.Setenv("DOCKER_CONTEXT", "")
+	b := newBackend(t)
+	key := newKey(t)
+	spec := filesSpec(t)
+	sb, err := b.Acquire(ctxT(t), key, spec)
+	t.Cleanup(func() {
+		// The relay is cut: dispose through a backend on the real socket.
+		t.Setenv("DOCKER_HOST", "")
+		newBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{})
+	})
+	if err != nil {
+		t.Fatalf("acquire through the relay: %v", err)
+	}
+	sh(t, sb, "true")
+	relay.cut()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := sb.StatFile(ctx, "x", ".")
+	if !errors.Is(err, docker.ErrUnreachable) || st != nil {
+		t.Fatalf("stat with the daemon gone = %+v, %v; want the unreachable class", st, err)
+	}
+	// An exec's stderr is the guest's channel too, so the client's failure to reach the
+	// daemon comes back as the non-zero result it is (spec: a result, not a Go error).
+	if res, err := sb.Exec(ctx, sandbox.Argv("true"), ".", 10*time.Second); err == nil && res.ExitCode == 0 {
+		t.Fatal("exec with the daemon gone must not succeed")
+	}
+	if _, err := b.Acquire(ctx, key, spec); err == nil {
+		t.Fatal("acquire with the daemon gone must fail")
+	}
+	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f == nil || f.Code != sandbox.DisposalUnlisted && f.Code != sandbox.DisposalUnreachable {
+		t.Fatalf("dispose with the daemon gone = %v, want unlisted or unreachable", f)
+	}
+	b.Close(context.Background())
+}
