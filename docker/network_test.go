@@ -1,0 +1,91 @@
+package docker
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestNetworkArgs(t *testing.T) {
+	cases := []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"network create carries both isolated options and --internal",
+			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Labels: []Label{{"a", "1"}, {"b", "2"}}}),
+			[]string{"network", "create", "--driver", "bridge", "--internal",
+				"--opt", "com.docker.network.bridge.gateway_mode_ipv4=isolated",
+				"--opt", "com.docker.network.bridge.gateway_mode_ipv6=isolated",
+				"--label", "a=1", "--label", "b=2", "n-net"}},
+		{"proxy create is hardened, never pulls and joins N-net only",
+			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net",
+				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []Label{{LabelRole, RoleProxy}}}),
+			[]string{"create", "--name", "n-proxy", "--pull", "never", "--read-only", "--cap-drop", "ALL",
+				"--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "64m",
+				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",
+				"--log-opt", "max-file=2", "--network", "n-net", "-e", "MAF_SANDBOX_ALLOW=a.example,b.example",
+				"--label", "maf-sandbox.role=proxy", "img:local"}},
+		{"stop by ID with a short grace", cliProxyStopArgs("abc", 2*time.Second), []string{"stop", "--time", "2", "abc"}},
+		{"logs by ID, tail and timestamps", cliProxyLogsArgs("abc", 10001), []string{"logs", "--tail", "10001", "--timestamps", "abc"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !slices.Equal(tc.got, tc.want) {
+				t.Fatalf("args\n got %q\nwant %q", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClassifyNetwork(t *testing.T) {
+	create := []string{"network", "create", "--internal", "n-net"}
+	cases := []struct {
+		name   string
+		args   []string
+		target string
+		stderr string
+		want   error
+	}{
+		{"name conflict", create, "n-net", "Error response from daemon: network with name n-net already exists", ErrNetworkExists},
+		{"engine 27 refuses the value", create, "n-net",
+			`Error response from daemon: invalid gateway mode "isolated" for com.docker.network.bridge.gateway_mode_ipv4`, ErrGatewayModeRejected},
+		{"unreachable first", create, "n-net", "Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?", ErrUnreachable},
+		{"proxy name in use", []string{"create", "--name", "n-proxy"}, "n-proxy",
+			`Error response from daemon: Conflict. The container name "/n-proxy" is already in use by container "341e"`, ErrConflict},
+		{"proxy image missing", []string{"create", "--name", "n-proxy"}, "n-proxy",
+			"Error response from daemon: No such image: maf-sandbox/egress-proxy:local", ErrImageMissing},
+		{"network absent by ID", []string{"network", "rm", "07f97b5c1bd0"}, "07f97b5c1bd0",
+			"Error response from daemon: network 07f97b5c1bd0 not found", ErrNotFound},
+		{"container absent", []string{"logs", "--tail", "1", "abc"}, "abc", "Error: No such container: abc", ErrNotFound},
+		{"active endpoints is no class", []string{"network", "rm", "id1"}, "id1",
+			"Error response from daemon: error while removing network: network n-net id id1 has active endpoints", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := classifyNetwork(tc.args, tc.target, []byte(tc.stderr))
+			if !errors.Is(got, tc.want) || (tc.want == nil && got != nil) {
+				t.Fatalf("class = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The 20.10 answer (captured on the development engine): both options accepted and echoed
+// back, and the IPAM entry still carries a Gateway.
+const inspect2010 = `{"Name":"egress-probe-net","Id":"07f97b5c1bd03b22fb5c249b3834c0315599df3e9bb7202db2b2a9bb12d0298c","Created":"2026-11-29T19:40:54.017818524Z","Scope":"local","Driver":"bridge","EnableIPv4":false,"EnableIPv6":false,"IPAM":{"Driver":"default","Options":{},"Config":[{"Subnet":"172.30.0.0/16","Gateway":"172.30.0.1"}]},"Internal":true,"Attachable":false,"Ingress":false,"ConfigFrom":{"Network":""},"ConfigOnly":false,"Containers":{"abc":{"Name":"n"}},"Options":{"com.docker.network.bridge.gateway_mode_ipv4":"isolated","com.docker.network.bridge.gateway_mode_ipv6":"isolated"},"Labels":{"maf-sandbox-test.probe":"1"}}`
+
+func TestParseNetworkInspect(t *testing.T) {
+	info, err := parseNetworkInspect("egress-probe-net", []byte(inspect2010))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Driver != "bridge" || !info.Internal || len(info.IPAM) != 1 || info.IPAM[0].Gateway != "172.30.0.1" ||
+		info.Options[OptGatewayModeIPv4] != GatewayIsolated || info.Containers["abc"] != "n" || info.Created.IsZero() {
+		t.Fatalf("parsed %+v", info)
+	}
+	if _, err := parseNetworkInspect("x", []byte(`{}`)); err == nil {
+		t.Fatal("an answer without an ID was accepted")
+	}
+}
