@@ -144,7 +144,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 	for _, l := range s.Labels {
 		args = append(args, "--label", l.Key+"="+l.Value)
 	}
-	args = append(args, s.Image)
+	// The engine never pulls: an image is built or loaded by its owner, and a missing one
+	// must fail here rather than send the daemon to a registry.
+	args = append(args, "--pull", "never", s.Image)
 	if s.Cmd == nil {
 		return append(args, KeepAlive...)
 	}

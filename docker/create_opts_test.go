@@ -7,6 +7,13 @@ import (
 	"testing"
 )
 
+func TestCLICreateArgs(t *testing.T) {
+	got := strings.Join(cliCreateArgs(NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...)), " ")
+	if want := "create --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"; got != want {
+		t.Fatalf("create argv:\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestCLIRunArgs(t *testing.T) {
 	labels := []Label{{LabelScope, "s"}, {LabelWorkDir, "/maf-sandbox/work"}}
 	cases := []struct {
@@ -15,24 +22,24 @@ func TestCLIRunArgs(t *testing.T) {
 		want string
 	}{
 		{"closed defaults", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
-			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none img sleep infinity"},
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"},
 		{"every opt-in, options in any order",
 			NewCreateSpec("N", "img", WithLabels(labels...), WithCPUs(2), WithMemory("512m"), WithCapDropAll(),
 				WithPidsLimit(64), WithNoNewPrivileges()),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 64 --cap-drop ALL --memory 512m --cpus 2.0" +
-				" --network none --label maf-sandbox.scope=s --label maf-sandbox.work-dir.v1=/maf-sandbox/work img sleep infinity"},
+				" --network none --label maf-sandbox.scope=s --label maf-sandbox.work-dir.v1=/maf-sandbox/work --pull never img sleep infinity"},
 		{"allowlist network",
 			NewCreateSpec("N", "img", WithNoNewPrivileges(), WithPidsLimit(512), WithNetwork("N-net", ProxyURL("N"))),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network N-net" +
 				" -e HTTPS_PROXY=http://N-proxy:3128 -e HTTP_PROXY=http://N-proxy:3128" +
-				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128 img sleep infinity"},
+				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128 --pull never img sleep infinity"},
 		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
-			"run -d --name N --network none img sleep infinity"},
+			"run -d --name N --network none --pull never img sleep infinity"},
 		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{"b", "1"}), WithLabels(Label{"a", "2"})),
-			"run -d --name N --network none --label b=1 --label a=2 img sleep infinity"},
+			"run -d --name N --network none --label b=1 --label a=2 --pull never img sleep infinity"},
 		{"command", NewCreateSpec("N", "img", WithCmd("sh", "-c", "x y")),
-			"run -d --name N --network none img sh -c x y"},
-		{"nil option skipped", NewCreateSpec("N", "img", nil), "run -d --name N --network none img sleep infinity"},
+			"run -d --name N --network none --pull never img sh -c x y"},
+		{"nil option skipped", NewCreateSpec("N", "img", nil), "run -d --name N --network none --pull never img sleep infinity"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +60,7 @@ func TestCLIRunArgs(t *testing.T) {
 func TestCLIRunArgsKeepsArgumentsWhole(t *testing.T) {
 	// An argument with spaces stays one argument: argv never goes through a shell.
 	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(Label{"k", "a b"}), WithCmd("echo", "x; rm -rf /")))
-	want := []string{"run", "-d", "--name", "N", "--network", "none", "--label", "k=a b", "img", "echo", "x; rm -rf /"}
+	want := []string{"run", "-d", "--name", "N", "--network", "none", "--label", "k=a b", "--pull", "never", "img", "echo", "x; rm -rf /"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}

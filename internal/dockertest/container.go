@@ -34,7 +34,9 @@ func RunContainer(t testing.TB, image string, extraArgs ...string) (id string) {
 		}
 	})
 
-	args := append([]string{"run", "--detach", "--cidfile", cidfile}, LabelArgs()...)
+	// --pull never: no registry is reachable, and a mistyped image must fail here rather
+	// than send the daemon looking for one.
+	args := append([]string{"run", "--detach", "--pull", "never", "--cidfile", cidfile}, LabelArgs()...)
 	args = append(args, extraArgs...)
 	args = append(args, image, "sleep", "3600")
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
