@@ -1,0 +1,208 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Inventory is the small seam the reaper needs (egress-and-reap.md §4): list the engine's
+// containers and networks by label, inspect one by ID, and remove one by ID. It is separate
+// from [Engine] on purpose — the reaper needs less than the actors do — and [*CLI] implements
+// it.
+//
+// Common to every method, as for [Engine]: [ErrUnreachable] when the daemon cannot be reached;
+// [*TimeoutError] (matches [ErrTimeout]) when a call outlives Config.CommandTimeout; the
+// context's own error, wrapped, when ctx ends; [*CommandError] for any other engine answer.
+// Every method that takes an id refuses anything but a full 64-hex ID with [ErrInvalid]
+// before any engine call: the reaper addresses resources by their inspected ID only.
+type Inventory interface {
+	// ListContainerIDs lists the full IDs of every container, running or not, carrying every
+	// label in labelFilters (an empty value means "present, any value"). A failed listing is an
+	// error, never an empty list.
+	ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
+	// ListNetworkIDs lists the full IDs of every network carrying every label in labelFilters.
+	ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
+	// InspectContainerID reads one container by ID. [ErrNotFound] when it is absent. The record
+	// is returned as the engine wrote it (Created unparsed, ID as answered) so the caller can
+	// refuse what it cannot trust.
+	InspectContainerID(ctx context.Context, id string) (Resource, error)
+	// InspectNetworkID reads one network by ID. [ErrNotFound] when it is absent.
+	InspectNetworkID(ctx context.Context, id string) (Resource, error)
+	// RemoveContainerID force-removes the container with this ID (a running one is killed):
+	// [Removed] or [Absent].
+	RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error)
+	// RemoveNetworkID removes the network with this ID, never forced: a network that still has
+	// endpoints is refused by the engine (a bare [*CommandError]) and left in place.
+	// [Removed] or [Absent].
+	RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error)
+}
+
+// Resource is one inspected container or network, as the engine described it.
+type Resource struct {
+	ID      string            // the ID the inspection answered with ("" when it had none)
+	Name    string            // without the engine's leading "/"
+	Labels  map[string]string // never nil
+	Created string            // the engine's creation time, verbatim (RFC 3339 expected)
+	// Containers are the IDs of the containers attached to a network, sorted; nil for a
+	// container.
+	Containers []string
+	Running    bool // a container's State.Running
+}
+
+// checkID accepts only a full ID ([fullID], cli.go): the one reference the inventory takes.
+func checkID(what, id string) error {
+	if !fullID.MatchString(id) {
+		return fmt.Errorf("%s: %w: %q is not a full 64-hex ID", what, ErrInvalid, id)
+	}
+	return nil
+}
+
+// ListContainerIDs implements [Inventory]: `ps -a --no-trunc -q` with the label filters.
+func (c *CLI) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+	if err := checkFilters(labelFilters); err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	args := append([]string{"ps", "-a", "--no-trunc", "-q"}, filterArgs(labelFilters)...)
+	return c.listIDs(ctx, "list containers", args)
+}
+
+// ListNetworkIDs implements [Inventory]: `network ls --no-trunc -q` with the label filters.
+func (c *CLI) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+	if err := checkFilters(labelFilters); err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	args := append([]string{"network", "ls", "--no-trunc", "-q"}, filterArgs(labelFilters)...)
+	return c.listIDs(ctx, "list networks", args)
+}
+
+func (c *CLI) listIDs(ctx context.Context, what string, args []string) ([]string, error) {
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("%s: %w", what, fail(args, "", res))
+	}
+	var ids []string
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if !fullID.MatchString(line) {
+			return nil, fmt.Errorf("%s: unreadable answer: %q is not a full ID", what, line)
+		}
+		ids = append(ids, line)
+	}
+	return ids, nil
+}
+
+// inventoryContainerDoc is the part of `container inspect` the inventory reads.
+type inventoryContainerDoc struct {
+	ID      string `json:"Id"`
+	Name    string `json:"Name"`
+	Created string `json:"Created"`
+	State   struct {
+		Running bool `json:"Running"`
+	} `json:"State"`
+	Config struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
+}
+
+// inventoryNetworkDoc is the part of `network inspect` the inventory reads.
+type inventoryNetworkDoc struct {
+	ID         string                     `json:"Id"`
+	Name       string                     `json:"Name"`
+	Created    string                     `json:"Created"`
+	Labels     map[string]string          `json:"Labels"`
+	Containers map[string]json.RawMessage `json:"Containers"`
+}
+
+// InspectContainerID implements [Inventory].
+func (c *CLI) InspectContainerID(ctx context.Context, id string) (Resource, error) {
+	var doc inventoryContainerDoc
+	if err := c.inspectID(ctx, "container", id, &doc); err != nil {
+		return Resource{}, err
+	}
+	r := Resource{ID: doc.ID, Name: strings.TrimPrefix(doc.Name, "/"), Labels: doc.Config.Labels,
+		Created: doc.Created, Running: doc.State.Running}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	return r, nil
+}
+
+// InspectNetworkID implements [Inventory].
+func (c *CLI) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
+	var doc inventoryNetworkDoc
+	if err := c.inspectID(ctx, "network", id, &doc); err != nil {
+		return Resource{}, err
+	}
+	r := Resource{ID: doc.ID, Name: doc.Name, Labels: doc.Labels, Created: doc.Created,
+		Containers: make([]string, 0, len(doc.Containers))}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	for cid := range doc.Containers {
+		r.Containers = append(r.Containers, cid)
+	}
+	sort.Strings(r.Containers)
+	return r, nil
+}
+
+func (c *CLI) inspectID(ctx context.Context, kind, id string, doc any) error {
+	what := "inspect " + kind
+	if err := checkID(what, id); err != nil {
+		return err
+	}
+	args := []string{kind, "inspect", "--format", "{{json .}}", id}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%s %s: %w", what, id, fail(args, id, res))
+	}
+	if err := json.Unmarshal(res.Stdout, doc); err != nil {
+		return fmt.Errorf("%s %s: unreadable answer: %w", what, id, err)
+	}
+	return nil
+}
+
+// RemoveContainerID implements [Inventory] through `rm -f <id>`; absence is read as
+// [CLI.Remove] reads it.
+func (c *CLI) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
+	if err := checkID("remove container", id); err != nil {
+		return 0, err
+	}
+	return c.Remove(ctx, id)
+}
+
+// RemoveNetworkID implements [Inventory] through `network rm <id>` (no force exists for it and
+// none is emulated: nothing is disconnected).
+func (c *CLI) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
+	if err := checkID("remove network", id); err != nil {
+		return 0, err
+	}
+	args := []string{"network", "rm", id}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return 0, fmt.Errorf("remove network %s: %w", id, err)
+	}
+	if res.ExitCode == 0 {
+		if strings.TrimSpace(string(res.Stdout)) == id {
+			return Removed, nil
+		}
+		return Absent, nil
+	}
+	if err := fail(args, id, res); !errors.Is(err, ErrNotFound) {
+		return 0, fmt.Errorf("remove network %s: %w", id, err)
+	}
+	return Absent, nil
+}
+
+var _ Inventory = (*CLI)(nil)
