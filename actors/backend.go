@@ -56,6 +56,8 @@ type Backend struct {
 	mu       sync.Mutex
 	acquired map[sandbox.SandboxID]map[string]struct{} // names this process handed out
 	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed
+
+	egress egressOptions // allowlist settings (egress.go)
 }
 
 // NewBackend builds a backend without any engine call: the daemon is bound on first use and
@@ -87,7 +89,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	life, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
-		freezes: o.freezes, askTimeout: o.askTimeout, system: system, life: life, stop: stop,
+		freezes: o.freezes, askTimeout: o.askTimeout, system: system, life: life, stop: stop, egress: o.egress,
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}

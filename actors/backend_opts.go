@@ -17,6 +17,7 @@ type options struct {
 	freezes    *Freezes
 	askTimeout time.Duration
 	watch      bool
+	egress     egressOptions // egress.go
 }
 
 func defaultOptions() options {

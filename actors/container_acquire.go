@@ -46,6 +46,11 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 			}
 		}
 	}
+	// egress hook (egress.go): the allowlist network and a fresh proxy, before any workload.
+	egress, info, err := a.ensureEgress(ctx, m, info)
+	if err != nil {
+		return fail(err)
+	}
 	created := false
 	if info == nil || !info.Running {
 		if err := a.recheckOS(ctx, spec, began); err != nil {
@@ -105,6 +110,9 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 		}
 		a.info = nil
 		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()), zap.String("image", imageRef))
+	}
+	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
+		return fail(err)
 	}
 	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
 		return fail(err)
@@ -221,7 +229,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	if err != nil {
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}
-	opts := append(a.b.cfg.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
+	opts := append(a.b.cfg.WorkloadOpts(), a.workloadNetwork(spec), docker.WithLabels(labels...)) // egress hook: N-net or none
 	_, err = a.b.engine.Create(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
 	if err == nil {
 		return true, nil

@@ -88,6 +88,8 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 			names = append(names, n)
 		}
 	}
+	b.sweepProxies(ctx, names, purgeCaller(owner)) // egress hook (egress.go): proxies first
+	defer b.sweepNetworks(ctx, names)              // egress hook (egress.go): networks last
 	disposed := 0
 	for _, n := range names {
 		if isProxyName(n) {

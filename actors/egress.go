@@ -1,0 +1,664 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/internal/egresstest"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// This file is the allowlist topology (egress-and-reap.md §1) and the drain of §3.2–§3.4:
+// the per-sandbox internal network N-net, the dual-homed proxy N-proxy recreated on every
+// acquire, the four checks before hand-out, and the read of a proxy's decisions by its
+// inspected ID before its removal by that same ID. Nothing here runs for a closed sandbox
+// or an empty allowlist: those stay on --network none and never read the engine's version.
+
+// ErrEgressTopologyUnavailable: the engine cannot build a bridge with no host address, so an
+// allowlist with hosts cannot be served on it (egress-and-reap.md §1.4).
+var ErrEgressTopologyUnavailable = errors.New("egress topology unavailable")
+
+// floorMessage is what every floor refusal says: the option, the 28.0.0 floor and the two
+// alternatives.
+const floorMessage = "an allowlisted sandbox needs a bridge with no host address (network options " +
+	docker.OptGatewayModeIPv4 + " and " + docker.OptGatewayModeIPv6 + " set to isolated); " +
+	"this requires Docker Engine 28.0.0 or newer to serve 'allowlist' with hosts on the list; " +
+	"run 'closed' or an empty allowlist, which need no network"
+
+// EgressTopologyError is a floor refusal: the engine's answer or the effect check that
+// failed, what became of the network, and [floorMessage]. It matches
+// [ErrEgressTopologyUnavailable] and sandbox.ErrUnsupported.
+type EgressTopologyError struct {
+	Network string
+	Reason  string // the engine's text or the failed effect check
+	Cleanup string // what became of the network we created, "" when none was created
+}
+
+func (e *EgressTopologyError) Error() string {
+	s := fmt.Sprintf("egress network %s: %s", e.Network, e.Reason)
+	if e.Cleanup != "" {
+		s += " (" + e.Cleanup + ")"
+	}
+	return s + ": " + floorMessage
+}
+
+// Is reports [ErrEgressTopologyUnavailable] and the unsupported family.
+func (e *EgressTopologyError) Is(target error) bool {
+	return target == ErrEgressTopologyUnavailable || target == sandbox.ErrUnsupported
+}
+
+// Drain and readiness bounds (egress-and-reap.md §1.5, §3.2).
+const (
+	proxyStopGrace   = 2 * time.Second
+	readinessTries   = 20
+	readinessPause   = 250 * time.Millisecond
+	readinessTail    = 50
+	readinessMaxRead = 64 << 10
+	maxEgressEntry   = 253
+)
+
+// EgressWindow is one drained proxy window: the decisions one proxy container made between
+// its creation and its removal, and the key that ran behind it. It reaches an [EgressSink]
+// only after that proxy's removal succeeded or found it absent (§3.4).
+type EgressWindow struct {
+	ProxyID      string // the inspected ID that was read, stopped and removed
+	ProxyName    string
+	Key          sandbox.Key
+	Attribution  egresslog.Attribution
+	Decisions    []sandbox.EgressDecision
+	Truncated    bool
+	Unreadable   string
+	PrivateCIDRs string // the proxy's maf-sandbox.private-cidrs.v1 label, "" when none
+	Trigger      string // acquire, dispose, purge, setup-failure, repair
+	Seconds      float64
+}
+
+// Observed is the window as the protocol's event.
+func (w EgressWindow) Observed() sandbox.EgressObserved {
+	return sandbox.EgressObserved{Key: w.Key, Backend: BackendName, Decisions: slices.Clone(w.Decisions),
+		Truncated: w.Truncated, Unreadable: w.Unreadable, Seconds: w.Seconds}
+}
+
+// EgressSink receives drained windows. EgressDrained is called on the actor that removed the
+// proxy, after the removal, with a context that is not cancelled with the caller's; it must
+// not block for long (hand the window to an outbox). Without a sink the backend does not
+// read proxies at all (§3.2 step 0).
+type EgressSink interface {
+	EgressDrained(ctx context.Context, w EgressWindow)
+}
+
+// NopEgressSink discards every window. Wiring it still makes the backend drain proxies.
+type NopEgressSink struct{}
+
+// EgressDrained does nothing.
+func (NopEgressSink) EgressDrained(context.Context, EgressWindow) {}
+
+// egressOptions are the allowlist settings of a backend.
+type egressOptions struct {
+	sink     EgressSink
+	override *egresstest.Override
+}
+
+// WithEgressSink wires the receiver of drained windows (default: none, and no proxy is read).
+func WithEgressSink(s EgressSink) Option {
+	return func(o *options) error { o.egress.sink = s; return nil }
+}
+
+// WithTopologyOverride is for tests on engines older than 28.0.0 (egress-and-reap.md §5.6):
+// it lifts the floor and the bridge's gateway criterion and has the override strip the
+// host's address from each internal bridge. Only internal/egresstest can build one; nil
+// changes nothing.
+func WithTopologyOverride(ov *egresstest.Override) Option {
+	return func(o *options) error { o.egress.override = ov; return nil }
+}
+
+// networks is the engine's network seam, looked up through the retrying wrapper.
+func (b *Backend) networks() (docker.Networks, bool) {
+	e := b.engine
+	if r, ok := e.(retrying); ok {
+		e = r.Engine
+	}
+	n, ok := e.(docker.Networks)
+	return n, ok
+}
+
+// inspectNetwork is the one read-only network question; it survives a transient failure.
+func (b *Backend) inspectNetwork(ctx context.Context, nets docker.Networks, ref string) (docker.NetworkInfo, error) {
+	return retry(ctx, func() (docker.NetworkInfo, error) { return nets.NetworkInspect(ctx, ref) })
+}
+
+// egressIDFor is the egress identity Acquire folds into the name ("" for --network none).
+func egressIDFor(cfg docker.Config, spec sandbox.Spec) string {
+	if spec.Egress != sandbox.EgressAllowlist {
+		return ""
+	}
+	return docker.EgressID(cfg.EgressProxyImage, sandbox.EgressHosts(spec.EgressAllow))
+}
+
+// workloadNetwork is the workload's network option: N-net and the proxy variables for an
+// allowlist with hosts, --network none otherwise (§1.6).
+func (a *containerActor) workloadNetwork(spec sandbox.Spec) docker.CreateOpt {
+	if egressIDFor(a.b.cfg, spec) == "" {
+		return docker.WithNetworkNone()
+	}
+	return docker.WithNetwork(docker.NetworkName(a.name), docker.ProxyURL(a.name))
+}
+
+// checkEgressEntries refuses an entry that could change the policy once comma-joined (§1.1 [G]).
+func checkEgressEntries(hosts []string) error {
+	for _, h := range hosts {
+		reason := ""
+		switch {
+		case h == "":
+			reason = "is empty"
+		case len(h) > maxEgressEntry:
+			reason = fmt.Sprintf("is longer than %d bytes", maxEgressEntry)
+		case strings.ContainsFunc(h, unicode.IsSpace):
+			reason = "contains whitespace"
+		case strings.Contains(h, ","):
+			reason = "contains a comma"
+		case strings.ContainsFunc(h, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			reason = "contains a control byte"
+		case strings.Contains(h, "://"):
+			reason = "contains '://' (name a host, not a URL)"
+		}
+		if reason != "" {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("allowlist entry %q %s", h, reason)}
+		}
+	}
+	return nil
+}
+
+// egressRun is what one acquire built for an allowlisted sandbox.
+type egressRun struct {
+	nets      docker.Networks
+	networkID string
+	proxyID   string
+}
+
+// ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
+// entry validation, the unusable-network discard, the internal network (created, or adopted
+// after the bridge check), and a proxy recreated for this acquire. It returns nil for a
+// sandbox on --network none, and info as it stands after a discard (nil when N was removed).
+func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRequest, info *docker.ContainerInfo) (*egressRun, *docker.ContainerInfo, error) {
+	if m.EgressID == "" {
+		return nil, info, nil
+	}
+	hosts := sandbox.EgressHosts(m.Spec.EgressAllow)
+	if err := checkEgressEntries(hosts); err != nil {
+		return nil, info, err
+	}
+	nets, ok := a.b.networks()
+	if !ok {
+		return nil, info, &EgressTopologyError{Network: docker.NetworkName(a.name), Reason: "the engine seam cannot build networks"}
+	}
+	info, err := a.discardUnusable(ctx, nets, m.Key, info)
+	if err != nil {
+		return nil, info, err
+	}
+	fresh := info == nil
+	netID, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec)
+	if err != nil {
+		return nil, info, err
+	}
+	run := &egressRun{nets: nets, networkID: netID}
+	if run.proxyID, err = a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts); err != nil {
+		if fresh {
+			a.removeNetwork(nets, netID)
+		}
+		return nil, info, err
+	}
+	return run, info, nil
+}
+
+// bridgeProblem is the bridge check of §1.7 on an inspected network, "" when it passes. The
+// proof of isolation is the effect — no IPAM entry of any family carries a Gateway — never
+// the options, which engines echo whether or not they applied them. lift is the §5.6 test
+// override, which drops the gateway criterion.
+func bridgeProblem(n docker.NetworkInfo, lift bool) string {
+	switch {
+	case n.Driver != "bridge":
+		return fmt.Sprintf("its driver is %q, not bridge", n.Driver)
+	case !n.Internal:
+		return "it is not internal"
+	}
+	if !lift {
+		for _, c := range n.IPAM {
+			if c.Gateway != "" {
+				return fmt.Sprintf("its bridge carries a host address (IPAM gateway %s on %s)", c.Gateway, c.Subnet)
+			}
+		}
+	}
+	for _, k := range []string{docker.OptGatewayModeIPv4, docker.OptGatewayModeIPv6} {
+		if n.Options[k] != docker.GatewayIsolated {
+			return fmt.Sprintf("option %s reads back %q, not isolated", k, n.Options[k])
+		}
+	}
+	return ""
+}
+
+// ensureNetwork creates N-net, or adopts the existing one only once its bridge check passes
+// (§1.3). A network just created that fails the check is removed and refused with the floor
+// message; so is an engine that rejects a gateway-mode option.
+func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec) (string, error) {
+	name := docker.NetworkName(a.name)
+	labels, err := docker.SandboxLabels(key, spec.Kind, spec.Labels)
+	if err != nil {
+		return "", fmt.Errorf("label network %s: %w", name, err)
+	}
+	ov := a.b.egress.override
+	id, err := nets.NetworkCreate(ctx, docker.NetworkSpec{Name: name, Labels: labels})
+	switch {
+	case err == nil:
+		reason := ""
+		if ov != nil {
+			if perr := ov.PrepareBridge(ctx, id); perr != nil {
+				reason = "the test override could not strip the bridge: " + perr.Error()
+			}
+		}
+		if reason == "" {
+			n, ierr := a.b.inspectNetwork(ctx, nets, id)
+			if ierr != nil {
+				reason = "it could not be read back: " + ierr.Error()
+			} else {
+				reason = bridgeProblem(n, ov != nil)
+			}
+		}
+		if reason == "" {
+			a.log.Info("egress network created", zap.String("network", name))
+			return id, nil
+		}
+		cleanup := "the network was removed"
+		if _, rerr := nets.NetworkRemove(context.WithoutCancel(ctx), id); rerr != nil {
+			cleanup = fmt.Sprintf("the network could not be removed (%v); remove it by hand", rerr)
+		}
+		return "", &EgressTopologyError{Network: name, Reason: "the engine built it but " + reason, Cleanup: cleanup}
+	case errors.Is(err, docker.ErrGatewayModeRejected):
+		return "", &EgressTopologyError{Network: name, Reason: "the engine refused the gateway mode: " + err.Error()}
+	case errors.Is(err, docker.ErrNetworkExists):
+		n, ierr := a.b.inspectNetwork(ctx, nets, name)
+		if isNotFound(ierr) {
+			return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
+		}
+		if ierr != nil {
+			return "", fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, ierr)
+		}
+		if ov != nil {
+			if perr := ov.PrepareBridge(ctx, n.ID); perr != nil {
+				return "", fmt.Errorf("egress network %s: the test override could not strip the bridge: %w", name, perr)
+			}
+		}
+		if reason := bridgeProblem(n, ov != nil); reason != "" {
+			return "", fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
+		}
+		return n.ID, nil
+	}
+	return "", fmt.Errorf("create egress network %s: %w", name, err)
+}
+
+// discardUnusable is §15.2: before the reuse decision, an N-net that fails the bridge check,
+// or a workload that lost its network, is torn down in the §1.9 order so that it is rebuilt
+// fresh. It returns what is left of the workload (nil when removed).
+func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
+	name := docker.NetworkName(a.name)
+	n, err := a.b.inspectNetwork(ctx, nets, name)
+	reason := ""
+	switch {
+	case isNotFound(err) && info == nil:
+		return nil, nil
+	case isNotFound(err):
+		reason = "its network is gone"
+	case err != nil:
+		return info, fmt.Errorf("inspect egress network %s: %w", name, err)
+	default:
+		reason = bridgeProblem(n, a.b.egress.override != nil)
+		if reason == "" && info != nil {
+			if _, ok := info.Networks[name]; !ok || len(info.Networks) != 1 {
+				reason = fmt.Sprintf("the workload is attached to %v, not to %s alone", slices.Sorted(maps.Keys(info.Networks)), name)
+			}
+		}
+	}
+	if reason == "" {
+		return info, nil
+	}
+	a.log.Warn("egress topology unusable; tearing it down to rebuild", zap.String("reason", reason))
+	if err := a.b.teardownProxy(ctx, docker.ProxyName(a.name), &key, "repair"); err != nil {
+		return info, fmt.Errorf("egress topology of %s is unusable (%s) and its proxy could not be removed: %w", a.name, reason, err)
+	}
+	if info != nil {
+		if _, err := a.b.engine.Remove(ctx, a.name); err != nil {
+			return info, fmt.Errorf("egress topology of %s is unusable (%s) and the workload could not be removed: %w", a.name, reason, err)
+		}
+		a.forget()
+	}
+	if n.ID != "" {
+		if _, err := nets.NetworkRemove(ctx, n.ID); err != nil {
+			return nil, fmt.Errorf("egress topology of %s is unusable (%s) and its network could not be removed: %w", a.name, reason, err)
+		}
+	}
+	return nil, nil
+}
+
+// proxyLabels are the proxy's labels (§1.2): the sandbox labels, the role, the key.v1
+// attribution (empty when over budget) and the private allowance when set.
+func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]docker.Label, string, error) {
+	labels, err := docker.SandboxLabels(key, spec.Kind, spec.Labels)
+	if err != nil {
+		return nil, "", err
+	}
+	enc, ok := egresslog.EncodeKeyLabel(key)
+	if !ok {
+		a.log.Warn("the key exceeds the 4096-byte attribution limit; its proxy's windows cannot be attributed by label",
+			zap.String("key", key.String()))
+		enc = ""
+	}
+	labels = append(labels, docker.Label{Key: docker.LabelRole, Value: docker.RoleProxy}, docker.Label{Key: docker.LabelKeyV1, Value: enc})
+	cidrs := make([]string, len(a.b.cfg.EgressPrivateCIDRs))
+	for i, p := range a.b.cfg.EgressPrivateCIDRs {
+		cidrs[i] = p.String()
+	}
+	private := strings.Join(cidrs, ",")
+	if private != "" {
+		labels = append(labels, docker.Label{Key: docker.LabelPrivateCIDRs, Value: private})
+	}
+	return labels, private, nil
+}
+
+// recreateProxy is §1.5: drain and remove any N-proxy, create a fresh one on N-net only,
+// connect its outbound leg, start it and wait for it to say it is listening. On a failure
+// after the create the half-built proxy is drained and removed.
+func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string) (string, error) {
+	name := docker.ProxyName(a.name)
+	if err := a.b.teardownProxy(ctx, name, &key, "acquire"); err != nil {
+		return "", fmt.Errorf("remove the previous proxy %s: %w", name, err)
+	}
+	labels, private, err := a.proxyLabels(key, spec)
+	if err != nil {
+		return "", fmt.Errorf("label proxy %s: %w", name, err)
+	}
+	env := []string{"MAF_SANDBOX_ALLOW=" + strings.Join(hosts, ",")}
+	if private != "" {
+		env = append(env, "MAF_SANDBOX_PRIVATE_CIDRS="+private)
+	}
+	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
+		Network: docker.NetworkName(a.name), Env: env, Labels: labels})
+	if errors.Is(err, docker.ErrImageMissing) {
+		return "", fmt.Errorf("egress proxy image %s is not present and is never pulled; build it with `engine images build`: %w",
+			a.b.cfg.EgressProxyImage, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create proxy %s: %w", name, err)
+	}
+	fail := func(err error) (string, error) {
+		if rerr := a.b.drainRemove(context.WithoutCancel(ctx), id, id, &key, "setup-failure"); rerr != nil {
+			a.log.Warn("remove half-built proxy", zap.String("container_id", id), zap.Error(rerr))
+		}
+		return "", err
+	}
+	outbound := a.b.outboundNetwork()
+	if err := nets.NetworkConnect(ctx, outbound, id); err != nil {
+		return fail(fmt.Errorf("connect proxy %s to the outbound network %s (without it the allowlist would reach nothing): %w", name, outbound, err))
+	}
+	if err := nets.ProxyStart(ctx, id); err != nil {
+		return fail(fmt.Errorf("start proxy %s: %w", name, err))
+	}
+	for i := range readinessTries {
+		out, err := nets.ProxyLogs(ctx, id, readinessTail, readinessMaxRead)
+		if err == nil && bytes.Contains(out, []byte(egresslog.ReadyMarker)) {
+			return id, nil
+		}
+		if i == readinessTries-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("wait for proxy %s: %w", name, ctx.Err()))
+		case <-time.After(readinessPause):
+		}
+	}
+	return fail(fmt.Errorf("egress proxy %s never reported listening", name))
+}
+
+func (b *Backend) outboundNetwork() string {
+	if b.cfg.OutboundNetwork != "" {
+		return b.cfg.OutboundNetwork
+	}
+	return docker.DefaultOutboundNetwork
+}
+
+// verifyEgress is §1.7: four reads before hand-out, each an exact set. On failure N is
+// removed (it may hold processes on the wrong topology) and the acquire fails with the reason.
+func (a *containerActor) verifyEgress(ctx context.Context, run *egressRun) error {
+	if run == nil {
+		return nil
+	}
+	reason := a.topologyProblem(ctx, run)
+	if reason == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.b.commandTimeout())
+	defer cancel()
+	_, err := a.b.engine.Remove(rctx, a.name)
+	a.forget()
+	if err != nil {
+		return fmt.Errorf("egress topology of %s failed its check: %s; %s could not be removed and is unclean: %w", a.name, reason, a.name, err)
+	}
+	return fmt.Errorf("egress topology of %s failed its check: %s; %s was removed", a.name, reason, a.name)
+}
+
+func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) string {
+	netName, proxyName := docker.NetworkName(a.name), docker.ProxyName(a.name)
+	n, err := a.b.inspectNetwork(ctx, run.nets, netName)
+	if err != nil {
+		return fmt.Sprintf("network %s could not be read: %v", netName, err)
+	}
+	if r := bridgeProblem(n, a.b.egress.override != nil); r != "" {
+		return fmt.Sprintf("network %s: %s", netName, r)
+	}
+	w, err := a.b.engine.Inspect(ctx, a.name)
+	if err != nil {
+		return fmt.Sprintf("workload %s could not be read: %v", a.name, err)
+	}
+	if got := slices.Sorted(maps.Keys(w.Networks)); !slices.Equal(got, []string{netName}) {
+		return fmt.Sprintf("workload %s is attached to %v, not exactly [%s]", a.name, got, netName)
+	}
+	var extra []string
+	attached := map[string]bool{}
+	for _, c := range n.Containers {
+		if c == a.name || c == proxyName {
+			attached[c] = true
+			continue
+		}
+		extra = append(extra, c)
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		return fmt.Sprintf("network %s has unexpected endpoints %v; disconnect or remove them, then retry", netName, extra)
+	}
+	if !attached[a.name] || !attached[proxyName] {
+		return fmt.Sprintf("network %s has endpoints %v, not exactly [%s %s]", netName, slices.Sorted(maps.Values(n.Containers)), a.name, proxyName)
+	}
+	p, err := a.b.engine.Inspect(ctx, run.proxyID)
+	if err != nil {
+		return fmt.Sprintf("proxy %s could not be read: %v", proxyName, err)
+	}
+	want := []string{netName, a.b.outboundNetwork()}
+	slices.Sort(want)
+	if got := slices.Sorted(maps.Keys(p.Networks)); !slices.Equal(got, want) {
+		return fmt.Sprintf("proxy %s is attached to %v, not exactly %v", proxyName, got, want)
+	}
+	return ""
+}
+
+// removeNetwork removes a network by ID on its own bounded context, logging a failure: a
+// leftover network is an infrastructure leak, not a refusal (§1.9).
+func (a *containerActor) removeNetwork(nets docker.Networks, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if _, err := nets.NetworkRemove(ctx, id); err != nil {
+		a.log.Warn("remove egress network", zap.String("network_id", id), zap.Error(err))
+	}
+}
+
+// teardownProxy drains and removes the proxy ref names (§3.2 then §3.4). Without a sink it
+// only removes it, by name. nil means removed or absent.
+func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox.Key, trigger string) error {
+	return b.drainRemove(ctx, ref, "", caller, trigger)
+}
+
+// drainRemove is the drain of §3.2 followed by the removal by the inspected ID and the
+// publication rule of §3.4: the window reaches the sink only when the removal of that same
+// ID succeeded or found it absent. A failed, timed-out or cancelled removal publishes
+// nothing; the surviving proxy is drained again by the next attempt.
+func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger string) error {
+	sink := b.egress.sink
+	if sink == nil {
+		_, err := b.engine.Remove(ctx, ref)
+		return err
+	}
+	window, id, err := b.drain(ctx, ref, expectedID, caller, trigger)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		return nil // absent: nothing to remove
+	}
+	outcome, err := b.engine.Remove(ctx, id)
+	if err != nil {
+		if window != nil {
+			b.log.Info("proxy removal failed; its drained window is discarded and read again by the next removal",
+				zap.String("container_id", id), zap.Error(err))
+		}
+		return fmt.Errorf("remove proxy %s: %w", id, err)
+	}
+	if window != nil && (outcome == docker.Removed || outcome == docker.Absent) {
+		sink.EgressDrained(context.WithoutCancel(ctx), *window)
+	}
+	return nil
+}
+
+// drain is steps 1–5 of §3.2. It returns the window to publish after removal (nil when there
+// is nothing to publish) and the ID to remove ("" when the proxy is absent). An inspect that
+// fails leaves the proxy to the next attempt: nothing is removed on a name alone.
+func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger string) (*EgressWindow, string, error) {
+	began := time.Now()
+	info, err := b.engine.Inspect(ctx, ref)
+	switch {
+	case isNotFound(err):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("inspect proxy %s: %w", ref, err)
+	case info.ID == "":
+		return nil, "", fmt.Errorf("inspect proxy %s: no ID", ref)
+	case expectedID != "" && info.ID != expectedID:
+		// Another generation holds the name now; the one we meant is gone.
+		return nil, "", nil
+	case info.Labels[docker.LabelRole] != docker.RoleProxy:
+		return nil, "", fmt.Errorf("%s is not an egress proxy (no %s=%s label); left in place", ref, docker.LabelRole, docker.RoleProxy)
+	}
+	key, status := egresslog.Attribute(info.Labels, caller)
+	if !status.Attributed() {
+		b.log.Info("proxy window cannot be attributed; it goes unreported", zap.String("container_id", info.ID),
+			zap.String("attribution", string(status)))
+		return nil, info.ID, nil
+	}
+	nets, ok := b.networks()
+	if !ok {
+		return nil, info.ID, nil
+	}
+	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Key: key, Attribution: status,
+		PrivateCIDRs: info.Labels[docker.LabelPrivateCIDRs], Trigger: trigger}
+	stopNote := ""
+	if err := nets.ProxyStop(ctx, info.ID, proxyStopGrace); err != nil && !isNotFound(err) {
+		stopNote = fmt.Sprintf("the proxy could not be stopped: %v; decisions after this read may be missing", err)
+	}
+	out, err := nets.ProxyLogs(ctx, info.ID, egresslog.TailLines+1, egresslog.LogMaxBytes)
+	switch {
+	case isNotFound(err):
+		w.Unreadable = "the inspected proxy disappeared before its log could be read"
+	case err != nil:
+		w.Unreadable = err.Error()
+	default:
+		decisions, tr, perr := egresslog.ParseLog(bytes.NewReader(out), egresslog.WithTimestamps())
+		w.Decisions, w.Truncated = decisions, tr.Truncated()
+		if perr != nil {
+			w.Unreadable = perr.Error()
+		}
+	}
+	if stopNote != "" {
+		if w.Unreadable != "" {
+			w.Unreadable = stopNote + "; " + w.Unreadable
+		} else {
+			w.Unreadable = stopNote
+		}
+	}
+	w.Seconds = time.Since(began).Seconds()
+	if len(w.Decisions) == 0 && w.Unreadable == "" {
+		return nil, info.ID, nil
+	}
+	return w, info.ID, nil
+}
+
+// sweepProxies is the first step of a purge (§1.9): drain and remove the derived proxy of
+// every listed name, orphans included. Failures are infrastructure leaks, logged.
+func (b *Backend) sweepProxies(ctx context.Context, names []string, caller *sandbox.Key) {
+	for _, base := range egressBases(names) {
+		if err := b.teardownProxy(ctx, docker.ProxyName(base), caller, "purge"); err != nil {
+			b.log.Warn("sweep proxy", zap.String("container", docker.ProxyName(base)), zap.Error(err))
+		}
+	}
+}
+
+// sweepNetworks is the last step of a purge: remove the derived network of every listed
+// name, by ID, never forced; "not found" is a no-op.
+func (b *Backend) sweepNetworks(ctx context.Context, names []string) {
+	nets, ok := b.networks()
+	if !ok {
+		return
+	}
+	for _, base := range egressBases(names) {
+		name := docker.NetworkName(base)
+		n, err := b.inspectNetwork(ctx, nets, name)
+		if isNotFound(err) {
+			continue
+		}
+		if err == nil {
+			_, err = nets.NetworkRemove(ctx, n.ID)
+		}
+		if err != nil {
+			b.log.Warn("sweep egress network", zap.String("network", name), zap.Error(err))
+		}
+	}
+}
+
+// purgeCaller is the caller key of a key-addressed purge (Dispose), nil for a sweep of a
+// conversation (DisposeScope), whose owner names no agent.
+func purgeCaller(owner sandbox.Key) *sandbox.Key {
+	if owner.AgentID == "" {
+		return nil
+	}
+	return &owner
+}
+
+// egressBases returns the distinct workload base names behind derived names.
+func egressBases(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if base, _, ok := docker.ParseName(n); ok && !slices.Contains(out, base) {
+			out = append(out, base)
+		}
+	}
+	return out
+}

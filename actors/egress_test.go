@@ -1,0 +1,629 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/internal/egresstest"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// netFake is the actor fake engine plus the network seam: networks with IPAM entries and
+// endpoints, container attachments, and proxy logs. Hooks inject the failures of §1.3–§3.4.
+type netFake struct {
+	*fakeEngine
+	nmu      sync.Mutex
+	networks map[string]*fakeNet // by name
+	attached map[string][]string // container name → network names
+	logs     map[string]string   // proxy ID → stdout
+	nextID   int
+
+	gateway      string // the IPAM gateway new networks get ("" = isolated effect)
+	createErr    error  // NetworkCreate's answer
+	connectErr   error
+	removeProxy  func(id string) (docker.RemoveOutcome, error) // Remove of a proxy ID
+	extraOnNet   string                                        // a foreign endpoint on N-net
+	workloadNets []string                                      // extra networks of the workload
+	noOutbound   bool                                          // the proxy loses its outbound leg
+	beforeCreate func()                                        // runs inside NetworkCreate (a racing replica)
+}
+
+type fakeNet struct {
+	id, name string
+	gateway  string
+	options  map[string]string
+}
+
+func newNetFake() *netFake {
+	return &netFake{fakeEngine: newFakeEngine(), networks: map[string]*fakeNet{}, attached: map[string][]string{}, logs: map[string]string{}}
+}
+
+var _ docker.Networks = (*netFake)(nil)
+
+func (f *netFake) id() string {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.nextID++
+	return fmt.Sprintf("%012x%052d", 0xabc000+f.nextID, f.nextID)
+}
+
+func (f *netFake) NetworkCreate(_ context.Context, spec docker.NetworkSpec) (string, error) {
+	f.log("network create %s", spec.Name)
+	if f.createErr != nil {
+		return "", f.createErr
+	}
+	if f.beforeCreate != nil {
+		f.beforeCreate()
+	}
+	f.nmu.Lock()
+	_, exists := f.networks[spec.Name]
+	f.nmu.Unlock()
+	if exists {
+		return "", fmt.Errorf("network create: %w", docker.ErrNetworkExists)
+	}
+	id := f.id()
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.networks[spec.Name] = &fakeNet{id: id, name: spec.Name, gateway: f.gateway,
+		options: map[string]string{docker.OptGatewayModeIPv4: "isolated", docker.OptGatewayModeIPv6: "isolated"}}
+	return id, nil
+}
+
+func (f *netFake) findNet(ref string) *fakeNet {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	for _, n := range f.networks {
+		if n.name == ref || n.id == ref {
+			return n
+		}
+	}
+	return nil
+}
+
+func (f *netFake) NetworkInspect(_ context.Context, ref string) (docker.NetworkInfo, error) {
+	f.log("network inspect %s", short(ref))
+	n := f.findNet(ref)
+	if n == nil {
+		return docker.NetworkInfo{}, fmt.Errorf("network inspect %s: %w", ref, docker.ErrNotFound)
+	}
+	info := docker.NetworkInfo{ID: n.id, Name: n.name, Driver: "bridge", Internal: true, Options: n.options,
+		IPAM: []docker.IPAMConfig{{Subnet: "172.30.0.0/16", Gateway: n.gateway}}, Containers: map[string]string{}}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	for ctr, nets := range f.attached {
+		if slices.Contains(nets, n.name) {
+			info.Containers["id-"+ctr] = ctr
+		}
+	}
+	if f.extraOnNet != "" {
+		info.Containers["id-x"] = f.extraOnNet
+	}
+	return info, nil
+}
+
+func (f *netFake) NetworkConnect(_ context.Context, network, container string) error {
+	f.log("network connect %s %s", network, short(container))
+	if f.connectErr != nil {
+		return f.connectErr
+	}
+	c := f.find(container)
+	if c == nil {
+		return docker.ErrNotFound
+	}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.attached[c.name] = append(f.attached[c.name], network)
+	return nil
+}
+
+func (f *netFake) NetworkRemove(_ context.Context, id string) (docker.RemoveOutcome, error) {
+	f.log("network rm %s", short(id))
+	n := f.findNet(id)
+	if n == nil {
+		return docker.Absent, nil
+	}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	for ctr, nets := range f.attached {
+		if slices.Contains(nets, n.name) {
+			return 0, fmt.Errorf("network %s has active endpoints (%s)", n.name, ctr)
+		}
+	}
+	delete(f.networks, n.name)
+	return docker.Removed, nil
+}
+
+func (f *netFake) ProxyCreate(ctx context.Context, spec docker.ProxySpec) (string, error) {
+	_, err := f.fakeEngine.Create(ctx, docker.NewCreateSpec(spec.Name, spec.Image, docker.WithLabels(spec.Labels...)))
+	if err != nil {
+		return "", err
+	}
+	id := f.reID(spec.Name)
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.attached[spec.Name] = []string{spec.Network}
+	f.logs[id] = "2026-01-01T00:00:00.000000000Z maf-egress-proxy listening on :3128\n"
+	return id, nil
+}
+
+func (f *netFake) ProxyStart(ctx context.Context, id string) error {
+	return f.fakeEngine.Start(ctx, id)
+}
+
+func (f *netFake) ProxyStop(_ context.Context, id string, _ time.Duration) error {
+	f.log("stop %s", id)
+	if f.find(id) == nil {
+		return docker.ErrNotFound
+	}
+	return nil
+}
+
+func (f *netFake) ProxyLogs(_ context.Context, id string, tail, _ int) ([]byte, error) {
+	if tail > readinessTail {
+		f.log("logs %s", id)
+	}
+	if f.find(id) == nil {
+		return nil, docker.ErrNotFound
+	}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	return []byte(f.logs[id]), nil
+}
+
+// reID gives a container a unique ID: the embedded fake numbers by count, which repeats
+// once a container is removed.
+func (f *netFake) reID(name string) string {
+	id := f.id()
+	c := f.find(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c.id = id
+	return id
+}
+
+// decide appends a decision line to the live proxy of workload n.
+func (f *netFake) decide(n, line string) {
+	c := f.find(docker.ProxyName(n))
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	f.logs[c.id] += "2026-01-01T00:00:01.000000000Z " + line + "\n"
+}
+
+func (f *netFake) Create(ctx context.Context, spec docker.CreateSpec) (string, error) {
+	id, err := f.fakeEngine.Create(ctx, spec)
+	if err == nil {
+		id = f.reID(spec.Name)
+	}
+	if err == nil && spec.Network != "none" {
+		f.nmu.Lock()
+		f.attached[spec.Name] = append([]string{spec.Network}, f.workloadNets...)
+		f.nmu.Unlock()
+	}
+	return id, err
+}
+
+func (f *netFake) Inspect(ctx context.Context, target string) (docker.ContainerInfo, error) {
+	info, err := f.fakeEngine.Inspect(ctx, target)
+	if err != nil {
+		return info, err
+	}
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	info.Networks = map[string]string{}
+	for _, n := range f.attached[info.Name] {
+		if f.noOutbound && n == docker.DefaultOutboundNetwork {
+			continue
+		}
+		info.Networks[n] = "nid"
+	}
+	return info, nil
+}
+
+func (f *netFake) Remove(ctx context.Context, target string) (docker.RemoveOutcome, error) {
+	c := f.find(target)
+	if c != nil && c.labels[docker.LabelRole] == docker.RoleProxy && f.removeProxy != nil {
+		f.log("rm %s", target)
+		return f.removeProxy(target)
+	}
+	out, err := f.fakeEngine.Remove(ctx, target)
+	if c != nil && err == nil {
+		f.nmu.Lock()
+		delete(f.attached, c.name)
+		f.nmu.Unlock()
+	}
+	return out, err
+}
+
+// sink records what it is handed, and when.
+type sink struct {
+	mu      sync.Mutex
+	windows []EgressWindow
+	f       *netFake
+	at      []int // len(f.Calls()) at each window
+}
+
+func (s *sink) EgressDrained(_ context.Context, w EgressWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, w)
+	if s.f != nil {
+		s.at = append(s.at, len(s.f.Calls()))
+	}
+}
+
+func (s *sink) got() []EgressWindow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.windows)
+}
+
+func egressBackend(t *testing.T, f *netFake, opts ...Option) *Backend {
+	t.Helper()
+	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local"}, append([]Option{WithEngine(f), WithoutEventWatch()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+func allowSpec(t *testing.T, hosts ...string) sandbox.Spec {
+	t.Helper()
+	rules := make([]sandbox.EgressRule, len(hosts))
+	for i, h := range hosts {
+		rules[i] = sandbox.EgressRule{Host: h}
+	}
+	return testSpec(t, sandbox.WithAllowlist(rules...))
+}
+
+func hasCall(calls []string, prefix string) bool {
+	return slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
+}
+
+func workloadName(b *Backend, spec sandbox.Spec) string {
+	return docker.ContainerName(testKey, spec.Kind, egressIDFor(b.cfg, spec))
+}
+
+func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cases := []struct {
+		name      string
+		gateway   string
+		createErr error
+		removed   bool
+	}{
+		{"the 20.10 answer: options echoed, gateway kept", "172.30.0.1", nil, true},
+		{"engine 27 rejects the option", "", &docker.CommandError{Args: []string{"network", "create"}, ExitCode: 1,
+			Stderr: []byte(`invalid gateway mode "isolated" for com.docker.network.bridge.gateway_mode_ipv4`), Class: docker.ErrGatewayModeRejected}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNetFake()
+			f.gateway, f.createErr = tc.gateway, tc.createErr
+			b := egressBackend(t, f)
+			spec := allowSpec(t, "allowed.example")
+			_, err := b.Acquire(context.Background(), testKey, spec)
+			if !errors.Is(err, ErrEgressTopologyUnavailable) || !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Fatalf("err = %v, want the floor refusal", err)
+			}
+			for _, want := range []string{docker.OptGatewayModeIPv4, "28.0.0", "'closed' or an empty allowlist"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("message %q does not name %q", err, want)
+				}
+			}
+			calls := f.Calls()
+			n := workloadName(b, spec)
+			if hasCall(calls, "create "+n) || hasCall(calls, "create "+docker.ProxyName(n)) {
+				t.Fatalf("something was created before the refusal: %v", calls)
+			}
+			if got := hasCall(calls, "network rm"); got != tc.removed {
+				t.Fatalf("network removed = %v, want %v: %v", got, tc.removed, calls)
+			}
+			if tc.removed && !strings.Contains(err.Error(), "the network was removed") {
+				t.Fatalf("message %q does not say the network was removed", err)
+			}
+			if len(f.networks) != 0 || len(f.containers) != 0 {
+				t.Fatalf("left behind: %v %v", f.networks, f.containers)
+			}
+		})
+	}
+}
+
+func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, spec := range []sandbox.Spec{testSpec(t), allowSpec(t)} {
+		f := newNetFake()
+		f.gateway = "172.30.0.1" // would be refused if a network were built
+		b := egressBackend(t, f)
+		if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+			t.Fatalf("acquire %v: %v", spec.Egress, err)
+		}
+		if calls := f.Calls(); hasCall(calls, "network") || hasCall(calls, "version") {
+			t.Fatalf("closed/empty built a network or read the version: %v", calls)
+		}
+	}
+}
+
+func TestEgressAllowlistEntriesValidated(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, h := range []string{"a b.example", "a,b.example", "https://a.example", "a\x01.example", strings.Repeat("a", 254)} {
+		f := newNetFake()
+		b := egressBackend(t, f)
+		_, err := b.Acquire(context.Background(), testKey, allowSpec(t, "ok.example", h))
+		if !errors.Is(err, sandbox.ErrInvalid) {
+			t.Fatalf("entry %q: err = %v, want invalid", h, err)
+		}
+		if calls := f.Calls(); hasCall(calls, "network") {
+			t.Fatalf("entry %q reached the engine: %v", h, calls)
+		}
+	}
+}
+
+func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	s := &sink{f: f}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "b.example", "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	first := f.find(docker.ProxyName(n))
+	if first == nil || f.find(n) == nil {
+		t.Fatal("proxy or workload missing after acquire")
+	}
+	if k, st := egresslog.KeyFromLabels(first.labels); st != egresslog.AttributionLabel || k != testKey {
+		t.Fatalf("proxy attribution %v %v", k, st)
+	}
+	f.decide(n, "ALLOW a.example:443")
+	f.decide(n, "DENY evil.example:443")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatalf("warm acquire: %v", err)
+	}
+	second := f.find(docker.ProxyName(n))
+	if second == nil || second.id == first.id {
+		t.Fatal("the warm acquire did not recreate the proxy")
+	}
+	ws := s.got()
+	if len(ws) != 1 || ws[0].ProxyID != first.id || ws[0].Key != testKey || len(ws[0].Decisions) != 2 ||
+		ws[0].Decisions[1].Decision != sandbox.DecisionDeny || ws[0].Trigger != "acquire" {
+		t.Fatalf("windows %+v", ws)
+	}
+	calls := f.Calls()
+	stop, logs, rm := slices.Index(calls, "stop "+first.id), slices.Index(calls, "logs "+first.id), slices.Index(calls, "rm id")
+	if stop < 0 || logs < stop || !slices.Contains(calls[logs:], "rm id") || rm < 0 {
+		t.Fatalf("drain order by ID: %v", calls)
+	}
+	if s.at[0] <= logs {
+		t.Fatal("published before removal")
+	}
+}
+
+func TestEgressAdoptionOnlyAfterBridgeCheck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tc := range []struct {
+		name    string
+		gateway string
+		ok      bool
+	}{{"unaddressed is adopted", "", true}, {"addressed is refused", "172.30.0.1", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNetFake()
+			b := egressBackend(t, f)
+			spec := allowSpec(t, "a.example")
+			n := workloadName(b, spec)
+			// Another replica builds N-net between our read and our create.
+			f.beforeCreate = func() {
+				f.beforeCreate = nil
+				f.nmu.Lock()
+				defer f.nmu.Unlock()
+				f.networks[docker.NetworkName(n)] = &fakeNet{id: fmt.Sprintf("%064d", 7), name: docker.NetworkName(n), gateway: tc.gateway,
+					options: map[string]string{docker.OptGatewayModeIPv4: "isolated", docker.OptGatewayModeIPv6: "isolated"}}
+			}
+			_, err := b.Acquire(context.Background(), testKey, spec)
+			if tc.ok && err != nil {
+				t.Fatalf("adopt: %v", err)
+			}
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "remove it and retry") {
+					t.Fatalf("err = %v, want remove-and-retry", err)
+				}
+				if hasCall(f.Calls(), "create ") {
+					t.Fatalf("created on an addressed network: %v", f.Calls())
+				}
+			}
+		})
+	}
+}
+
+func TestEgressUnusableNetworkDiscardedBeforeReuse(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	b := egressBackend(t, f)
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	old := f.find(n).id
+	f.findNet(docker.NetworkName(n)).gateway = "172.30.0.1" // the bridge got an address
+	f.gateway = ""
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	if c := f.find(n); c == nil || c.id == old {
+		t.Fatal("the workload on an addressed bridge was reused")
+	}
+}
+
+func TestEgressTopologyCheckFailureRemovesWorkload(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cases := []struct {
+		name  string
+		setup func(*netFake)
+		want  string
+	}{
+		{"a third endpoint on N-net", func(f *netFake) { f.extraOnNet = "intruder" }, "disconnect or remove them"},
+		{"the workload on a second network", func(f *netFake) { f.workloadNets = []string{"bridge"} }, "not exactly"},
+		{"the proxy without its outbound leg", func(f *netFake) { f.noOutbound = true }, "proxy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNetFake()
+			tc.setup(f)
+			b := egressBackend(t, f)
+			spec := allowSpec(t, "a.example")
+			_, err := b.Acquire(context.Background(), testKey, spec)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if f.find(workloadName(b, spec)) != nil {
+				t.Fatal("the workload was not removed")
+			}
+		})
+	}
+}
+
+func TestEgressOutboundConnectFailureCleansColdState(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	f.connectErr = errors.New("network bridge not found")
+	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	spec := allowSpec(t, "a.example")
+	_, err := b.Acquire(context.Background(), testKey, spec)
+	if err == nil || !strings.Contains(err.Error(), "outbound") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.containers) != 0 || len(f.networks) != 0 {
+		t.Fatalf("cold state left: %v %v (%v)", f.containers, f.networks, f.Calls())
+	}
+	calls := f.Calls()
+	if !(lastIndexPrefix(calls, "rm ") < lastIndexPrefix(calls, "network rm")) {
+		t.Fatalf("proxy must go before the network: %v", calls)
+	}
+}
+
+func lastIndexPrefix(calls []string, p string) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if strings.HasPrefix(calls[i], p) {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cases := []struct {
+		name    string
+		remove  func(ctx context.Context, cancel context.CancelFunc) (docker.RemoveOutcome, error)
+		publish bool
+	}{
+		{"removed", func(context.Context, context.CancelFunc) (docker.RemoveOutcome, error) { return docker.Removed, nil }, true},
+		{"absent", func(context.Context, context.CancelFunc) (docker.RemoveOutcome, error) { return docker.Absent, nil }, true},
+		{"refused", func(context.Context, context.CancelFunc) (docker.RemoveOutcome, error) {
+			return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+		}, false},
+		{"timeout", func(context.Context, context.CancelFunc) (docker.RemoveOutcome, error) {
+			return 0, &docker.TimeoutError{Args: []string{"rm"}, Timeout: time.Second}
+		}, false},
+		{"cancelled", func(ctx context.Context, cancel context.CancelFunc) (docker.RemoveOutcome, error) {
+			cancel()
+			return 0, fmt.Errorf("docker rm: %w", ctx.Err())
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNetFake()
+			s := &sink{}
+			b := egressBackend(t, f, WithEgressSink(s))
+			spec := allowSpec(t, "a.example")
+			if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+				t.Fatal(err)
+			}
+			n := workloadName(b, spec)
+			proxy := f.find(docker.ProxyName(n))
+			f.decide(n, "ALLOW a.example:443")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.removeProxy = func(id string) (docker.RemoveOutcome, error) {
+				if id != proxy.id {
+					t.Errorf("removed %s, not the inspected ID %s", id, proxy.id)
+				}
+				return tc.remove(ctx, cancel)
+			}
+			err := b.drainRemove(ctx, docker.ProxyName(n), "", &testKey, "dispose")
+			if got := len(s.got()) == 1; got != tc.publish || (err == nil) != tc.publish {
+				t.Fatalf("published = %v, err = %v; want publish %v", got, err, tc.publish)
+			}
+			if !tc.publish {
+				// The proxy survives; a successful retry drains it again and publishes once.
+				f.removeProxy = nil
+				if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err != nil {
+					t.Fatal(err)
+				}
+				if ws := s.got(); len(ws) != 1 || ws[0].ProxyID != proxy.id || len(ws[0].Decisions) != 1 {
+					t.Fatalf("retry windows %+v", ws)
+				}
+			}
+		})
+	}
+}
+
+func TestEgressPurgeOrderProxiesWorkloadsNetworks(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	s := &sink{}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	f.decide(n, "DENY x.example:443")
+	before := len(f.Calls())
+	if failure := b.Dispose(context.Background(), testKey, sandbox.DisposeOptions{}); failure != nil {
+		t.Fatalf("dispose: %v", failure)
+	}
+	calls := f.Calls()[before:]
+	proxyRm, workRm, netRm := slices.Index(calls, "rm id"), lastIndexPrefix(calls, "rm "), lastIndexPrefix(calls, "network rm")
+	if proxyRm < 0 || workRm <= proxyRm || netRm <= workRm {
+		t.Fatalf("order proxies → workloads → networks: %v", calls)
+	}
+	if len(f.containers) != 0 || len(f.networks) != 0 {
+		t.Fatalf("left: %v %v", f.containers, f.networks)
+	}
+	if ws := s.got(); len(ws) != 1 || ws[0].Key != testKey || ws[0].Trigger != "purge" {
+		t.Fatalf("windows %+v", ws)
+	}
+}
+
+func TestEgressOverrideStripsBridgeAndLiftsGatewayCheck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	f.gateway = "172.30.0.1"
+	var flushed []string
+	ov := egresstest.NewOverrideFunc(func(_ context.Context, bridge string) error {
+		flushed = append(flushed, bridge)
+		return nil
+	})
+	b := egressBackend(t, f, WithTopologyOverride(ov))
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatalf("acquire with the override: %v", err)
+	}
+	netID := f.findNet(docker.NetworkName(workloadName(b, spec))).id
+	if len(flushed) != 1 || flushed[0] != "br-"+netID[:12] {
+		t.Fatalf("flushed %v, want br-%s", flushed, netID[:12])
+	}
+}
