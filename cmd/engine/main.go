@@ -16,6 +16,7 @@ Usage:
   engine demo [flags]            acquire a sandbox, write a program, run it, read its output, dispose
   engine bench [flags]           measure every operation against the local Docker engine
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
+  engine reap --older-than 24h [--scope S] [--dry-run] [--json]   remove sandboxes created before the age
   engine version                 print the version
 
 Run "engine <command> -h" for a command's flags.
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string) error {
 		return benchCmd(ctx, args[1:])
 	case "images":
 		return imagesCmd(ctx, args[1:])
+	case "reap":
+		return reapCmd(ctx, args[1:])
 	case "version":
 		fmt.Println(version)
 		return nil

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/reaper"
+)
+
+// errReapFailures makes the command exit non-zero when a sweep reported failures (§4.9).
+var errReapFailures = errors.New("the sweep reported failures")
+
+// reapCmd runs one age-based sweep of the Docker engine and exits (egress-and-reap.md §4).
+func reapCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reap", flag.ContinueOnError)
+	olderThan := fs.Duration("older-than", 0, "remove what was created longer ago than this (required, e.g. 24h)")
+	scope := fs.String("scope", "", "only this scope (strongly advised: without it every scope on the engine is swept)")
+	dryRun := fs.Bool("dry-run", false, "take the inventory and decide, remove nothing")
+	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
+	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the engine is the one its context or DOCKER_HOST names)")
+	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each engine call of the sweep")
+	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
+			"Removes the sandboxes, egress proxies and networks this engine created longer ago than\n"+
+			"--older-than (creation age: running sandboxes are terminated too). Exits non-zero when\n"+
+			"anything could not be removed.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("reap: unexpected arguments %q", fs.Args())
+	}
+	if *olderThan <= 0 {
+		return errors.New("reap: --older-than must be a positive duration, e.g. 24h")
+	}
+	log := zap.NewNop()
+	if *verbose {
+		log, _ = zap.NewDevelopment()
+	}
+	cfg := docker.Config{DockerPath: *dockerPath}
+	cli, err := docker.NewCLI(cfg, docker.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	binding, err := cli.Bind(ctx)
+	if err != nil {
+		return fmt.Errorf("reap: bind the engine: %w", err)
+	}
+	backend, err := actors.NewBackend(cfg, actors.WithEngine(cli), actors.WithLogger(log), actors.WithoutEventWatch())
+	if err != nil {
+		return err
+	}
+	defer backend.Close(context.WithoutCancel(ctx))
+
+	opts := []reaper.Option{reaper.WithCallTimeout(*callTimeout)}
+	if *scope != "" {
+		opts = append(opts, reaper.WithScope(*scope))
+	}
+	if *dryRun {
+		opts = append(opts, reaper.WithDryRun())
+	}
+	res, err := backend.Reap(ctx, *olderThan, opts...)
+	if err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	if *asJSON {
+		err = printReapJSON(os.Stdout, binding, res)
+	} else {
+		err = printReapTable(os.Stdout, binding, res)
+	}
+	if err != nil {
+		return err
+	}
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("reap: %w (%d)", errReapFailures, len(res.Failures))
+	}
+	return nil
+}
+
+// reapReport is the --json output.
+type reapReport struct {
+	Engine          string            `json:"engine"`
+	Context         string            `json:"context"`
+	Scope           *string           `json:"scope"`
+	OlderThan       string            `json:"olderThan"`
+	Cutoff          time.Time         `json:"cutoff"`
+	StartedAt       time.Time         `json:"startedAt"`
+	FinishedAt      time.Time         `json:"finishedAt"`
+	DryRun          bool              `json:"dryRun"`
+	Disposed        int               `json:"disposed"`
+	ProxiesRemoved  int               `json:"proxiesRemoved"`
+	NetworksRemoved int               `json:"networksRemoved"`
+	Failures        []reapFailureJSON `json:"failures"`
+	Resources       []reapEntryJSON   `json:"resources"`
+}
+
+type reapFailureJSON struct {
+	Code         string `json:"code"`
+	Detail       string `json:"detail"`
+	ResourceID   string `json:"resourceId"`
+	ResourceKind string `json:"resourceKind"`
+}
+
+type reapEntryJSON struct {
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"`
+	Name    string    `json:"name"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	Anchor  bool      `json:"anchor"`
+	Expired bool      `json:"expired"`
+	Action  string    `json:"action"`
+}
+
+func printReapJSON(w io.Writer, b docker.Binding, res reaper.Result) error {
+	r := reapReport{Engine: b.Endpoint, Context: b.Context, OlderThan: res.OlderThan.String(), Cutoff: res.Cutoff,
+		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, DryRun: res.DryRun, Disposed: res.Disposed,
+		ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved,
+		Failures: []reapFailureJSON{}, Resources: []reapEntryJSON{}}
+	if res.Scope != "" {
+		r.Scope = &res.Scope
+	}
+	for _, f := range res.Failures {
+		r.Failures = append(r.Failures, reapFailureJSON{string(f.Code), f.Detail, f.ResourceID, f.ResourceKind})
+	}
+	for _, d := range res.Resources {
+		r.Resources = append(r.Resources, reapEntryJSON{d.Group, d.Kind, d.Name, d.ID, d.Created, d.Anchor, d.Expired, string(d.Action)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func printReapTable(w io.Writer, b docker.Binding, res reaper.Result) error {
+	scope := "every scope"
+	if res.Scope != "" {
+		scope = fmt.Sprintf("scope %q", res.Scope)
+	}
+	mode := ""
+	if res.DryRun {
+		mode = " — DRY RUN, nothing removed"
+	}
+	fmt.Fprintf(w, "engine %s (context %s), %s, older than %s: cutoff %s%s\n\n",
+		b.Endpoint, b.Context, scope, res.OlderThan, res.Cutoff.UTC().Format(time.RFC3339), mode)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(res.Resources) == 0 {
+		fmt.Fprintln(tw, "no resource of this engine qualifies")
+	} else {
+		fmt.Fprintln(tw, "KIND\tNAME\tID\tCREATED\tAGE\tACTION")
+		for _, d := range res.Resources {
+			kind := d.Kind
+			if d.Anchor {
+				kind += "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kind, d.Name, short(d.ID), d.Created.UTC().Format(time.RFC3339),
+				res.StartedAt.Sub(d.Created).Round(time.Second), d.Action)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(res.Resources) > 0 {
+		fmt.Fprintf(w, "\n(* the group's anchor: its creation time decides the group)\n")
+	}
+	fmt.Fprintf(w, "removed: %d sandboxes, %d proxies, %d networks; %d failures\n",
+		res.Disposed, res.ProxiesRemoved, res.NetworksRemoved, len(res.Failures))
+	if len(res.Failures) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nCODE\tKIND\tID\tDETAIL")
+		for _, f := range res.Failures {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Code, dash(f.ResourceKind), dash(short(f.ResourceID)), f.Detail)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
