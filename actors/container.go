@@ -40,6 +40,7 @@ type containerActor struct {
 // so an actor restarted after a failure still stamps files with the guest's identity and
 // resolves paths under the base its acquire bound.
 type memory struct {
+	key      string // the sandbox key, for the log lines; set by the first acquire
 	workDir  string // the storage base the last acquire bound
 	facts    *facts // identity, reach and caps of the instance, cached only when identity resolved
 	factsKey string
@@ -48,7 +49,18 @@ type memory struct {
 }
 
 func newContainerActor(b *Backend, name string, mem *memory) *containerActor {
-	return &containerActor{b: b, name: name, log: b.log.With(zap.String("container", name)), memory: mem}
+	a := &containerActor{b: b, name: name, memory: mem}
+	a.setLogger()
+	return a
+}
+
+// setLogger derives the actor's logger once: every line carries the container and, once an
+// acquire has named it, the key.
+func (a *containerActor) setLogger() {
+	a.log = a.b.log.With(zap.String("container", a.name))
+	if a.key != "" {
+		a.log = a.log.With(zap.String("key", a.key))
+	}
 }
 
 // Receive dispatches one message. Lifecycle messages share the switch: a restart or a stop

@@ -29,6 +29,10 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	}
 	fail := func(err error) *messages.AcquireResponse { return &messages.AcquireResponse{Err: err} }
 	began := time.Now()
+	if k := m.Key.String(); a.key != k {
+		a.key = k
+		a.setLogger()
+	}
 	if _, err := a.b.engine.Bind(ctx); err != nil {
 		return fail(fmt.Errorf("acquire %s: %w", a.name, err))
 	}
@@ -57,7 +61,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 			return fail(err)
 		}
 		if info != nil && a.restart(ctx) {
-			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
+			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
 		} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
 			return fail(err)
 		}
@@ -66,7 +70,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 			return fail(fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err)))
 		}
 	} else {
-		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()))
+		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
 	}
 	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
 	if err := checkBase(info, base); err != nil {
@@ -109,7 +113,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 			return fail(fmt.Errorf("docker could not start container %s: %w", a.name, err))
 		}
 		a.info = nil
-		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("key", m.Key.String()), zap.String("image", imageRef))
+		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef))
 	}
 	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
 		return fail(err)
