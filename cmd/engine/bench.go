@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"go.uber.org/zap"
@@ -22,6 +23,7 @@ func benchCmd(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 20, "timed repetitions of each row, after one warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON line per row instead of a table")
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
+	only := fs.String("only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,5 +53,9 @@ func benchCmd(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
 		tw.Flush()
 	}
-	return bench.Run(ctx, b, bench.Config{Image: *image, Reps: *reps, DockerPath: *dockerPath}, report)
+	var groups []string
+	if *only != "" {
+		groups = strings.Split(*only, ",")
+	}
+	return bench.Run(ctx, b, bench.Config{Image: *image, Reps: *reps, DockerPath: *dockerPath, Groups: groups}, report)
 }

@@ -31,7 +31,11 @@ type Config struct {
 	Reps       int    // timed repetitions after one warm-up
 	DockerPath string // for the bare `docker exec` baseline
 	Labels     map[string]string
+	Groups     []string // run only these groups of rows (lifecycle, exec, files, concurrent, loop); empty: all
 }
+
+// Groups lists the groups of rows, in the order they run.
+func Groups() []string { return []string{"lifecycle", "exec", "files", "concurrent", "loop"} }
 
 // Run measures every row, reporting each as soon as it is done. Everything it creates is
 // disposed before it returns.
@@ -50,7 +54,10 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 	steps := []func(context.Context, sandbox.Spec, sandbox.Spec, func(Row)) error{
 		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop,
 	}
-	for _, step := range steps {
+	for i, step := range steps {
+		if len(cfg.Groups) > 0 && !slices.Contains(cfg.Groups, Groups()[i]) {
+			continue
+		}
 		if err := step(ctx, files, runtimeOnly, report); err != nil {
 			return err
 		}
