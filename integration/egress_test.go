@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/egresstest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// The offline fixture (egress-and-reap.md §5.4), simplified: one private, internal egress
+// network, two static Go HTTPS targets on it under the test's own aliases, and a workload
+// image holding the same static program as its client (no curl: "get" prints code=NNN, 000
+// when no origin answered).
+const (
+	egressSubnet = "10.213.0.0/24"
+	allowedHost  = "allowed.maf-e2e.example"
+	deniedHost   = "denied.maf-e2e.example"
+)
+
+type egressFixture struct {
+	network string
+	caB64   string
+	targets map[string]string // alias → address on the egress network
+}
+
+func newEgressFixture(t *testing.T) *egressFixture {
+	t.Helper()
+	dockertest.Require(t)
+	ctx := ctxT(t)
+	for _, err := range []error{images.EnsureProxy(ctx, "docker", images.ProxyTag), images.EnsureTarget(ctx, "docker"),
+		images.EnsureClient(ctx, "docker", dockertest.Busybox(t))} {
+		if err != nil {
+			t.Fatalf("build images: %v", err)
+		}
+	}
+	caPEM, certPEM, keyPEM := testCA(t, allowedHost, deniedHost)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	f := &egressFixture{network: "maf-e2e-egress-" + hex.EncodeToString(b), caB64: base64.StdEncoding.EncodeToString(caPEM),
+		targets: map[string]string{}}
+	// Internal as well as private: the proxy's outbound leg reaches the targets and nothing else.
+	args := append([]string{"network", "create", "--internal", "--subnet", egressSubnet}, dockertest.LabelArgs()...)
+	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", f.network) })
+	dockertest.Docker(t, append(args, f.network)...)
+	for _, alias := range []string{allowedHost, deniedHost} {
+		id := dockertest.RunContainer(t, images.TargetTag, "--network", f.network, "--network-alias", alias, "--dns", "127.0.0.1",
+			"--user", "0", "-e", "E2E_CERT="+string(certPEM), "-e", "E2E_KEY="+string(keyPEM))
+		f.targets[alias] = strings.TrimSpace(dockertest.Docker(t, "inspect", "--format",
+			`{{(index .NetworkSettings.Networks "`+f.network+`").IPAddress}}`, id))
+	}
+	return f
+}
+
+func testCA(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "maf-e2e test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+}
+
+// recordingSink keeps every window it is handed.
+type recordingSink struct {
+	mu      sync.Mutex
+	windows []actors.EgressWindow
+}
+
+func (s *recordingSink) EgressDrained(_ context.Context, w actors.EgressWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, w)
+}
+
+func (s *recordingSink) got() []actors.EgressWindow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]actors.EgressWindow(nil), s.windows...)
+}
+
+func egressBackend(t *testing.T, outbound string, opts ...actors.Option) *actors.Backend {
+	t.Helper()
+	dockertest.Require(t)
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+		OutboundNetwork: outbound, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
+	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
+	b, err := actors.Create(context.Background(), cfg, opts...)
+	if err != nil {
+		t.Fatalf("create backend: %v", err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+func allowlistSpec(t *testing.T, image string, hosts ...string) sandbox.Spec {
+	t.Helper()
+	rules := make([]sandbox.EgressRule, len(hosts))
+	for i, h := range hosts {
+		rules[i] = sandbox.EgressRule{Host: h}
+	}
+	s, err := sandbox.NewSpec("shell", sandbox.WithImage(image), sandbox.WithAllowlist(rules...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// leftovers lists containers and networks carrying any of the sandbox's derived names.
+func leftovers(t *testing.T, n string) string {
+	t.Helper()
+	ctrs := dockertest.Docker(t, "ps", "-a", "--filter", "name="+n, "--format", "{{.Names}}")
+	nets := dockertest.Docker(t, "network", "ls", "--filter", "name="+n, "--format", "{{.Name}}")
+	return strings.TrimSpace(ctrs + nets)
+}
+
+func TestEgressRefusedBelowTheFloorWithoutOverride(t *testing.T) {
+	b := egressBackend(t, "")
+	key := newKey(t)
+	spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	_, err := b.Acquire(ctxT(t), key, spec)
+	if !errors.Is(err, actors.ErrEgressTopologyUnavailable) {
+		t.Fatalf("acquire on this engine: %v, want the floor refusal", err)
+	}
+	for _, want := range []string{docker.OptGatewayModeIPv4, "28.0.0", "'closed' or an empty allowlist", "the network was removed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("refusal %q does not say %q", err, want)
+		}
+	}
+	if left := leftovers(t, n); left != "" {
+		t.Fatalf("left behind: %s", left)
+	}
+}
+
+func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
+	b := egressBackend(t, "")
+	for _, spec := range []sandbox.Spec{busyboxSpec(t), allowlistSpec(t, dockertest.Busybox(t))} {
+		key := newKey(t)
+		acquire(t, b, key, spec)
+		n := docker.ContainerName(key, spec.Kind, "")
+		if nets := strings.TrimSpace(dockertest.Docker(t, "network", "ls", "--filter", "name="+n, "--format", "{{.Name}}")); nets != "" {
+			t.Fatalf("a %s sandbox built %s", spec.Egress, nets)
+		}
+	}
+}
+
+func TestEgressAllowlistWithOverride(t *testing.T) {
+	fx := newEgressFixture(t)
+	sink := &recordingSink{}
+	b := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	ctx := ctxT(t)
+	sb, err := b.Acquire(ctx, key, spec)
+	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	if err != nil {
+		t.Fatalf("acquire with the override: %v", err)
+	}
+	run := func(argv ...string) (string, int) {
+		t.Helper()
+		res, err := sb.Exec(ctx, sandbox.Argv(argv...), "/", time.Minute)
+		if err != nil {
+			t.Fatalf("exec %v: %v", argv, err)
+		}
+		return strings.TrimSpace(string(res.StdoutBytes)), res.ExitCode
+	}
+	if out, _ := run("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64); out != "code=200" {
+		t.Fatalf("allowed host: %s", out)
+	}
+	if out, _ := run("maf-e2e", "get", "https://"+deniedHost+"/", fx.caB64); !strings.HasPrefix(out, "code=000") || !strings.Contains(out, "Forbidden") {
+		t.Fatalf("denied host: %s, want code=000 from the proxy's 403", out)
+	}
+	netInfo := dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", docker.NetworkName(n))
+	direct := []string{fx.targets[allowedHost] + ":443", fx.targets[deniedHost] + ":443", "172.17.0.1:22"}
+	for _, gw := range strings.Fields(netInfo) {
+		direct = append(direct, gw+":53")
+	}
+	for _, addr := range direct {
+		if out, code := run("maf-e2e", "dial", addr); code == 0 {
+			t.Errorf("direct connection to %s from the sandbox: %s", addr, out)
+		}
+	}
+	for _, name := range []string{allowedHost, deniedHost} {
+		if out, code := run("maf-e2e", "resolve", name); code == 0 {
+			t.Errorf("the sandbox resolved %s: %s", name, out)
+		}
+	}
+	if out, code := run("maf-e2e", "resolve", docker.ProxyName(n)); code != 0 {
+		t.Errorf("the sandbox could not resolve its proxy: %s", out)
+	}
+	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose: %v", f)
+	}
+	ws := sink.got()
+	if len(ws) != 1 {
+		t.Fatalf("windows: %+v, want exactly one", ws)
+	}
+	w := ws[0]
+	if w.Key != key || len(w.Decisions) != 2 || w.Decisions[0].Decision != sandbox.DecisionAllow || w.Decisions[0].Host != allowedHost ||
+		w.Decisions[1].Decision != sandbox.DecisionDeny || w.Decisions[1].Host != deniedHost || w.PrivateCIDRs != egressSubnet {
+		t.Fatalf("window %+v", w)
+	}
+	if left := leftovers(t, n); left != "" {
+		t.Fatalf("left behind: %s", left)
+	}
+}
