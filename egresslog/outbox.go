@@ -1,0 +1,225 @@
+package egresslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+)
+
+// Outbox is a bounded, in-memory queue in front of a [Publisher]. Enqueue never blocks on
+// NATS: it keeps the message and returns. One worker publishes the messages in the order they
+// were enqueued and retries the head with exponential backoff, with the same event ID, for as
+// long as NATS is unreachable — so an event outlives a NATS outage and arrives when NATS
+// returns. An event is never dropped silently: when the outbox is full Enqueue refuses it,
+// logs at Error and counts the refusal; a message the server refuses for good (its payload is
+// too large, its subject invalid) is logged at Error and counted as failed; messages still
+// held when Close gives up are logged at Error with their IDs.
+//
+// The outbox lives in memory: a crash loses what it holds (§3.6 allows that; a persisted
+// outbox would be the next step).
+type Outbox struct {
+	pub  Publisher
+	o    outboxOptions
+	log  *zap.Logger
+	mu   sync.Mutex
+	q    []Message
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	shut bool
+
+	delivered, refused, failed, attempts atomic.Int64
+}
+
+// OutboxStats counts what an outbox did.
+type OutboxStats struct {
+	Pending   int   // held now
+	Delivered int64 // accepted by the publisher
+	Refused   int64 // refused by Enqueue because the outbox was full
+	Failed    int64 // refused for good by the server
+	Attempts  int64 // publish attempts, retries included
+}
+
+// NewOutbox starts an outbox in front of pub. Close it to stop its worker.
+func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
+	if pub == nil {
+		return nil, fmt.Errorf("new outbox: %w: nil publisher", ErrInvalidEvent)
+	}
+	o := defaultOutboxOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	b := &Outbox{pub: pub, o: o, log: o.log.With(zap.String("op", "publish")),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go b.run()
+	return b, nil
+}
+
+// Enqueue keeps m for publication and returns at once. [ErrOutboxFull] when the outbox holds
+// its capacity (logged at Error and counted: the event is not kept), [ErrOutboxClosed] after
+// Close.
+func (b *Outbox) Enqueue(m Message) error {
+	b.mu.Lock()
+	if b.shut {
+		b.mu.Unlock()
+		return ErrOutboxClosed
+	}
+	if len(b.q) >= b.o.capacity {
+		b.mu.Unlock()
+		n := b.refused.Add(1)
+		b.log.Error("egress outbox full: event refused and NOT delivered",
+			zap.String("subject", m.Subject), zap.String("event_id", m.ID), zap.Int("capacity", b.o.capacity), zap.Int64("refused_total", n))
+		return fmt.Errorf("enqueue %s: %w", m.ID, ErrOutboxFull)
+	}
+	b.q = append(b.q, m)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Stats returns the outbox's counters.
+func (b *Outbox) Stats() OutboxStats {
+	b.mu.Lock()
+	pending := len(b.q)
+	b.mu.Unlock()
+	return OutboxStats{Pending: pending, Delivered: b.delivered.Load(), Refused: b.refused.Load(),
+		Failed: b.failed.Load(), Attempts: b.attempts.Load()}
+}
+
+// Close stops taking messages and keeps delivering what is held until it is empty or ctx
+// ends; what is then still held is logged at Error, one line per event ID, and returned as
+// the count. Close waits for the worker to stop.
+func (b *Outbox) Close(ctx context.Context) (undelivered int) {
+	b.mu.Lock()
+	already := b.shut
+	b.shut = true
+	b.mu.Unlock()
+	if !already {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-b.done:
+			}
+			close(b.stop)
+		}()
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+	<-b.done
+	b.mu.Lock()
+	left := b.q
+	b.q = nil
+	b.mu.Unlock()
+	for _, m := range left {
+		b.log.Error("egress outbox closed with an undelivered event", zap.String("subject", m.Subject), zap.String("event_id", m.ID))
+	}
+	return len(left)
+}
+
+// run is the worker: publish the head, retry it until it is accepted, then the next.
+func (b *Outbox) run() {
+	defer close(b.done)
+	for {
+		m, ok := b.head()
+		if !ok {
+			b.mu.Lock()
+			shut := b.shut
+			b.mu.Unlock()
+			if shut {
+				return
+			}
+			select {
+			case <-b.wake:
+				continue
+			case <-b.stop:
+				return
+			}
+		}
+		if !b.deliver(m) {
+			return
+		}
+		b.pop()
+	}
+}
+
+func (b *Outbox) head() (Message, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.q) == 0 {
+		return Message{}, false
+	}
+	return b.q[0], true
+}
+
+func (b *Outbox) pop() {
+	b.mu.Lock()
+	b.q = b.q[1:]
+	b.mu.Unlock()
+}
+
+// deliver publishes m until it is accepted or refused for good (true: take it off the queue)
+// or the outbox is stopped (false: keep it).
+func (b *Outbox) deliver(m Message) bool {
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.o.minBackoff), backoff.WithMaxInterval(b.o.maxBackoff),
+		backoff.WithMaxElapsedTime(0))
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), b.o.attemptTimeout)
+		go func() {
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		b.attempts.Add(1)
+		err := b.pub.Publish(ctx, m)
+		cancel()
+		if err == nil {
+			b.delivered.Add(1)
+			if attempt > 1 {
+				b.log.Info("egress event delivered after retries", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
+					zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(start)))
+			}
+			return true
+		}
+		if permanent(err) {
+			b.failed.Add(1)
+			b.log.Error("egress event refused by the server and NOT delivered", zap.String("subject", m.Subject),
+				zap.String("event_id", m.ID), zap.Error(err))
+			return true
+		}
+		if attempt == 1 {
+			b.log.Warn("egress event not delivered yet; kept and retried", zap.String("subject", m.Subject),
+				zap.String("event_id", m.ID), zap.Error(err))
+		} else {
+			b.log.Debug("egress event retry failed", zap.String("event_id", m.ID), zap.Int("attempt", attempt), zap.Error(err))
+		}
+		select {
+		case <-time.After(bo.NextBackOff()):
+		case <-b.stop:
+			return false
+		}
+	}
+}
+
+// permanent is the outbox's one classifier: only answers that no retry can change.
+func permanent(err error) bool {
+	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
+}

@@ -1,0 +1,208 @@
+package egresslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// fakePublisher fails while down is set and records what it accepted.
+type fakePublisher struct {
+	mu       sync.Mutex
+	down     bool
+	err      error
+	accepted []string
+}
+
+func (p *fakePublisher) Publish(ctx context.Context, m Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		if p.err != nil {
+			return p.err
+		}
+		return ErrNotConnected
+	}
+	p.accepted = append(p.accepted, m.ID)
+	return nil
+}
+
+func (p *fakePublisher) set(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+}
+
+func (p *fakePublisher) got() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.accepted...)
+}
+
+func msg(i int) Message {
+	return Message{Subject: "maf.sandbox.docker.egress.observed.s.k", ID: fmt.Sprintf("egw_%064d", i), Type: TypeEgressObserved, Data: []byte("{}")}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOutboxDeliversInOrderAfterOutage(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := &fakePublisher{down: true}
+	b, err := NewOutbox(p, WithBackoff(time.Millisecond, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := b.Enqueue(msg(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "retries", func() bool { return b.Stats().Attempts >= 3 })
+	if st := b.Stats(); st.Pending != 5 || st.Delivered != 0 {
+		t.Fatalf("stats during the outage %+v", st)
+	}
+	p.set(false)
+	waitFor(t, "delivery", func() bool { return b.Stats().Delivered == 5 })
+	got := p.got()
+	for i := range 5 {
+		if got[i] != msg(i).ID {
+			t.Fatalf("order %v", got)
+		}
+	}
+	if n := b.Close(context.Background()); n != 0 {
+		t.Fatalf("undelivered %d", n)
+	}
+	if err := b.Enqueue(msg(9)); !errors.Is(err, ErrOutboxClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+// A full outbox refuses loudly: an Error line and a counter, never a silent drop.
+func TestOutboxFullIsLoud(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	p := &fakePublisher{down: true}
+	b, err := NewOutbox(p, WithCapacity(2), WithBackoff(time.Millisecond, 5*time.Millisecond), WithOutboxLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := b.Enqueue(msg(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Enqueue(msg(2)); !errors.Is(err, ErrOutboxFull) {
+		t.Fatalf("third enqueue: %v, want ErrOutboxFull", err)
+	}
+	if st := b.Stats(); st.Refused != 1 || st.Pending != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	errs := logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("outbox full").All()
+	if len(errs) != 1 || errs[0].ContextMap()["event_id"] != msg(2).ID {
+		t.Fatalf("error logs %+v", logs.All())
+	}
+	// Closing with NATS still down reports each held event at Error.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if n := b.Close(ctx); n != 2 {
+		t.Fatalf("undelivered %d, want 2", n)
+	}
+	if n := logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("undelivered").Len(); n != 2 {
+		t.Fatalf("%d undelivered error lines, want 2", n)
+	}
+}
+
+func TestOutboxPermanentRefusalIsLoud(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	p := &fakePublisher{down: true, err: fmt.Errorf("publish: %w", nats.ErrMaxPayload)}
+	b, err := NewOutbox(p, WithOutboxLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enqueue(msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refusal", func() bool { return b.Stats().Failed == 1 })
+	if st := b.Stats(); st.Pending != 0 || st.Attempts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if logs.FilterLevelExact(zapcore.ErrorLevel).Len() != 1 {
+		t.Fatalf("logs %+v", logs.All())
+	}
+	b.Close(context.Background())
+}
+
+// NATS stopped → the event is kept → delivered, once, after NATS restarts on the same port
+// and store.
+func TestOutboxSurvivesNATSRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := runNATS(t, -1, dir)
+	port := s.Addr().(*net.TCPAddr).Port
+	nc := connect(t, s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	pub, err := NewJetStreamPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pub.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewOutbox(pub, WithBackoff(20*time.Millisecond, 200*time.Millisecond), WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	waitFor(t, "the client to notice", func() bool { return !nc.IsConnected() })
+
+	ev, err := testWindow().Event("E", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := EgressMessage(DefaultSubjectPrefix, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enqueue(m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "failed attempts", func() bool { return b.Stats().Attempts >= 2 })
+	if st := b.Stats(); st.Delivered != 0 || st.Pending != 1 {
+		t.Fatalf("stats while NATS is down %+v", st)
+	}
+
+	runNATS(t, port, dir)
+	waitFor(t, "delivery after the restart", func() bool { return b.Stats().Delivered == 1 })
+	msgs := streamMessages(t, nc, StreamEgress)
+	if len(msgs) != 1 {
+		t.Fatalf("stream holds %d events, want 1", len(msgs))
+	}
+	var got EgressObservedEvent
+	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil || got.EventID != ev.EventID {
+		t.Fatalf("event %+v %v", got, err)
+	}
+}

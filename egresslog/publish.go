@@ -1,0 +1,344 @@
+package egresslog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// This file is the wire side of egress observation (egress-and-reap.md §3.7): subjects, the
+// event payloads and the headers they travel with. docs/events.md describes the same thing
+// for subscribers in any language; change both together.
+
+// DefaultSubjectPrefix is the subject prefix when none is configured.
+const DefaultSubjectPrefix = "maf.sandbox.docker"
+
+// Subjects. Each has a wildcard form to subscribe to and a T template to format with the
+// prefix (and, for egress, the scope and kind tokens, see [Token]).
+const (
+	// SubjectEgressObserved carries one [EgressObservedEvent] per proxy window:
+	// <prefix>.egress.observed.<Token(scope)>.<Token(kind)>. Stream MAF_SANDBOX_EGRESS.
+	SubjectEgressObserved  = DefaultSubjectPrefix + ".egress.observed.*.*"
+	SubjectEgressObservedT = "%s.egress.observed.%s.%s"
+	// SubjectReapCompleted carries one [ReapCompletedEvent] per sweep: <prefix>.reap.completed.
+	// Stream MAF_SANDBOX_OPS.
+	SubjectReapCompleted  = DefaultSubjectPrefix + ".reap.completed"
+	SubjectReapCompletedT = "%s.reap.completed"
+)
+
+// Payload schemas (the "schema" field) and event types (the Maf-Event-Type header).
+const (
+	SchemaEgressObserved = "maf.sandbox.egress.observed/v1"
+	SchemaReapCompleted  = "maf.sandbox.reap.completed/v1"
+	TypeEgressObserved   = "egress.observed.v1"
+	TypeReapCompleted    = "reap.completed.v1"
+)
+
+// Headers every event carries.
+const (
+	HeaderMsgID       = "Nats-Msg-Id" // the event ID; JetStream drops a repeat inside its duplicate window
+	HeaderEventType   = "Maf-Event-Type"
+	HeaderContentType = "Content-Type" // always application/json
+)
+
+// BackendDocker is the "backend" of every event this engine publishes.
+const BackendDocker = "docker"
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// Token maps a raw value (a scope, a kind) to one NATS subject token: s itself when it matches
+// ^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$ and does not start with "h_", otherwise "h_" and the first 32
+// hex digits of SHA-256(s). Subscribers use it to build filters:
+// Token("tenant-1") is "tenant-1", so maf.sandbox.docker.egress.observed.tenant-1.> selects
+// that scope.
+func Token(s string) string {
+	if plainToken.MatchString(s) && !strings.HasPrefix(s, "h_") {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "h_" + hex.EncodeToString(sum[:])[:32]
+}
+
+// checkPrefix refuses a prefix that is not one or more plain, dot-separated subject tokens.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return fmt.Errorf("%w: empty subject prefix", ErrInvalidEvent)
+	}
+	for _, tok := range strings.Split(prefix, ".") {
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return fmt.Errorf("%w: subject prefix %q", ErrInvalidEvent, prefix)
+		}
+	}
+	return nil
+}
+
+// EgressSubject is the subject of a window of key's scope and kind under prefix.
+func EgressSubject(prefix, scope, kind string) string {
+	return fmt.Sprintf(SubjectEgressObservedT, prefix, Token(scope), Token(kind))
+}
+
+// ReapSubject is the subject of reap summaries under prefix.
+func ReapSubject(prefix string) string { return fmt.Sprintf(SubjectReapCompletedT, prefix) }
+
+// Trigger names the cleanup path that removed a proxy.
+type Trigger string
+
+// Triggers, as the "trigger" field spells them.
+const (
+	TriggerAcquire        Trigger = "acquire"
+	TriggerDispose        Trigger = "dispose"
+	TriggerDisposeScope   Trigger = "dispose_scope"
+	TriggerReap           Trigger = "reap"
+	TriggerSetupFailure   Trigger = "setup_failure"
+	TriggerTopologyRepair Trigger = "topology_repair"
+)
+
+// Window is one drained proxy window whose proxy's removal has succeeded or found it absent:
+// everything an [EgressObservedEvent] is built from.
+type Window struct {
+	ProxyID      string // the inspected 64-hex container ID that was read and removed
+	ProxyName    string
+	Kind         string // the proxy's maf-sandbox.kind label value
+	Key          sandbox.Key
+	Attribution  Attribution // label, legacy-selectors or caller-key
+	PrivateCIDRs string      // the proxy's maf-sandbox.private-cidrs.v1 label, "" when absent
+	Start        time.Time   // the proxy's State.StartedAt; zero when unknown
+	End          time.Time   // when the stop completed, or the log was read
+	Closed       bool        // false exactly when the stop failed (§3.2 step 3)
+	Decisions    []sandbox.EgressDecision
+	Truncated    bool
+	Unreadable   string
+	Trigger      Trigger
+	Removal      string // "removed" or "absent"
+	DrainSeconds float64
+}
+
+// EventKey is the sandbox key as events carry it.
+type EventKey struct {
+	Scope    string `json:"scope"`
+	ThreadID string `json:"threadId"`
+	AgentID  string `json:"agentId"`
+	CallID   string `json:"callId"`
+}
+
+// EventProxy names the proxy container a window came from.
+type EventProxy struct {
+	ContainerID string `json:"containerId"`
+	Name        string `json:"name"`
+}
+
+// EventWindow bounds a window.
+type EventWindow struct {
+	Start  *time.Time `json:"start"` // null when unknown
+	End    time.Time  `json:"end"`
+	Closed bool       `json:"closed"`
+}
+
+// EventDecision is one decision of a window, in the order the proxy wrote it.
+type EventDecision struct {
+	Verdict string     `json:"verdict"` // ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE
+	Host    string     `json:"host"`    // guest-chosen on DENY: treat as untrusted text
+	Port    int        `json:"port"`
+	At      *time.Time `json:"at,omitempty"`
+}
+
+// EventCounts counts a window's decisions by verdict.
+type EventCounts struct {
+	Allow         int `json:"allow"`
+	Deny          int `json:"deny"`
+	DenyNonGlobal int `json:"denyNonGlobal"`
+	Unreachable   int `json:"unreachable"`
+}
+
+// EgressObservedEvent is the JSON payload of SubjectEgressObserved (schema
+// [SchemaEgressObserved]).
+type EgressObservedEvent struct {
+	Schema       string          `json:"schema"`
+	EventID      string          `json:"eventId"` // "egw_" + the proxy's 64-hex container ID
+	Backend      string          `json:"backend"`
+	EngineID     string          `json:"engineId"`
+	Key          EventKey        `json:"key"`
+	Attribution  Attribution     `json:"attribution"`
+	Kind         string          `json:"kind"`
+	Proxy        EventProxy      `json:"proxy"`
+	PrivateCIDRs []string        `json:"privateCidrs"`
+	Window       EventWindow     `json:"window"`
+	Decisions    []EventDecision `json:"decisions"`
+	Counts       EventCounts     `json:"counts"`
+	Truncated    bool            `json:"truncated"`
+	Unreadable   *string         `json:"unreadable"`
+	Trigger      Trigger         `json:"trigger"`
+	Removal      string          `json:"removal"`
+	DrainSeconds float64         `json:"drainSeconds"`
+	PublishedAt  time.Time       `json:"publishedAt"`
+}
+
+var proxyID = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// EgressEventID is the stable ID of the window of the proxy container proxyID: one proxy
+// container is one window, so retries and overlapping drainers produce the same ID.
+func EgressEventID(proxyID string) string { return "egw_" + proxyID }
+
+// Event builds the window's event for the engine engineID, stamped publishedAt. It refuses
+// with [ErrInvalidEvent] a window that must not be published: a proxy ID that is not 64 hex,
+// an unattributed key, a removal that is neither "removed" nor "absent", or an empty window
+// (no decision and nothing unreadable: §3.1 emits nothing for it).
+func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
+	switch {
+	case !proxyID.MatchString(w.ProxyID):
+		return EgressObservedEvent{}, fmt.Errorf("%w: proxy ID %q is not 64 hex", ErrInvalidEvent, w.ProxyID)
+	case !w.Attribution.Attributed():
+		return EgressObservedEvent{}, fmt.Errorf("%w: window of %s is not attributed (%s)", ErrInvalidEvent, w.ProxyID, w.Attribution)
+	case w.Removal != "removed" && w.Removal != "absent":
+		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is neither removed nor absent", ErrInvalidEvent, w.Removal)
+	case len(w.Decisions) == 0 && w.Unreadable == "":
+		return EgressObservedEvent{}, fmt.Errorf("%w: empty window", ErrInvalidEvent)
+	}
+	ev := EgressObservedEvent{
+		Schema: SchemaEgressObserved, EventID: EgressEventID(w.ProxyID), Backend: BackendDocker, EngineID: engineID,
+		Key:         EventKey{Scope: w.Key.Scope, ThreadID: w.Key.ThreadID, AgentID: w.Key.AgentID, CallID: w.Key.CallID},
+		Attribution: w.Attribution, Kind: w.Kind,
+		Proxy:        EventProxy{ContainerID: w.ProxyID, Name: w.ProxyName},
+		PrivateCIDRs: []string{},
+		Window:       EventWindow{End: w.End.UTC(), Closed: w.Closed},
+		Decisions:    make([]EventDecision, 0, len(w.Decisions)),
+		Truncated:    w.Truncated, Trigger: w.Trigger, Removal: w.Removal, DrainSeconds: w.DrainSeconds,
+		PublishedAt: publishedAt.UTC(),
+	}
+	if w.PrivateCIDRs != "" {
+		ev.PrivateCIDRs = strings.Split(w.PrivateCIDRs, ",")
+	}
+	if !w.Start.IsZero() {
+		s := w.Start.UTC()
+		ev.Window.Start = &s
+	}
+	if w.Unreadable != "" {
+		u := w.Unreadable
+		ev.Unreadable = &u
+	}
+	for _, d := range w.Decisions {
+		ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port}
+		if !d.At.IsZero() {
+			at := d.At.UTC()
+			ed.At = &at
+		}
+		switch d.Decision {
+		case sandbox.DecisionAllow:
+			ev.Counts.Allow++
+		case sandbox.DecisionDeny:
+			ev.Counts.Deny++
+		case sandbox.DecisionDenyNonGlobal:
+			ev.Counts.DenyNonGlobal++
+		case sandbox.DecisionUnreachable:
+			ev.Counts.Unreachable++
+		}
+		ev.Decisions = append(ev.Decisions, ed)
+	}
+	return ev, nil
+}
+
+// ReapSummary is what a finished sweep reports: everything a [ReapCompletedEvent] is built
+// from. (This package does not import the reaper; the caller copies its result here.)
+type ReapSummary struct {
+	RunID           string // random, unique per sweep
+	OlderThan       time.Duration
+	Scope           string // "" for every scope
+	Cutoff          time.Time
+	StartedAt       time.Time
+	FinishedAt      time.Time
+	Disposed        int
+	ProxiesRemoved  int
+	NetworksRemoved int
+	Failures        []ReapFailure
+}
+
+// ReapFailure is one failure of a sweep, as the summary carries it.
+type ReapFailure struct {
+	Code         string `json:"code"` // unlisted, unreachable, timeout, refused
+	Detail       string `json:"detail"`
+	ResourceID   string `json:"resourceId"`
+	ResourceKind string `json:"resourceKind"` // workload, proxy, network, or "" (inventory-wide)
+}
+
+// ReapCompletedEvent is the JSON payload of SubjectReapCompleted (schema [SchemaReapCompleted]).
+type ReapCompletedEvent struct {
+	Schema           string        `json:"schema"`
+	EventID          string        `json:"eventId"` // "reap_" + the run ID
+	Backend          string        `json:"backend"`
+	EngineID         string        `json:"engineId"`
+	OlderThan        string        `json:"olderThan"` // a Go duration, e.g. "24h0m0s"
+	OlderThanSeconds float64       `json:"olderThanSeconds"`
+	Scope            *string       `json:"scope"` // null: every scope
+	Cutoff           time.Time     `json:"cutoff"`
+	StartedAt        time.Time     `json:"startedAt"`
+	FinishedAt       time.Time     `json:"finishedAt"`
+	Disposed         int           `json:"disposed"`
+	ProxiesRemoved   int           `json:"proxiesRemoved"`
+	NetworksRemoved  int           `json:"networksRemoved"`
+	Failures         []ReapFailure `json:"failures"`
+	PublishedAt      time.Time     `json:"publishedAt"`
+}
+
+var runID = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+
+// Event builds the summary's event. [ErrInvalidEvent] for a run ID that is not 8–64 of
+// [A-Za-z0-9_-] or a non-positive age.
+func (s ReapSummary) Event(engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
+	if !runID.MatchString(s.RunID) {
+		return ReapCompletedEvent{}, fmt.Errorf("%w: run ID %q", ErrInvalidEvent, s.RunID)
+	}
+	if s.OlderThan <= 0 {
+		return ReapCompletedEvent{}, fmt.Errorf("%w: age %s", ErrInvalidEvent, s.OlderThan)
+	}
+	ev := ReapCompletedEvent{
+		Schema: SchemaReapCompleted, EventID: "reap_" + s.RunID, Backend: BackendDocker, EngineID: engineID,
+		OlderThan: s.OlderThan.String(), OlderThanSeconds: s.OlderThan.Seconds(),
+		Cutoff: s.Cutoff.UTC(), StartedAt: s.StartedAt.UTC(), FinishedAt: s.FinishedAt.UTC(),
+		Disposed: s.Disposed, ProxiesRemoved: s.ProxiesRemoved, NetworksRemoved: s.NetworksRemoved,
+		Failures: append([]ReapFailure{}, s.Failures...), PublishedAt: publishedAt.UTC(),
+	}
+	if s.Scope != "" {
+		sc := s.Scope
+		ev.Scope = &sc
+	}
+	return ev, nil
+}
+
+// Message is one event ready to publish: its subject, its ID (sent as Nats-Msg-Id), its type
+// (sent as Maf-Event-Type) and its JSON payload.
+type Message struct {
+	Subject string
+	ID      string
+	Type    string
+	Data    []byte
+}
+
+// EgressMessage encodes ev for prefix.
+func EgressMessage(prefix string, ev EgressObservedEvent) (Message, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return Message{}, err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode egress event: %w", err)
+	}
+	return Message{Subject: EgressSubject(prefix, ev.Key.Scope, ev.Kind), ID: ev.EventID, Type: TypeEgressObserved, Data: data}, nil
+}
+
+// ReapMessage encodes ev for prefix.
+func ReapMessage(prefix string, ev ReapCompletedEvent) (Message, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return Message{}, err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode reap event: %w", err)
+	}
+	return Message{Subject: ReapSubject(prefix), ID: ev.EventID, Type: TypeReapCompleted, Data: data}, nil
+}

@@ -1,0 +1,265 @@
+package egresslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+const testProxyID = "3f9c000000000000000000000000000000000000000000000000000000000001"
+
+func TestToken(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"tenant-1", "tenant-1"},
+		{"A_b-9", "A_b-9"},
+		{strings.Repeat("x", 63), strings.Repeat("x", 63)},
+		{strings.Repeat("x", 64), "h_"},
+		{"h_abc", "h_"},
+		{"-lead", "h_"},
+		{"_lead", "h_"},
+		{"", "h_"},
+		{"a.b", "h_"},
+		{"a b", "h_"},
+		{"a*", "h_"},
+		{"ü", "h_"},
+	}
+	for _, tc := range cases {
+		got := Token(tc.in)
+		if tc.want == "h_" {
+			if len(got) != 34 || !strings.HasPrefix(got, "h_") || Token(tc.in) != got {
+				t.Errorf("Token(%q) = %q, want h_ and 32 hex", tc.in, got)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("Token(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// Known digest: sha256("") starts e3b0c44298fc1c149afbf4c8996fb924.
+	if got := Token(""); got != "h_e3b0c44298fc1c149afbf4c8996fb924" {
+		t.Errorf("Token(\"\") = %q", got)
+	}
+}
+
+func testWindow() Window {
+	at := time.Date(2026, 5, 1, 12, 0, 1, 5, time.UTC)
+	return Window{
+		ProxyID: testProxyID, ProxyName: "maf-sandbox-docker-0123456789ab-proxy", Kind: "codeact",
+		Key:         sandbox.Key{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"},
+		Attribution: AttributionLabel, PrivateCIDRs: "10.213.0.0/24,10.9.0.0/16",
+		Start: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), End: time.Date(2026, 5, 1, 12, 5, 0, 0, time.UTC), Closed: true,
+		Decisions: []sandbox.EgressDecision{
+			{Decision: sandbox.DecisionAllow, Host: "allowed.example", Port: 443, At: at},
+			{Decision: sandbox.DecisionDeny, Host: "evil.example", Port: 443},
+			{Decision: sandbox.DecisionDenyNonGlobal, Host: "10.0.0.1", Port: 443},
+		},
+		Trigger: TriggerDispose, Removal: "removed", DrainSeconds: 0.41,
+	}
+}
+
+func TestWindowEvent(t *testing.T) {
+	pub := time.Date(2026, 5, 1, 12, 5, 1, 0, time.UTC)
+	ev, err := testWindow().Event("ENGINE:ID", pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := EgressMessage(DefaultSubjectPrefix, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "maf.sandbox.docker.egress.observed.tenant-1.codeact" || m.ID != "egw_"+testProxyID || m.Type != TypeEgressObserved {
+		t.Fatalf("message %+v", m)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(m.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"schema": "maf.sandbox.egress.observed/v1", "eventId": "egw_" + testProxyID, "backend": "docker", "engineId": "ENGINE:ID",
+		"key":         map[string]any{"scope": "tenant-1", "threadId": "t-1", "agentId": "devops", "callId": ""},
+		"attribution": "label", "kind": "codeact",
+		"proxy":        map[string]any{"containerId": testProxyID, "name": "maf-sandbox-docker-0123456789ab-proxy"},
+		"privateCidrs": []any{"10.213.0.0/24", "10.9.0.0/16"},
+		"window":       map[string]any{"start": "2026-05-01T12:00:00Z", "end": "2026-05-01T12:05:00Z", "closed": true},
+		"decisions": []any{
+			map[string]any{"verdict": "ALLOW", "host": "allowed.example", "port": 443.0, "at": "2026-05-01T12:00:01.000000005Z"},
+			map[string]any{"verdict": "DENY", "host": "evil.example", "port": 443.0},
+			map[string]any{"verdict": "DENY-NONGLOBAL", "host": "10.0.0.1", "port": 443.0},
+		},
+		"counts":    map[string]any{"allow": 1.0, "deny": 1.0, "denyNonGlobal": 1.0, "unreachable": 0.0},
+		"truncated": false, "unreadable": nil, "trigger": "dispose", "removal": "removed", "drainSeconds": 0.41,
+		"publishedAt": "2026-05-01T12:05:01Z",
+	}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Fatalf("event\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+}
+
+func TestWindowEventRefusals(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Window)
+	}{
+		{"short proxy ID", func(w *Window) { w.ProxyID = "3f9c" }},
+		{"unattributed", func(w *Window) { w.Attribution = AttributionNone }},
+		{"refused attribution", func(w *Window) { w.Attribution = AttributionRefused }},
+		{"removal failed", func(w *Window) { w.Removal = "refused" }},
+		{"empty window", func(w *Window) { w.Decisions = nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testWindow()
+			tc.edit(&w)
+			if _, err := w.Event("e", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+				t.Fatalf("err %v, want ErrInvalidEvent", err)
+			}
+		})
+	}
+	// Unreadable alone is worth an event, with window.closed false when the stop failed.
+	w := testWindow()
+	w.Decisions, w.Unreadable, w.Closed, w.Start = nil, "the proxy could not be stopped", false, time.Time{}
+	ev, err := w.Event("e", time.Now())
+	if err != nil || ev.Unreadable == nil || ev.Window.Closed || ev.Window.Start != nil || len(ev.Decisions) != 0 || ev.Decisions == nil {
+		t.Fatalf("unreadable window: %+v %v", ev, err)
+	}
+	if _, err := EgressMessage("bad prefix", ev); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("bad prefix: %v", err)
+	}
+}
+
+func TestReapSummaryEvent(t *testing.T) {
+	s := ReapSummary{RunID: "01HZX7RUN0000", OlderThan: 24 * time.Hour, Scope: "tenant-1",
+		Cutoff: time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
+		FinishedAt: time.Date(2026, 5, 1, 12, 0, 3, 0, time.UTC), Disposed: 1, ProxiesRemoved: 1, NetworksRemoved: 1,
+		Failures: []ReapFailure{{Code: "refused", Detail: "x: boom", ResourceID: "abc", ResourceKind: "network"}}}
+	ev, err := s.Event("E", s.FinishedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReapMessage("ops.prefix", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "ops.prefix.reap.completed" || m.ID != "reap_01HZX7RUN0000" || m.Type != TypeReapCompleted {
+		t.Fatalf("message %+v", m)
+	}
+	if !strings.Contains(string(m.Data), `"schema":"maf.sandbox.reap.completed/v1"`) || !strings.Contains(string(m.Data), `"scope":"tenant-1"`) ||
+		!strings.Contains(string(m.Data), `"olderThanSeconds":86400`) || !strings.Contains(string(m.Data), `"resourceKind":"network"`) {
+		t.Fatalf("payload %s", m.Data)
+	}
+	s.Scope, s.Failures = "", nil
+	ev, _ = s.Event("E", s.FinishedAt)
+	data, _ := json.Marshal(ev)
+	if !strings.Contains(string(data), `"scope":null`) || !strings.Contains(string(data), `"failures":[]`) {
+		t.Fatalf("payload %s", data)
+	}
+	for _, bad := range []ReapSummary{{RunID: "short", OlderThan: time.Hour}, {RunID: "long-enough-id", OlderThan: 0}} {
+		if _, err := bad.Event("E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+			t.Fatalf("%+v: %v", bad, err)
+		}
+	}
+}
+
+// A subscriber receives exactly one event per window, with the headers and fields of §3.7;
+// a repeat with the same ID is acknowledged and dropped by the stream.
+func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
+	s := runNATS(t, -1, t.TempDir())
+	nc := connect(t, s.ClientURL())
+	pub, err := NewJetStreamPublisher(nc, WithDuplicateWindow(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := nc.SubscribeSync(DefaultSubjectPrefix + ".egress.observed." + Token("tenant-1") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := testWindow().Event("E", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := EgressMessage(DefaultSubjectPrefix, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // overlapping drainers publish the same window
+		if err := pub.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := streamMessages(t, nc, StreamEgress)
+	if len(msgs) != 1 {
+		t.Fatalf("stream holds %d events, want 1", len(msgs))
+	}
+	h := msgs[0].Headers()
+	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v1" || h.Get(HeaderContentType) != "application/json" {
+		t.Fatalf("headers %v", h)
+	}
+	var got EgressObservedEvent
+	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.EventID != ev.EventID || got.Key.Scope != "tenant-1" || len(got.Decisions) != 3 || got.Decisions[1].Host != "evil.example" {
+		t.Fatalf("event %+v", got)
+	}
+	// The core subscription saw the publications themselves (core NATS does not de-duplicate:
+	// subscribers that do not read the stream de-duplicate on eventId).
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A second window (another proxy container) is another event.
+	w2 := testWindow()
+	w2.ProxyID = strings.Repeat("b", 64)
+	ev2, _ := w2.Event("E", time.Now())
+	m2, _ := EgressMessage(DefaultSubjectPrefix, ev2)
+	if err := pub.Publish(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(streamMessages(t, nc, StreamEgress)); n != 2 {
+		t.Fatalf("stream holds %d events, want 2", n)
+	}
+	// Reap summaries go to their own stream.
+	rev, _ := ReapSummary{RunID: "run-00000001", OlderThan: time.Hour}.Event("E", time.Now())
+	rm, _ := ReapMessage(DefaultSubjectPrefix, rev)
+	if err := pub.Publish(ctx, rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(streamMessages(t, nc, StreamOps)); n != 1 {
+		t.Fatalf("ops stream holds %d, want 1", n)
+	}
+}
+
+func TestCorePublish(t *testing.T) {
+	s := runNATS(t, -1, t.TempDir())
+	nc := connect(t, s.ClientURL())
+	sub, err := nc.SubscribeSync(SubjectEgressObserved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := testWindow().Event("E", time.Now())
+	m, _ := EgressMessage(DefaultSubjectPrefix, ev)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := NewCorePublisher(nc).Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Header.Get(HeaderMsgID) != m.ID || string(got.Data) != string(m.Data) {
+		t.Fatalf("got %v %s", got.Header, got.Data)
+	}
+	nc.Close()
+	if err := NewCorePublisher(nc).Publish(ctx, m); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("closed connection: %v", err)
+	}
+}
