@@ -99,7 +99,7 @@ func containsFold(stderr []byte, phrase string) bool {
 //
 // Per command, the answers behind the phrases:
 //
-//	run:     docker: Error response from daemon: Conflict. The container name "/capA" is already in use by container "341e…". …
+//	run, create: docker: Error response from daemon: Conflict. The container name "/capA" is already in use by container "341e…". …
 //	network: Error response from daemon: network with name capnet already exists
 //	pause:   Error response from daemon: Container 341e… is already paused
 //	pause:   Error response from daemon: Container 4adc… is not running
@@ -116,7 +116,7 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 	}
 	switch op {
-	case "run":
+	case "run", "create":
 		if containsFold(stderr, "already in use") {
 			return ErrConflict
 		}

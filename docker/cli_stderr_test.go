@@ -57,6 +57,7 @@ func TestClassify(t *testing.T) {
 		{"pause, already paused", []string{"pause"}, "capA", capturedAlreadyPaused, ErrPaused},
 		{"pause, stopped", []string{"pause"}, "capC", capturedNotRunning, ErrNotRunning},
 		{"run, name in use", []string{"run", "-d"}, "capA", capturedConflict, ErrConflict},
+		{"create, name in use", []string{"create"}, "capA", capturedConflict, ErrConflict},
 		{"run, start failed", []string{"run", "-d"}, "capC", capturedRunStartFailed, nil},
 		{"image inspect, absent", []string{"image", "inspect"}, "nosuch/image:tag", capturedNoSuchImage, ErrNotFound},
 		{"network create, exists", []string{"network", "create"}, "capnet", capturedNetworkExists, ErrNetworkExists},
