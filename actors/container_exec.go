@@ -107,17 +107,9 @@ func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest
 // (a final link is what gets unlinked), then rm run as root only when every walked component
 // is the host's. Not frozen: the daemon refuses exec on a frozen guest; the reach rule bounds it.
 func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) error {
-	target, err := a.target(m.InstanceID)
+	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "remove")
 	if err != nil {
 		return err
-	}
-	wd := paths.Normalize(a.workingDir(m.WorkDir))
-	abs, err := paths.ConfineResolve(m.Path, wd)
-	if err != nil {
-		return err
-	}
-	if abs == wd {
-		return &sandbox.NotConfinedError{Path: m.Path, WorkDir: wd, Reason: "refusing to remove the working directory itself"}
 	}
 	var owners []paths.Owner
 	record := func(_ string, e *docker.Entry) { owners = append(owners, paths.Owner{UID: e.UID, Mode: e.Mode}) }

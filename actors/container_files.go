@@ -38,6 +38,24 @@ func (a *containerActor) target(instanceID string) (string, error) {
 	return instanceID, nil
 }
 
+// locate is the string-only part of every path call, before any engine call or freeze: the
+// instance the handle addresses, the working directory resolved under the base, and the path
+// confined to it. A non-empty refuseWD names the operation that may not target the working
+// directory itself.
+func (a *containerActor) locate(instanceID, p, wd, refuseWD string) (target, abs, wdAbs string, err error) {
+	if target, err = a.target(instanceID); err != nil {
+		return "", "", "", err
+	}
+	wdAbs = paths.Normalize(a.workingDir(wd))
+	if abs, err = paths.ConfineResolve(p, wdAbs); err != nil {
+		return "", "", "", err
+	}
+	if refuseWD != "" && abs == wdAbs {
+		return "", "", "", &sandbox.NotConfinedError{Path: p, WorkDir: wdAbs, Reason: "refusing to " + refuseWD + " the working directory itself"}
+	}
+	return target, abs, wdAbs, nil
+}
+
 // guestStat is the unconfined, no-follow stat the ancestor walk runs on: the engine's archive
 // header, never the guest. record, when set, sees every entry found.
 func (a *containerActor) guestStat(target string, memo *statMemo, record func(abs string, e *docker.Entry)) paths.StatFunc {
@@ -69,12 +87,7 @@ func fileStat(rel string, e *docker.Entry) *sandbox.FileStat {
 }
 
 func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sandbox.FileStat, error) {
-	target, err := a.target(m.InstanceID)
-	if err != nil {
-		return nil, err
-	}
-	wd := a.workingDir(m.WorkDir)
-	abs, err := paths.ConfineResolve(m.Path, wd)
+	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "")
 	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
 	}
@@ -97,15 +110,10 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 }
 
 func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]byte, error) {
-	target, err := a.target(m.InstanceID)
-	if err != nil {
-		return nil, err
-	}
 	if m.MaxBytes < 0 {
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("max bytes must not be negative, got %d", m.MaxBytes)}
 	}
-	wd := a.workingDir(m.WorkDir)
-	abs, err := paths.ConfineResolve(m.Path, wd)
+	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "")
 	if err != nil {
 		return nil, err
 	}
@@ -158,17 +166,9 @@ func isProtocolError(err error) bool {
 }
 
 func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) error {
-	target, err := a.target(m.InstanceID)
+	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "write over")
 	if err != nil {
 		return err
-	}
-	wd := paths.Normalize(a.workingDir(m.WorkDir))
-	abs, err := paths.ConfineResolve(m.Path, wd)
-	if err != nil {
-		return err
-	}
-	if abs == wd {
-		return &sandbox.NotConfinedError{Path: m.Path, WorkDir: wd, Reason: "refusing to write over the working directory itself"}
 	}
 	f := a.facts
 	uid, gid := 0, 0
