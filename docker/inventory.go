@@ -206,3 +206,21 @@ func (c *CLI) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 }
 
 var _ Inventory = (*CLI)(nil)
+
+// EngineID returns the daemon's ID (`docker info --format {{.ID}}`), the "engineId" of the
+// events this engine publishes. It is not part of [Inventory].
+func (c *CLI) EngineID(ctx context.Context) (string, error) {
+	args := []string{"info", "--format", "{{.ID}}"}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return "", fmt.Errorf("engine id: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("engine id: %w", fail(args, "", res))
+	}
+	id := strings.TrimSpace(string(res.Stdout))
+	if id == "" || strings.ContainsAny(id, " \t\r\n") {
+		return "", fmt.Errorf("engine id: unreadable answer %q", id)
+	}
+	return id, nil
+}

@@ -146,3 +146,14 @@ func TestInventoryRemoveNetwork(t *testing.T) {
 }
 
 var errAny = errors.New("any")
+
+func TestEngineID(t *testing.T) {
+	c, _ := newFakeCLI(t, "FAKE_info_EXIT=0", "FAKE_info_STDOUT=ABCD:EFGH\n")
+	if id, err := c.EngineID(context.Background()); err != nil || id != "ABCD:EFGH" {
+		t.Fatalf("id %q %v", id, err)
+	}
+	c, _ = newFakeCLI(t, "FAKE_info_EXIT=0", "FAKE_info_STDOUT=")
+	if _, err := c.EngineID(context.Background()); err == nil {
+		t.Fatal("empty answer accepted")
+	}
+}

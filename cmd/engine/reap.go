@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,10 +13,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
 )
 
@@ -31,6 +35,10 @@ func reapCmd(ctx context.Context, args []string) error {
 	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the engine is the one its context or DOCKER_HOST names)")
 	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each engine call of the sweep")
 	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
+	natsURL := fs.String("nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
+	natsCore := fs.Bool("nats-core", false, "publish on core NATS instead of the JetStream stream "+egresslog.StreamOps)
+	natsPrefix := fs.String("nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
+	natsWait := fs.Duration("nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
 			"Removes the sandboxes, egress proxies and networks this engine created longer ago than\n"+
@@ -84,6 +92,11 @@ func reapCmd(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *natsURL != "" && !res.DryRun {
+		if err := publishReap(ctx, cli, log, res, *natsURL, *natsPrefix, *natsCore, *natsWait); err != nil {
+			return err
+		}
 	}
 	if len(res.Failures) > 0 {
 		return fmt.Errorf("reap: %w (%d)", errReapFailures, len(res.Failures))
@@ -201,4 +214,57 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
+// unreachable, for at most wait; not delivered by then is an error (the command exits
+// non-zero), never a silent loss.
+func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
+	engineID, err := cli.EngineID(ctx)
+	if err != nil {
+		return fmt.Errorf("reap summary: %w", err)
+	}
+	run := make([]byte, 16)
+	_, _ = rand.Read(run)
+	sum := egresslog.ReapSummary{RunID: hex.EncodeToString(run), OlderThan: res.OlderThan, Scope: res.Scope, Cutoff: res.Cutoff,
+		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved,
+		NetworksRemoved: res.NetworksRemoved}
+	for _, f := range res.Failures {
+		sum.Failures = append(sum.Failures, egresslog.ReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	ev, err := sum.Event(engineID, time.Now())
+	if err != nil {
+		return fmt.Errorf("reap summary: %w", err)
+	}
+	msg, err := egresslog.ReapMessage(prefix, ev)
+	if err != nil {
+		return fmt.Errorf("reap summary: %w", err)
+	}
+	nc, err := nats.Connect(url, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("reap summary: connect %s: %w", url, err)
+	}
+	defer nc.Close()
+	var pub egresslog.Publisher = egresslog.NewCorePublisher(nc)
+	if !core {
+		if pub, err = egresslog.NewJetStreamPublisher(nc, egresslog.WithSubjectPrefix(prefix)); err != nil {
+			return fmt.Errorf("reap summary: %w", err)
+		}
+	}
+	box, err := egresslog.NewOutbox(pub, egresslog.WithOutboxLogger(log), egresslog.WithBackoff(200*time.Millisecond, 5*time.Second))
+	if err != nil {
+		return fmt.Errorf("reap summary: %w", err)
+	}
+	if err := box.Enqueue(msg); err != nil {
+		box.Close(ctx)
+		return fmt.Errorf("reap summary: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if n := box.Close(wctx); n > 0 {
+		return fmt.Errorf("reap summary %s: not delivered to %s within %s", msg.ID, url, wait)
+	}
+	fmt.Fprintf(os.Stderr, "published %s on %s\n", msg.ID, msg.Subject)
+	return nil
 }
