@@ -1,0 +1,533 @@
+package messages
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The wire messages of the NATS API (package service answers them, package client sends
+// them). They are JSON with snake_case names. Every request carries an [APIEnvelope] and
+// every response an [APIResponse], each with a type value naming the message and the API
+// version; requests and responses come in pairs (APIExecRequest, APIExecResponse). Byte
+// fields ([]byte) travel as standard base64, durations as integer milliseconds in fields
+// ending _ms. docs/nats-api.md describes every message.
+
+// APIVersion is the version every type value below carries.
+const APIVersion = "v1"
+
+// APITypePrefix starts every type value.
+const APITypePrefix = "maf.sandbox.api.v1."
+
+// Type values of the wire messages, in request/response pairs.
+const (
+	APIAcquireRequestType         = APITypePrefix + "acquire_request"
+	APIAcquireResponseType        = APITypePrefix + "acquire_response"
+	APIExecRequestType            = APITypePrefix + "exec_request"
+	APIExecResponseType           = APITypePrefix + "exec_response"
+	APIExecChunkType              = APITypePrefix + "exec_chunk"
+	APIRunCodeRequestType         = APITypePrefix + "run_code_request"
+	APIRunCodeResponseType        = APITypePrefix + "run_code_response"
+	APIWriteFileRequestType       = APITypePrefix + "write_file_request"
+	APIWriteFileResponseType      = APITypePrefix + "write_file_response"
+	APIUploadChunkRequestType     = APITypePrefix + "upload_chunk_request"
+	APIUploadChunkResponseType    = APITypePrefix + "upload_chunk_response"
+	APIReadFileRequestType        = APITypePrefix + "read_file_request"
+	APIReadFileResponseType       = APITypePrefix + "read_file_response"
+	APIDownloadChunkRequestType   = APITypePrefix + "download_chunk_request"
+	APIDownloadChunkResponseType  = APITypePrefix + "download_chunk_response"
+	APIStatFileRequestType        = APITypePrefix + "stat_file_request"
+	APIStatFileResponseType       = APITypePrefix + "stat_file_response"
+	APIRemoveRequestType          = APITypePrefix + "remove_request"
+	APIRemoveResponseType         = APITypePrefix + "remove_response"
+	APIListDirRequestType         = APITypePrefix + "list_dir_request"
+	APIListDirResponseType        = APITypePrefix + "list_dir_response"
+	APIReclaimRequestType         = APITypePrefix + "reclaim_request"
+	APIReclaimResponseType        = APITypePrefix + "reclaim_response"
+	APIResetRequestType           = APITypePrefix + "reset_request"
+	APIResetResponseType          = APITypePrefix + "reset_response"
+	APICollectOutputsRequestType  = APITypePrefix + "collect_outputs_request"
+	APICollectOutputsResponseType = APITypePrefix + "collect_outputs_response"
+	APIDisposeRequestType         = APITypePrefix + "dispose_request"
+	APIDisposeResponseType        = APITypePrefix + "dispose_response"
+	APIDisposeScopeRequestType    = APITypePrefix + "dispose_scope_request"
+	APIDisposeScopeResponseType   = APITypePrefix + "dispose_scope_response"
+	APIReapRequestType            = APITypePrefix + "reap_request"
+	APIReapResponseType           = APITypePrefix + "reap_response"
+	APIDeclarationsRequestType    = APITypePrefix + "declarations_request"
+	APIDeclarationsResponseType   = APITypePrefix + "declarations_response"
+	APIHealthRequestType          = APITypePrefix + "health_request"
+	APIHealthResponseType         = APITypePrefix + "health_response"
+)
+
+// APIEnvelope is what every request carries around its body. Key is the host's: it comes
+// from the request context of the host that sends the request, never from a command or a
+// model. Sandbox names the handle an acquire returned, for the calls addressed to one
+// sandbox; the engine refuses a handle that was acquired under another key.
+type APIEnvelope struct {
+	Type    string  `json:"type"`
+	Key     *APIKey `json:"key,omitempty"`
+	Sandbox string  `json:"sandbox,omitempty"`
+	// WaitMS is how long the caller will wait for the reply; the engine abandons the call
+	// after it. 0 leaves the call bounded by its own timeouts only.
+	WaitMS int64 `json:"wait_ms,omitempty"`
+}
+
+// APIKey is a sandbox key. Acquire and dispose need scope, thread_id and agent_id;
+// dispose_scope needs scope and thread_id; call_id is set only for call-scoped workloads.
+type APIKey struct {
+	Scope    string `json:"scope"`
+	ThreadID string `json:"thread_id"`
+	AgentID  string `json:"agent_id,omitempty"`
+	CallID   string `json:"call_id,omitempty"`
+}
+
+// APIResponse is what every response carries: its type, and the error when the call failed
+// (then the other fields are zero).
+type APIResponse struct {
+	Type  string    `json:"type"`
+	Error *APIError `json:"error,omitempty"`
+}
+
+// APIError is a failure: a stable code from the table in package service, the error's text,
+// and the typed error's fields (snake_case) from which a Go client rebuilds the same error.
+type APIError struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}
+
+// APIBlob is a byte payload: inline in Data when it fits in one message, otherwise left on
+// the engine as a transfer that the client fetches chunk by chunk with download_chunk
+// requests. Size and SHA256 (lower-case hex) describe the whole content either way, and the
+// receiver checks both.
+type APIBlob struct {
+	Data     []byte `json:"data,omitempty"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Transfer string `json:"transfer,omitempty"`
+	Chunks   int    `json:"chunks,omitempty"`
+}
+
+// APISpec is a workload spec. The engine builds it with sandbox.NewSpec: an omitted field
+// takes the protocol's default (closed egress, requires exec and files_in, default transfer
+// limits, conversation scope) and a bad value is refused as NewSpec refuses it.
+type APISpec struct {
+	Kind                    string              `json:"kind"`
+	Image                   string              `json:"image,omitempty"`
+	ImageID                 string              `json:"image_id,omitempty"`
+	Egress                  string              `json:"egress,omitempty"`
+	EgressAllow             []APIEgressRule     `json:"egress_allow,omitempty"`
+	WorkDir                 *string             `json:"work_dir,omitempty"`
+	Labels                  map[string]string   `json:"labels,omitempty"`
+	Requires                []string            `json:"requires,omitempty"`
+	MinIsolation            *string             `json:"min_isolation,omitempty"`
+	DeclaredOutputs         []APIDeclaredOutput `json:"declared_outputs,omitempty"`
+	FilesIn                 *APITransferLimits  `json:"files_in,omitempty"`
+	FilesOut                *APITransferLimits  `json:"files_out,omitempty"`
+	OutputsNamedAtCallTime  bool                `json:"outputs_named_at_call_time,omitempty"`
+	RequiresOSFamily        *string             `json:"requires_os_family,omitempty"`
+	HostTools               *APIHostTools       `json:"host_tools,omitempty"`
+	IsolationScope          string              `json:"isolation_scope,omitempty"`
+	MinCleanup              *string             `json:"min_cleanup,omitempty"`
+	ConfinedToGuestCallPath bool                `json:"confined_to_guest_call_path,omitempty"`
+	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
+}
+
+// APIEgressRule is one allowlist entry.
+type APIEgressRule struct {
+	Host      string   `json:"host"`
+	Methods   []string `json:"methods,omitempty"`
+	Authority string   `json:"authority,omitempty"`
+}
+
+// APIDeclaredOutput is a file a workload leaves for collection. Disposition defaults to
+// land and Required to true.
+type APIDeclaredOutput struct {
+	Path        string  `json:"path"`
+	Disposition string  `json:"disposition,omitempty"`
+	MediaType   string  `json:"media_type,omitempty"`
+	Required    *bool   `json:"required,omitempty"`
+	Name        *string `json:"name,omitempty"`
+}
+
+// APITransferLimits caps one direction of file transfer.
+type APITransferLimits struct {
+	MaxBytesPerFile int64 `json:"max_bytes_per_file"`
+	MaxTotalBytes   int64 `json:"max_total_bytes"`
+	MaxFiles        int64 `json:"max_files"`
+}
+
+// APIHostTools is the sealed summary of a host-tool registry.
+type APIHostTools struct {
+	ResultIntegrity  *string           `json:"result_integrity,omitempty"`
+	OutboundCaps     []string          `json:"outbound_caps,omitempty"`
+	Identities       []string          `json:"identities,omitempty"`
+	RequiresApproval bool              `json:"requires_approval,omitempty"`
+	HasUndeclared    bool              `json:"has_undeclared,omitempty"`
+	ResponseLimits   APITransferLimits `json:"response_limits"`
+	MaxCallsPerRun   int               `json:"max_calls_per_run,omitempty"`
+}
+
+// APIAcquireRequest gets or creates the sandbox of (envelope key, spec.kind).
+type APIAcquireRequest struct {
+	APIEnvelope
+	Spec APISpec `json:"spec"`
+}
+
+// APIAcquireResponse names the sandbox handed out.
+type APIAcquireResponse struct {
+	APIResponse
+	Sandbox *APISandbox `json:"sandbox,omitempty"`
+}
+
+// APISandbox is an acquired sandbox. ID is the handle later calls put in the envelope's
+// sandbox field; Engine is the engine that holds it, whose subjects those calls go to.
+type APISandbox struct {
+	ID         string `json:"id"`
+	Engine     string `json:"engine"`
+	Kind       string `json:"kind"`
+	InstanceID string `json:"instance_id"`
+	WorkDir    string `json:"work_dir,omitempty"`
+	Created    bool   `json:"created"`
+}
+
+// APIExecRequest runs a command: exactly one of argv (element by element, never re-split)
+// and shell (evaluated by sh -c). With stream_to set, the engine publishes
+// [APIExecChunk] messages there as output arrives, before the response.
+type APIExecRequest struct {
+	APIEnvelope
+	Argv           []string `json:"argv,omitempty"`
+	Shell          string   `json:"shell,omitempty"`
+	WorkDir        string   `json:"work_dir"`
+	TimeoutMS      int64    `json:"timeout_ms"`
+	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
+	StreamTo       string   `json:"stream_to,omitempty"`
+}
+
+// APIExecResult is a command's outcome: the real exit code and the separate output streams.
+type APIExecResult struct {
+	ExitCode           int     `json:"exit_code"`
+	Stdout             APIBlob `json:"stdout"`
+	Stderr             APIBlob `json:"stderr"`
+	ProducerOwnsStderr bool    `json:"producer_owns_stderr,omitempty"`
+	// Chunks is how many [APIExecChunk] messages went to stream_to before this response.
+	Chunks int `json:"chunks,omitempty"`
+}
+
+// APIExecResponse is an exec's result.
+type APIExecResponse struct {
+	APIResponse
+	APIExecResult
+}
+
+// APIExecChunk is a piece of a streaming exec's output, published on the request's
+// stream_to subject. Seq counts from 0 across both streams, in publishing order.
+type APIExecChunk struct {
+	Type   string `json:"type"`
+	Seq    int    `json:"seq"`
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Data   []byte `json:"data"`
+}
+
+// APIRunCodeRequest evaluates code in the guest runtime.
+type APIRunCodeRequest struct {
+	APIEnvelope
+	Code      string `json:"code"`
+	TimeoutMS int64  `json:"timeout_ms"`
+}
+
+// APIRunCodeResponse is the evaluation's result.
+type APIRunCodeResponse struct {
+	APIResponse
+	APIExecResult
+}
+
+// APIWriteFileRequest writes a file byte-exact. The content is inline in content, or was
+// sent before with upload_chunk requests under the upload id named here; size and sha256
+// (lower-case hex) are checked against what arrived before anything is written (sha256 is
+// required for an upload, optional inline).
+type APIWriteFileRequest struct {
+	APIEnvelope
+	Path    string `json:"path"`
+	WorkDir string `json:"work_dir"`
+	Content []byte `json:"content,omitempty"`
+	Upload  string `json:"upload,omitempty"`
+	Size    int64  `json:"size,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+}
+
+// APIWriteFileResponse says the write landed.
+type APIWriteFileResponse struct {
+	APIResponse
+}
+
+// APIUploadChunkRequest sends one piece of a file to write. Upload is an id the client
+// chooses (a NATS token); seq counts from 0 and must arrive in order.
+type APIUploadChunkRequest struct {
+	APIEnvelope
+	Upload string `json:"upload"`
+	Seq    int    `json:"seq"`
+	Data   []byte `json:"data"`
+}
+
+// APIUploadChunkResponse acknowledges a chunk with the bytes received so far.
+type APIUploadChunkResponse struct {
+	APIResponse
+	Received int64 `json:"received"`
+}
+
+// APIReadFileRequest reads a regular file, refused above max_bytes (never truncated).
+type APIReadFileRequest struct {
+	APIEnvelope
+	Path     string `json:"path"`
+	WorkDir  string `json:"work_dir"`
+	MaxBytes int64  `json:"max_bytes"`
+}
+
+// APIReadFileResponse carries the file.
+type APIReadFileResponse struct {
+	APIResponse
+	Content APIBlob `json:"content"`
+}
+
+// APIDownloadChunkRequest fetches one chunk of a transfer an earlier response left on the
+// engine. Fetching the last chunk releases the transfer.
+type APIDownloadChunkRequest struct {
+	APIEnvelope
+	Transfer string `json:"transfer"`
+	Seq      int    `json:"seq"`
+}
+
+// APIDownloadChunkResponse carries the chunk.
+type APIDownloadChunkResponse struct {
+	APIResponse
+	Data []byte `json:"data"`
+	Last bool   `json:"last"`
+}
+
+// APIStatFileRequest describes a path without following its last component.
+type APIStatFileRequest struct {
+	APIEnvelope
+	Path    string `json:"path"`
+	WorkDir string `json:"work_dir"`
+}
+
+// APIFileStat describes one guest entry; size is present only for a regular file.
+type APIFileStat struct {
+	Path string `json:"path"`
+	Kind string `json:"kind"`
+	Size *int64 `json:"size,omitempty"`
+}
+
+// APIStatFileResponse carries the entry; stat is null when the entry does not exist.
+type APIStatFileResponse struct {
+	APIResponse
+	Stat *APIFileStat `json:"stat"`
+}
+
+// APIRemoveRequest deletes a path (a link itself, never its target); a directory needs
+// recursive.
+type APIRemoveRequest struct {
+	APIEnvelope
+	Path      string `json:"path"`
+	WorkDir   string `json:"work_dir"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// APIRemoveResponse says the removal landed (absent is success).
+type APIRemoveResponse struct {
+	APIResponse
+}
+
+// APIListDirRequest lists a directory's immediate children.
+type APIListDirRequest struct {
+	APIEnvelope
+	Path    string `json:"path"`
+	WorkDir string `json:"work_dir"`
+}
+
+// APIListDirResponse carries the children.
+type APIListDirResponse struct {
+	APIResponse
+	Entries []APIFileStat `json:"entries"`
+}
+
+// APIReclaimRequest removes a framework-created directory below work_dir.
+type APIReclaimRequest struct {
+	APIEnvelope
+	Dir       string `json:"dir"`
+	WorkDir   string `json:"work_dir"`
+	TimeoutMS int64  `json:"timeout_ms"`
+}
+
+// APIReclaimResponse says the reclaim landed.
+type APIReclaimResponse struct {
+	APIResponse
+}
+
+// APIResetRequest restores the sandbox's pre-input baseline.
+type APIResetRequest struct {
+	APIEnvelope
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+// APIResetResponse carries the instance ID after the reset.
+type APIResetResponse struct {
+	APIResponse
+	InstanceID string `json:"instance_id"`
+}
+
+// APICollectOutputsRequest collects the outputs the acquire's spec declares, plus
+// call_time_outputs when the spec names outputs at call time, in the order and with the
+// checks of sandbox.CollectOutputs. Normalization is the receiving sink's ("nfc", the
+// default, or "none").
+type APICollectOutputsRequest struct {
+	APIEnvelope
+	CallTimeOutputs []APIDeclaredOutput `json:"call_time_outputs,omitempty"`
+	Normalization   string              `json:"normalization,omitempty"`
+}
+
+// APIArtifact is one collected landing output.
+type APIArtifact struct {
+	Name      string  `json:"name"`
+	Kind      string  `json:"kind"`
+	MediaType string  `json:"media_type,omitempty"`
+	Content   APIBlob `json:"content"`
+}
+
+// APICollectOutputsResponse carries the artifacts in declaration order.
+type APICollectOutputsResponse struct {
+	APIResponse
+	Artifacts []APIArtifact `json:"artifacts"`
+}
+
+// APIDisposeRequest deletes the envelope key's sandboxes: every kind, or only kind, or only
+// one instance.
+type APIDisposeRequest struct {
+	APIEnvelope
+	Kind       *string `json:"kind,omitempty"`
+	InstanceID string  `json:"instance_id,omitempty"`
+}
+
+// APIDisposalFailure says a disposal may have left something behind. Code is one of
+// unreachable, timeout, refused, unlisted, unknown; detail is for logs.
+type APIDisposalFailure struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// APIDisposeResponse carries what may remain; undisposed null means nothing was reported.
+// A disposal never fails the caller, so error is set only for a request that was refused
+// (a missing key, say).
+type APIDisposeResponse struct {
+	APIResponse
+	Undisposed *APIDisposalFailure `json:"undisposed,omitempty"`
+}
+
+// APIDisposeScopeRequest deletes every sandbox of the conversation (key.scope,
+// key.thread_id).
+type APIDisposeScopeRequest struct {
+	APIEnvelope
+}
+
+// APIDisposeScopeResponse counts what was disposed and carries what may remain.
+type APIDisposeScopeResponse struct {
+	APIResponse
+	Disposed   int                 `json:"disposed"`
+	Undisposed *APIDisposalFailure `json:"undisposed,omitempty"`
+}
+
+// APIReapRequest sweeps sandboxes created more than older_than_ms ago, on every scope or
+// only scope.
+type APIReapRequest struct {
+	APIEnvelope
+	OlderThanMS int64  `json:"older_than_ms"`
+	Scope       string `json:"scope,omitempty"`
+}
+
+// APIReapFailure is one resource the sweep could not remove.
+type APIReapFailure struct {
+	Code         string `json:"code"`
+	Detail       string `json:"detail"`
+	ResourceID   string `json:"resource_id,omitempty"`
+	ResourceKind string `json:"resource_kind,omitempty"`
+}
+
+// APIReapResponse counts what the sweep removed.
+type APIReapResponse struct {
+	APIResponse
+	Disposed        int              `json:"disposed"`
+	ProxiesRemoved  int              `json:"proxies_removed"`
+	NetworksRemoved int              `json:"networks_removed"`
+	Failures        []APIReapFailure `json:"failures,omitempty"`
+}
+
+// APIDeclarationsRequest asks what the engine's backends declare.
+type APIDeclarationsRequest struct {
+	APIEnvelope
+}
+
+// APIDeclarations is a backend's self-description. A null capabilities or limits means the
+// protocol's default; an empty list is a real, empty declaration.
+type APIDeclarations struct {
+	Capabilities               []string             `json:"capabilities"`
+	Limits                     *APISandboxLimits    `json:"limits"`
+	EgressModes                []string             `json:"egress_modes"`
+	OSFamilies                 []string             `json:"os_families"`
+	IsolationScopes            []string             `json:"isolation_scopes"`
+	ObservesEgress             bool                 `json:"observes_egress"`
+	EgressMethodTokens         []string             `json:"egress_method_tokens,omitempty"`
+	AttachedIdentity           *APIAttachedIdentity `json:"attached_identity,omitempty"`
+	RequiresExclusiveAdmission bool                 `json:"requires_exclusive_admission,omitempty"`
+}
+
+// APISandboxLimits are a backend's transfer ceilings in each direction.
+type APISandboxLimits struct {
+	FilesIn  APITransferLimits `json:"files_in"`
+	FilesOut APITransferLimits `json:"files_out"`
+}
+
+// APIAttachedIdentity bounds a platform identity a backend attaches to sandboxes.
+type APIAttachedIdentity struct {
+	Scope            string   `json:"scope"`
+	RetentionSeconds int64    `json:"retention_seconds"`
+	Channels         []string `json:"channels,omitempty"`
+}
+
+// APIBackend is one backend the engine's router knows.
+type APIBackend struct {
+	Name         string          `json:"name"`
+	Isolation    string          `json:"isolation"`
+	Declarations APIDeclarations `json:"declarations"`
+}
+
+// APIDeclarationsResponse lists the engine's backends; selected names the one that serves
+// specs (empty when the router selects per spec). The limits say what one message carries:
+// content up to chunk_size bytes travels inline, anything larger in chunks of that size, and
+// no file is larger than max_file_bytes.
+type APIDeclarationsResponse struct {
+	APIResponse
+	Engine          string       `json:"engine"`
+	Selected        string       `json:"selected,omitempty"`
+	Backends        []APIBackend `json:"backends"`
+	ChunkSize       int          `json:"chunk_size"`
+	MaxRequestBytes int          `json:"max_request_bytes"`
+	MaxFileBytes    int64        `json:"max_file_bytes"`
+}
+
+// APIHealthRequest asks whether the engine is serving.
+type APIHealthRequest struct {
+	APIEnvelope
+}
+
+// APIHealthResponse says how the engine is: status "ok", or "draining" while it shuts down.
+type APIHealthResponse struct {
+	APIResponse
+	Engine    string    `json:"engine"`
+	Version   string    `json:"version"`
+	Status    string    `json:"status"`
+	StartedAt time.Time `json:"started_at"`
+	InFlight  int       `json:"in_flight"`
+	Sandboxes int       `json:"sandboxes"`
+	Backends  []string  `json:"backends"`
+}

@@ -1,0 +1,119 @@
+package service
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+func strp(s string) *string { return &s }
+
+// TestSpecFromWire checks that the wire spec maps onto sandbox.NewSpec: defaults when
+// fields are omitted, the same typed refusal for a bad value.
+func TestSpecFromWire(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      messages.APISpec
+		check   func(sandbox.Spec) bool
+		wantErr error
+	}{
+		{"defaults", messages.APISpec{Kind: "shell", Image: "busybox"}, func(s sandbox.Spec) bool {
+			return s.Egress == sandbox.EgressClosed && s.Requires.Has(sandbox.Exec) && s.Requires.Has(sandbox.FilesIn) &&
+				s.FilesIn == sandbox.DefaultTransferLimits() && s.IsolationScope == sandbox.ScopeConversation
+		}, nil},
+		{"hosts mean allowlist", messages.APISpec{Kind: "k", EgressAllow: []messages.APIEgressRule{{Host: "example.com"}}},
+			func(s sandbox.Spec) bool { return s.Egress == sandbox.EgressAllowlist && len(s.EgressAllow) == 1 }, nil},
+		{"empty requires is empty", messages.APISpec{Kind: "k", Requires: []string{}},
+			func(s sandbox.Spec) bool { return len(s.Requires) == 0 }, nil},
+		{"no kind", messages.APISpec{Image: "x"}, nil, sandbox.ErrInvalid},
+		{"unknown egress", messages.APISpec{Kind: "k", Egress: "open"}, nil, sandbox.ErrInvalid},
+		{"unknown capability", messages.APISpec{Kind: "k", Requires: []string{"teleport"}}, nil, sandbox.ErrInvalid},
+		{"unknown rung", messages.APISpec{Kind: "k", MinIsolation: strp("process")}, nil, sandbox.ErrInvalid},
+		{"unknown scope", messages.APISpec{Kind: "k", IsolationScope: "forever"}, nil, sandbox.ErrInvalid},
+		{"hosts with closed egress", messages.APISpec{Kind: "k", Egress: "closed", EgressAllow: []messages.APIEgressRule{{Host: "a"}}}, nil, sandbox.ErrInvalid},
+		{"lower-case method", messages.APISpec{Kind: "k", EgressAllow: []messages.APIEgressRule{{Host: "a", Methods: []string{"get"}}}}, nil, sandbox.ErrInvalid},
+		{"unknown disposition", messages.APISpec{Kind: "k", DeclaredOutputs: []messages.APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
+		{"unknown identity", messages.APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &messages.APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := SpecFromWire(tc.in)
+			if tc.wantErr != nil {
+				var ia *sandbox.InvalidArgumentError
+				if !errors.Is(err, tc.wantErr) || !errors.As(err, &ia) {
+					t.Fatalf("err %v, want an *sandbox.InvalidArgumentError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err %v", err)
+			}
+			if !s.Valid() || !tc.check(s) {
+				t.Fatalf("spec %+v fails its check", s)
+			}
+		})
+	}
+}
+
+// TestSpecRoundTrips checks SpecFromWire(SpecToWire(s)) == s for a spec that sets every
+// field.
+func TestSpecRoundTrips(t *testing.T) {
+	integrity := sandbox.SourceTrusted
+	name := "report.txt"
+	spec, err := sandbox.NewSpec("codeact",
+		sandbox.WithImage("img"), sandbox.WithImageID("sha256:abc"),
+		sandbox.WithAllowlist(sandbox.EgressRule{Host: "api.example.com", Methods: []string{"GET"}, Authority: "a"}),
+		sandbox.WithWorkDir("/srv/w"), sandbox.WithLabels(map[string]string{"team": "x"}),
+		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.HostTools),
+		sandbox.WithIsolationFloor(sandbox.IsolationContainer),
+		sandbox.WithDeclaredOutputs(sandbox.Output("out/r.txt"), sandbox.DeclaredOutput{Path: "x", Disposition: sandbox.DispositionConsume, MediaType: "text/plain", Name: &name}),
+		sandbox.WithFilesIn(sandbox.TransferLimits{MaxBytesPerFile: 1, MaxTotalBytes: 2, MaxFiles: 3}),
+		sandbox.WithFilesOut(sandbox.TransferLimits{MaxBytesPerFile: 4, MaxTotalBytes: 5, MaxFiles: 6}),
+		sandbox.WithOutputsNamedAtCallTime(), sandbox.WithRequiresOSFamily(sandbox.OSPosix),
+		sandbox.WithHostTools(sandbox.HostToolAggregate{ResultIntegrity: &integrity, OutboundCaps: []string{"c"},
+			Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, RequiresApproval: true, HasUndeclared: true,
+			ResponseLimits: sandbox.TransferLimits{MaxBytesPerFile: 7, MaxTotalBytes: 8, MaxFiles: 9}, MaxCallsPerRun: 10}),
+		sandbox.WithIsolationScope(sandbox.ScopeCall), sandbox.WithCleanupFloor(sandbox.CleanupReset),
+		sandbox.WithConfinedToGuestCallPath(), sandbox.WithExclusiveAdmission(),
+	)
+	if err != nil {
+		t.Fatalf("new spec: %v", err)
+	}
+	back, err := SpecFromWire(SpecToWire(spec))
+	if err != nil {
+		t.Fatalf("from wire: %v", err)
+	}
+	if !reflect.DeepEqual(back, spec) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, spec)
+	}
+}
+
+func TestDeclarationsRoundTrip(t *testing.T) {
+	cases := []struct {
+		name string
+		d    sandbox.Declarations
+	}{
+		{"silent", sandbox.Declarations{EgressModes: sandbox.NewEgressSet()}},
+		{"full", sandbox.Declarations{
+			Capabilities:    sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesOut),
+			Limits:          &sandbox.SandboxLimits{FilesIn: sandbox.DefaultTransferLimits(), FilesOut: sandbox.TransferLimits{MaxFiles: 1}},
+			EgressModes:     sandbox.NewEgressSet(sandbox.EgressClosed, sandbox.EgressAllowlist),
+			OSFamilies:      []sandbox.OSFamily{sandbox.OSPosix},
+			IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
+			ObservesEgress:  true, EgressMethodTokens: []string{"GET"},
+			AttachedIdentity:           &sandbox.AttachedIdentityDeclaration{Scope: sandbox.ScopeCall, RetentionSeconds: 5, Channels: []string{"c"}},
+			RequiresExclusiveAdmission: true,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DeclarationsFromWire(DeclarationsToWire(tc.d))
+			if !reflect.DeepEqual(got, tc.d) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.d)
+			}
+		})
+	}
+}
