@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
@@ -24,8 +26,10 @@ var reaping sync.Map // *Backend → struct{}
 // [reaper.Reap] for the rules, the options and what the error means. It fails with
 // [sandbox.ErrUnsupported] when the engine implementation cannot take an inventory
 // ([docker.Inventory]), and with [ErrReapInProgress] while another Reap of this backend runs.
-// The sweep logs through the backend's logger; pass [reaper.WithDrainer] to drain proxies
-// before their removal.
+// The sweep logs through the backend's logger. When the backend has an egress sink
+// ([WithEgressSink]), every proxy is drained before its removal by the same inspected ID and
+// its window reaches the sink only after that removal succeeded or found it absent (§4.8),
+// filed under the key its own labels carry; a [reaper.WithDrainer] among opts replaces that.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...reaper.Option) (reaper.Result, error) {
 	inv, ok := b.inventory()
 	if !ok {
@@ -35,7 +39,11 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...rea
 		return reaper.Result{}, ErrReapInProgress
 	}
 	defer reaping.Delete(b)
-	all := append([]reaper.Option{reaper.WithLogger(b.log)}, opts...)
+	all := []reaper.Option{reaper.WithLogger(b.log)}
+	if b.egress.sink != nil {
+		all = append(all, reaper.WithDrainer(reapDrainer{b}))
+	}
+	all = append(all, opts...)
 	return reaper.Reap(ctx, inv, olderThan, all...)
 }
 
@@ -49,4 +57,26 @@ func (b *Backend) inventory() (docker.Inventory, bool) {
 	}
 	inv, ok := e.(docker.Inventory)
 	return inv, ok
+}
+
+// reapDrainer drains a proxy the reaper is about to remove through the backend's own drain
+// (§3.2): expected ID = the inventory ID, no caller key, trigger "reap".
+type reapDrainer struct{ b *Backend }
+
+// Drain implements [reaper.Drainer].
+func (d reapDrainer) Drain(ctx context.Context, proxy docker.Resource) reaper.Publication {
+	w, id, err := d.b.drain(ctx, proxy.ID, proxy.ID, nil, "reap")
+	if err != nil {
+		d.b.log.Info("reap could not drain a proxy; it is removed unreported", zap.String("container_id", proxy.ID), zap.Error(err))
+		return nil
+	}
+	if w == nil || id == "" {
+		return nil
+	}
+	sink := d.b.egress.sink
+	return func(ctx context.Context, removal docker.RemoveOutcome) {
+		if removal == docker.Removed || removal == docker.Absent {
+			sink.EgressDrained(context.WithoutCancel(ctx), *w)
+		}
+	}
 }
