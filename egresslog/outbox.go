@@ -223,3 +223,19 @@ func (b *Outbox) deliver(m Message) bool {
 func permanent(err error) bool {
 	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
 }
+
+// EnqueueWindow builds w's event for the engine engineID, stamped now, encodes it for prefix
+// and enqueues it: the one call a sink needs once the proxy's removal succeeded or found it
+// absent. [ErrInvalidEvent] for a window that must not be published (nothing is enqueued),
+// otherwise as [Outbox.Enqueue].
+func (b *Outbox) EnqueueWindow(prefix, engineID string, w Window) error {
+	ev, err := w.Event(engineID, time.Now())
+	if err != nil {
+		return err
+	}
+	m, err := EgressMessage(prefix, ev)
+	if err != nil {
+		return err
+	}
+	return b.Enqueue(m)
+}

@@ -206,3 +206,24 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 		t.Fatalf("event %+v %v", got, err)
 	}
 }
+
+func TestOutboxEnqueueWindow(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := &fakePublisher{}
+	b, err := NewOutbox(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", testWindow()); err != nil {
+		t.Fatal(err)
+	}
+	empty := testWindow()
+	empty.Decisions = nil
+	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", empty); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("empty window: %v", err)
+	}
+	b.Close(context.Background())
+	if got := p.got(); len(got) != 1 || got[0] != "egw_"+testProxyID {
+		t.Fatalf("published %v", got)
+	}
+}
