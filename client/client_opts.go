@@ -1,0 +1,102 @@
+package client
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+)
+
+// Option configures a [Backend]. Nil options are skipped; the first error stops
+// construction.
+type Option func(*options) error
+
+type options struct {
+	logger      *zap.Logger
+	prefix      string
+	engine      string
+	callTimeout time.Duration
+	retryWait   time.Duration
+}
+
+func defaultOptions() options {
+	return options{
+		logger:      zap.NewNop(),
+		prefix:      service.DefaultPrefix,
+		callTimeout: 5 * time.Minute,
+		retryWait:   30 * time.Second,
+	}
+}
+
+var (
+	prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	tokenRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
+
+func errOption(format string, a ...any) error {
+	return &sandbox.InvalidArgumentError{Reason: "client: " + fmt.Sprintf(format, a...)}
+}
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) error {
+		if l != nil {
+			o.logger = l
+		}
+		return nil
+	}
+}
+
+// WithPrefix sets the subject prefix of the engine pool to talk to (default
+// [service.DefaultPrefix]).
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		if !prefixRE.MatchString(prefix) {
+			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
+		}
+		o.prefix = prefix
+		return nil
+	}
+}
+
+// WithEngine sends every call, cold ones included, to the engine of this ID instead of the
+// pool's shared subjects (default: the pool).
+func WithEngine(id string) Option {
+	return func(o *options) error {
+		if !tokenRE.MatchString(id) {
+			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
+		}
+		o.engine = id
+		return nil
+	}
+}
+
+// WithCallTimeout bounds a call whose ctx has no deadline (default 5 minutes); an exec or
+// reclaim gets its own timeout on top. No call waits without a bound.
+func WithCallTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return errOption("call timeout must be positive, got %s", d)
+		}
+		o.callTimeout = d
+		return nil
+	}
+}
+
+// WithRetryWait bounds how long a call keeps retrying while no engine can take it (none
+// subscribed, or the one that answered is at its limit) before it fails with a
+// [*service.EngineUnavailableError] (default 30 s). A call addressed to one sandbox is not
+// retried when its engine is gone: that sandbox went with it.
+func WithRetryWait(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return errOption("retry wait must not be negative, got %s", d)
+		}
+		o.retryWait = d
+		return nil
+	}
+}

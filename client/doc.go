@@ -1,0 +1,15 @@
+// Package client is the Go client of the engine's NATS API: [New] returns a
+// [sandbox.Backend] whose sandboxes are held by a remote engine, so code written against
+// package sandbox runs unchanged whether the engine is embedded or across NATS (the
+// conformance suites run through it).
+//
+// Errors come back as the engine's typed errors: a reply's error code rebuilds the same
+// sandbox error type, so errors.As(err, &notConfined) and errors.Is(err, sandbox.ErrRefused)
+// work as they do in process. Calls that no engine could take fail with a
+// [*service.EngineUnavailableError] (errors.Is(err, service.ErrUnavailable)); cold calls are
+// retried for a while first, so a client waiting through an engine restart gets an answer.
+// Every call is bounded: by ctx's deadline, or else by the call timeout.
+//
+// Files larger than one NATS message go in chunks, checked against their SHA-256; an exec
+// can stream its output with [Sandbox.ExecStream].
+package client

@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+)
+
+// call is one request: where it goes, what it carries and what it expects back.
+type call struct {
+	subject  string
+	env      *messages.APIEnvelope // the request's envelope, whose wait_ms call sets
+	req      any
+	resp     any    // pointer to the response struct
+	respType string // the response type the engine must answer with
+	extra    time.Duration
+	// pinned marks a call addressed to one engine: when nobody answers its subject, that
+	// engine is gone and the call is not retried.
+	pinned bool
+}
+
+// do sends c and decodes its reply, retrying while no engine can take it. Without a ctx
+// deadline the call is bounded by the call timeout plus c.extra (an exec's own timeout).
+func (b *Backend) do(ctx context.Context, c call) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.o.callTimeout+c.extra)
+		defer cancel()
+	}
+	var policy backoff.BackOff = &backoff.StopBackOff{}
+	if b.o.retryWait > 0 {
+		exp := backoff.NewExponentialBackOff()
+		exp.InitialInterval = 50 * time.Millisecond
+		exp.MaxInterval = time.Second
+		exp.MaxElapsedTime = b.o.retryWait
+		policy = exp
+	}
+	attempt := 0
+	return backoff.Retry(func() error {
+		attempt++
+		err := b.once(ctx, c)
+		if err != nil && retryable(err, c.pinned) && ctx.Err() == nil {
+			b.log.Debug("retry call", zap.String("subject", c.subject), zap.Int("attempt", attempt), zap.Error(err))
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(policy, ctx))
+}
+
+// retryable is the one classifier of the client: only an engine that did not take the
+// call is worth asking again, and a pinned call's engine being gone is final.
+func retryable(err error, pinned bool) bool {
+	var ue *service.EngineUnavailableError
+	if !errors.As(err, &ue) {
+		return false
+	}
+	var re *service.RemoteError
+	fromEngine := errors.As(err, &re) // busy or stopping: the engine answered
+	return fromEngine || !pinned
+}
+
+// once sends c once.
+func (b *Backend) once(ctx context.Context, c call) error {
+	if dl, ok := ctx.Deadline(); ok && c.env != nil {
+		c.env.WaitMS = max(time.Until(dl).Milliseconds(), 1)
+	}
+	data, err := json.Marshal(c.req)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	msg, err := b.nc.RequestWithContext(ctx, c.subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return &service.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("request %s: %w", c.subject, err)
+	case err != nil:
+		return fmt.Errorf("request %s: %w", c.subject, err)
+	}
+	var head messages.APIResponse
+	if err := json.Unmarshal(msg.Data, &head); err != nil {
+		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine's reply on %s is not JSON: %v", c.subject, err)}
+	}
+	if head.Error != nil {
+		return service.DecodeError(head.Error)
+	}
+	if head.Type != c.respType {
+		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine answered %s with type %q, want %q", c.subject, head.Type, c.respType)}
+	}
+	if err := json.Unmarshal(msg.Data, c.resp); err != nil {
+		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("decode the %s reply: %v", c.respType, err)}
+	}
+	return nil
+}

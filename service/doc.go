@@ -1,0 +1,43 @@
+// Package service answers the sandbox protocol on NATS: every router and sandbox operation
+// (acquire, exec, write/read/stat file, remove, collect outputs, dispose, dispose scope,
+// reap, declarations, health) is a nats micro endpoint taking and returning the JSON wire
+// messages of package messages. docs/nats-api.md is the reference a client in any language
+// needs; package client is the Go client.
+//
+// # Subjects and engines
+//
+// Every subject is a constant in subjects.go. Cold calls (acquire, dispose, dispose_scope,
+// reap, declarations, health) go to shared subjects answered in one queue group, so several
+// engines can share them; an acquire's reply names the engine that holds the sandbox and a
+// handle, and every later call on that sandbox goes to that engine's own subjects
+// (…engine.<id>.…), where queue groups are disabled. The key of a call always comes from
+// the request envelope the host sends, never from inside a command, and a handle is refused
+// under any key but the one it was acquired with.
+//
+// # Errors
+//
+// A failed call replies with the response type and an error object {code, message,
+// detail}. The code comes from the one table in errors.go, which maps every error type of
+// package sandbox (and this package's own) to a stable string; [DecodeError] rebuilds the
+// same typed error, so errors.As and errors.Is work across NATS. The code and message also
+// travel in micro's Nats-Service-Error-Code and Nats-Service-Error headers.
+//
+// # Transfers
+//
+// A payload that does not fit in one NATS message travels in chunks: a client uploads a
+// large file with upload_chunk requests before its write_file, and a large read, exec output
+// or artifact comes back as a transfer the client downloads chunk by chunk. Either way the
+// receiver checks the size and SHA-256 of the whole before using it, and one file is at most
+// 64 MiB.
+//
+// # Streaming exec
+//
+// An exec request that names a stream_to subject gets APIExecChunk messages there, then its
+// response. A sandbox that implements [StreamingSandbox] hands output over while the command
+// runs; for any other the engine publishes the output's chunks when the command ends.
+//
+// # Shutdown
+//
+// [Service.Stop] drains: the endpoints stop taking requests, the requests already taken
+// finish (bounded by the caller's context), and only then does Stop return.
+package service

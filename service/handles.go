@@ -1,0 +1,101 @@
+package service
+
+import (
+	"sync"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// handle is one sandbox this engine handed out: the acquire's key and spec travel with it,
+// so later calls are checked against the key and collect_outputs uses the spec.
+type handle struct {
+	id   string
+	key  sandbox.Key
+	spec sandbox.Spec
+	sb   sandbox.Sandbox
+
+	mu       sync.Mutex
+	instance string // the instance ID, changed by Reset
+}
+
+func (h *handle) instanceID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.instance
+}
+
+// handles is the engine's table of sandboxes handed out. Acquiring the same instance again
+// returns the same handle, so the table holds one entry per live sandbox.
+type handles struct {
+	mu         sync.Mutex
+	byID       map[string]*handle
+	byInstance map[handleKey]string
+}
+
+type handleKey struct {
+	id       sandbox.SandboxID
+	instance string
+}
+
+func newHandles() *handles {
+	return &handles{byID: map[string]*handle{}, byInstance: map[handleKey]string{}}
+}
+
+// put records sb, acquired for key and spec, and returns its handle.
+func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hk := handleKey{sandbox.Identity(key, spec.Kind), sb.InstanceID()}
+	if id, ok := t.byInstance[hk]; ok {
+		if h := t.byID[id]; h != nil {
+			h.sb, h.spec = sb, spec
+			return h
+		}
+	}
+	h := &handle{id: nuid.Next(), key: key, spec: spec, sb: sb, instance: sb.InstanceID()}
+	t.byID[h.id] = h
+	t.byInstance[hk] = h.id
+	return h
+}
+
+// get returns the handle of id, or nil.
+func (t *handles) get(id string) *handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// reset records that h's sandbox now runs as instance.
+func (t *handles) reset(h *handle, instance string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.spec.Kind), h.instanceID()})
+	h.mu.Lock()
+	h.instance = instance
+	h.mu.Unlock()
+	t.byInstance[handleKey{sandbox.Identity(h.key, h.spec.Kind), instance}] = h.id
+}
+
+// drop forgets every handle match accepts and returns their IDs.
+func (t *handles) drop(match func(*handle) bool) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []string
+	for id, h := range t.byID {
+		if match(h) {
+			delete(t.byID, id)
+			delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.spec.Kind), h.instanceID()})
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// len counts the handles.
+func (t *handles) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}

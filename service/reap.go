@@ -1,0 +1,42 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Reaper sweeps sandboxes by age (egress-and-reap spec §4). The Docker backend does not
+// offer one yet; [WithReaper] installs one, and without it reap requests fail with an
+// [*sandbox.UnsupportedError].
+type Reaper interface {
+	// Reap removes the sandboxes created more than olderThan ago, on every scope or only
+	// scope. Its error is only for an invalid argument or a cancelled ctx; operational
+	// problems are in the result's Failures.
+	Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)
+}
+
+// ReapResult counts what a sweep removed.
+type ReapResult struct {
+	Disposed        int // workload containers removed
+	ProxiesRemoved  int // proxy containers removed
+	NetworksRemoved int
+	Failures        []ReapFailure
+}
+
+// ReapFailure is one resource a sweep could not remove.
+type ReapFailure struct {
+	Code         sandbox.DisposalCode // unlisted, unreachable, timeout or refused
+	Detail       string
+	ResourceID   string
+	ResourceKind string // "workload", "proxy", "network" or "" (inventory-wide)
+}
+
+// ReaperFunc adapts a function to [Reaper].
+type ReaperFunc func(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)
+
+// Reap calls f.
+func (f ReaperFunc) Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error) {
+	return f(ctx, olderThan, scope)
+}

@@ -1,0 +1,133 @@
+package service
+
+import (
+	"context"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// The calls that are not addressed to one sandbox: acquire, dispose, dispose scope, reap,
+// declarations and health. They are answered on shared subjects (one engine of the pool)
+// and on each engine's own.
+
+func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
+	req, err := decode[messages.APIAcquireRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	key, err := requireKey(&req.APIEnvelope, true)
+	if err != nil {
+		return nil, err
+	}
+	if req.Sandbox != "" {
+		return nil, &BadRequestError{Reason: "an acquire names no sandbox handle: it returns one"}
+	}
+	spec, err := SpecFromWire(req.Spec)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := s.router.Acquire(ctx, key, spec)
+	if err != nil {
+		return nil, err
+	}
+	h := s.handles.put(key, spec, sb)
+	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
+	if b, ok := sb.(interface{ WorkDir() string }); ok {
+		out.WorkDir = b.WorkDir()
+	}
+	if f, ok := sb.(sandbox.Fresh); ok {
+		out.Created = f.Created()
+	}
+	return &messages.APIAcquireResponse{Sandbox: out}, nil
+}
+
+func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
+	req, err := decode[messages.APIDisposeRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	key, err := requireKey(&req.APIEnvelope, true)
+	if err != nil {
+		return nil, err
+	}
+	opts := sandbox.DisposeOptions{Kind: cloneString(req.Kind), InstanceID: req.InstanceID}
+	f := s.router.Dispose(ctx, key, opts)
+	s.transfers.forget(s.handles.drop(func(h *handle) bool {
+		return h.key == key && (opts.Kind == nil || h.spec.Kind == *opts.Kind) &&
+			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
+	}))
+	return &messages.APIDisposeResponse{Undisposed: FailureToWire(f)}, nil
+}
+
+func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
+	req, err := decode[messages.APIDisposeScopeRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	key, err := requireKey(&req.APIEnvelope, false)
+	if err != nil {
+		return nil, err
+	}
+	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
+	s.transfers.forget(s.handles.drop(func(h *handle) bool {
+		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
+	}))
+	return &messages.APIDisposeScopeResponse{Disposed: p.Disposed, Undisposed: FailureToWire(p.Undisposed)}, nil
+}
+
+func reap(ctx context.Context, s *Service, data []byte) (any, error) {
+	req, err := decode[messages.APIReapRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	if req.OlderThanMS <= 0 {
+		return nil, &sandbox.InvalidArgumentError{Reason: "reap: older_than_ms must be positive"}
+	}
+	if s.o.reaper == nil {
+		return nil, &sandbox.UnsupportedError{Backend: backendName(s), Op: "Reap",
+			Reason: "this engine's backend offers no age-based sweep yet; dispose by key or scope instead"}
+	}
+	r, err := s.o.reaper.Reap(ctx, millis(req.OlderThanMS), req.Scope)
+	if err != nil {
+		return nil, err
+	}
+	out := &messages.APIReapResponse{Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved, NetworksRemoved: r.NetworksRemoved}
+	for _, f := range r.Failures {
+		out.Failures = append(out.Failures, messages.APIReapFailure{Code: string(f.Code), Detail: f.Detail,
+			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	return out, nil
+}
+
+func declarations(_ context.Context, s *Service, data []byte) (any, error) {
+	if _, err := decode[messages.APIDeclarationsRequest](data); err != nil {
+		return nil, err
+	}
+	out := &messages.APIDeclarationsResponse{Engine: s.id, Backends: []messages.APIBackend{},
+		ChunkSize: s.o.chunkSize, MaxRequestBytes: s.o.maxRequestBytes, MaxFileBytes: s.o.maxFileBytes}
+	if b := s.router.Backend(); b != nil {
+		out.Selected = b.Name()
+		out.Backends = append(out.Backends, messages.APIBackend{Name: b.Name(), Isolation: string(b.Isolation()),
+			Declarations: DeclarationsToWire(b.Declarations())})
+	}
+	return out, nil
+}
+
+func health(_ context.Context, s *Service, data []byte) (any, error) {
+	if _, err := decode[messages.APIHealthRequest](data); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	status, inFlight := "ok", s.inFlight-1 // not counting this call
+	if s.draining {
+		status = "draining"
+	}
+	s.mu.Unlock()
+	out := &messages.APIHealthResponse{Engine: s.id, Version: s.o.version, Status: status, StartedAt: s.started,
+		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}}
+	if b := s.router.Backend(); b != nil {
+		out.Backends = append(out.Backends, b.Name())
+	}
+	return out, nil
+}

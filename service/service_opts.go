@@ -1,0 +1,169 @@
+package service
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Option configures a [Service]. Nil options are skipped; the first error stops
+// construction.
+type Option func(*options) error
+
+type options struct {
+	logger          *zap.Logger
+	prefix          string
+	engineID        string
+	version         string
+	reaper          Reaper
+	maxInFlight     int
+	maxRequestBytes int
+	chunkSize       int
+	maxFileBytes    int64
+	transferMemory  int64
+	transferTTL     time.Duration
+}
+
+// MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.
+const MaxFileBytes = 64 * sandbox.MiB
+
+func defaultOptions() options {
+	return options{
+		logger:         zap.NewNop(),
+		prefix:         DefaultPrefix,
+		version:        "0.0.0-dev",
+		maxInFlight:    256,
+		maxFileBytes:   MaxFileBytes,
+		transferMemory: 512 * sandbox.MiB,
+		transferTTL:    2 * time.Minute,
+	}
+}
+
+var (
+	tokenRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	semverRE  = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	errOption = func(format string, a ...any) error {
+		return &sandbox.InvalidArgumentError{Reason: "service: " + fmt.Sprintf(format, a...)}
+	}
+)
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) error {
+		if l != nil {
+			o.logger = l
+		}
+		return nil
+	}
+}
+
+// WithPrefix sets the subject prefix (default [DefaultPrefix]): dot-separated tokens of
+// letters, digits, '-' and '_'. Engines sharing a prefix form one pool.
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		if !prefixRE.MatchString(prefix) {
+			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
+		}
+		o.prefix = prefix
+		return nil
+	}
+}
+
+// WithEngineID names this engine on its per-engine subjects (default: a random ID, new at
+// every start, so handles never outlive the process that made them). One to 64 letters,
+// digits, '-' or '_'.
+func WithEngineID(id string) Option {
+	return func(o *options) error {
+		if !tokenRE.MatchString(id) {
+			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
+		}
+		o.engineID = id
+		return nil
+	}
+}
+
+// WithVersion sets the version the micro service and health replies report (default
+// 0.0.0-dev). It must be a semantic version; a leading "v" is dropped.
+func WithVersion(v string) Option {
+	return func(o *options) error {
+		v = strings.TrimPrefix(v, "v")
+		if !semverRE.MatchString(v) {
+			return errOption("version %q is not a semantic version", v)
+		}
+		o.version = v
+		return nil
+	}
+}
+
+// WithReaper serves reap requests with r (default: none, and a reap request fails with an
+// [*sandbox.UnsupportedError]).
+func WithReaper(r Reaper) Option {
+	return func(o *options) error { o.reaper = r; return nil }
+}
+
+// WithMaxInFlight bounds the requests handled at once (default 256); a request over the
+// bound is answered at once with an [*EngineUnavailableError], and did not run.
+func WithMaxInFlight(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return errOption("max in flight must be positive, got %d", n)
+		}
+		o.maxInFlight = n
+		return nil
+	}
+}
+
+// WithMaxRequestBytes refuses requests larger than n bytes with a [*BadRequestError]
+// (default: the connection's max payload).
+func WithMaxRequestBytes(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return errOption("max request bytes must be positive, got %d", n)
+		}
+		o.maxRequestBytes = n
+		return nil
+	}
+}
+
+// WithChunkSize sets the raw bytes of one transfer chunk and the largest payload returned
+// inline (default: what fits in one message of the connection's max payload once base64
+// encoded, less room for the envelope).
+func WithChunkSize(n int) Option {
+	return func(o *options) error {
+		if n < 1024 {
+			return errOption("chunk size must be at least 1024, got %d", n)
+		}
+		o.chunkSize = n
+		return nil
+	}
+}
+
+// WithMaxFileBytes lowers the largest file a transfer carries (default and ceiling
+// [MaxFileBytes]).
+func WithMaxFileBytes(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 || n > MaxFileBytes {
+			return errOption("max file bytes must be in (0, %d], got %d", int64(MaxFileBytes), n)
+		}
+		o.maxFileBytes = n
+		return nil
+	}
+}
+
+// WithTransfers bounds the bytes held for uploads and downloads in progress (default
+// 512 MiB) and how long an idle one is kept (default 2 minutes).
+func WithTransfers(memory int64, ttl time.Duration) Option {
+	return func(o *options) error {
+		if memory <= 0 || ttl <= 0 {
+			return errOption("transfer memory and ttl must be positive, got %d and %s", memory, ttl)
+		}
+		o.transferMemory, o.transferTTL = memory, ttl
+		return nil
+	}
+}
