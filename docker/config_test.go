@@ -11,7 +11,7 @@ func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.DockerPath != "docker" || c.OutboundNetwork != "bridge" || c.CommandTimeout != 60*time.Second ||
 		c.ImagePullTimeout != 600*time.Second || c.PidsLimit != 512 || c.CapDropAll || c.Memory != "" ||
-		c.CPUs != nil || c.EgressProxyImage != "" {
+		c.CPUs != nil || c.EgressProxyImage != "" || c.Driver != DefaultDriver {
 		t.Fatalf("DefaultConfig() = %+v", c)
 	}
 }
@@ -35,6 +35,9 @@ func TestConfigValidate(t *testing.T) {
 		wantErr error
 	}{
 		{"defaults", DefaultConfig(), nil},
+		{"cli driver", Config{Driver: DriverCLI}, nil},
+		{"api driver", Config{Driver: DriverAPI}, nil},
+		{"unknown driver", Config{Driver: "podman"}, ErrInvalid},
 		{"session label", Config{Labels: map[string]string{"maf-sandbox-test.session": "abc"}}, nil},
 		{"reserved label", Config{Labels: map[string]string{"maf-sandbox.scope": "x"}}, ErrInvalid},
 		{"negative timeout", Config{CommandTimeout: -time.Second}, ErrInvalid},

@@ -1,0 +1,487 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	"go.uber.org/zap"
+)
+
+// API is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
+// context resolved to with the Docker project's own Go client (github.com/moby/moby/client).
+// It binds exactly as the [CLI] does (see [API.Bind]) and keeps every guarantee of the CLI
+// driver: the same error classes, the same bounds on the tar plane and on exec output, control
+// calls under Config.CommandTimeout, exec under the caller's context only. What it saves is
+// the client process per call.
+//
+// No goroutine or connection outlives the call that started it: keep-alives are off, every
+// response body and hijacked connection is closed before the method returns, and the only
+// goroutines that stay are an [API.Events] stream's, until its context ends.
+//
+// Answers are classified by their HTTP status class (containerd errdefs), never their text;
+// the few statuses that mean several things (409) are settled by inspecting the container.
+// [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
+// concurrent use.
+type API struct {
+	cfg     Config
+	log     *zap.Logger
+	env     []string
+	cli     *CLI // runs `docker context inspect` for binding; never anything else
+	bindSem chan struct{}
+	bound   atomic.Pointer[apiBound]
+}
+
+var (
+	_ Engine      = (*API)(nil)
+	_ ExecStarter = (*API)(nil)
+	_ TypeStater  = (*API)(nil)
+)
+
+// NewAPI returns an API for cfg (zero fields take their defaults; Driver is ignored) and
+// snapshots the process environment, as [NewCLI] does: binding and every later call see that
+// snapshot, never the live environment. It makes no engine call. It fails with [ErrInvalid]
+// for a configuration no call could honour.
+func NewAPI(cfg Config, opts ...Option) (*API, error) {
+	o := options{log: zap.NewNop()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := o.log.Named("docker")
+	env := os.Environ()
+	return &API{
+		cfg:     cfg,
+		log:     log,
+		env:     env,
+		cli:     &CLI{cfg: cfg, log: log, env: env, bindSem: make(chan struct{}, 1)},
+		bindSem: make(chan struct{}, 1),
+	}, nil
+}
+
+// Config returns the configuration the API runs with, defaults filled in.
+func (a *API) Config() Config { return a.cfg.withDefaults() }
+
+// errControlBudget is the cause of a control call's own deadline.
+var errControlBudget = errors.New("docker: control call budget spent")
+
+// control runs fn, a short control call named like the CLI command it replaces, under
+// Config.CommandTimeout: its expiry is a [*TimeoutError], the caller's cancellation or deadline
+// ctx's error, wrapped, exactly as the CLI's runner reports them.
+func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
+	start := time.Now()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("docker %s: %w", args[0], err)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, a.cfg.CommandTimeout, errControlBudget)
+	defer cancel()
+	b, err := a.ready(cctx)
+	if err == nil {
+		err = fn(cctx, b)
+	}
+	err = a.settle(ctx, cctx, args, err)
+	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
+		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+	return err
+}
+
+// settle turns the end of ctx or of the control budget into the errors the CLI reports.
+func (a *API) settle(ctx, cctx context.Context, args []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("docker %s: %w", args[0], ctx.Err())
+	}
+	if errors.Is(context.Cause(cctx), errControlBudget) {
+		return &TimeoutError{Args: args, Timeout: a.cfg.CommandTimeout}
+	}
+	return err
+}
+
+// ServerOS implements [Engine].
+func (a *API) ServerOS(ctx context.Context) (string, error) {
+	args := []string{"version", "--format", "{{.Server.Os}}"}
+	var osName string
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		v, err := b.client.ServerVersion(ctx, client.ServerVersionOptions{})
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		osName = strings.ToLower(strings.TrimSpace(v.Os))
+		return nil
+	})
+	return osName, err
+}
+
+// Inspect implements [Engine].
+func (a *API) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+	if err := checkTarget(target); err != nil {
+		return ContainerInfo{}, fmt.Errorf("inspect: %w", err)
+	}
+	var info ContainerInfo
+	err := a.control(ctx, []string{"container", "inspect", target}, func(ctx context.Context, b *apiBound) error {
+		var err error
+		info, err = b.inspect(ctx, target)
+		return err
+	})
+	return info, err
+}
+
+// inspect is one container inspect, as [ContainerInfo].
+func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, error) {
+	args := []string{"container", "inspect", target}
+	res, err := b.client.ContainerInspect(ctx, target, client.ContainerInspectOptions{})
+	if err != nil {
+		return ContainerInfo{}, apiError(args, err, nil)
+	}
+	doc := res.Container
+	if doc.ID == "" {
+		return ContainerInfo{}, fmt.Errorf("inspect %s: answer without an ID", target)
+	}
+	info := ContainerInfo{
+		ID:       doc.ID,
+		Name:     strings.TrimPrefix(doc.Name, "/"),
+		ImageID:  doc.Image,
+		Labels:   map[string]string{},
+		Networks: map[string]string{},
+	}
+	if doc.State != nil {
+		info.Status = string(doc.State.Status)
+		info.Running, info.Paused, info.ExitCode = doc.State.Running, doc.State.Paused, doc.State.ExitCode
+	}
+	if doc.Config != nil {
+		info.Image = doc.Config.Image
+		info.User = strings.TrimSpace(doc.Config.User)
+		if doc.Config.Labels != nil {
+			info.Labels = doc.Config.Labels
+		}
+	}
+	if doc.HostConfig != nil {
+		info.CapDrop = doc.HostConfig.CapDrop
+	}
+	if doc.NetworkSettings != nil {
+		for name, n := range doc.NetworkSettings.Networks {
+			if n != nil {
+				info.Networks[name] = n.NetworkID
+			} else {
+				info.Networks[name] = ""
+			}
+		}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, doc.Created); err == nil {
+		info.Created = t
+	}
+	return info, nil
+}
+
+// ImageExists implements [Engine].
+func (a *API) ImageExists(ctx context.Context, image string) (bool, error) {
+	if image == "" || strings.HasPrefix(image, "-") {
+		return false, fmt.Errorf("image exists: %w: image reference %q", ErrInvalid, image)
+	}
+	args := []string{"image", "inspect", image}
+	present := false
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ImageInspect(ctx, image)
+		switch {
+		case err == nil:
+			present = true
+			return nil
+		case isAnswer(err) && cerrdefs.IsNotFound(err):
+			return nil
+		}
+		return apiError(args, err, nil)
+	})
+	return present, err
+}
+
+// Run implements [Engine]: create, then start. Config.Labels are written after the spec's.
+func (a *API) Run(ctx context.Context, spec CreateSpec) (string, error) {
+	return a.make(ctx, spec, true)
+}
+
+// Create implements [Engine].
+func (a *API) Create(ctx context.Context, spec CreateSpec) (string, error) {
+	return a.make(ctx, spec, false)
+}
+
+func (a *API) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
+	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+	if err != nil {
+		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	spec.Labels = labels
+	if err := spec.validate(); err != nil {
+		return "", err
+	}
+	opts, err := apiCreateOptions(spec)
+	if err != nil {
+		return "", err
+	}
+	args := cliCreateArgs(spec)
+	if start {
+		args = cliRunArgs(spec)
+	}
+	var id string
+	err = a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ContainerCreate(ctx, opts)
+		if err != nil {
+			var class error
+			if isAnswer(err) && cerrdefs.IsConflict(err) {
+				class = ErrConflict
+			}
+			return apiError(args, err, class)
+		}
+		if res.ID == "" {
+			return fmt.Errorf("create container %s: the engine returned no container ID", spec.Name)
+		}
+		id = res.ID
+		if !start {
+			return nil
+		}
+		if _, err := b.client.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+			return apiError(args, err, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Start implements [Engine].
+func (a *API) Start(ctx context.Context, target string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	args := []string{"start", target}
+	return a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		if _, err := b.client.ContainerStart(ctx, target, client.ContainerStartOptions{}); err != nil {
+			return apiError(args, err, nil)
+		}
+		return nil
+	})
+}
+
+// Remove implements [Engine]: a forced removal, volumes kept, as `rm -f`.
+func (a *API) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
+	if err := checkTarget(target); err != nil {
+		return 0, fmt.Errorf("remove: %w", err)
+	}
+	args := []string{"rm", "-f", target}
+	var outcome RemoveOutcome
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ContainerRemove(ctx, target, client.ContainerRemoveOptions{Force: true})
+		switch {
+		case err == nil:
+			outcome = Removed
+			return nil
+		case isAnswer(err) && cerrdefs.IsNotFound(err):
+			outcome = Absent
+			return nil
+		}
+		return apiError(args, err, nil)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return outcome, nil
+}
+
+// Pause implements [Engine]. The daemon answers both "already paused" and "not running" with
+// the same status (409 on 20.10); the container's state says which.
+func (a *API) Pause(ctx context.Context, target string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	args := []string{"pause", target}
+	return a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ContainerPause(ctx, target, client.ContainerPauseOptions{})
+		if err == nil {
+			return nil
+		}
+		if !isAnswer(err) || cerrdefs.IsNotFound(err) {
+			return apiError(args, err, nil)
+		}
+		info, ierr := b.inspect(ctx, target)
+		switch {
+		case ierr != nil:
+			return apiError(args, err, nil)
+		case info.Paused:
+			return apiFailure(args, err, ErrPaused)
+		case !info.Running:
+			return apiFailure(args, err, ErrNotRunning)
+		}
+		return apiFailure(args, err, nil)
+	})
+}
+
+// Unpause implements [Engine]. A refusal is "not paused" when the container's state agrees
+// (20.10 answers it with a 500, not a 409, so no status can say it); absence is a lifted freeze
+// too.
+func (a *API) Unpause(ctx context.Context, target string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("unpause: %w", err)
+	}
+	args := []string{"unpause", target}
+	return a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ContainerUnpause(ctx, target, client.ContainerUnpauseOptions{})
+		switch {
+		case err == nil:
+			return nil
+		case isAnswer(err) && cerrdefs.IsNotFound(err):
+			a.log.Debug("unpause found nothing to lift", zap.String("container", target), zap.Error(err))
+			return nil
+		case !isAnswer(err):
+			return apiError(args, err, nil)
+		}
+		info, ierr := b.inspect(ctx, target)
+		if errors.Is(ierr, ErrNotFound) || (ierr == nil && !info.Paused) {
+			a.log.Debug("unpause found nothing to lift", zap.String("container", target), zap.Error(err))
+			return nil
+		}
+		return apiFailure(args, err, nil)
+	})
+}
+
+// apiFilters renders label filters as the engine's filter terms; an empty value means
+// "present".
+func apiFilters(labels map[string]string) client.Filters {
+	f := client.Filters{}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v := labels[k]; v != "" {
+			f.Add("label", k+"="+v)
+		} else {
+			f.Add("label", k)
+		}
+	}
+	return f
+}
+
+// ListNames implements [Engine]. Names are given as `docker ps --format {{.Names}}` prints them:
+// without the leading "/", link names left out, several joined by ",".
+func (a *API) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
+	if err := checkFilters(labelFilters); err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	f := apiFilters(labelFilters)
+	if nameFilter != "" {
+		f.Add("name", nameFilter)
+	}
+	args := append([]string{"ps", "-a", "--format", "{{.Names}}"}, filterArgs(labelFilters)...)
+	var names []string
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			return fmt.Errorf("list containers: %w", apiError(args, err, nil))
+		}
+		for _, c := range res.Items {
+			var own []string
+			for _, n := range c.Names {
+				if n = strings.TrimPrefix(n, "/"); n != "" && !strings.Contains(n, "/") {
+					own = append(own, n)
+				}
+			}
+			if len(own) > 0 {
+				names = append(names, strings.Join(own, ","))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// Events implements [Engine]. The subscription is live when Events returns (the engine has
+// answered the request); it also asks from the moment of the call (since), like the CLI.
+func (a *API) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
+	if err := checkFilters(filter.Labels); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	args := []string{"events", "--filter", "type=container"}
+	var b *apiBound
+	if err := a.control(ctx, args, func(_ context.Context, bb *apiBound) error { b = bb; return nil }); err != nil {
+		return nil, err
+	}
+	f := apiFilters(filter.Labels)
+	f.Add("type", "container")
+	for _, n := range filter.Containers {
+		f.Add("container", n)
+	}
+	for _, act := range filter.Actions {
+		f.Add("event", act)
+	}
+	since := time.Now()
+	res := b.client.Events(ctx, client.EventsListOptions{
+		Since:   strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond()),
+		Filters: f,
+	})
+	events := make(chan Event)
+	go func() {
+		defer close(events)
+		// The client's own goroutine ends by sending on (and closing) res.Err: once that is
+		// drained, nothing of this stream is left.
+		defer func() {
+			for range res.Err {
+			}
+		}()
+		for {
+			select {
+			case m := <-res.Messages:
+				if m.Type != "container" {
+					continue
+				}
+				ev := Event{Action: string(m.Action), ID: m.Actor.ID, Name: m.Actor.Attributes["name"],
+					Attributes: m.Actor.Attributes, Time: time.Unix(0, m.TimeNano)}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case err := <-res.Err:
+				if ctx.Err() != nil {
+					return
+				}
+				end := fmt.Errorf("docker events ended: %w", err)
+				if err == nil {
+					end = errors.New("docker events ended")
+				} else if class := apiClass(err); class != nil {
+					end = fmt.Errorf("%w: %w", class, end)
+				}
+				select {
+				case events <- Event{Err: end}:
+				case <-ctx.Done():
+				}
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events, nil
+}

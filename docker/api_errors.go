@@ -1,0 +1,73 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errhttp"
+	"github.com/moby/moby/client"
+)
+
+// This file classifies the Moby client's errors for the [API]. It never reads their text: a
+// failed connection is the client's own error type, and a daemon answer carries its HTTP status
+// as an errdefs class (containerd/errdefs marker methods and sentinels). What the status alone
+// cannot tell (409 means "already paused", "not running" and "paused, unpause before exec"
+// alike) is decided by the caller from the container's state.
+
+// apiClass is the class every call shares: [ErrUnreachable] for a connection that failed,
+// [ErrNotFound] for a 404 answer about the object the call named, nil otherwise.
+func apiClass(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err):
+		return ErrUnreachable
+	case cerrdefs.IsNotFound(err):
+		return ErrNotFound
+	}
+	return nil
+}
+
+// answerStatus is the HTTP status of a daemon answer, read back from its errdefs class; 0 when
+// err is not an answer (a failed connection, a cancelled call, a client-side error).
+func answerStatus(err error) int {
+	if err == nil || client.IsErrConnectionFailed(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return 0
+	}
+	for _, is := range []func(error) bool{
+		cerrdefs.IsNotFound, cerrdefs.IsConflict, cerrdefs.IsInvalidArgument, cerrdefs.IsInternal,
+		cerrdefs.IsUnavailable, cerrdefs.IsPermissionDenied, cerrdefs.IsUnauthorized,
+		cerrdefs.IsNotImplemented, cerrdefs.IsNotModified, cerrdefs.IsFailedPrecondition,
+		cerrdefs.IsAlreadyExists, cerrdefs.IsResourceExhausted,
+	} {
+		if is(err) {
+			return errhttp.ToHTTP(err)
+		}
+	}
+	return 0
+}
+
+// apiFailure is the [*CommandError] of a daemon answer to the call the CLI would have run as
+// args: ExitCode carries the answer's HTTP status (0 when no answer came back) and Stderr the
+// client's message, "Error response from daemon: …".
+func apiFailure(args []string, err error, class error) *CommandError {
+	return &CommandError{Args: args, ExitCode: answerStatus(err), Stderr: []byte(err.Error()), Class: class}
+}
+
+// apiError is the error of a failed call: a connection failure is [ErrUnreachable] (never an
+// absence), anything else a [*CommandError] whose class is class, or apiClass's when class is
+// nil.
+func apiError(args []string, err error, class error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%w: docker %s: %w", ErrUnreachable, renderArgs(args), err)
+	}
+	if class == nil {
+		class = apiClass(err)
+	}
+	return apiFailure(args, err, class)
+}
+
+// isAnswer reports whether err is a daemon answer (an HTTP status), not a failure to talk.
+func isAnswer(err error) bool { return answerStatus(err) != 0 }

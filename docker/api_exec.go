@@ -1,0 +1,278 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errhttp"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+	"go.uber.org/zap"
+)
+
+// Exec implements [Engine] through exec create, a hijacked exec start that carries stdout and
+// stderr multiplexed (demultiplexed here), and exec inspect for the exit code. Only ctx bounds
+// it. A daemon answer refusing the exec (no such container, not running) is a result, exit 1
+// with the daemon's message on stderr, as the client reports it; a 409 on a container that is
+// paused is the frozen refusal, [ErrPaused] (the command never started). A daemon that cannot be
+// reached is [ErrUnreachable].
+func (a *API) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
+	return a.exec(ctx, req, nil)
+}
+
+// ExecWithStart implements [ExecStarter]: Exec, calling started once the engine reports the
+// exec's process running (its pid is known), or the exec ended or was refused without a
+// process. It polls exec inspect while the start is in flight: the daemon holds the exec's lock
+// across runc's exec, so an inspect issued in that window answers only once it is closed.
+func (a *API) ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error) {
+	if started == nil {
+		started = func() {}
+	}
+	return a.exec(ctx, req, started)
+}
+
+func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out ExecOutput, err error) {
+	var once sync.Once
+	signal := func() {
+		if started != nil {
+			once.Do(started)
+		}
+	}
+	defer signal() // refused, failed or finished: nothing is left to race a freeze
+	if err := checkTarget(req.Target); err != nil {
+		return ExecOutput{}, fmt.Errorf("exec: %w", err)
+	}
+	if len(req.Argv) == 0 {
+		return ExecOutput{}, fmt.Errorf("exec in %s: %w: empty argv", req.Target, ErrInvalid)
+	}
+	if req.MaxOutputBytes < 0 {
+		return ExecOutput{}, fmt.Errorf("exec in %s: %w: negative output budget", req.Target, ErrInvalid)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return ExecOutput{}, fmt.Errorf("exec in %s: %w: environment entry %q is not K=V", req.Target, ErrInvalid, kv)
+		}
+	}
+	args := append([]string{"exec"}, req.Target)
+	args = append(args, req.Argv...)
+	start := time.Now()
+	defer func() {
+		a.log.Debug("docker api exec", zap.String("container", req.Target), zap.Strings("args", firstArgs(req.Argv)),
+			zap.Int("exit_code", out.ExitCode), zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+	}()
+	if err := ctx.Err(); err != nil {
+		return ExecOutput{}, fmt.Errorf("docker exec: %w", err)
+	}
+	var b *apiBound
+	if err := a.control(ctx, args, func(_ context.Context, bb *apiBound) error { b = bb; return nil }); err != nil {
+		return ExecOutput{}, err
+	}
+	cancelled := func(err error) (ExecOutput, error) {
+		if ctx.Err() != nil {
+			return ExecOutput{}, fmt.Errorf("docker exec: %w", ctx.Err())
+		}
+		return ExecOutput{}, err
+	}
+
+	created, err := b.client.ExecCreate(ctx, req.Target, client.ExecCreateOptions{
+		User: req.User, WorkingDir: req.WorkDir, Env: req.Env, Cmd: req.Argv,
+		AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		if !isAnswer(err) {
+			return cancelled(apiError(args, err, nil))
+		}
+		return b.refused(ctx, args, req.Target, err)
+	}
+
+	conn, stream, err := b.startExec(ctx, created.ID)
+	if err != nil {
+		var ans *execStartAnswer
+		if !errors.As(err, &ans) {
+			return cancelled(apiError(args, err, nil))
+		}
+		return b.refused(ctx, args, req.Target, ans)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	defer conn.Close()
+
+	var watch sync.WaitGroup
+	streamDone := make(chan struct{})
+	if started != nil {
+		watch.Add(1)
+		go func() {
+			defer watch.Done()
+			b.awaitStart(ctx, created.ID, streamDone)
+			signal()
+		}()
+	}
+	var budget *outputBudget
+	if req.MaxOutputBytes > 0 {
+		budget = &outputBudget{max: req.MaxOutputBytes}
+	}
+	var stdout, stderr bytes.Buffer
+	_, cerr := stdcopy.StdCopy(budgetWriter{&stdout, budget}, budgetWriter{&stderr, budget}, stream)
+	close(streamDone)
+	_ = conn.Close()
+	watch.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return ExecOutput{}, fmt.Errorf("docker exec: %w", ctx.Err())
+	case errors.Is(cerr, errOverBudget):
+		return ExecOutput{}, &OutputLimitError{Limit: req.MaxOutputBytes}
+	case cerr != nil:
+		return ExecOutput{}, fmt.Errorf("%w: docker exec: the output stream broke: %w", ErrUnreachable, cerr)
+	}
+	code, err := b.exitCode(ctx, created.ID)
+	if err != nil {
+		return cancelled(apiError([]string{"exec", "inspect", created.ID}, err, nil))
+	}
+	return ExecOutput{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+}
+
+// refused turns the daemon's refusal of an exec into what the client makes of it: exit 1 with
+// the answer on stderr, and [ErrPaused] with it when the container it refused is paused (the
+// daemon says so with a 409, which it also uses for "not running": the state decides).
+func (b *apiBound) refused(ctx context.Context, args []string, target string, answer error) (ExecOutput, error) {
+	out := ExecOutput{ExitCode: 1, Stderr: []byte(answer.Error() + "\n")}
+	if !cerrdefs.IsNotFound(answer) {
+		if info, err := b.inspect(ctx, target); err == nil && info.Paused {
+			return out, &CommandError{Args: args, ExitCode: answerStatus(answer), Stderr: out.Stderr, Class: ErrPaused}
+		}
+	}
+	return out, nil
+}
+
+// execStartAnswer is the daemon's refusal of an exec start, before any stream: its HTTP status
+// as an errdefs class (Is), and its message.
+type execStartAnswer struct {
+	status  int
+	message string
+}
+
+func (e *execStartAnswer) Error() string { return "Error response from daemon: " + e.message }
+
+// Is reports the answer's errdefs class.
+func (e *execStartAnswer) Is(target error) bool { return errors.Is(errhttp.ToNative(e.status), target) }
+
+// startExec starts the exec attached, on a connection of its own: POST /exec/{id}/start with
+// an upgrade, then the raw multiplexed stream. The Moby client's ExecAttach drops a refused
+// start's status and message, which is the one thing that tells a frozen refusal from the
+// rest, so the request is written here. ctx ending closes the connection.
+func (b *apiBound) startExec(ctx context.Context, execID string) (net.Conn, io.Reader, error) {
+	conn, err := b.client.Dialer()(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: start exec: %w", ErrUnreachable, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	fail := func(err error) (net.Conn, io.Reader, error) {
+		stop()
+		_ = conn.Close()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, err
+	}
+	body, _ := json.Marshal(map[string]bool{"Detach": false, "Tty": false})
+	hreq, err := http.NewRequest(http.MethodPost, "http://"+b.host()+b.apiPath("/exec/"+execID+"/start"), bytes.NewReader(body))
+	if err != nil {
+		return fail(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Connection", "Upgrade")
+	hreq.Header.Set("Upgrade", "tcp")
+	if err := hreq.Write(conn); err != nil {
+		return fail(fmt.Errorf("%w: start exec: %w", ErrUnreachable, err))
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, hreq)
+	if err != nil {
+		return fail(fmt.Errorf("%w: start exec: %w", ErrUnreachable, err))
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.StatusCode == http.StatusOK {
+		stop()
+		return conn, br, nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	var doc struct {
+		Message string `json:"message"`
+	}
+	text := strings.TrimSpace(string(msg))
+	if json.Unmarshal(msg, &doc) == nil && doc.Message != "" {
+		text = strings.TrimSpace(doc.Message)
+	}
+	return fail(&execStartAnswer{status: resp.StatusCode, message: text})
+}
+
+// awaitStart returns once the exec's process has started (exec inspect reports its pid), the
+// exec has ended, or its stream is done. It polls from 1 ms up to 8 ms apart.
+func (b *apiBound) awaitStart(ctx context.Context, execID string, streamDone <-chan struct{}) {
+	wait := time.Millisecond
+	for {
+		res, err := b.client.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil || res.PID != 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-streamDone:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		if wait < 8*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// exitCode reads the exec's exit code once its stream has ended. The daemon records the code
+// before it closes the stream; a still-running answer is asked again, briefly.
+func (b *apiBound) exitCode(ctx context.Context, execID string) (int, error) {
+	for i := 0; ; i++ {
+		res, err := b.client.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, err
+		}
+		if !res.Running || i >= 100 {
+			return res.ExitCode, nil
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// budgetWriter keeps what it is given and charges it to a shared output budget (nil: none).
+type budgetWriter struct {
+	buf *bytes.Buffer
+	b   *outputBudget
+}
+
+func (w budgetWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	if w.b != nil && w.b.used.Add(int64(len(p))) > w.b.max {
+		return len(p), errOverBudget
+	}
+	return len(p), nil
+}

@@ -1,0 +1,53 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// TestAPIDriverFrozenStartRefusal: a freeze that lands between exec create and exec start is
+// refused by the start (a 409 before any stream), and that refusal is the frozen refusal too:
+// ErrPaused, exit non-zero, nothing on stdout, the command never started.
+func TestAPIDriverFrozenStartRefusal(t *testing.T) {
+	image := dockertest.Busybox(t)
+	id := dockertest.RunContainer(t, image)
+	a, err := NewAPI(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := a.ready(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := b.client.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: []string{"touch", "/ran"}, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Unpause(context.Background(), id) })
+	_, _, err = b.startExec(ctx, created.ID)
+	var ans *execStartAnswer
+	if !errors.As(err, &ans) || ans.status != 409 {
+		t.Fatalf("start on a frozen container = %v, want the daemon's 409", err)
+	}
+	out, err := b.refused(ctx, []string{"exec", id, "touch", "/ran"}, id, err)
+	if !errors.Is(err, ErrPaused) || out.ExitCode == 0 || len(out.Stdout) != 0 {
+		t.Fatalf("refused = %+v, %v; want the frozen refusal", out, err)
+	}
+	if err := a.Unpause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := a.StatType(ctx, id, "/ran"); err != nil || e != nil {
+		t.Fatalf("the refused command ran: %+v, %v", e, err)
+	}
+}
