@@ -24,7 +24,17 @@ func newCLI(t *testing.T, mods ...func(*docker.Config)) *docker.CLI {
 	return c
 }
 
-func TestCLIEngine(t *testing.T) {
+// TestEngine holds both drivers to the one shared suite, each built the way NewEngine builds
+// it for its Config.Driver, so the two cannot drift.
+func TestEngine(t *testing.T) {
 	dockertest.Require(t)
-	enginetest.Run(t, "cli", func(t *testing.T) docker.Engine { return newCLI(t) })
+	for _, driver := range []string{docker.DriverCLI, docker.DriverAPI} {
+		enginetest.Run(t, driver, func(t *testing.T) docker.Engine {
+			e, err := docker.NewEngine(docker.Config{Driver: driver, Labels: dockertest.Labels()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		})
+	}
 }
