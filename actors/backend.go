@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -49,6 +50,9 @@ type Backend struct {
 	stop       context.CancelFunc
 	watch      *watcher
 	closeOnce  sync.Once
+
+	reaping  atomic.Bool                                 // a Reap is in flight
+	reporter atomic.Pointer[func(sandbox.EgressObserved)] // the router's egress reporter, nil when unobserved
 
 	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
 	imageFlight flight[bool]   // likewise for an image's presence
@@ -267,3 +271,31 @@ func (b *Backend) commandTimeout() time.Duration {
 
 // isNotFound reports the engine saying the target is absent.
 func isNotFound(err error) bool { return errors.Is(err, docker.ErrNotFound) }
+
+// ObserveEgress installs the router's reporter of drained egress windows and returns the
+// previous one; nil switches the report off. It implements [sandbox.EgressObserver] and
+// never fails. Proxies are read before removal only while a reporter or an egress sink is
+// installed.
+func (b *Backend) ObserveEgress(report func(sandbox.EgressObserved)) (func(sandbox.EgressObserved), error) {
+	var next *func(sandbox.EgressObserved)
+	if report != nil {
+		next = &report
+	}
+	if prev := b.reporter.Swap(next); prev != nil {
+		return *prev, nil
+	}
+	return nil, nil
+}
+
+// observing reports whether anyone receives drained windows: only then is a proxy read.
+func (b *Backend) observing() bool { return b.egress.sink != nil || b.reporter.Load() != nil }
+
+// deliverWindow hands a window whose proxy is gone to the sink and the reporter.
+func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
+	if b.egress.sink != nil {
+		b.egress.sink.EgressDrained(context.WithoutCancel(ctx), w)
+	}
+	if r := b.reporter.Load(); r != nil {
+		(*r)(observed(w))
+	}
+}

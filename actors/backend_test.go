@@ -331,3 +331,27 @@ func TestRetryingClassifier(t *testing.T) {
 		}
 	}
 }
+
+// The router's reporter is swapped in atomically and receives each delivered window as the
+// protocol's event; nil switches reading off.
+func TestObserveEgress(t *testing.T) {
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	if b.observing() {
+		t.Fatal("no sink and no reporter: proxies must not be read")
+	}
+	var got []sandbox.EgressObserved
+	prev, err := b.ObserveEgress(func(ev sandbox.EgressObserved) { got = append(got, ev) })
+	if err != nil || prev != nil || !b.observing() {
+		t.Fatalf("install: %v %v", prev, err)
+	}
+	b.deliverWindow(context.Background(), EgressWindow{Key: testKey, DrainSeconds: 0.5,
+		Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionDeny, Host: "x", Port: 443}}})
+	if len(got) != 1 || got[0].Key != testKey || got[0].Backend != BackendName || got[0].Seconds != 0.5 || got[0].Call != nil {
+		t.Fatalf("reported %+v", got)
+	}
+	if prev, _ := b.ObserveEgress(nil); prev == nil || b.observing() {
+		t.Fatal("nil must switch observation off and return the previous reporter")
+	}
+	var _ sandbox.EgressObserver = b
+}

@@ -70,25 +70,15 @@ const (
 )
 
 // EgressWindow is one drained proxy window: the decisions one proxy container made between
-// its creation and its removal, and the key that ran behind it. It reaches an [EgressSink]
-// only after that proxy's removal succeeded or found it absent (§3.4).
-type EgressWindow struct {
-	ProxyID      string // the inspected ID that was read, stopped and removed
-	ProxyName    string
-	Key          sandbox.Key
-	Attribution  egresslog.Attribution
-	Decisions    []sandbox.EgressDecision
-	Truncated    bool
-	Unreadable   string
-	PrivateCIDRs string // the proxy's maf-sandbox.private-cidrs.v1 label, "" when none
-	Trigger      string // acquire, dispose, purge, setup-failure, repair
-	Seconds      float64
-}
+// its creation and its removal, the key that ran behind it, and how its removal went. It
+// reaches an [EgressSink] only after that proxy's removal succeeded or found it absent
+// (§3.4). It is the window egresslog builds the NATS event from, so a sink hands it on as is.
+type EgressWindow = egresslog.Window
 
-// Observed is the window as the protocol's event.
-func (w EgressWindow) Observed() sandbox.EgressObserved {
+// observed is a window as the protocol's event.
+func observed(w EgressWindow) sandbox.EgressObserved {
 	return sandbox.EgressObserved{Key: w.Key, Backend: BackendName, Decisions: slices.Clone(w.Decisions),
-		Truncated: w.Truncated, Unreadable: w.Unreadable, Seconds: w.Seconds}
+		Truncated: w.Truncated, Unreadable: w.Unreadable, Seconds: w.DrainSeconds}
 }
 
 // EgressSink receives drained windows. EgressDrained is called on the actor that removed the
@@ -334,7 +324,7 @@ func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networ
 		return info, nil
 	}
 	a.log.Warn("egress topology unusable; tearing it down to rebuild", zap.String("reason", reason))
-	if err := a.b.teardownProxy(ctx, docker.ProxyName(a.name), &key, "repair"); err != nil {
+	if err := a.b.teardownProxy(ctx, docker.ProxyName(a.name), &key, egresslog.TriggerTopologyRepair); err != nil {
 		return info, fmt.Errorf("egress topology of %s is unusable (%s) and its proxy could not be removed: %w", a.name, reason, err)
 	}
 	if info != nil {
@@ -381,7 +371,7 @@ func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]dock
 // after the create the half-built proxy is drained and removed.
 func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string) (string, error) {
 	name := docker.ProxyName(a.name)
-	if err := a.b.teardownProxy(ctx, name, &key, "acquire"); err != nil {
+	if err := a.b.teardownProxy(ctx, name, &key, egresslog.TriggerAcquire); err != nil {
 		return "", fmt.Errorf("remove the previous proxy %s: %w", name, err)
 	}
 	labels, private, err := a.proxyLabels(key, spec)
@@ -402,7 +392,7 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		return "", fmt.Errorf("create proxy %s: %w", name, err)
 	}
 	fail := func(err error) (string, error) {
-		if rerr := a.b.drainRemove(context.WithoutCancel(ctx), id, id, &key, "setup-failure"); rerr != nil {
+		if rerr := a.b.drainRemove(context.WithoutCancel(ctx), id, id, &key, egresslog.TriggerSetupFailure); rerr != nil {
 			a.log.Warn("remove half-built proxy", zap.String("container_id", id), zap.Error(rerr))
 		}
 		return "", err
@@ -514,7 +504,7 @@ func (a *containerActor) removeNetwork(nets docker.Networks, id string) {
 
 // teardownProxy drains and removes the proxy ref names (§3.2 then §3.4). Without a sink it
 // only removes it, by name. nil means removed or absent.
-func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox.Key, trigger string) error {
+func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox.Key, trigger egresslog.Trigger) error {
 	return b.drainRemove(ctx, ref, "", caller, trigger)
 }
 
@@ -522,9 +512,8 @@ func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox
 // publication rule of §3.4: the window reaches the sink only when the removal of that same
 // ID succeeded or found it absent. A failed, timed-out or cancelled removal publishes
 // nothing; the surviving proxy is drained again by the next attempt.
-func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger string) error {
-	sink := b.egress.sink
-	if sink == nil {
+func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) error {
+	if !b.observing() {
 		_, err := b.engine.Remove(ctx, ref)
 		return err
 	}
@@ -544,7 +533,8 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 		return fmt.Errorf("remove proxy %s: %w", id, err)
 	}
 	if window != nil && (outcome == docker.Removed || outcome == docker.Absent) {
-		sink.EgressDrained(context.WithoutCancel(ctx), *window)
+		window.Removal = map[docker.RemoveOutcome]string{docker.Removed: "removed", docker.Absent: "absent"}[outcome]
+		b.deliverWindow(ctx, *window)
 	}
 	return nil
 }
@@ -552,7 +542,7 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 // drain is steps 1–5 of §3.2. It returns the window to publish after removal (nil when there
 // is nothing to publish) and the ID to remove ("" when the proxy is absent). An inspect that
 // fails leaves the proxy to the next attempt: nothing is removed on a name alone.
-func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger string) (*EgressWindow, string, error) {
+func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) (*EgressWindow, string, error) {
 	began := time.Now()
 	info, err := b.engine.Inspect(ctx, ref)
 	switch {
@@ -578,12 +568,14 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 	if !ok {
 		return nil, info.ID, nil
 	}
-	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Key: key, Attribution: status,
-		PrivateCIDRs: info.Labels[docker.LabelPrivateCIDRs], Trigger: trigger}
+	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[docker.LabelKind], Key: key,
+		Attribution: status, PrivateCIDRs: info.Labels[docker.LabelPrivateCIDRs], Trigger: trigger, Closed: true}
 	stopNote := ""
 	if err := nets.ProxyStop(ctx, info.ID, proxyStopGrace); err != nil && !isNotFound(err) {
 		stopNote = fmt.Sprintf("the proxy could not be stopped: %v; decisions after this read may be missing", err)
+		w.Closed = false
 	}
+	w.End = time.Now()
 	out, err := nets.ProxyLogs(ctx, info.ID, egresslog.TailLines+1, egresslog.LogMaxBytes)
 	switch {
 	case isNotFound(err):
@@ -604,7 +596,7 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 			w.Unreadable = stopNote
 		}
 	}
-	w.Seconds = time.Since(began).Seconds()
+	w.DrainSeconds = time.Since(began).Seconds()
 	if len(w.Decisions) == 0 && w.Unreadable == "" {
 		return nil, info.ID, nil
 	}
@@ -614,8 +606,12 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 // sweepProxies is the first step of a purge (§1.9): drain and remove the derived proxy of
 // every listed name, orphans included. Failures are infrastructure leaks, logged.
 func (b *Backend) sweepProxies(ctx context.Context, names []string, caller *sandbox.Key) {
+	trigger := egresslog.TriggerDisposeScope
+	if caller != nil {
+		trigger = egresslog.TriggerDispose
+	}
 	for _, base := range egressBases(names) {
-		if err := b.teardownProxy(ctx, docker.ProxyName(base), caller, "purge"); err != nil {
+		if err := b.teardownProxy(ctx, docker.ProxyName(base), caller, trigger); err != nil {
 			b.log.Warn("sweep proxy", zap.String("container", docker.ProxyName(base)), zap.Error(err))
 		}
 	}

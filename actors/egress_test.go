@@ -603,7 +603,7 @@ func TestEgressPurgeOrderProxiesWorkloadsNetworks(t *testing.T) {
 	if len(f.containers) != 0 || len(f.networks) != 0 {
 		t.Fatalf("left: %v %v", f.containers, f.networks)
 	}
-	if ws := s.got(); len(ws) != 1 || ws[0].Key != testKey || ws[0].Trigger != "purge" {
+	if ws := s.got(); len(ws) != 1 || ws[0].Key != testKey || ws[0].Trigger != egresslog.TriggerDispose || ws[0].Removal != "removed" || !ws[0].Closed || ws[0].Kind != "k" {
 		t.Fatalf("windows %+v", ws)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -17,10 +17,6 @@ import (
 // ErrReapInProgress is returned by [Backend.Reap] while another Reap of the same backend is
 // running: two sweeps of one engine would race each other's revalidation.
 var ErrReapInProgress = errors.New("actors: a reap of this engine is already in progress")
-
-// reaping holds the backends with a sweep in flight. (A field on Backend would do; this file
-// keeps the reap wiring to itself until the ReaperActor of §3.7 exists.)
-var reaping sync.Map // *Backend → struct{}
 
 // Reap runs one age-based sweep of the backend's engine (egress-and-reap.md §4): see
 // [reaper.Reap] for the rules, the options and what the error means. It fails with
@@ -35,12 +31,12 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...rea
 	if !ok {
 		return reaper.Result{}, fmt.Errorf("reap: %w: the engine implementation cannot list resources by ID", sandbox.ErrUnsupported)
 	}
-	if _, busy := reaping.LoadOrStore(b, struct{}{}); busy {
+	if !b.reaping.CompareAndSwap(false, true) {
 		return reaper.Result{}, ErrReapInProgress
 	}
-	defer reaping.Delete(b)
+	defer b.reaping.Store(false)
 	all := []reaper.Option{reaper.WithLogger(b.log)}
-	if b.egress.sink != nil {
+	if b.observing() {
 		all = append(all, reaper.WithDrainer(reapDrainer{b}))
 	}
 	all = append(all, opts...)
@@ -65,7 +61,7 @@ type reapDrainer struct{ b *Backend }
 
 // Drain implements [reaper.Drainer].
 func (d reapDrainer) Drain(ctx context.Context, proxy docker.Resource) reaper.Publication {
-	w, id, err := d.b.drain(ctx, proxy.ID, proxy.ID, nil, "reap")
+	w, id, err := d.b.drain(ctx, proxy.ID, proxy.ID, nil, egresslog.TriggerReap)
 	if err != nil {
 		d.b.log.Info("reap could not drain a proxy; it is removed unreported", zap.String("container_id", proxy.ID), zap.Error(err))
 		return nil
@@ -73,10 +69,10 @@ func (d reapDrainer) Drain(ctx context.Context, proxy docker.Resource) reaper.Pu
 	if w == nil || id == "" {
 		return nil
 	}
-	sink := d.b.egress.sink
 	return func(ctx context.Context, removal docker.RemoveOutcome) {
 		if removal == docker.Removed || removal == docker.Absent {
-			sink.EgressDrained(context.WithoutCancel(ctx), *w)
+			w.Removal = map[docker.RemoveOutcome]string{docker.Removed: "removed", docker.Absent: "absent"}[removal]
+			d.b.deliverWindow(ctx, *w)
 		}
 	}
 }
