@@ -343,7 +343,7 @@ func TestObserveEgress(t *testing.T) {
 	var got []sandbox.EgressObserved
 	prev, err := b.ObserveEgress(func(ev sandbox.EgressObserved) { got = append(got, ev) })
 	if err != nil || prev != nil || !b.observing() {
-		t.Fatalf("install: %v %v", prev, err)
+		t.Fatalf("install: previous %t, %v", prev != nil, err)
 	}
 	b.deliverWindow(context.Background(), EgressWindow{Key: testKey, DrainSeconds: 0.5,
 		Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionDeny, Host: "x", Port: 443}}})
