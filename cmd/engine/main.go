@@ -13,6 +13,8 @@ import (
 const usage = `engine — run AI agents' tool calls in Docker sandboxes (maf-sandbox protocol)
 
 Usage:
+  engine serve [flags]           answer the sandbox API on NATS (embedded loopback server unless --nats-url)
+  engine run [flags] -- CMD ...  one shot through a serving engine: acquire, copy in, run, copy out, dispose
   engine demo [flags]            acquire a sandbox, write a program, run it, read its output, dispose
   engine bench [flags]           measure every operation against the local Docker engine
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
@@ -40,6 +42,14 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	switch args[0] {
+	case "serve":
+		return serveCmd(ctx, args[1:])
+	case "run":
+		code, err := runCmd(ctx, args[1:])
+		if err == nil && code != 0 {
+			os.Exit(code)
+		}
+		return err
 	case "demo":
 		return demoCmd(ctx, args[1:])
 	case "bench":

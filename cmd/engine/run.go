@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+)
+
+const runUsage = `Usage: engine run [flags] -- COMMAND [ARG...]
+       engine run [flags] --shell 'COMMAND LINE'
+
+Runs one command in a fresh sandbox of a serving engine ("engine serve", found at
+--nats-url, by default the embedded server on 127.0.0.1:4222), like docker run with every
+guarantee of the protocol: it acquires a sandbox, copies each --file in, runs the command
+(its output streams here as the engine publishes it), copies each declared --output out to
+--out-dir, and disposes the sandbox whatever happened. It exits with the command's exit
+code, or 1 when the run itself failed.
+
+Paths in the sandbox are relative to its storage base and confined to it.
+
+Flags:
+`
+
+// runCmd is one shot: acquire, copy in, exec, copy out, dispose. It returns the command's
+// exit code.
+func runCmd(ctx context.Context, args []string) (int, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var conn natsFlags
+	conn.register(fs)
+	image := fs.String("image", envOr("MAF_SANDBOX_IMAGE", images.BusyboxTag), "workload image, present on the engine's Docker (env MAF_SANDBOX_IMAGE)")
+	kind := fs.String("kind", "run", "workload kind")
+	scope := fs.String("scope", envOr("MAF_SANDBOX_SCOPE", "run"), "key scope (env MAF_SANDBOX_SCOPE)")
+	thread := fs.String("thread", "", "key thread; default a fresh one, so each run gets its own sandbox")
+	agent := fs.String("agent", "run", "key agent")
+	shell := fs.String("shell", "", "a command line for sh -c, instead of COMMAND [ARG...]")
+	timeout := fs.Duration("timeout", 60*time.Second, "the command's timeout")
+	workDir := fs.String("workdir", "", "the storage base in the sandbox (default: the engine's)")
+	outDir := fs.String("out-dir", ".", "local directory the outputs land in")
+	replace := fs.Bool("replace", false, "let an output replace a local file of its name")
+	callTimeout := fs.Duration("call-timeout", 5*time.Minute, "bound on each call to the engine besides the command")
+	var files, outputs, allow listFlag
+	fs.Var(&files, "file", "LOCAL[:GUEST] file to copy in before the command (GUEST defaults to LOCAL's name); repeatable")
+	fs.Var(&outputs, "output", "GUEST[:NAME] output to copy out after the command, landing as NAME in --out-dir; repeatable")
+	fs.Var(&allow, "allow", "host the sandbox may reach (allowlist egress; needs an engine with an egress proxy); repeatable")
+	logs := logFlags{}
+	logs.register(fs)
+	_ = fs.Set("log-level", envOr("MAF_SANDBOX_LOG_LEVEL", "warn"))
+	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return 0, err
+	}
+	cmd := sandbox.Command{Argv: fs.Args(), Shell: *shell}
+	if err := cmd.Validate(); err != nil {
+		return 0, fmt.Errorf("run: %w (give COMMAND [ARG...] after --, or --shell)", err)
+	}
+	log, err := logs.logger()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = log.Sync() }()
+
+	specOpts := []sandbox.SpecOption{sandbox.WithImage(*image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)}
+	if *workDir != "" {
+		specOpts = append(specOpts, sandbox.WithWorkDir(*workDir))
+	}
+	if len(allow) > 0 {
+		specOpts = append(specOpts, sandbox.WithAllowlist(sandbox.Hosts(allow...)...))
+	}
+	var declared []sandbox.DeclaredOutput
+	for _, o := range outputs {
+		guest, name, named := strings.Cut(o, ":")
+		out := sandbox.Output(guest)
+		if named {
+			out.Name = &name
+		}
+		declared = append(declared, out)
+	}
+	if len(declared) > 0 {
+		specOpts = append(specOpts, sandbox.WithDeclaredOutputs(declared...))
+	}
+	spec, err := sandbox.NewSpec(*kind, specOpts...)
+	if err != nil {
+		return 0, fmt.Errorf("run: %w", err)
+	}
+	var sink *sandbox.OutputSink
+	if len(declared) > 0 {
+		var sinkOpts []sandbox.SinkOption
+		if *replace {
+			sinkOpts = append(sinkOpts, sandbox.WithReplaceExisting())
+		}
+		if sink, err = sandbox.FileSystemSink(*outDir, sinkOpts...); err != nil {
+			return 0, fmt.Errorf("run: --out-dir: %w", err)
+		}
+	}
+	inputs, err := readInputs(files)
+	if err != nil {
+		return 0, err
+	}
+	if *thread == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		*thread = "run-" + hex.EncodeToString(b)
+	}
+	key := sandbox.Key{Scope: *scope, ThreadID: *thread, AgentID: *agent}
+
+	nc, err := conn.connect("maf-sandbox engine run", log)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	backend, err := client.New(ctx, nc, client.WithPrefix(conn.prefix), client.WithLogger(log), client.WithCallTimeout(*callTimeout))
+	if err != nil {
+		return 0, fmt.Errorf("run: %w", err)
+	}
+	sb, err := backend.Acquire(ctx, key, spec)
+	if err != nil {
+		return 0, fmt.Errorf("run: acquire: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *callTimeout)
+		defer cancel()
+		if f := backend.Dispose(dctx, key, sandbox.DisposeOptions{}); f != nil {
+			fmt.Fprintf(os.Stderr, "engine run: the sandbox of %s may remain (%s): %s\n", key, f.Code, f.Detail)
+		}
+	}()
+	rsb := sb.(*client.Sandbox)
+	log.Info("acquired", zap.String("key", key.String()), zap.String("engine", rsb.Engine()), zap.String("instance", sb.InstanceID()))
+	for _, in := range inputs {
+		if err := sb.WriteFile(ctx, in.guest, in.content, "."); err != nil {
+			return 0, fmt.Errorf("run: copy %s in: %w", in.local, err)
+		}
+	}
+	res, err := rsb.ExecStream(ctx, cmd, ".", *timeout, func(stream string, p []byte) {
+		w := io.Writer(os.Stdout)
+		if stream == service.StreamStderr {
+			w = os.Stderr
+		}
+		_, _ = w.Write(p)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("run: %w", err)
+	}
+	if sink != nil {
+		landed, err := rsb.CollectOutputs(ctx, sink, nil)
+		for _, l := range landed {
+			log.Info("output landed", zap.String("name", l.Name), zap.String("display", l.Display))
+		}
+		if err != nil {
+			code := res.ExitCode
+			if code == 0 {
+				code = 1
+			}
+			fmt.Fprintf(os.Stderr, "engine run: copy the outputs out: %v\n", err)
+			return code, nil
+		}
+	}
+	return res.ExitCode, nil
+}
+
+// input is one file to copy in.
+type input struct {
+	local, guest string
+	content      []byte
+}
+
+// readInputs reads each LOCAL[:GUEST] file, refusing one above the transfer limit.
+func readInputs(specs []string) ([]input, error) {
+	var out []input
+	for _, s := range specs {
+		local, guest, named := strings.Cut(s, ":")
+		if !named || guest == "" {
+			guest = filepath.Base(local)
+		}
+		fi, err := os.Stat(local)
+		if err != nil {
+			return nil, fmt.Errorf("run: --file %s: %w", local, err)
+		}
+		if fi.Size() > service.MaxFileBytes {
+			return nil, fmt.Errorf("run: --file %s: %d bytes is above the %d-byte transfer limit", local, fi.Size(), int64(service.MaxFileBytes))
+		}
+		content, err := os.ReadFile(local)
+		if err != nil {
+			return nil, fmt.Errorf("run: --file %s: %w", local, err)
+		}
+		out = append(out, input{local: local, guest: path.Clean(guest), content: content})
+	}
+	return out, nil
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	*f = append(*f, s)
+	return nil
+}

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+)
+
+// defaultListen is where the embedded NATS server listens: loopback, the NATS port, so the
+// nats CLI, nats-py and "engine run" find it with no configuration.
+const defaultListen = "127.0.0.1:4222"
+
+// defaultNATSURL is the URL clients use when none is given: the embedded server's.
+const defaultNATSURL = "nats://" + defaultListen
+
+const serveUsage = `Usage: engine serve [flags]
+
+Answers the sandbox API on NATS (docs/nats-api.md) with the local Docker engine behind it.
+
+With no --nats-url it starts an embedded NATS server with JetStream, bound to loopback only
+(--listen, default 127.0.0.1:4222) and storing under --data-dir. With --nats-url it connects
+to that server with the credentials given (user/password, token, nkey seed, creds file, TLS).
+
+Every flag can also be set in the environment variable named in its help. On SIGINT or
+SIGTERM the engine drains: it stops taking requests, lets the ones in flight finish (at most
+--drain-timeout) and exits. Sandboxes stay; dispose them, or reap them later.
+
+Flags:
+`
+
+// serveCmd runs the engine as a NATS service until ctx ends.
+func serveCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var conn natsFlags
+	conn.register(fs)
+	listen := fs.String("listen", envOr("MAF_SANDBOX_LISTEN", defaultListen), "embedded NATS server address, loopback only; port 0 picks a free one (env MAF_SANDBOX_LISTEN)")
+	dataDir := fs.String("data-dir", envOr("MAF_SANDBOX_DATA_DIR", defaultDataDir()), "embedded NATS server's JetStream store (env MAF_SANDBOX_DATA_DIR)")
+	readyFile := fs.String("ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
+	engineID := fs.String("engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
+	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
+	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
+	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "extra label k=v on every container the engine creates; repeatable")
+	var logs logFlags
+	logs.register(fs)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	log, err := logs.logger()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	var (
+		nc  *nats.Conn
+		url string
+	)
+	if conn.url == "" {
+		srv, err := startEmbedded(*listen, *dataDir, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}()
+		url = srv.ClientURL()
+		nc, err = nats.Connect(url, nats.InProcessServer(srv), nats.Name("maf-sandbox engine serve"))
+		if err != nil {
+			return fmt.Errorf("serve: connect to the embedded server: %w", err)
+		}
+	} else {
+		url = conn.url
+		if nc, err = conn.connect("maf-sandbox engine serve", log); err != nil {
+			return err
+		}
+	}
+	defer nc.Close()
+
+	cfg := docker.Config{DockerPath: *dockerPath, EgressProxyImage: *proxyImage, Labels: labels}
+	backend, err := actors.Create(ctx, cfg, actors.WithLogger(log.Named("actors")))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer backend.Close(context.WithoutCancel(ctx))
+	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
+		sandbox.WithLogger(log.Named("router")))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
+		service.WithReaper(backendReaper(backend)), service.WithVersion(semver(version))}
+	if *engineID != "" {
+		opts = append(opts, service.WithEngineID(*engineID))
+	}
+	svc, err := service.New(nc, router, opts...)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("engine ready", zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())))
+	if *readyFile != "" {
+		if err := os.WriteFile(*readyFile, []byte(url+"\n"), 0o600); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			return fmt.Errorf("serve: write the ready file: %w", err)
+		}
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down: draining calls in flight", zap.Duration("drain_timeout", *drain))
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
+	defer cancel()
+	if err := svc.Stop(stopCtx); err != nil {
+		log.Warn("drain did not finish", zap.Error(err))
+	}
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Debug("drain the connection", zap.Error(err))
+	}
+	return nil
+}
+
+// startEmbedded starts a NATS server with JetStream on a loopback address, logging through
+// log.
+func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, error) {
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --listen %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("serve: --listen %q is not a loopback address: the embedded server is for this host only; "+
+			"run a NATS server with authentication and pass --nats-url to serve other hosts", listen)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("serve: --listen %q: bad port", listen)
+	}
+	if port == 0 {
+		port = -1 // nats-server's "pick a free port"
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("serve: data dir: %w", err)
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "maf-sandbox-engine",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(dataDir, "jetstream"),
+		NoSigs:     true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serve: embedded NATS server: %w", err)
+	}
+	srv.SetLoggerV2(natsLogger{log.Named("nats-server").WithOptions(zap.WithCaller(false)).Sugar()}, false, false, false)
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("serve: the embedded NATS server did not start on %s (is the port taken?)", listen)
+	}
+	return srv, nil
+}
+
+// natsLogger routes nats-server's logging into zap.
+type natsLogger struct{ l *zap.SugaredLogger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debugf(format, v...) } // its start-up banner
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warnf(format, v...) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Errorf(format, v...) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Errorf(format, v...) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debugf(format, v...) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) }
+
+// backendReaper serves reap requests with the Docker backend's sweep.
+func backendReaper(b *actors.Backend) service.Reaper {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
+		var opts []reaper.Option
+		if scope != "" {
+			opts = append(opts, reaper.WithScope(scope))
+		}
+		res, err := b.Reap(ctx, olderThan, opts...)
+		if errors.Is(err, actors.ErrReapInProgress) {
+			return service.ReapResult{}, &service.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+		}
+		if err != nil {
+			return service.ReapResult{}, err
+		}
+		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
+		for _, f := range res.Failures {
+			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+		}
+		return out, nil
+	})
+}
+
+// natsFlags are the flags of a connection to a NATS server, shared by serve and run.
+type natsFlags struct {
+	url, user, password, token, nkey, creds string
+	ca, cert, key                           string
+	prefix                                  string
+}
+
+func (c *natsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.url, "nats-url", envOr("MAF_SANDBOX_NATS_URL", ""), "NATS server to use (env MAF_SANDBOX_NATS_URL)")
+	fs.StringVar(&c.user, "nats-user", envOr("MAF_SANDBOX_NATS_USER", ""), "NATS user (env MAF_SANDBOX_NATS_USER)")
+	fs.StringVar(&c.password, "nats-password", envOr("MAF_SANDBOX_NATS_PASSWORD", ""), "NATS password (env MAF_SANDBOX_NATS_PASSWORD)")
+	fs.StringVar(&c.token, "nats-token", envOr("MAF_SANDBOX_NATS_TOKEN", ""), "NATS token (env MAF_SANDBOX_NATS_TOKEN)")
+	fs.StringVar(&c.nkey, "nats-nkey", envOr("MAF_SANDBOX_NATS_NKEY", ""), "file holding an NKey seed (env MAF_SANDBOX_NATS_NKEY)")
+	fs.StringVar(&c.creds, "nats-creds", envOr("MAF_SANDBOX_NATS_CREDS", ""), "NATS credentials file, JWT and seed (env MAF_SANDBOX_NATS_CREDS)")
+	fs.StringVar(&c.ca, "nats-ca", envOr("MAF_SANDBOX_NATS_CA", ""), "CA certificate file to verify the server (env MAF_SANDBOX_NATS_CA)")
+	fs.StringVar(&c.cert, "nats-cert", envOr("MAF_SANDBOX_NATS_CERT", ""), "client certificate file for TLS (env MAF_SANDBOX_NATS_CERT)")
+	fs.StringVar(&c.key, "nats-key", envOr("MAF_SANDBOX_NATS_KEY", ""), "client key file for TLS (env MAF_SANDBOX_NATS_KEY)")
+	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", service.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
+}
+
+// options turns the flags into client options; at most one way of authenticating is given.
+func (c *natsFlags) options(name string) ([]nats.Option, error) {
+	opts := []nats.Option{nats.Name(name)}
+	ways := 0
+	if c.user != "" || c.password != "" {
+		opts = append(opts, nats.UserInfo(c.user, c.password))
+		ways++
+	}
+	if c.token != "" {
+		opts = append(opts, nats.Token(c.token))
+		ways++
+	}
+	if c.nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
+		ways++
+	}
+	if c.creds != "" {
+		opts = append(opts, nats.UserCredentials(c.creds))
+		ways++
+	}
+	if ways > 1 {
+		return nil, errors.New("give one of --nats-user/--nats-password, --nats-token, --nats-nkey and --nats-creds")
+	}
+	if c.ca != "" {
+		opts = append(opts, nats.RootCAs(c.ca))
+	}
+	if (c.cert == "") != (c.key == "") {
+		return nil, errors.New("--nats-cert and --nats-key go together")
+	}
+	if c.cert != "" {
+		opts = append(opts, nats.ClientCert(c.cert, c.key))
+	}
+	return opts, nil
+}
+
+// connect connects to the flags' URL, or the embedded default when none is set.
+func (c *natsFlags) connect(name string, log *zap.Logger) (*nats.Conn, error) {
+	url := c.url
+	if url == "" {
+		url = defaultNATSURL
+	}
+	opts, err := c.options(name)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", zap.Error(err)) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted())) }))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// logFlags choose the log format and level.
+type logFlags struct{ format, level string }
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", envOr("MAF_SANDBOX_LOG_FORMAT", "auto"), "console, json, or auto: console on a terminal, JSON otherwise (env MAF_SANDBOX_LOG_FORMAT)")
+	fs.StringVar(&l.level, "log-level", envOr("MAF_SANDBOX_LOG_LEVEL", "info"), "debug, info, warn or error (env MAF_SANDBOX_LOG_LEVEL)")
+}
+
+// logger builds the zap logger on stderr: console lines on a terminal, JSON otherwise.
+func (l *logFlags) logger() (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(l.level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	format := l.format
+	if format == "auto" {
+		format = "json"
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			format = "console"
+		}
+	}
+	var cfg zap.Config
+	switch format {
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.Development = false
+	case "json":
+		cfg = zap.NewProductionConfig()
+		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	default:
+		return nil, fmt.Errorf("--log-format %q: want console, json or auto", l.format)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(level)
+	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	return cfg.Build()
+}
+
+// labelFlag collects repeated --label k=v flags.
+type labelFlag map[string]string
+
+func (f labelFlag) String() string {
+	parts := make([]string, 0, len(f))
+	for k, v := range f {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f labelFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q is not k=v", s)
+	}
+	f[k] = v
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+// defaultDataDir is $XDG_STATE_HOME/maf-sandbox, or ~/.local/state/maf-sandbox.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "maf-sandbox")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "maf-sandbox")
+	}
+	return filepath.Join(os.TempDir(), "maf-sandbox")
+}
+
+// semver is the build's version when it is a semantic version, 0.0.0-dev otherwise: the
+// micro service accepts nothing else.
+func semver(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if semverRE.MatchString(v) {
+		return v
+	}
+	return "0.0.0-dev"
+}
+
+var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
