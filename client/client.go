@@ -90,7 +90,8 @@ func (b *Backend) Declarations() sandbox.Declarations { return b.declarations }
 // cold builds a call to a shared subject, or to the pinned engine's subject.
 func (b *Backend) cold(shared, engine string, env *messages.APIEnvelope, req, resp any, respType string) call {
 	if b.o.engine != "" {
-		return call{subject: service.Engine(engine, b.o.prefix, b.o.engine), env: env, req: req, resp: resp, respType: respType, pinned: true}
+		return call{subject: service.Engine(engine, b.o.prefix, b.o.engine), env: env, req: req, resp: resp, respType: respType,
+			pinned: true, engine: b.o.engine}
 	}
 	return call{subject: service.Shared(shared, b.o.prefix), env: env, req: req, resp: resp, respType: respType}
 }
@@ -108,7 +109,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	c := b.cold(service.SubjectAcquireT, service.SubjectEngineAcquireT, &req.APIEnvelope, req, &resp, messages.APIAcquireResponseType)
 	if engine := b.placed(key); engine != "" && b.o.engine == "" {
 		pinned := c
-		pinned.subject, pinned.pinned = service.Engine(service.SubjectEngineAcquireT, b.o.prefix, engine), true
+		pinned.subject, pinned.pinned, pinned.engine = service.Engine(service.SubjectEngineAcquireT, b.o.prefix, engine), true, engine
 		err := b.do(ctx, pinned)
 		if !errors.Is(err, service.ErrUnavailable) {
 			return b.acquired(key, spec, &resp, err)
@@ -152,7 +153,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 	var err error
 	if engine := b.placed(key); engine != "" && b.o.engine == "" {
 		pinned := c
-		pinned.subject, pinned.pinned = service.Engine(service.SubjectEngineDisposeT, b.o.prefix, engine), true
+		pinned.subject, pinned.pinned, pinned.engine = service.Engine(service.SubjectEngineDisposeT, b.o.prefix, engine), true, engine
 		err = b.do(ctx, pinned)
 		pool = errors.Is(err, service.ErrUnavailable) // that engine is gone: any engine of the pool disposes by label
 	}

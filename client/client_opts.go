@@ -21,6 +21,7 @@ type options struct {
 	engine      string
 	callTimeout time.Duration
 	retryWait   time.Duration
+	liveness    time.Duration
 }
 
 func defaultOptions() options {
@@ -29,6 +30,7 @@ func defaultOptions() options {
 		prefix:      service.DefaultPrefix,
 		callTimeout: 5 * time.Minute,
 		retryWait:   30 * time.Second,
+		liveness:    2 * time.Second,
 	}
 }
 
@@ -97,6 +99,20 @@ func WithRetryWait(d time.Duration) Option {
 			return errOption("retry wait must not be negative, got %s", d)
 		}
 		o.retryWait = d
+		return nil
+	}
+}
+
+// WithLivenessInterval sets how often a call waiting on one engine asks whether that engine
+// still runs (default 2 s; 0 never asks). When nobody answers, the engine died with the call
+// in flight, and the call fails at once with an [*service.EngineUnavailableError] instead of
+// waiting out its timeout. A draining engine still answers until its last call has replied.
+func WithLivenessInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return errOption("liveness interval must not be negative, got %s", d)
+		}
+		o.liveness = d
 		return nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -27,6 +28,9 @@ type call struct {
 	// pinned marks a call addressed to one engine: when nobody answers its subject, that
 	// engine is gone and the call is not retried.
 	pinned bool
+	// engine is the engine a pinned call waits on, whose alive subject is asked while the
+	// call is in flight.
+	engine string
 }
 
 // do sends c and decodes its reply, retrying while no engine can take it. Without a ctx
@@ -78,8 +82,11 @@ func (b *Backend) once(ctx context.Context, c call) error {
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	msg, err := b.nc.RequestWithContext(ctx, c.subject, data)
+	msg, gone, err := b.request(ctx, c, data)
 	switch {
+	case gone:
+		return &service.EngineUnavailableError{Subject: c.subject, Reason: fmt.Sprintf(
+			"engine %s stopped answering with the call in flight; whether it ran is unknown", c.engine)}
 	case errors.Is(err, nats.ErrNoResponders):
 		return &service.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -101,4 +108,46 @@ func (b *Backend) once(ctx context.Context, c call) error {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("decode the %s reply: %v", c.respType, err)}
 	}
 	return nil
+}
+
+// request sends data and waits for the reply. For a call waiting on one engine it asks the
+// engine's alive subject every liveness interval, and gives up when nobody answers there:
+// gone reports that.
+func (b *Backend) request(ctx context.Context, c call, data []byte) (msg *nats.Msg, gone bool, err error) {
+	if c.engine == "" || b.o.liveness <= 0 {
+		msg, err = b.nc.RequestWithContext(ctx, c.subject, data)
+		return msg, false, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var dead atomic.Bool
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		alive := service.Engine(service.SubjectEngineAliveT, b.o.prefix, c.engine)
+		t := time.NewTicker(b.o.liveness)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, b.o.liveness)
+			_, err := b.nc.RequestWithContext(pctx, alive, nil)
+			pcancel()
+			if errors.Is(err, nats.ErrNoResponders) {
+				dead.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	msg, err = b.nc.RequestWithContext(ctx, c.subject, data)
+	cancel()
+	<-probeDone
+	if err != nil && dead.Load() {
+		return nil, true, err
+	}
+	return msg, false, err
 }

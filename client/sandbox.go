@@ -63,7 +63,7 @@ func (s *Sandbox) envelope(typ string) messages.APIEnvelope {
 // call builds a call to this sandbox's engine.
 func (s *Sandbox) call(template string, env *messages.APIEnvelope, req, resp any, respType string, extra time.Duration) call {
 	return call{subject: service.Engine(template, s.b.o.prefix, s.engine), env: env, req: req, resp: resp,
-		respType: respType, extra: extra, pinned: true}
+		respType: respType, extra: extra, pinned: true, engine: s.engine}
 }
 
 // WriteFile writes content byte-exact: inline when it fits in one message, otherwise in

@@ -30,7 +30,8 @@ type Service struct {
 	id      string
 	started time.Time
 	svc     micro.Service
-	subs    int // the connection's subscriptions before the service added its own
+	alive   *nats.Subscription
+	subs    int // the connection's subscriptions before the service added its own, alive included
 
 	life  context.Context // ends when Stop gives up waiting: in-flight calls are abandoned
 	abort context.CancelFunc
@@ -98,6 +99,12 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
 		subs: nc.NumSubscriptions(),
 	}
+	alive, err := nc.Subscribe(Engine(SubjectEngineAliveT, o.prefix, s.id), func(m *nats.Msg) { _ = m.Respond(nil) })
+	if err != nil {
+		abort()
+		return nil, fmt.Errorf("subscribe to the alive subject: %w", err)
+	}
+	s.alive, s.subs = alive, s.subs+1
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     o.version,
@@ -109,6 +116,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		},
 	})
 	if err != nil {
+		_ = alive.Unsubscribe()
 		abort()
 		return nil, fmt.Errorf("add micro service: %w", err)
 	}
@@ -128,6 +136,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		}
 		if err != nil {
 			_ = svc.Stop()
+			_ = alive.Unsubscribe()
 			abort()
 			return nil, fmt.Errorf("add endpoint %s: %w", op.name, err)
 		}
@@ -135,6 +144,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	// Once the server has the subscriptions, a request sent after New returns finds them.
 	if err := nc.FlushTimeout(flushTimeout); err != nil {
 		_ = svc.Stop()
+		_ = alive.Unsubscribe()
 		abort()
 		return nil, fmt.Errorf("flush the subscriptions: %w", err)
 	}
@@ -169,6 +179,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		if err := s.alive.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			s.log.Debug("unsubscribe the alive subject", zap.Error(err))
+		}
 		s.abort()
 		if waitErr != nil {
 			// The abandoned calls see their context end; give them a moment to reply.
@@ -186,9 +199,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	return s.stopErr
 }
 
-// waitDrained waits until the subscriptions the service added are gone: the client removes
-// a draining subscription once every message the server delivered to it has reached its
-// handler.
+// waitDrained waits until the endpoints' subscriptions are gone (the alive subscription
+// stays until the end): the client removes a draining subscription once every message the
+// server delivered to it has reached its handler.
 func (s *Service) waitDrained(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()

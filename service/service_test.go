@@ -473,3 +473,35 @@ func TestMicroDiscovery(t *testing.T) {
 		t.Fatalf("ping %s: %v", msg.Data, err)
 	}
 }
+
+// TestAClientNoticesAnEngineThatDied closes the engine's connection (as a crash would) with
+// an exec in flight: the client's liveness probe finds nobody on the engine's alive subject
+// and the call fails at once as unavailable, instead of waiting out its timeout.
+func TestAClientNoticesAnEngineThatDied(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	fake := newFake(t)
+	w := &wrapped{Backend: fake, wrap: func(sb sandbox.Sandbox) sandbox.Sandbox {
+		return &blocking{Sandbox: sb, started: started, release: release}
+	}}
+	e := startEngine(t, w)
+	c := newClient(t, e, client.WithLivenessInterval(20*time.Millisecond), client.WithCallTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	sb, err := c.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Argv("wait"), ".", time.Hour)
+		done <- err
+	}()
+	<-started
+	e.nc.Close()
+	err = <-done
+	var ue *service.EngineUnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "in flight") {
+		t.Fatalf("the exec on a dead engine: %v, want engine unavailable with the call in flight", err)
+	}
+}
