@@ -49,19 +49,19 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	cmd := sandbox.Command{Argv: req.Argv, Shell: req.Shell}
 	timeout := millis(req.TimeoutMS)
 	var res sandbox.ExecResult
-	switch live, ok := h.sb.(StreamingSandbox); {
+	switch live, ok := h.sandbox().(StreamingSandbox); {
 	case st != nil && ok:
 		st.live = true
 		res, err = live.ExecStreaming(ctx, cmd, req.WorkDir, timeout, req.MaxOutputBytes, st.emit)
 	case req.MaxOutputBytes != 0:
-		bounded, ok := h.sb.(sandbox.BoundedExec)
+		bounded, ok := h.sandbox().(sandbox.BoundedExec)
 		if !ok {
 			return nil, &sandbox.UnsupportedError{Backend: backendName(s), Op: "exec with max_output_bytes",
 				Reason: "the sandbox cannot cap a command's output before buffering it"}
 		}
 		res, err = bounded.ExecBounded(ctx, cmd, req.WorkDir, timeout, req.MaxOutputBytes)
 	default:
-		res, err = h.sb.Exec(ctx, cmd, req.WorkDir, timeout)
+		res, err = h.sandbox().Exec(ctx, cmd, req.WorkDir, timeout)
 	}
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.sb.RunCode(ctx, req.Code, millis(req.TimeoutMS))
+	res, err := h.sandbox().RunCode(ctx, req.Code, millis(req.TimeoutMS))
 	if err != nil {
 		return nil, err
 	}

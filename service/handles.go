@@ -2,6 +2,7 @@ package service
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nuid"
 
@@ -13,12 +14,24 @@ import (
 type handle struct {
 	id   string
 	key  sandbox.Key
-	spec sandbox.Spec
-	sb   sandbox.Sandbox
+	kind string
+	cur  atomic.Pointer[handleState] // replaced whole by a later acquire of the same instance
 
 	mu       sync.Mutex
 	instance string // the instance ID, changed by Reset
 }
+
+// handleState is what the latest acquire of a handle's instance returned.
+type handleState struct {
+	sb   sandbox.Sandbox
+	spec sandbox.Spec
+}
+
+// sandbox is the sandbox the latest acquire returned.
+func (h *handle) sandbox() sandbox.Sandbox { return h.cur.Load().sb }
+
+// spec is the spec of the latest acquire.
+func (h *handle) spec() sandbox.Spec { return h.cur.Load().spec }
 
 func (h *handle) instanceID() string {
 	h.mu.Lock()
@@ -50,11 +63,12 @@ func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *h
 	hk := handleKey{sandbox.Identity(key, spec.Kind), sb.InstanceID()}
 	if id, ok := t.byInstance[hk]; ok {
 		if h := t.byID[id]; h != nil {
-			h.sb, h.spec = sb, spec
+			h.cur.Store(&handleState{sb: sb, spec: spec})
 			return h
 		}
 	}
-	h := &handle{id: nuid.Next(), key: key, spec: spec, sb: sb, instance: sb.InstanceID()}
+	h := &handle{id: nuid.Next(), key: key, kind: spec.Kind, instance: sb.InstanceID()}
+	h.cur.Store(&handleState{sb: sb, spec: spec})
 	t.byID[h.id] = h
 	t.byInstance[hk] = h.id
 	return h
@@ -71,11 +85,11 @@ func (t *handles) get(id string) *handle {
 func (t *handles) reset(h *handle, instance string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.spec.Kind), h.instanceID()})
+	delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.kind), h.instanceID()})
 	h.mu.Lock()
 	h.instance = instance
 	h.mu.Unlock()
-	t.byInstance[handleKey{sandbox.Identity(h.key, h.spec.Kind), instance}] = h.id
+	t.byInstance[handleKey{sandbox.Identity(h.key, h.kind), instance}] = h.id
 }
 
 // drop forgets every handle match accepts and returns their IDs.
@@ -86,7 +100,7 @@ func (t *handles) drop(match func(*handle) bool) []string {
 	for id, h := range t.byID {
 		if match(h) {
 			delete(t.byID, id)
-			delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.spec.Kind), h.instanceID()})
+			delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.kind), h.instanceID()})
 			ids = append(ids, id)
 		}
 	}

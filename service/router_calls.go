@@ -54,7 +54,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	opts := sandbox.DisposeOptions{Kind: cloneString(req.Kind), InstanceID: req.InstanceID}
 	f := s.router.Dispose(ctx, key, opts)
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
-		return h.key == key && (opts.Kind == nil || h.spec.Kind == *opts.Kind) &&
+		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
 			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
 	}))
 	return &messages.APIDisposeResponse{Undisposed: FailureToWire(f)}, nil

@@ -42,7 +42,7 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if content == nil {
 		content = []byte{}
 	}
-	if err := h.sb.WriteFile(ctx, req.Path, content, req.WorkDir); err != nil {
+	if err := h.sandbox().WriteFile(ctx, req.Path, content, req.WorkDir); err != nil {
 		return nil, err
 	}
 	return &messages.APIWriteFileResponse{}, nil
@@ -74,7 +74,7 @@ func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	// Above the transfer limit the sandbox refuses the file rather than the engine sending it.
-	content, err := h.sb.ReadFile(ctx, req.Path, req.WorkDir, min(req.MaxBytes, s.o.maxFileBytes))
+	content, err := h.sandbox().ReadFile(ctx, req.Path, req.WorkDir, min(req.MaxBytes, s.o.maxFileBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := h.sb.StatFile(ctx, req.Path, req.WorkDir)
+	st, err := h.sandbox().StatFile(ctx, req.Path, req.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func remove(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.sb.Remove(ctx, req.Path, req.WorkDir, req.Recursive); err != nil {
+	if err := h.sandbox().Remove(ctx, req.Path, req.WorkDir, req.Recursive); err != nil {
 		return nil, err
 	}
 	return &messages.APIRemoveResponse{}, nil
@@ -141,7 +141,7 @@ func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := h.sb.ListDir(ctx, req.Path, req.WorkDir)
+	entries, err := h.sandbox().ListDir(ctx, req.Path, req.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func reclaim(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.sb.Reclaim(ctx, req.Dir, req.WorkDir, millis(req.TimeoutMS)); err != nil {
+	if err := h.sandbox().Reclaim(ctx, req.Dir, req.WorkDir, millis(req.TimeoutMS)); err != nil {
 		return nil, err
 	}
 	return &messages.APIReclaimResponse{}, nil
@@ -176,11 +176,11 @@ func reset(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.sb.Reset(ctx, millis(req.TimeoutMS)); err != nil {
+	if err := h.sandbox().Reset(ctx, millis(req.TimeoutMS)); err != nil {
 		return nil, err
 	}
-	s.handles.reset(h, h.sb.InstanceID())
-	return &messages.APIResetResponse{InstanceID: h.sb.InstanceID()}, nil
+	s.handles.reset(h, h.sandbox().InstanceID())
+	return &messages.APIResetResponse{InstanceID: h.sandbox().InstanceID()}, nil
 }
 
 func collectOutputs(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -200,7 +200,7 @@ func collectOutputs(ctx context.Context, s *Service, data []byte) (any, error) {
 			return sandbox.LandedArtifact{Name: a.Name, Display: a.Name}, nil
 		},
 	}
-	if _, err := sandbox.CollectOutputs(ctx, h.sb, h.spec, sink, OutputsFromWire(req.CallTimeOutputs)); err != nil {
+	if _, err := sandbox.CollectOutputs(ctx, h.sandbox(), h.spec(), sink, OutputsFromWire(req.CallTimeOutputs)); err != nil {
 		return nil, err
 	}
 	out := &messages.APICollectOutputsResponse{Artifacts: make([]messages.APIArtifact, 0, len(artifacts))}

@@ -82,12 +82,12 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	if o.maxRequestBytes == 0 {
 		o.maxRequestBytes = maxPayload
 	}
-	fits := (maxPayload - envelopeOverhead) / 4 * 3
+	fits := (min(maxPayload, o.maxRequestBytes) - envelopeOverhead) / 4 * 3
 	if o.chunkSize == 0 {
 		o.chunkSize = fits
 	}
 	if o.chunkSize > fits || o.chunkSize < 1024 {
-		return nil, errOption("chunk size %d does not fit a message of the server's max payload %d once encoded", o.chunkSize, maxPayload)
+		return nil, errOption("chunk size %d does not fit a request of at most %d bytes once encoded", o.chunkSize, min(maxPayload, o.maxRequestBytes))
 	}
 	life, abort := context.WithCancel(context.Background())
 	s := &Service{
