@@ -166,6 +166,19 @@ var errorCodes = []errorCode{
 	sentinel(CodeDeadlineExceeded, context.DeadlineExceeded),
 }
 
+// families are the sentinels an error of an unknown type is sent as when it matches one,
+// the most specific first.
+var families = []errorCode{
+	sentinel(CodeFamilyTimeout, sandbox.ErrTimeout),
+	sentinel(CodeFamilyRefused, sandbox.ErrRefused),
+	sentinel(CodeFamilyUnsupported, sandbox.ErrUnsupported),
+	sentinel(CodeFamilyInvalid, sandbox.ErrInvalid),
+	sentinel(CodeFamilyOutput, sandbox.ErrOutput),
+	sentinel(CodeFamilyOS, sandbox.ErrOS),
+	sentinel(CodeFamilyProtocol, sandbox.ErrProtocol),
+	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
+}
+
 var (
 	codeByType     = map[reflect.Type]errorCode{}
 	codeByName     = map[string]errorCode{}
@@ -259,14 +272,22 @@ func (e *RemoteError) Error() string { return e.Message }
 func (e *RemoteError) Unwrap() error { return e.Err }
 
 // EncodeError turns err into its wire form: the code of the first error in its chain that
-// the table knows (an [InternalError] code when none), the whole text, and that error's
-// fields. A nil err gives nil.
+// the table knows, else the code of the sandbox family it matches with errors.Is (an error
+// type of another package that reports a family), else [CodeInternal]; the whole text; and
+// the typed error's fields. A nil err gives nil.
 func EncodeError(err error) *messages.APIError {
 	if err == nil {
 		return nil
 	}
 	c, found := findCode(err)
 	if found == nil {
+		// An error of another package's type still says its family through errors.Is: send
+		// the family, so the client's errors.Is answers as the engine's does.
+		for _, f := range families {
+			if errors.Is(err, f.sentinel) {
+				return &messages.APIError{Code: f.code, Message: err.Error()}
+			}
+		}
 		return &messages.APIError{Code: CodeInternal, Message: err.Error()}
 	}
 	out := &messages.APIError{Code: c.code, Message: err.Error()}

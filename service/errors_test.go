@@ -213,6 +213,8 @@ func TestEncodeFindsTheTypedErrorInsideWrappers(t *testing.T) {
 			}},
 		{"cancelled", fmt.Errorf("exec: %w", context.Canceled), CodeCanceled,
 			func(err error) bool { return errors.Is(err, context.Canceled) }},
+		{"another package's type in a family", &familyOnly{}, CodeFamilyUnsupported,
+			func(err error) bool { return errors.Is(err, sandbox.ErrUnsupported) }},
 		{"joined", errors.Join(errors.New("first"), &sandbox.UnsupportedError{Backend: "b", Op: "o"}), CodeUnsupported,
 			func(err error) bool { return errors.Is(err, sandbox.ErrUnsupported) }},
 	}
@@ -252,3 +254,10 @@ func TestUnknownCodeKeepsTheText(t *testing.T) {
 		t.Fatalf("got %#v", got)
 	}
 }
+
+// familyOnly is an error type the table does not know that reports a family, as
+// actors.EgressTopologyError does.
+type familyOnly struct{}
+
+func (*familyOnly) Error() string        { return "egress network n: the engine cannot build it" }
+func (*familyOnly) Is(target error) bool { return target == sandbox.ErrUnsupported }

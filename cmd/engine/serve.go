@@ -20,6 +20,7 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -58,6 +59,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	engineID := fs.String("engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
+	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "extra label k=v on every container the engine creates; repeatable")
@@ -103,7 +105,22 @@ func serveCmd(ctx context.Context, args []string) error {
 	defer nc.Close()
 
 	cfg := docker.Config{DockerPath: *dockerPath, EgressProxyImage: *proxyImage, Labels: labels}
-	backend, err := actors.Create(ctx, cfg, actors.WithLogger(log.Named("actors")))
+	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors"))}
+	if *proxyImage != "" && *eventPrefix != "" {
+		box, sink, err := egressEvents(ctx, nc, cfg, *eventPrefix, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
+			defer cancel()
+			if n := box.Close(wait); n > 0 {
+				log.Warn("egress events not delivered at shutdown", zap.Int("count", n))
+			}
+		}()
+		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
+	}
+	backend, err := actors.Create(ctx, cfg, backendOpts...)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -183,6 +200,43 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 		return nil, fmt.Errorf("serve: the embedded NATS server did not start on %s (is the port taken?)", listen)
 	}
 	return srv, nil
+}
+
+// egressEvents publishes the egress windows the backend drains (docs/events.md) to the
+// JetStream streams under prefix, through an outbox that keeps and retries them while NATS
+// is away. The events carry the Docker daemon's ID.
+func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*egresslog.Outbox, actors.EgressSink, error) {
+	engineID := "unknown"
+	if cli, err := docker.NewCLI(cfg); err == nil {
+		if id, err := cli.EngineID(ctx); err == nil {
+			engineID = id
+		} else {
+			log.Warn("egress events will carry no daemon ID", zap.Error(err))
+		}
+	}
+	pub, err := egresslog.NewJetStreamPublisher(nc, egresslog.WithSubjectPrefix(prefix))
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+	}
+	box, err := egresslog.NewOutbox(pub, egresslog.WithOutboxLogger(log.Named("egress-events")))
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+	}
+	return box, outboxSink{box: box, prefix: prefix, engineID: engineID, log: log}, nil
+}
+
+// outboxSink hands each drained window to the outbox.
+type outboxSink struct {
+	box      *egresslog.Outbox
+	prefix   string
+	engineID string
+	log      *zap.Logger
+}
+
+func (s outboxSink) EgressDrained(_ context.Context, w actors.EgressWindow) {
+	if err := s.box.EnqueueWindow(s.prefix, s.engineID, w); err != nil {
+		s.log.Debug("egress window not published", zap.String("proxy", w.ProxyName), zap.Error(err))
+	}
 }
 
 // natsLogger routes nats-server's logging into zap.
@@ -287,7 +341,11 @@ func (c *natsFlags) connect(name string, log *zap.Logger) (*nats.Conn, error) {
 		return nil, err
 	}
 	opts = append(opts,
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", zap.Error(err)) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", zap.Error(err))
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted())) }))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
