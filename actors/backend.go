@@ -51,7 +51,7 @@ type Backend struct {
 	watch      *watcher
 	closeOnce  sync.Once
 
-	reaping  atomic.Bool                                 // a Reap is in flight
+	reaping  atomic.Bool                                  // a Reap is in flight
 	reporter atomic.Pointer[func(sandbox.EgressObserved)] // the router's egress reporter, nil when unobserved
 
 	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
@@ -244,7 +244,7 @@ func ask[T any](ctx context.Context, b *Backend, pid *actor.PID, msg any, extra 
 	}
 	if err != nil {
 		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, actor.ErrTimeout) {
-			return zero, fmt.Errorf("%w: the engine did not answer (%v)", errEngineStopped, err)
+			return zero, fmt.Errorf("%w: the engine did not answer (%v)", ErrEngineStopped, err)
 		}
 		return zero, err
 	}
@@ -255,8 +255,14 @@ func ask[T any](ctx context.Context, b *Backend, pid *actor.PID, msg any, extra 
 	return v, nil
 }
 
-// errEngineStopped means the backend was closed or its actor lost the reply.
-var errEngineStopped = errors.New("sandbox engine stopped")
+// ErrEngineStopped means the backend was closed, or its actor lost a reply: the call's
+// outcome is unknown. It is in the sandbox.ErrOS family.
+var ErrEngineStopped error = engineStopped{}
+
+type engineStopped struct{}
+
+func (engineStopped) Error() string        { return "sandbox engine stopped" }
+func (engineStopped) Is(target error) bool { return target == sandbox.ErrOS }
 
 // isProxyName reports whether a listed name is a proxy's.
 func isProxyName(name string) bool { return strings.HasSuffix(name, docker.ProxySuffix) }

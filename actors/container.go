@@ -72,7 +72,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.thawHeld()
 		for _, st := range a.stash {
-			ctx.Send(st.sender, failureFor(st.r.msg, errEngineStopped))
+			ctx.Send(st.sender, failureFor(st.r.msg, ErrEngineStopped))
 		}
 		a.stash = nil
 	case *request:

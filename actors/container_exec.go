@@ -54,6 +54,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		limit = DefaultExecOutputLimit
 	}
 	deadline := time.Now().Add(m.Timeout)
+	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
 	a.execs++
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root := actx.ActorSystem().Root
@@ -63,7 +64,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		stop := context.AfterFunc(a.b.life, cancel)
 		defer stop()
 		var done execDone
-		done.out, done.err = a.b.engine.Exec(ectx, docker.ExecRequest{Target: target, WorkDir: a.workingDir(m.WorkDir),
+		done.out, done.err = a.b.engine.Exec(ectx, docker.ExecRequest{Target: target, WorkDir: dir,
 			Argv: argv, MaxOutputBytes: limit})
 		root.Send(f.PID(), &done)
 	}()
@@ -90,7 +91,7 @@ func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest
 	case ctx.Err() != nil:
 		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, ctx.Err())
 	case a.b.life.Err() != nil:
-		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, errEngineStopped)
+		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, ErrEngineStopped)
 	case !time.Now().Before(deadline):
 		a.removeContainer(target)
 		return sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: m.Timeout}
