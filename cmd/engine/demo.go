@@ -4,20 +4,26 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
 )
 
-// demoCmd plays a scripted agent against the local Docker engine through the router, the
-// way a host embeds the engine: acquire, write a program, run it, read its output back,
-// dispose, and show that nothing was left behind.
+// demoCmd runs the engine on its embedded defaults — an embedded NATS server on loopback,
+// the service over the local Docker engine — and plays a scripted agent against it through
+// the Go client, the way a host in another process drives it: acquire, write a program, run
+// it, read its output back, dispose, and show that nothing was left behind.
 func demoCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	image := fs.String("image", images.BusyboxTag, "workload image; built when it is the default and missing")
@@ -37,6 +43,18 @@ func demoCmd(ctx context.Context, args []string) error {
 	if *verbose {
 		log, _ = zap.NewDevelopment()
 	}
+
+	// The engine: an embedded NATS server, the Docker backend behind a router, the service.
+	dataDir, err := os.MkdirTemp("", "maf-sandbox-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	srv, err := startEmbedded("127.0.0.1:0", dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
 	backend, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath}, actors.WithLogger(log))
 	if err != nil {
 		return err
@@ -46,7 +64,31 @@ func demoCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	step("the router admits the docker backend at isolation %q (its default floor, microvm, would refuse it)", backend.Isolation())
+	engineConn, err := nats.Connect(srv.ClientURL(), nats.Name("maf-sandbox-engine"))
+	if err != nil {
+		return err
+	}
+	defer engineConn.Close()
+	svc, err := service.New(engineConn, router, service.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer svc.Stop(context.WithoutCancel(ctx))
+	step("engine serving on embedded NATS at %s (engine %s); the router admits the docker backend at isolation %q",
+		srv.ClientURL(), svc.EngineID(), backend.Isolation())
+
+	// The agent's host: a NATS client, as a host in any language would be.
+	agentConn, err := nats.Connect(srv.ClientURL(), nats.Name("demo-agent"))
+	if err != nil {
+		return err
+	}
+	defer agentConn.Close()
+	remote, err := client.New(ctx, agentConn, client.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	d := remote.Declarations()
+	step("client sees backend %q, egress %v, capabilities %s", remote.Name(), d.EgressModes.Sorted(), d.EffectiveCapabilities())
 
 	key := sandbox.Key{Scope: "demo", ThreadID: fmt.Sprintf("t%d", time.Now().UnixNano()), AgentID: "coder"}
 	spec, err := sandbox.NewSpec("codeact", sandbox.WithImage(*image),
@@ -55,13 +97,13 @@ func demoCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer router.DisposeScope(context.WithoutCancel(ctx), key.Scope, key.ThreadID)
+	defer remote.DisposeScope(context.WithoutCancel(ctx), key.Scope, key.ThreadID)
 	start := time.Now()
-	sb, err := router.Acquire(ctx, key, spec)
+	sb, err := remote.Acquire(ctx, key, spec)
 	if err != nil {
 		return err
 	}
-	step("acquired sandbox %.12s in %s (closed egress: --network none)", sb.InstanceID(), time.Since(start).Round(time.Millisecond))
+	step("acquired sandbox %.12s over NATS in %s (closed egress: --network none)", sb.InstanceID(), time.Since(start).Round(time.Millisecond))
 
 	program := "#!/bin/sh\nmkdir -p out\necho \"hello from $(uname -s), user $(id -u)\" > out/report.txt\nls / | wc -l >> out/report.txt\n"
 	if err := sb.WriteFile(ctx, "agent.sh", []byte(program), "."); err != nil {
@@ -73,7 +115,6 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	step("ran it: exit %d", res.ExitCode)
-
 	sink := &sandbox.OutputSink{Deliver: func(_ context.Context, a sandbox.Artifact) (sandbox.LandedArtifact, error) {
 		step("collected %s (%d bytes):\n%s", a.Name, len(a.Content), indent(string(a.Content)))
 		return sandbox.LandedArtifact{Name: a.Name, Display: a.Name}, nil
@@ -84,24 +125,28 @@ func demoCmd(ctx context.Context, args []string) error {
 	if _, err := sb.ReadFile(ctx, "/etc/passwd", ".", 1<<20); err != nil {
 		step("reading /etc/passwd from the storage base is refused: %v", err)
 	}
-	if res, err := sb.Exec(ctx, sandbox.Shell("wget -q -T 3 -O - http://example.com || echo no network"), ".", 30*time.Second); err == nil {
-		step("the sandbox has no network: %s", strings.TrimSpace(res.Stdout()))
+	if res, err := sb.Exec(ctx, sandbox.Shell("ls /sys/class/net"), ".", 30*time.Second); err == nil {
+		step("the sandbox's network interfaces: %s — loopback only, no route out", strings.Join(strings.Fields(res.Stdout()), " "))
 	}
-	step("allowlisted egress: %s", allowlistNote(backend))
+	if d.EgressModes.Has(sandbox.EgressAllowlist) {
+		step("allowlisted egress is available on this engine")
+	} else {
+		step("allowlisted egress is not served here: no egress proxy image is configured, and allowlists with hosts " +
+			"need Docker Engine 28.0.0+ for isolated bridge gateways, so no egress events are produced")
+	}
 
-	if f := router.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
 		return fmt.Errorf("dispose: %v", f)
 	}
-	purge := router.DisposeScope(ctx, key.Scope, key.ThreadID)
-	step("disposed; a scope purge afterwards finds %d more sandboxes — nothing was left behind", purge.Disposed)
-	return nil
-}
-
-func allowlistNote(b *actors.Backend) string {
-	if b.Declarations().EgressModes.Has(sandbox.EgressAllowlist) {
-		return "available"
+	purge := remote.DisposeScope(ctx, key.Scope, key.ThreadID)
+	left, err := exec.CommandContext(ctx, *dockerPath, "ps", "-aq", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(key.Scope),
+		"--filter", "label="+docker.LabelThread+"="+docker.LabelValue(key.ThreadID)).Output()
+	if err != nil {
+		return err
 	}
-	return "not served here — no egress proxy image is configured (and allowlists with hosts need Docker Engine 28.0.0+ for isolated bridge gateways)"
+	step("disposed; a scope purge afterwards finds %d more sandboxes, and docker ps lists %d containers of this conversation — nothing was left behind",
+		purge.Disposed, len(strings.Fields(string(left))))
+	return nil
 }
 
 func indent(s string) string {
