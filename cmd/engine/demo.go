@@ -29,6 +29,8 @@ func demoCmd(ctx context.Context, args []string) error {
 	image := fs.String("image", images.BusyboxTag, "workload image; built when it is the default and missing")
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
 	verbose := fs.Bool("v", false, "log the engine's work")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "extra label k=v on every container the demo creates; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,7 +57,7 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Shutdown()
-	backend, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath}, actors.WithLogger(log))
+	backend, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath, Labels: labels}, actors.WithLogger(log))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,34 @@
+package integration
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// The README's run command: the demo builds, serves on embedded NATS, plays its agent over
+// the client and leaves nothing behind.
+func TestDemoCommand(t *testing.T) {
+	dockertest.Busybox(t)
+	bin := filepath.Join(t.TempDir(), "engine")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	args := []string{"demo"}
+	for k, v := range dockertest.Labels() {
+		args = append(args, "--label", k+"="+v)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("engine demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
+		"lists 0 containers"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
