@@ -1,6 +1,7 @@
 // Package messages holds the requests, responses and events that the engine's parts exchange:
-// the sandbox handles and the backend adapter send them to container actors, and the NATS
-// service carries them to clients in other processes.
+// the sandbox handles and the backend adapter send the in-process ones to container actors
+// (container.go), and the NATS service and client exchange the JSON wire types (wire.go,
+// the API... names).
 //
 // Messages are data, not behaviour: exported structs, always sent and matched as pointers. A
 // request that expects a reply is named XxxRequest and gets exactly one XxxResponse whose Err
