@@ -1,12 +1,14 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,6 +34,9 @@ const inMemoryStore = "<IN MEMORY>"
 type apiBound struct {
 	Binding
 	client *client.Client
+	// raw sends the few requests the Moby client cannot shape, over the same dialer and TLS.
+	raw *http.Client
+	tls bool
 	// meta is the named context's meta.json; "" for the default context, which cannot be
 	// deleted. Every call re-reads it and refuses when it is gone or points elsewhere.
 	meta          string
@@ -107,11 +112,11 @@ func (a *API) bind(ctx context.Context) (*apiBound, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: load the TLS material of docker context %q: %w", ErrUnreachable, name, err)
 	}
-	c, err := newAPIClient(host, tlsConf, a.env)
+	c, raw, err := newAPIClient(host, tlsConf, a.env)
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker context %q: %w", ErrUnreachable, name, err)
 	}
-	b := &apiBound{Binding: Binding{Context: name, Endpoint: host}, client: c, skipTLSVerify: doc.Endpoints.Docker.SkipTLSVerify}
+	b := &apiBound{Binding: Binding{Context: name, Endpoint: host}, client: c, raw: raw, tls: tlsConf != nil, skipTLSVerify: doc.Endpoints.Docker.SkipTLSVerify}
 	if name != "default" && doc.Storage.MetadataPath != "" && doc.Storage.MetadataPath != inMemoryStore {
 		b.meta = filepath.Join(doc.Storage.MetadataPath, "meta.json")
 	}
@@ -237,11 +242,11 @@ func loadTLS(name string, doc contextDoc, env []string) (*tls.Config, error) {
 // newAPIClient builds a Moby client for host that reads nothing from the live environment: the
 // dialer is pinned to the endpoint, TLS is what binding loaded, and a tcp endpoint's proxy comes
 // from the captured environment. Keep-alives are off, so no connection outlives the call that
-// opened it.
-func newAPIClient(host string, tlsConf *tls.Config, env []string) (*client.Client, error) {
+// opened it. The plain HTTP client it also returns uses a transport configured the same way.
+func newAPIClient(host string, tlsConf *tls.Config, env []string) (*client.Client, *http.Client, error) {
 	u, err := client.ParseHostURL(host)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConf, ResponseHeaderTimeout: 0}
 	dialer := &net.Dialer{Timeout: 30 * time.Second}
@@ -261,12 +266,17 @@ func newAPIClient(host string, tlsConf *tls.Config, env []string) (*client.Clien
 		tr.Proxy = func(r *http.Request) (*url.URL, error) { return proxy(r.URL) }
 		tr.DialContext = dialer.DialContext
 	default:
-		return nil, fmt.Errorf("the api driver cannot dial %s:// endpoints; use Config.Driver %q", u.Scheme, DriverCLI)
+		return nil, nil, fmt.Errorf("the api driver cannot dial %s:// endpoints; use Config.Driver %q", u.Scheme, DriverCLI)
 	}
-	return client.New(
-		client.WithHost(host), // first: it sets the host and configures a transport replaced below
-		client.WithHTTPClient(&http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}),
+	raw := &http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}
+	c, err := client.New(
+		client.WithHost(host),      // first: it sets the host and configures a transport replaced below
+		client.WithHTTPClient(raw), // cloned: raw keeps a transport of its own
 	)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, raw, nil
 }
 
 func firstEnv(env []string, keys ...string) string {
@@ -347,6 +357,45 @@ func (b *apiBound) host() string {
 		return u.Host
 	}
 	return client.DummyHost
+}
+
+// rawURL is the URL of API path p for a request the API writes itself.
+func (b *apiBound) rawURL(p string) string {
+	scheme := "http"
+	if b.tls {
+		scheme = "https"
+	}
+	return scheme + "://" + b.host() + b.apiPath(p)
+}
+
+// postJSON POSTs body to API path p as a request the API writes itself (the Moby client no
+// longer sends some fields older engines need) and decodes a 2xx answer into out. Any other
+// status is an [*apiAnswer]; a failed exchange is [ErrUnreachable]; ctx's end is ctx's error.
+func (b *apiBound) postJSON(ctx context.Context, p string, body, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.rawURL(p), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.raw.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: POST %s: %w", ErrUnreachable, p, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return readAnswer(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
+		return fmt.Errorf("POST %s: unreadable answer: %w", p, err)
+	}
+	return nil
 }
 
 // apiPath is the versioned request path of p, for the calls the API makes without the Moby

@@ -2,8 +2,12 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errhttp"
@@ -71,3 +75,29 @@ func apiError(args []string, err error, class error) error {
 
 // isAnswer reports whether err is a daemon answer (an HTTP status), not a failure to talk.
 func isAnswer(err error) bool { return answerStatus(err) != 0 }
+
+// apiAnswer is a daemon answer to a request the API wrote itself (the exec start, a network
+// create): its HTTP status, read as an errdefs class (Is), and its message.
+type apiAnswer struct {
+	status  int
+	message string
+}
+
+func (e *apiAnswer) Error() string { return "Error response from daemon: " + e.message }
+
+// Is reports the answer's errdefs class.
+func (e *apiAnswer) Is(target error) bool { return errors.Is(errhttp.ToNative(e.status), target) }
+
+// readAnswer reads a refusal's message (the engine's {"message": …}, or its text) into an
+// [*apiAnswer], at most 64 KiB of it.
+func readAnswer(resp *http.Response) *apiAnswer {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var doc struct {
+		Message string `json:"message"`
+	}
+	text := strings.TrimSpace(string(msg))
+	if json.Unmarshal(msg, &doc) == nil && doc.Message != "" {
+		text = strings.TrimSpace(doc.Message)
+	}
+	return &apiAnswer{status: resp.StatusCode, message: text}
+}

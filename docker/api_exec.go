@@ -15,7 +15,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/containerd/errdefs/pkg/errhttp"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
@@ -98,7 +97,7 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 
 	conn, stream, err := b.startExec(ctx, created.ID)
 	if err != nil {
-		var ans *execStartAnswer
+		var ans *apiAnswer
 		if !errors.As(err, &ans) {
 			return cancelled(apiError(args, err, nil))
 		}
@@ -155,18 +154,6 @@ func (b *apiBound) refused(ctx context.Context, args []string, target string, an
 	return out, nil
 }
 
-// execStartAnswer is the daemon's refusal of an exec start, before any stream: its HTTP status
-// as an errdefs class (Is), and its message.
-type execStartAnswer struct {
-	status  int
-	message string
-}
-
-func (e *execStartAnswer) Error() string { return "Error response from daemon: " + e.message }
-
-// Is reports the answer's errdefs class.
-func (e *execStartAnswer) Is(target error) bool { return errors.Is(errhttp.ToNative(e.status), target) }
-
 // startExec starts the exec attached, on a connection of its own: POST /exec/{id}/start with
 // an upgrade, then the raw multiplexed stream. The Moby client's ExecAttach drops a refused
 // start's status and message, which is the one thing that tells a frozen refusal from the
@@ -205,16 +192,9 @@ func (b *apiBound) startExec(ctx context.Context, execID string) (net.Conn, io.R
 		stop()
 		return conn, br, nil
 	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	ans := readAnswer(resp)
 	_ = resp.Body.Close()
-	var doc struct {
-		Message string `json:"message"`
-	}
-	text := strings.TrimSpace(string(msg))
-	if json.Unmarshal(msg, &doc) == nil && doc.Message != "" {
-		text = strings.TrimSpace(doc.Message)
-	}
-	return fail(&execStartAnswer{status: resp.StatusCode, message: text})
+	return fail(ans)
 }
 
 // awaitStart returns once the exec's process has started (exec inspect reports its pid), the

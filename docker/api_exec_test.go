@@ -36,7 +36,7 @@ func TestAPIDriverFrozenStartRefusal(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = a.Unpause(context.Background(), id) })
 	_, _, err = b.startExec(ctx, created.ID)
-	var ans *execStartAnswer
+	var ans *apiAnswer
 	if !errors.As(err, &ans) || ans.status != 409 {
 		t.Fatalf("start on a frozen container = %v, want the daemon's 409", err)
 	}

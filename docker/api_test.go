@@ -125,7 +125,7 @@ func TestAPIDriverErrorClasses(t *testing.T) {
 		{"server error", cerrdefs.ErrInternal.WithMessage("Error response from daemon: boom"), nil, 500, false},
 		{"cancelled is no answer", fmt.Errorf("get: %w", context.Canceled), nil, 0, false},
 		{"client-side error is no answer", errors.New("unable to decode"), nil, 0, false},
-		{"frozen start refusal", &execStartAnswer{status: 409, message: "Container x is paused, unpause the container before exec"}, nil, 409, false},
+		{"frozen start refusal", &apiAnswer{status: 409, message: "Container x is paused, unpause the container before exec"}, nil, 409, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
