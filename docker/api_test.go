@@ -394,7 +394,7 @@ func TestDriverSelection(t *testing.T) {
 		want    string
 		wantErr error
 	}{
-		{"default", "", fmt.Sprintf("%T", (*CLI)(nil)), nil},
+		{"default", "", fmt.Sprintf("%T", (*API)(nil)), nil},
 		{"cli", DriverCLI, fmt.Sprintf("%T", (*CLI)(nil)), nil},
 		{"api", DriverAPI, fmt.Sprintf("%T", (*API)(nil)), nil},
 		{"unknown", "podman", "", ErrInvalid},

@@ -16,7 +16,7 @@ const (
 	DefaultCommandTimeout   = 60 * time.Second
 	DefaultImagePullTimeout = 600 * time.Second
 	DefaultPidsLimit        = 512
-	DefaultDriver           = DriverCLI
+	DefaultDriver           = DriverAPI
 )
 
 // Drivers: the two implementations of the [Engine] seam that [NewEngine] can select.

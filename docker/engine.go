@@ -178,8 +178,8 @@ type TypeStater interface {
 	StatType(ctx context.Context, target, guestPath string) (*Entry, error)
 }
 
-// NewEngine returns the engine seam implementation cfg.Driver selects: [DriverCLI] (the
-// default when empty) builds a [CLI], [DriverAPI] an [API]. An unknown driver is [ErrInvalid].
+// NewEngine returns the engine seam implementation cfg.Driver selects: [DriverAPI] (the
+// default when empty) builds an [API], [DriverCLI] a [CLI]. An unknown driver is [ErrInvalid].
 func NewEngine(cfg Config, opts ...Option) (Engine, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
