@@ -355,3 +355,52 @@ func TestObserveEgress(t *testing.T) {
 	}
 	var _ sandbox.EgressObserver = b
 }
+
+// starterEngine reports an exec's start before it ends, as the API driver does.
+type starterEngine struct {
+	*fakeEngine
+	release chan struct{}
+}
+
+func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+	s.log("exec %s", strings.Join(req.Argv, " "))
+	started()
+	<-s.release
+	return docker.ExecOutput{}, nil
+}
+
+// With a driver that says when an exec's process runs, a file call waits only for that:
+// the freeze happens while the exec is still running.
+func TestFreezeWaitsOnlyForAnExecsStart(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := starterEngine{fakeEngine: newFakeEngine(), release: make(chan struct{})}
+	b, err := NewBackend(docker.Config{}, WithEngine(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execDone := make(chan error)
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
+		execDone <- err
+	}()
+	for !slices.Contains(f.Calls(), "exec long") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := sb.StatFile(ctx, "x", "/tmp"); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.Calls()
+	if !slices.Contains(calls, "pause") || slices.Index(calls, "pause") < slices.Index(calls, "exec long") {
+		t.Fatalf("the stat should have frozen while the started exec ran: %v", calls)
+	}
+	close(f.release)
+	if err := <-execDone; err != nil {
+		t.Fatal(err)
+	}
+	b.Close(ctx)
+}

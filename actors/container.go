@@ -30,8 +30,9 @@ type containerActor struct {
 	ownPause   int    // pause events our own freezes will still produce
 	ownUnpause int    // unpause events our own thaws will still produce
 
-	execs int       // execs in flight on their own goroutines
-	stash []stashed // requests waiting for them (see handle)
+	starting map[uint64]struct{} // execs whose process may not have started yet (see handle)
+	execSeq  uint64              // numbers the execs for starting
+	stash    []stashed           // requests waiting for them
 
 	*memory // what it knows of the instance, kept across restarts
 }
@@ -81,17 +82,34 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.observe(m)
 	case *watchReset:
 		a.info = nil
+	case *execStarted:
+		a.started(ctx, m.seq)
 	}
+}
+
+// execStarted says an exec's process runs (or the exec ended): a freeze can no longer race
+// its start.
+type execStarted struct{ seq uint64 }
+
+// started forgets a starting exec and runs what waited for it.
+func (a *containerActor) started(actx actor.Context, seq uint64) {
+	if _, ok := a.starting[seq]; !ok {
+		return
+	}
+	delete(a.starting, seq)
+	a.drain(actx)
 }
 
 // handle runs one request, or stashes it: a freeze never begins while an exec of this actor
 // may still be starting. On this engine an exec whose start races a pause deadlocks the
 // container (the daemon checks "paused" before it takes the container's lock, then runc
-// joins a frozen cgroup holding it), and the CLI cannot tell when an exec has started; so
-// file calls wait for the execs in flight, and whatever arrives behind them waits too.
+// joins a frozen cgroup holding it). A driver that reports when an exec's process runs
+// (docker.ExecStarter, the API driver) lets file calls wait only for that; the CLI cannot
+// tell, so there they wait for the execs in flight. Whatever arrives behind a stashed
+// request waits too, so calls keep their order.
 func (a *containerActor) handle(actx actor.Context, r *request) {
 	sender := actx.Sender()
-	if len(a.stash) > 0 || (a.execs > 0 && needsFreeze(r.msg)) {
+	if len(a.stash) > 0 || (len(a.starting) > 0 && needsFreeze(r.msg)) {
 		a.stash = append(a.stash, stashed{r: r, sender: sender})
 		return
 	}
@@ -118,7 +136,7 @@ func needsFreeze(msg any) bool {
 func (a *containerActor) drain(actx actor.Context) {
 	for len(a.stash) > 0 {
 		next := a.stash[0]
-		if a.execs > 0 && needsFreeze(next.r.msg) {
+		if len(a.starting) > 0 && needsFreeze(next.r.msg) {
 			return
 		}
 		a.stash = a.stash[1:]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -55,17 +56,28 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	}
 	deadline := time.Now().Add(m.Timeout)
 	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
-	a.execs++
+	a.execSeq++
+	seq := a.execSeq
+	if a.starting == nil {
+		a.starting = map[uint64]struct{}{}
+	}
+	a.starting[seq] = struct{}{}
 	f := actor.NewFuture(actx.ActorSystem(), -1)
-	root := actx.ActorSystem().Root
+	root, self := actx.ActorSystem().Root, actx.Self()
 	go func() {
 		ectx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		stop := context.AfterFunc(a.b.life, cancel)
 		defer stop()
+		var once sync.Once
+		started := func() { once.Do(func() { root.Send(self, &execStarted{seq: seq}) }) }
+		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit}
 		var done execDone
-		done.out, done.err = a.b.engine.Exec(ectx, docker.ExecRequest{Target: target, WorkDir: dir,
-			Argv: argv, MaxOutputBytes: limit})
+		if es, ok := a.b.execStarter(); ok {
+			done.out, done.err = es.ExecWithStart(ectx, req, started)
+		} else {
+			done.out, done.err = a.b.engine.Exec(ectx, req)
+		}
 		root.Send(f.PID(), &done)
 	}()
 	actx.ReenterAfter(f, func(res any, err error) {
@@ -75,8 +87,8 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		}
 		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
 		reply(&messages.ExecResponse{Result: r, Err: err})
-		a.execs--
-		a.drain(actx)
+		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
+
 	})
 }
 

@@ -93,7 +93,7 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 	}
 	var st *sandbox.FileStat
 	err = a.frozen(ctx, target, func() error {
-		memo := newStatMemo()
+		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
 		stat := a.guestStat(target, memo, nil)
 		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
@@ -131,7 +131,7 @@ func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]b
 			defer close(done)
 			entry, body, readErr = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
 		}()
-		memo := newStatMemo()
+		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, prefixes(parentOf(abs)))
 		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), m.Path, wd)
 		<-done
@@ -177,7 +177,7 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	}
 	return a.frozen(ctx, target, func() error {
 		present := map[string]bool{}
-		memo := newStatMemo()
+		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
 		stat := a.guestStat(target, memo, func(p string, e *docker.Entry) {
 			if e.Type == docker.EntryDir {
@@ -224,7 +224,11 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 	if paths.Normalize(base) == "/" {
 		return nil
 	}
-	missing, err := a.missingBase(ctx, target, base, memo)
+	check := memo
+	if check == nil {
+		check = newKindMemo() // warm: the check decides on kinds alone
+	}
+	missing, err := a.missingBase(ctx, target, base, check)
 	if err != nil || len(missing) == 0 {
 		return err
 	}
@@ -232,13 +236,13 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 		// Not started: no guest process, nothing to freeze.
 		return a.createBase(ctx, target, base, missing, f)
 	}
-	if a.execs > 0 {
+	if len(a.starting) > 0 {
 		// A freeze now could race an exec's start (see handle); the base went missing under
 		// running commands, which only the guest can have done.
 		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
 	}
 	return a.frozen(ctx, target, func() error {
-		missing, err := a.missingBase(ctx, target, base, newStatMemo())
+		missing, err := a.missingBase(ctx, target, base, newKindMemo())
 		if err != nil || len(missing) == 0 {
 			return err
 		}

@@ -12,8 +12,9 @@ import (
 // created and not yet started), so one walk's components can be fetched concurrently and
 // asked again for free. A nil memo asks the engine every time.
 type statMemo struct {
-	mu      sync.Mutex
-	answers map[string]statAnswer
+	mu       sync.Mutex
+	answers  map[string]statAnswer
+	kindOnly bool // the answers need no owner: the driver's cheaper kind-only stat serves
 }
 
 type statAnswer struct {
@@ -22,6 +23,19 @@ type statAnswer struct {
 }
 
 func newStatMemo() *statMemo { return &statMemo{answers: map[string]statAnswer{}} }
+
+// newKindMemo is a memo for walks that decide on the kind alone (no owner).
+func newKindMemo() *statMemo { return &statMemo{answers: map[string]statAnswer{}, kindOnly: true} }
+
+// ask stats p with the engine call the memo's answers need.
+func (m *statMemo) ask(ctx context.Context, e docker.Engine, target, p string) (*docker.Entry, error) {
+	if ts, ok := e.(interface {
+		StatType(context.Context, string, string) (*docker.Entry, error)
+	}); ok && m.kindOnly {
+		return ts.StatType(ctx, target, p)
+	}
+	return e.Stat(ctx, target, p)
+}
 
 // prefetch stats every path not yet known, all at once: one docker client process each,
 // so the walk's wall clock is one stat rather than one per component.
@@ -55,7 +69,7 @@ func (m *statMemo) prefetch(ctx context.Context, e docker.Engine, target string,
 				m.answers[p] = statAnswer{entry, err}
 				m.mu.Unlock()
 			}()
-			entry, err = e.Stat(ctx, target, p)
+			entry, err = m.ask(ctx, e, target, p)
 		}()
 	}
 	wg.Wait()
@@ -72,7 +86,7 @@ func (m *statMemo) stat(ctx context.Context, e docker.Engine, target, path strin
 	if ok {
 		return a.e, a.err
 	}
-	entry, err := e.Stat(ctx, target, path)
+	entry, err := m.ask(ctx, e, target, path)
 	m.mu.Lock()
 	m.answers[path] = statAnswer{entry, err}
 	m.mu.Unlock()

@@ -56,3 +56,23 @@ func (r retrying) ListNames(ctx context.Context, labels map[string]string, name 
 func (r retrying) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
 	return retry(ctx, func() (*docker.Entry, error) { return r.Engine.Stat(ctx, target, guestPath) })
 }
+
+// StatType answers from the engine's cheaper kind-only stat when the driver has one
+// (docker.TypeStater), else from Stat; the entry's owner is then unknown (-1).
+func (r retrying) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+	ts, ok := r.Engine.(docker.TypeStater)
+	if !ok {
+		return r.Stat(ctx, target, guestPath)
+	}
+	return retry(ctx, func() (*docker.Entry, error) { return ts.StatType(ctx, target, guestPath) })
+}
+
+// execStarter is the driver's docker.ExecStarter, when it has one.
+func (b *Backend) execStarter() (docker.ExecStarter, bool) {
+	e := b.engine
+	if r, ok := e.(retrying); ok {
+		e = r.Engine
+	}
+	es, ok := e.(docker.ExecStarter)
+	return es, ok
+}
