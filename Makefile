@@ -14,8 +14,11 @@ FUZZTIME ?= 5m
 run: images
 	$(GO) run ./cmd/engine demo
 
+# The integration suite runs twice: on the default engine driver (api) with everything else,
+# then again on the CLI driver, so the two cannot drift.
 test: fmt-check vet staticcheck images
 	$(GO) test -race -count=1 ./...
+	MAF_SANDBOX_TEST_DRIVER=cli $(GO) test -race -count=1 ./integration/
 
 # gofmt -l over the tracked Go files must print nothing.
 fmt-check:

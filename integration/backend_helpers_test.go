@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func newBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
-	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
+	cfg := docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {
@@ -29,6 +30,10 @@ func newBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Cleanup(func() { b.Close(context.Background()) })
 	return b
 }
+
+// testDriver is the engine driver the suite runs on: MAF_SANDBOX_TEST_DRIVER (cli or api),
+// empty for the default. make test runs the package once per driver.
+func testDriver() string { return os.Getenv("MAF_SANDBOX_TEST_DRIVER") }
 
 // newKey returns a key no other test uses.
 func newKey(t testing.TB) sandbox.Key {
