@@ -1,5 +1,7 @@
 // Package docker is the engine driver of the sandbox engine: it speaks to one Docker engine
-// through the docker command-line client and nothing else.
+// either through the docker command-line client ([CLI]) or through the Engine API over the
+// endpoint the bound context resolves to ([API]). [Config.Driver] picks one; nothing above
+// this package knows which is speaking.
 //
 // Status: experimental, pre-1.0. Its API may change or disappear in a later release without
 // notice. This is independent third-party work; it is not affiliated with, endorsed by, or a
@@ -9,9 +11,11 @@
 //
 // The package holds no sandbox policy. It offers:
 //
-//   - [Engine], the narrow seam the actor engine drives (inspect, run, start, remove, pause,
-//     unpause, exec, the tar plane, listing and events), and [CLI], its implementation over the
-//     docker client binary;
+//   - [Engine], the narrow seam the actor engine drives (inspect, create, start, remove, pause,
+//     unpause, exec, the tar plane, listing and events), with two implementations, [CLI] and
+//     [API], that pass one shared suite (docker/enginetest); the smaller seams [Networks]
+//     (allowlist topology) and [Inventory] (the reaper), and the optional [ExecStarter] and
+//     [TypeStater] that only the API can offer;
 //   - the names ([ContainerName], [EgressID]) and labels ([LabelValue], [WorkloadLabels],
 //     [KeyFilter]) that create, dispose, purge and the reaper must all compute the same way;
 //   - [CreateSpec] and the [CreateOpt] functions that build the workload's hardening flags;
@@ -19,15 +23,15 @@
 //
 // # Binding
 //
-// A [CLI] snapshots the process environment when it is constructed and binds the client's
-// context and endpoint once, on first use (or on [CLI.Bind]). Every later command names that
-// context explicitly, so a change of DOCKER_HOST, DOCKER_CONTEXT or the client's current
-// context cannot redirect it.
+// Both drivers snapshot the process environment when they are constructed and bind the
+// client's context and endpoint once, on first use (or on Bind). Every later call names that
+// context (CLI) or uses that endpoint and its TLS material (API), so a change of DOCKER_HOST,
+// DOCKER_CONTEXT or the client's current context cannot redirect it.
 //
 // # Errors
 //
-// Engine answers are classified once, in one place, into the sentinels of errors.go
-// ([ErrNotFound], [ErrConflict], [ErrPaused], [ErrUnreachable], ...). Callers test them with
-// errors.Is and read detail with errors.As on [*CommandError]; nothing outside this package
-// needs to read the client's stderr.
+// Engine answers are classified once into the sentinels of errors.go ([ErrNotFound],
+// [ErrConflict], [ErrPaused], [ErrUnreachable], ...): the CLI's stderr in cli_stderr.go, the
+// API's errors by their class in api_errors.go. Callers test them with errors.Is; nothing
+// outside this package reads error text.
 package docker
