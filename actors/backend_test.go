@@ -404,3 +404,30 @@ func TestFreezeWaitsOnlyForAnExecsStart(t *testing.T) {
 	}
 	b.Close(ctx)
 }
+
+// While the event watch vouches for the last inspect, a warm acquire of a runtime-only spec
+// asks the engine nothing.
+func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	spec := testSpec(t, sandbox.WithRequires())
+	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	// The first warm acquire re-inspects (the create and start invalidated the cache).
+	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.Calls())
+	for range 5 {
+		if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if extra := f.Calls()[n:]; len(extra) != 0 {
+		t.Fatalf("warm runtime-only acquires called the engine: %v", extra)
+	}
+	b.Close(ctx)
+}
