@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -182,21 +181,10 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 // ProxyCreate implements [Networks]. The Engine API never pulls on create, so a missing image
 // is the create's 404.
 func (a *API) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
-	for _, v := range []string{spec.Name, spec.Image, spec.Network} {
-		if v == "" || strings.HasPrefix(v, "-") {
-			return "", fmt.Errorf("create proxy %s: %w: empty or dash-led name, image or network", spec.Name, ErrInvalid)
-		}
-	}
-	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+	spec, err := spec.withLabels(a.cfg.Labels)
 	if err != nil {
-		return "", fmt.Errorf("create proxy %s: %w", spec.Name, err)
+		return "", err
 	}
-	for _, l := range labels {
-		if err := checkLabel(l); err != nil {
-			return "", fmt.Errorf("create proxy %s: %w", spec.Name, err)
-		}
-	}
-	spec.Labels = labels
 	opts, err := apiProxyCreateOptions(spec)
 	if err != nil {
 		return "", fmt.Errorf("create proxy %s: %w", spec.Name, err)

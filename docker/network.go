@@ -294,23 +294,34 @@ func (c *CLI) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, erro
 	return Removed, nil
 }
 
-// ProxyCreate implements [Networks].
-func (c *CLI) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
+// withLabels checks the spec both drivers are given and returns it with the configuration's
+// extra labels merged in: names, image and network must be neither empty nor dash-led, and
+// every label must pass the label rules.
+func (spec ProxySpec) withLabels(extra map[string]string) (ProxySpec, error) {
 	for _, v := range []string{spec.Name, spec.Image, spec.Network} {
 		if v == "" || strings.HasPrefix(v, "-") {
-			return "", fmt.Errorf("create proxy %s: %w: empty or dash-led name, image or network", spec.Name, ErrInvalid)
+			return spec, fmt.Errorf("create proxy %s: %w: empty or dash-led name, image or network", spec.Name, ErrInvalid)
 		}
 	}
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
+	labels, err := MergeLabels(spec.Labels, extra)
 	if err != nil {
-		return "", fmt.Errorf("create proxy %s: %w", spec.Name, err)
+		return spec, fmt.Errorf("create proxy %s: %w", spec.Name, err)
 	}
 	for _, l := range labels {
 		if err := checkLabel(l); err != nil {
-			return "", fmt.Errorf("create proxy %s: %w", spec.Name, err)
+			return spec, fmt.Errorf("create proxy %s: %w", spec.Name, err)
 		}
 	}
 	spec.Labels = labels
+	return spec, nil
+}
+
+// ProxyCreate implements [Networks].
+func (c *CLI) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
+	spec, err := spec.withLabels(c.cfg.Labels)
+	if err != nil {
+		return "", err
+	}
 	res, err := c.netControl(ctx, spec.Name, cliProxyCreateArgs(spec))
 	if err != nil {
 		return "", err
