@@ -215,10 +215,12 @@ func (b *Backend) container(ctx context.Context, name string) (*actor.PID, error
 }
 
 // request is the envelope every call sends to a container actor: the caller's context
-// travels with the data of its message.
+// travels with the data of its message, and so, for a streaming exec, does the function that
+// is handed the output (called from the exec's goroutine, never from the mailbox).
 type request struct {
-	ctx context.Context
-	msg any
+	ctx    context.Context
+	msg    any
+	output func(stream int, p []byte)
 }
 
 // ask sends msg to pid and waits for the reply, for the caller's ctx, or for the ask bound
@@ -229,7 +231,11 @@ func ask[T any](ctx context.Context, b *Backend, pid *actor.PID, msg any, extra 
 		return zero, err
 	}
 	env := msg
-	if _, internal := msg.(*lookupContainer); !internal {
+	switch m := msg.(type) {
+	case *lookupContainer:
+	case *request: // already wrapped, to carry more than the message
+		m.ctx = ctx
+	default:
 		env = &request{ctx: ctx, msg: msg}
 	}
 	f := b.system.Root.RequestFuture(pid, env, b.askTimeout+extra)

@@ -431,3 +431,69 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 	}
 	b.Close(ctx)
 }
+
+// A streaming exec hands each piece of output to emit while the command runs, from the exec's
+// goroutine: the fake command cannot end until the test has seen its first chunk. Output the
+// driver reads after the call returned (cancelled) never reaches emit.
+func TestExecStreaming(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, running := make(chan struct{}), make(chan struct{})
+	late := make(chan func(), 1)
+	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		if req.Output == nil {
+			return docker.ExecOutput{}, errors.New("no output function")
+		}
+		if req.Argv[0] == "cancelled" {
+			close(running)
+			<-ctx.Done()
+			late <- func() { req.Output(docker.StreamStdout, []byte("late\n")) }
+			return docker.ExecOutput{}, ctx.Err()
+		}
+		req.Output(docker.StreamStdout, []byte("first\n"))
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			return docker.ExecOutput{}, ctx.Err()
+		}
+		req.Output(docker.StreamStderr, []byte("second\n"))
+		return docker.ExecOutput{ExitCode: 3, Stdout: []byte("first\n"), Stderr: []byte("second\n")}, nil
+	}
+	var chunks []string
+	res, err := sb.(sandbox.StreamingExec).ExecStreaming(ctx, sandbox.Argv("slow"), "/", time.Minute, 0, func(stream string, p []byte) {
+		chunks = append(chunks, stream+":"+string(p))
+		if len(chunks) == 1 {
+			close(seen)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"stdout:first\n", "stderr:second\n"}; !slices.Equal(chunks, want) {
+		t.Fatalf("chunks %q, want %q", chunks, want)
+	}
+	if res.ExitCode != 3 || res.Stdout() != "first\n" || res.Stderr() != "second\n" {
+		t.Fatalf("result %+v", res)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { <-running; cancel() }()
+	var after []string
+	_, err = sb.(sandbox.StreamingExec).ExecStreaming(cctx, sandbox.Argv("cancelled"), "/", time.Minute, 0, func(stream string, p []byte) {
+		after = append(after, stream+":"+string(p))
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want cancelled", err)
+	}
+	(<-late)() // the driver reads once more after the call returned
+	if len(after) != 0 {
+		t.Fatalf("emit called after ExecStreaming returned: %q", after)
+	}
+	b.Close(ctx)
+}

@@ -170,7 +170,7 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 	case *messages.WriteRequest:
 		reply(&messages.WriteResponse{Err: a.write(ctx, m)})
 	case *messages.ExecRequest:
-		a.exec(actx, ctx, m, reply)
+		a.exec(actx, ctx, m, r.output, reply)
 	case *messages.RemoveRequest:
 		reply(&messages.RemoveResponse{Err: a.remove(ctx, m)})
 	case *messages.ReclaimRequest:

@@ -30,8 +30,9 @@ type execDone struct {
 // exec starts a command without blocking the mailbox: it runs on its own goroutine and
 // finishes in a ReenterAfter continuation on the actor. No freeze of this actor overlaps it
 // (see handle), so a "container is paused" refusal is another party's pause and comes back as
-// the daemon's answer, the ordinary result it is; nothing is re-issued.
-func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest, reply func(any)) {
+// the daemon's answer, the ordinary result it is; nothing is re-issued. output, when set, is
+// handed to the driver, which calls it from the exec's goroutine as it reads.
+func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest, output func(int, []byte), reply func(any)) {
 	target, err := a.target(m.InstanceID)
 	if err == nil {
 		err = m.Command.Validate()
@@ -71,7 +72,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		defer stop()
 		var once sync.Once
 		started := func() { once.Do(func() { root.Send(self, &execStarted{seq: seq}) }) }
-		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit}
+		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit, Output: output}
 		var done execDone
 		if es, ok := a.b.execStarter(); ok {
 			done.out, done.err = es.ExecWithStart(ectx, req, started)

@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -22,9 +24,10 @@ type Sandbox struct {
 }
 
 var (
-	_ sandbox.Sandbox     = (*Sandbox)(nil)
-	_ sandbox.BoundedExec = (*Sandbox)(nil)
-	_ sandbox.Fresh       = (*Sandbox)(nil)
+	_ sandbox.Sandbox       = (*Sandbox)(nil)
+	_ sandbox.BoundedExec   = (*Sandbox)(nil)
+	_ sandbox.StreamingExec = (*Sandbox)(nil)
+	_ sandbox.Fresh         = (*Sandbox)(nil)
 )
 
 // ContainerName is the derived container name.
@@ -81,8 +84,56 @@ func (s *Sandbox) ExecBounded(ctx context.Context, cmd sandbox.Command, wd strin
 	return s.exec(ctx, &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes})
 }
 
-func (s *Sandbox) exec(ctx context.Context, req *messages.ExecRequest) (sandbox.ExecResult, error) {
-	res, err := ask[*messages.ExecResponse](ctx, s.b, s.pid, req, max(req.Timeout, 0))
+// ExecStreaming implements [sandbox.StreamingExec]: Exec, or ExecBounded when maxOutputBytes
+// is positive, that also hands emit each piece of output as the engine reads it. emit is
+// called from one goroutine at a time and never after ExecStreaming returns, even when the
+// call returns early on ctx while the command is still being stopped.
+func (s *Sandbox) ExecStreaming(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration, maxOutputBytes int64,
+	emit func(stream string, p []byte)) (sandbox.ExecResult, error) {
+	req := &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes}
+	if emit == nil {
+		return s.exec(ctx, req)
+	}
+	g := &emitGate{emit: emit}
+	defer g.close()
+	return s.exec(ctx, &request{msg: req, output: g.output})
+}
+
+// emitGate serialises a streaming exec's calls of emit and stops them once the call returned.
+type emitGate struct {
+	mu     sync.Mutex
+	closed bool
+	emit   func(stream string, p []byte)
+}
+
+func (g *emitGate) output(stream int, p []byte) {
+	name := "stdout"
+	if stream == docker.StreamStderr {
+		name = "stderr"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.emit(name, p)
+	}
+}
+
+func (g *emitGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+}
+
+// exec asks the actor to run msg, an *messages.ExecRequest or a request envelope carrying one.
+func (s *Sandbox) exec(ctx context.Context, msg any) (sandbox.ExecResult, error) {
+	var timeout time.Duration
+	switch m := msg.(type) {
+	case *messages.ExecRequest:
+		timeout = m.Timeout
+	case *request:
+		timeout = m.msg.(*messages.ExecRequest).Timeout
+	}
+	res, err := ask[*messages.ExecResponse](ctx, s.b, s.pid, msg, max(timeout, 0))
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}

@@ -122,7 +122,8 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 		budget = &outputBudget{max: req.MaxOutputBytes}
 	}
 	var stdout, stderr bytes.Buffer
-	_, cerr := stdcopy.StdCopy(budgetWriter{&stdout, budget}, budgetWriter{&stderr, budget}, stream)
+	_, cerr := stdcopy.StdCopy(budgetWriter{&stdout, budget, StreamStdout, req.Output},
+		budgetWriter{&stderr, budget, StreamStderr, req.Output}, stream)
 	close(streamDone)
 	_ = conn.Close()
 	watch.Wait()
@@ -243,16 +244,22 @@ func (b *apiBound) exitCode(ctx context.Context, execID string) (int, error) {
 	}
 }
 
-// budgetWriter keeps what it is given and charges it to a shared output budget (nil: none).
+// budgetWriter keeps what it is given and charges it to a shared output budget (nil: none),
+// handing what fits to output (nil: nobody) as the demultiplexer writes it.
 type budgetWriter struct {
-	buf *bytes.Buffer
-	b   *outputBudget
+	buf    *bytes.Buffer
+	b      *outputBudget
+	stream int
+	output func(int, []byte)
 }
 
 func (w budgetWriter) Write(p []byte) (int, error) {
 	w.buf.Write(p)
 	if w.b != nil && w.b.used.Add(int64(len(p))) > w.b.max {
 		return len(p), errOverBudget
+	}
+	if w.output != nil && len(p) > 0 {
+		w.output(w.stream, p)
 	}
 	return len(p), nil
 }

@@ -99,6 +99,9 @@ type invocation struct {
 	consume func(io.Reader) error
 	// maxOutput > 0 is the budget of stdout and stderr together.
 	maxOutput int64
+	// output, when set, sees each piece of stdout (1) and stderr (2) as it is read, within
+	// maxOutput; the runner collects both readers before it returns.
+	output func(stream int, p []byte)
 }
 
 // result is what the client returned. When Stopped, the runner killed the child after it had
@@ -215,7 +218,7 @@ func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result
 	if inv.maxOutput > 0 {
 		budget = &outputBudget{max: inv.maxOutput}
 	}
-	outTrack := &trackReader{r: budget.wrap(outR)}
+	outTrack := &trackReader{r: tap(budget.wrap(outR), StreamStdout, inv.output)}
 	outDone := make(chan readOutcome, 1)
 	errDone := make(chan readOutcome, 1)
 	go func() {
@@ -223,7 +226,7 @@ func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result
 		outDone <- readOutcome{data, err}
 	}()
 	go func() {
-		data, err := io.ReadAll(budget.wrap(errR))
+		data, err := io.ReadAll(tap(budget.wrap(errR), StreamStderr, inv.output))
 		errDone <- readOutcome{data, err}
 	}()
 
@@ -369,6 +372,29 @@ func (t *trackReader) Read(p []byte) (int, error) {
 	t.n.Add(int64(n))
 	if errors.Is(err, io.EOF) {
 		t.eof.Store(true)
+	}
+	return n, err
+}
+
+// tap hands what r reads to output (nil: r itself), leaving out a read that overran the
+// output budget.
+func tap(r io.Reader, stream int, output func(int, []byte)) io.Reader {
+	if output == nil {
+		return r
+	}
+	return tapReader{r: r, stream: stream, output: output}
+}
+
+type tapReader struct {
+	r      io.Reader
+	stream int
+	output func(int, []byte)
+}
+
+func (t tapReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 && !errors.Is(err, errOverBudget) {
+		t.output(t.stream, p[:n])
 	}
 	return n, err
 }
@@ -654,7 +680,7 @@ func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 	}
 	args = append(args, req.Target)
 	args = append(args, req.Argv...)
-	res, err := c.run(ctx, invocation{args: args, maxOutput: req.MaxOutputBytes})
+	res, err := c.run(ctx, invocation{args: args, maxOutput: req.MaxOutputBytes, output: req.Output})
 	if err != nil {
 		return ExecOutput{}, err
 	}

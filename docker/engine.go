@@ -120,7 +120,21 @@ type ExecRequest struct {
 	// MaxOutputBytes, when positive, is the budget of stdout and stderr together; going over it
 	// kills the client and fails the exec with [*OutputLimitError].
 	MaxOutputBytes int64
+	// Output, when set, is handed each piece of output as the driver reads it: stream 1 is
+	// stdout, 2 is stderr. It is called from the driver's reading goroutines (stdout and
+	// stderr may each have their own, so calls for different streams can be concurrent), in
+	// order within a stream, only for bytes within MaxOutputBytes, and never after Exec
+	// returns. p is valid only during the call: copy it to keep it. Output must not block for
+	// long, since the command's output waits for it. The returned [ExecOutput] still carries
+	// the whole output.
+	Output func(stream int, p []byte)
 }
+
+// Output streams of [ExecRequest.Output].
+const (
+	StreamStdout = 1
+	StreamStderr = 2
+)
 
 // ExecOutput is what one exec returned, as bytes.
 type ExecOutput struct {

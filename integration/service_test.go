@@ -387,9 +387,9 @@ func TestServiceBadInput(t *testing.T) {
 	}
 }
 
-// TestServiceStreamsExecOutput streams an exec's output through the client. The Docker
-// backend gives output only when the command ends, so the chunks come then, before the
-// response; the fake-backend test in package service shows them arriving mid-command.
+// TestServiceStreamsExecOutput streams an exec's output through the client: every chunk, in
+// order per stream, matching the result; TestServiceStreamsBeforeTheCommandEnds shows them
+// arriving while the command runs.
 func TestServiceStreamsExecOutput(t *testing.T) {
 	e := startNATSEngine(t)
 	c := e.remote(t)

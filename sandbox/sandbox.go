@@ -86,6 +86,18 @@ type BoundedExec interface {
 	ExecBounded(ctx context.Context, cmd Command, wd string, timeout time.Duration, maxOutputBytes int64) (ExecResult, error)
 }
 
+// StreamingExec is implemented by sandboxes that can hand over a command's output while it
+// runs. ExecStreaming behaves as Exec (or, with a positive maxOutputBytes, as
+// [BoundedExec.ExecBounded]) and also calls emit with each piece of output as it is read:
+// stream is "stdout" or "stderr", calls come from one goroutine at a time, in order within a
+// stream, and never after ExecStreaming returns; p is valid only during the call. The result
+// still carries the whole output, which is authoritative: a failed exec may have emitted
+// output the result does not carry.
+type StreamingExec interface {
+	ExecStreaming(ctx context.Context, cmd Command, wd string, timeout time.Duration, maxOutputBytes int64,
+		emit func(stream string, p []byte)) (ExecResult, error)
+}
+
 // EgressObserver is implemented by backends that can read their own egress enforcement. The
 // swap is atomic: it either installs report and returns the previous reporter, or fails
 // having changed nothing. A nil report switches observation off.

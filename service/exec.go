@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -20,15 +19,10 @@ const (
 	StreamStderr = "stderr"
 )
 
-// StreamingSandbox is implemented by sandboxes that can hand over a command's output while
-// it runs. ExecStreaming behaves as Exec (or, with a positive maxOutputBytes, as
-// [sandbox.BoundedExec.ExecBounded]) and also calls emit, from one goroutine at a time, with
-// each piece of output as it is read; the result still carries the whole output. For a
-// sandbox without it the engine streams the output when the command has ended.
-type StreamingSandbox interface {
-	ExecStreaming(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration, maxOutputBytes int64,
-		emit func(stream string, p []byte)) (sandbox.ExecResult, error)
-}
+// StreamingSandbox is [sandbox.StreamingExec]: a sandbox that hands over a command's output
+// while it runs. For a sandbox without it the engine streams the output when the command has
+// ended.
+type StreamingSandbox = sandbox.StreamingExec
 
 func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	req, err := decode[messages.APIExecRequest](data)

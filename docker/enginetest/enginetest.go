@@ -12,6 +12,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +49,7 @@ func Run(t *testing.T, name string, newEngine func(t *testing.T) docker.Engine) 
 			{"Exec", s.testExec},
 			{"ExecOutputLimit", s.testExecOutputLimit},
 			{"ExecCancel", s.testExecCancel},
+			{"ExecOutput", s.testExecOutput},
 			{"CopyInStatRead", s.testCopyInStatRead},
 			{"StatKinds", s.testStatKinds},
 			{"ReadCap", s.testReadCap},
@@ -406,6 +409,93 @@ func (s *suite) testExecCancel(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %s", time.Since(start))
 	}
+}
+
+// testExecOutput proves that ExecRequest.Output is live without timing anything: the command
+// prints, then waits for a file that a second exec creates only once the first chunk came in,
+// so the exec can end only if its output arrived while it ran.
+func (s *suite) testExecOutput(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	t.Run("arrives while the command runs", func(t *testing.T) {
+		var (
+			mu             sync.Mutex
+			events         []string
+			stdout, stderr bytes.Buffer
+			returned       bool
+		)
+		note := func(ev string) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, ev)
+		}
+		seen := make(chan struct{})
+		var once sync.Once
+		output := func(stream int, p []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				t.Errorf("output called after Exec returned: %d %q", stream, p)
+			}
+			switch stream {
+			case docker.StreamStdout:
+				stdout.Write(p)
+				if strings.Contains(stdout.String(), "a\n") {
+					once.Do(func() { events = append(events, "first chunk"); close(seen) })
+				}
+			case docker.StreamStderr:
+				stderr.Write(p)
+			default:
+				t.Errorf("stream %d", stream)
+			}
+		}
+		touched := make(chan error, 1)
+		go func() {
+			select {
+			case <-seen:
+			case <-time.After(callTimeout):
+				touched <- errors.New("no chunk came while the command ran")
+				return
+			}
+			_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"touch", "/tmp/stream-go"}})
+			note("touched")
+			touched <- err
+		}()
+		out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Output: output,
+			Argv: []string{"sh", "-c", `echo a; echo e >&2; while [ ! -e /tmp/stream-go ]; do sleep 0.05; done; echo b`}})
+		mu.Lock()
+		returned = true
+		events = append(events, "returned")
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-touched; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"first chunk", "touched", "returned"}; strings.Join(events, ",") != strings.Join(want, ",") {
+			t.Fatalf("events %q, want %q", events, want)
+		}
+		if string(out.Stdout) != "a\nb\n" || string(out.Stderr) != "e\n" || out.ExitCode != 0 {
+			t.Fatalf("Exec = %+v", out)
+		}
+		if stdout.String() != string(out.Stdout) || stderr.String() != string(out.Stderr) {
+			t.Fatalf("streamed stdout %q stderr %q, result %q %q", stdout.String(), stderr.String(), out.Stdout, out.Stderr)
+		}
+	})
+	t.Run("stays within the output budget", func(t *testing.T) {
+		var n atomic.Int64
+		_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "yes"}, MaxOutputBytes: 4096,
+			Output: func(_ int, p []byte) { n.Add(int64(len(p))) }})
+		if !errors.Is(err, docker.ErrOutputLimit) {
+			t.Fatalf("err = %v, want an output limit error", err)
+		}
+		if n.Load() > 4096 {
+			t.Fatalf("streamed %d bytes over a budget of 4096", n.Load())
+		}
+	})
 }
 
 func (s *suite) testCopyInStatRead(t *testing.T) {
