@@ -195,7 +195,15 @@ func (a *API) CopyIn(ctx context.Context, target string, tarball []byte) error {
 			Content:         bytes.NewReader(tarball),
 		})
 		if err != nil {
-			// "/" always exists: a 404 can only be the container's absence.
+			// "/" always exists: a 404 can only be the container's absence. The daemon may also
+			// answer 404 and close before it has read the body, which reaches us as a write
+			// error (broken pipe): ask whether the container is still there before calling
+			// that an unreachable daemon.
+			if _, ierr := b.client.ContainerInspect(ctx, target, client.ContainerInspectOptions{}); ierr != nil {
+				if cerr := apiError(args, ierr, nil); errors.Is(cerr, ErrNotFound) {
+					return fmt.Errorf("copy into %s: %w", target, cerr)
+				}
+			}
 			return fmt.Errorf("copy into %s: %w", target, apiError(args, err, nil))
 		}
 		return nil
