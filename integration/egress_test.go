@@ -44,7 +44,7 @@ type egressFixture struct {
 	targets map[string]string // alias → address on the egress network
 }
 
-func newEgressFixture(t *testing.T) *egressFixture {
+func newEgressFixture(t testing.TB) *egressFixture {
 	t.Helper()
 	dockertest.Require(t)
 	ctx := ctxT(t)
@@ -72,7 +72,7 @@ func newEgressFixture(t *testing.T) *egressFixture {
 	return f
 }
 
-func testCA(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
+func testCA(t testing.TB, names ...string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "maf-e2e test CA"},
@@ -115,7 +115,7 @@ func (s *recordingSink) got() []actors.EgressWindow {
 	return append([]actors.EgressWindow(nil), s.windows...)
 }
 
-func egressBackend(t *testing.T, outbound string, opts ...actors.Option) *actors.Backend {
+func egressBackend(t testing.TB, outbound string, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
 	cfg := docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
@@ -129,7 +129,7 @@ func egressBackend(t *testing.T, outbound string, opts ...actors.Option) *actors
 	return b
 }
 
-func allowlistSpec(t *testing.T, image string, hosts ...string) sandbox.Spec {
+func allowlistSpec(t testing.TB, image string, hosts ...string) sandbox.Spec {
 	t.Helper()
 	rules := make([]sandbox.EgressRule, len(hosts))
 	for i, h := range hosts {

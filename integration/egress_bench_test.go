@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/internal/egresstest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// BenchmarkAllowlist measures an allowlisted sandbox on this engine through the §5.6 test
+// override: a cold acquire (internal network, proxy created, connected, started and ready,
+// the §1.7 checks, the workload) and a dispose that drains the proxy, removes it, the
+// workload and the network, and hands the window to a sink. Run with
+//
+//	go test -run '^$' -bench Allowlist -benchtime 5x ./integration
+func BenchmarkAllowlist(b *testing.B) {
+	fx := newEgressFixture(b)
+	sink := &recordingSink{}
+	be := egressBackend(b, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	spec := allowlistSpec(b, images.ClientTag, allowedHost)
+	ctx := context.Background()
+	b.Run("acquire_cold", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			key := newKey(b)
+			b.StartTimer()
+			if _, err := be.Acquire(ctx, key, spec); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			be.Dispose(ctx, key, sandbox.DisposeOptions{})
+			b.StartTimer()
+		}
+	})
+	b.Run("dispose_with_drain", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			key := newKey(b)
+			sb, err := be.Acquire(ctx, key, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", 60e9); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if f := be.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+				b.Fatal(f)
+			}
+		}
+	})
+	if len(sink.got()) == 0 {
+		b.Fatal("no egress window reached the sink")
+	}
+}
