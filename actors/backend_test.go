@@ -185,13 +185,8 @@ func TestFreezeIsLiftedWhenTheActorFails(t *testing.T) {
 // No freeze begins while an exec is in flight: the file call waits for it.
 func TestNoFreezeWhileAnExecRuns(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	f := newFakeEngine()
-	b := newTestBackend(t, f)
+	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
-	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	release := make(chan struct{})
 	started := make(chan struct{})
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
@@ -231,13 +226,8 @@ func TestNoFreezeWhileAnExecRuns(t *testing.T) {
 // A timed-out exec removes the container and says timeout; a cancelled one does not.
 func TestExecTimeoutAndCancel(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	f := newFakeEngine()
-	b := newTestBackend(t, f)
+	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
-	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
 		<-ctx.Done()
 		return docker.ExecOutput{}, ctx.Err()
@@ -250,7 +240,7 @@ func TestExecTimeoutAndCancel(t *testing.T) {
 	if f.find(sb.InstanceID()) == nil {
 		t.Fatal("cancellation removed the sandbox")
 	}
-	_, err = sb.Exec(ctx, sandbox.Argv("x"), "/", 30*time.Millisecond)
+	_, err := sb.Exec(ctx, sandbox.Argv("x"), "/", 30*time.Millisecond)
 	var te *sandbox.TimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("timeout = %v", err)
@@ -437,13 +427,8 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 // driver reads after the call returned (cancelled) never reaches emit.
 func TestExecStreaming(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	f := newFakeEngine()
-	b := newTestBackend(t, f)
+	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
-	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen, running := make(chan struct{}), make(chan struct{})
 	late := make(chan func(), 1)
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
@@ -496,4 +481,17 @@ func TestExecStreaming(t *testing.T) {
 		t.Fatalf("emit called after ExecStreaming returned: %q", after)
 	}
 	b.Close(ctx)
+}
+
+// runtimeSandbox is a backend on a fake engine with a runtime-only sandbox acquired: the
+// start of most exec and freeze tests. The test closes b itself before goleak checks.
+func runtimeSandbox(t *testing.T) (*fakeEngine, *Backend, sandbox.Sandbox) {
+	t.Helper()
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	sb, err := b.Acquire(context.Background(), testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, b, sb
 }
