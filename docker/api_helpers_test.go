@@ -26,19 +26,8 @@ import (
 // the API's snapshot.
 func newFakeAPI(t *testing.T, env ...string) (*API, string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "docker")
-	if err := os.WriteFile(bin, []byte(fakeDocker), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "log")
-	t.Setenv("FAKE_LOG", logPath)
-	t.Setenv("FAKE_CONTEXT_JSON", defaultContextJSON)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	a, err := NewAPI(Config{DockerPath: bin, CommandTimeout: 10 * time.Second})
+	cfg, logPath := fakeClient(t, env...)
+	a, err := NewAPI(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,9 +46,10 @@ exit 99
 
 const defaultContextJSON = `{"Name":"fake","Endpoints":{"docker":{"Host":"unix:///fake.sock"}}}`
 
-// newFakeCLI writes the fake client and returns a CLI bound to it. env entries (K=V) are set in
-// the process environment before construction, so they land in the CLI's snapshot.
-func newFakeCLI(t *testing.T, env ...string) (*CLI, string) {
+// fakeClient writes the fake client and returns the config that names it and the path of its
+// call log. env entries (K=V) are set in the process environment first, so they land in the
+// snapshot of a driver built from the config.
+func fakeClient(t *testing.T, env ...string) (Config, string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "docker")
@@ -62,7 +63,14 @@ func newFakeCLI(t *testing.T, env ...string) (*CLI, string) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	c, err := NewCLI(Config{DockerPath: bin, CommandTimeout: 10 * time.Second})
+	return Config{DockerPath: bin, CommandTimeout: 10 * time.Second}, logPath
+}
+
+// newFakeCLI returns a CLI bound to the fake client (see fakeClient).
+func newFakeCLI(t *testing.T, env ...string) (*CLI, string) {
+	t.Helper()
+	cfg, logPath := fakeClient(t, env...)
+	c, err := NewCLI(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
