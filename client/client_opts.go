@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,11 +33,6 @@ func defaultOptions() options {
 	}
 }
 
-var (
-	prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
-	tokenRE  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-)
-
 func errOption(format string, a ...any) error {
 	return &sandbox.InvalidArgumentError{Reason: "client: " + fmt.Sprintf(format, a...)}
 }
@@ -57,7 +51,7 @@ func WithLogger(l *zap.Logger) Option {
 // [service.DefaultPrefix]).
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !prefixRE.MatchString(prefix) {
+		if !service.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -69,7 +63,7 @@ func WithPrefix(prefix string) Option {
 // pool's shared subjects (default: the pool).
 func WithEngine(id string) Option {
 	return func(o *options) error {
-		if !tokenRE.MatchString(id) {
+		if !service.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engine = id

@@ -67,7 +67,7 @@ func WithLogger(l *zap.Logger) Option {
 // letters, digits, '-' and '_'. Engines sharing a prefix form one pool.
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !prefixRE.MatchString(prefix) {
+		if !ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -80,7 +80,7 @@ func WithPrefix(prefix string) Option {
 // digits, '-' or '_'.
 func WithEngineID(id string) Option {
 	return func(o *options) error {
-		if !tokenRE.MatchString(id) {
+		if !ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engineID = id
@@ -167,3 +167,11 @@ func WithTransfers(memory int64, ttl time.Duration) Option {
 		return nil
 	}
 }
+
+// ValidPrefix reports whether prefix is a subject prefix engines and clients accept:
+// dot-separated tokens of letters, digits, '-' and '_'.
+func ValidPrefix(prefix string) bool { return prefixRE.MatchString(prefix) }
+
+// ValidToken reports whether id can be one subject token (an engine ID, a transfer ID): 1 to
+// 64 letters, digits, '-' or '_'.
+func ValidToken(id string) bool { return tokenRE.MatchString(id) }
