@@ -221,33 +221,3 @@ func (a *containerActor) removal(ctx context.Context, target, dir string, argv [
 	}
 	return res, nil
 }
-
-// dispose removes the container by name, or only the given instance. It never freezes,
-// never thaws and never execs.
-func (a *containerActor) dispose(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
-	target := a.name
-	if m.InstanceID != "" {
-		target = m.InstanceID
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
-	defer cancel()
-	outcome, err := a.b.engine.Remove(ctx, target)
-	a.forget()
-	if err != nil {
-		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
-	}
-	return &messages.DisposeResponse{Removed: outcome == docker.Removed}
-}
-
-// disposalFailure classifies a failed removal for the protocol: the client could not run,
-// the call outlived its budget (outcome unknown), or the engine answered and refused.
-func disposalFailure(target string, err error) *sandbox.DisposalFailure {
-	code := sandbox.DisposalRefused
-	switch {
-	case errors.Is(err, docker.ErrUnreachable):
-		code = sandbox.DisposalUnreachable
-	case errors.Is(err, docker.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		code = sandbox.DisposalTimeout
-	}
-	return &sandbox.DisposalFailure{Code: code, Detail: fmt.Sprintf("remove %s: %v", target, err)}
-}

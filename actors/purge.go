@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -71,10 +72,12 @@ func (b *Backend) retain(key sandbox.Key, name string) {
 	b.retained[key][name] = struct{}{}
 }
 
-// purge is the shared sweep: list by label, add the fallback names, then remove each
-// workload through its actor (so a removal never overtakes a call in progress). Proxies
-// and networks are not built yet by this backend, so there are none to remove. It counts
-// only containers that were actually there; a failed name is retained for the next sweep.
+// purge is the shared sweep: list by label, add the fallback names, then hand each sandbox
+// to its container actor, keyed by the workload's name, which tears it down in the one
+// order of egress-and-reap.md §1.9 (proxy drained and removed, workload, network last) and
+// so never overtakes that sandbox's acquire or any other call in progress. A listed proxy
+// whose workload is gone goes to the actor of its base name all the same. It counts only
+// workloads that were actually there; a failed name is retained for the next sweep.
 func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key) (int, *sandbox.DisposalFailure) {
 	var failures []sandbox.DisposalFailure
 	listed, err := b.engine.ListNames(ctx, filter, "^"+docker.NamePrefix)
@@ -82,27 +85,10 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 		failures = append(failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted,
 			Detail: fmt.Sprintf("could not list containers, so the sweep may be partial: %v", err)})
 	}
-	names := listed
-	for _, n := range fallback {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	b.sweepProxies(ctx, names, purgeCaller(owner)) // egress hook (egress.go): proxies first
-	defer b.sweepNetworks(ctx, names)              // egress hook (egress.go): networks last
+	caller := purgeCaller(owner)
 	disposed := 0
-	for _, n := range names {
-		if isProxyName(n) {
-			continue
-		}
-		pid, err := b.container(ctx, n)
-		var res *messages.DisposeResponse
-		if err == nil {
-			res, err = ask[*messages.DisposeResponse](ctx, b, pid, &messages.DisposeRequest{}, 0)
-		}
-		if err != nil {
-			res = &messages.DisposeResponse{Failure: disposalFailure(n, err)}
-		}
+	for _, n := range purgeTargets(append(listed, fallback...)) {
+		res := b.teardown(ctx, n, &teardownRequest{Caller: caller, Trigger: purgeTrigger(caller)})
 		if res.Failure != nil {
 			failures = append(failures, *res.Failure)
 			b.retain(owner, n)
@@ -116,8 +102,62 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 	return disposed, sandbox.FoldDisposalFailures(failures)
 }
 
+// teardown asks the actor of the workload name n to tear its sandbox down.
+func (b *Backend) teardown(ctx context.Context, n string, req *teardownRequest) *messages.DisposeResponse {
+	target := n
+	if req.InstanceID != "" {
+		target = req.InstanceID
+	}
+	pid, err := b.container(ctx, n)
+	var res *messages.DisposeResponse
+	if err == nil {
+		res, err = ask[*messages.DisposeResponse](ctx, b, pid, req, 0)
+	}
+	if err != nil {
+		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
+	}
+	return res
+}
+
+// purgeTargets returns the distinct workload names behind listed names, in order: a derived
+// proxy or network name stands for its base (so an orphan proxy is still drained and
+// removed, by its base's actor); a name that is not derived is a workload of its own, and a
+// proxy-suffixed one that is not derived is left alone.
+func purgeTargets(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if base, _, ok := docker.ParseName(n); ok {
+			n = base
+		} else if isProxyName(n) {
+			continue
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// purgeCaller is the caller key of a key-addressed purge (Dispose), nil for a sweep of a
+// conversation (DisposeScope), whose owner names no agent.
+func purgeCaller(owner sandbox.Key) *sandbox.Key {
+	if owner.AgentID == "" {
+		return nil
+	}
+	return &owner
+}
+
+// purgeTrigger names the cleanup path in the drained windows.
+func purgeTrigger(caller *sandbox.Key) egresslog.Trigger {
+	if caller == nil {
+		return egresslog.TriggerDisposeScope
+	}
+	return egresslog.TriggerDispose
+}
+
 // disposeInstance removes exactly one instance, by its full ID, when its ownership labels
-// name key (and the kind, when given). Names are never used here: they can be reused.
+// name key (and the kind, when given), through the actor of its name, which removes its proxy
+// first and its network last. Names are never used to remove here: they can be reused.
 func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts sandbox.DisposeOptions) *sandbox.DisposalFailure {
 	info, err := b.engine.Inspect(ctx, opts.InstanceID)
 	switch {
@@ -135,14 +175,8 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 			return nil
 		}
 	}
-	pid, err := b.container(ctx, info.Name)
-	var res *messages.DisposeResponse
-	if err == nil {
-		res, err = ask[*messages.DisposeResponse](ctx, b, pid, &messages.DisposeRequest{InstanceID: info.ID}, 0)
-	}
-	if err != nil {
-		return disposalFailure(info.ID, err)
-	}
+	caller := purgeCaller(key)
+	res := b.teardown(ctx, info.Name, &teardownRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
 	if res.Failure != nil {
 		b.retain(key, info.Name)
 	}

@@ -1,0 +1,186 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// This file is the one teardown of a sandbox (egress-and-reap.md §1.9): drain and remove its
+// proxy, remove the workload, remove its network last. It runs inside the sandbox's container
+// actor, keyed by the workload's name, so a disposal never races that sandbox's acquire (which
+// recreates the proxy) or any other call: they take turns in one mailbox.
+
+// teardownRequest asks a container actor to take its sandbox down in the §1.9 order. With an
+// InstanceID it removes only that instance, its proxy and its network (docker-backend §14.4);
+// without one it removes whatever holds the names (a purge). Caller is the key of a
+// key-addressed disposal, which may stand in for a proxy's attribution (§3.5); nil for a sweep
+// of a conversation. The answer is a [messages.DisposeResponse]. It lives here rather than in
+// messages because it carries the drain's trigger, which only the actors know.
+type teardownRequest struct {
+	InstanceID string
+	Caller     *sandbox.Key
+	Trigger    egresslog.Trigger
+}
+
+// dispose tears the sandbox down. It never freezes, never thaws and never execs. Only the
+// workload's removal decides the answer of a purge: a proxy or network left behind is an
+// infrastructure leak, logged (§1.9).
+func (a *containerActor) dispose(ctx context.Context, m *teardownRequest) *messages.DisposeResponse {
+	if m.InstanceID != "" {
+		return a.disposeInstance(ctx, m)
+	}
+	// Purges sweep the derived names whatever the current egress config says, so a sandbox
+	// made under an allowlist is reclaimed by a backend now configured closed.
+	_, role, derived := docker.ParseName(a.name)
+	derived = derived && role == docker.RoleWorkload
+	if derived {
+		proxy := docker.ProxyName(a.name)
+		if err := a.b.teardownProxy(ctx, proxy, m.Caller, m.Trigger); err != nil {
+			a.log.Warn("sweep proxy", zap.String("proxy", proxy), zap.Error(err))
+		}
+	}
+	res := a.removeWorkload(ctx, a.name)
+	if derived {
+		a.sweepNetwork(ctx)
+	}
+	return res
+}
+
+// disposeInstance is docker-backend §14.4 inside the actor: re-read the instance by its ID
+// (the name may hold a successor by now), drain and remove the proxy that the instance's
+// ownership labels claim, remove the instance by ID, then the network the instance recorded.
+// A proxy that cannot be removed fails the call and leaves the instance, so the retained name
+// is swept whole by the next disposal; a network left behind is logged.
+func (a *containerActor) disposeInstance(ctx context.Context, m *teardownRequest) *messages.DisposeResponse {
+	info, err := a.b.engine.Inspect(ctx, m.InstanceID)
+	switch {
+	case isNotFound(err):
+		// Gone already: whatever holds its proxy or network names now is a successor's.
+		return &messages.DisposeResponse{}
+	case err != nil:
+		return &messages.DisposeResponse{Failure: disposalFailure(m.InstanceID, err)}
+	}
+	if err := a.removeOwnProxy(ctx, info, m); err != nil {
+		return &messages.DisposeResponse{Failure: &sandbox.DisposalFailure{Code: disposalCode(err),
+			Detail: fmt.Sprintf("the proxy of %s could not be removed, so the instance was left for the next disposal: %v", info.ID, err)}}
+	}
+	res := a.removeWorkload(ctx, info.ID)
+	if res.Failure != nil {
+		return res
+	}
+	if id, ok := info.Networks[docker.NetworkName(a.name)]; ok {
+		a.removeRecordedNetwork(ctx, id)
+	}
+	return res
+}
+
+// removeOwnProxy drains and removes N-proxy by its inspected ID when it is the instance's: a
+// proxy whose ownership labels differ from the instance's is not touched. nil when removed or
+// absent.
+func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.ContainerInfo, m *teardownRequest) error {
+	name := docker.ProxyName(a.name)
+	p, err := a.b.engine.Inspect(ctx, name)
+	switch {
+	case isNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("inspect proxy %s: %w", name, err)
+	case p.Labels[docker.LabelRole] != docker.RoleProxy || !sameOwner(p.Labels, info.Labels):
+		a.log.Warn("the proxy name is held by a container that is not this instance's proxy; left in place",
+			zap.String("proxy", name), zap.String("container_id", p.ID))
+		return nil
+	}
+	return a.b.drainRemove(ctx, p.ID, p.ID, m.Caller, m.Trigger)
+}
+
+// sameOwner reports whether two resources carry the same ownership labels.
+func sameOwner(a, b map[string]string) bool {
+	for _, k := range []string{docker.LabelScope, docker.LabelThread, docker.LabelAgent, docker.LabelCall, docker.LabelKind} {
+		va, oka := a[k]
+		vb, okb := b[k]
+		if oka != okb || va != vb {
+			return false
+		}
+	}
+	return true
+}
+
+// removeWorkload removes target (the name, or an instance ID) under the command bound.
+func (a *containerActor) removeWorkload(ctx context.Context, target string) *messages.DisposeResponse {
+	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
+	defer cancel()
+	outcome, err := a.b.engine.Remove(ctx, target)
+	a.forget()
+	if err != nil {
+		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
+	}
+	return &messages.DisposeResponse{Removed: outcome == docker.Removed}
+}
+
+// sweepNetwork is the last step of a purge: remove N-net by its inspected ID, never forced;
+// "not found" is a no-op, any other failure a logged leak.
+func (a *containerActor) sweepNetwork(ctx context.Context) {
+	nets, ok := a.b.networks()
+	if !ok {
+		return
+	}
+	name := docker.NetworkName(a.name)
+	n, err := a.b.inspectNetwork(ctx, nets, name)
+	if isNotFound(err) {
+		return
+	}
+	if err == nil {
+		_, err = nets.NetworkRemove(ctx, n.ID)
+	}
+	if err != nil {
+		a.log.Warn("sweep egress network", zap.String("network", name), zap.Error(err))
+	}
+}
+
+// removeRecordedNetwork removes the network an instance recorded, by that ID (read back by name only
+// when the engine did not report it), never forced; "not found" is a no-op, any other
+// failure a logged leak.
+func (a *containerActor) removeRecordedNetwork(ctx context.Context, id string) {
+	nets, ok := a.b.networks()
+	if !ok {
+		return
+	}
+	name := docker.NetworkName(a.name)
+	var err error
+	if id == "" {
+		var n docker.NetworkInfo
+		if n, err = a.b.inspectNetwork(ctx, nets, name); err == nil {
+			id = n.ID
+		}
+	}
+	if err == nil {
+		_, err = nets.NetworkRemove(ctx, id)
+	}
+	if err != nil && !isNotFound(err) {
+		a.log.Warn("remove egress network", zap.String("network", name), zap.String("network_id", id), zap.Error(err))
+	}
+}
+
+// disposalFailure classifies a failed removal for the protocol: the client could not run,
+// the call outlived its budget (outcome unknown), or the engine answered and refused.
+func disposalFailure(target string, err error) *sandbox.DisposalFailure {
+	return &sandbox.DisposalFailure{Code: disposalCode(err), Detail: fmt.Sprintf("remove %s: %v", target, err)}
+}
+
+func disposalCode(err error) sandbox.DisposalCode {
+	switch {
+	case errors.Is(err, docker.ErrUnreachable):
+		return sandbox.DisposalUnreachable
+	case errors.Is(err, docker.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return sandbox.DisposalTimeout
+	}
+	return sandbox.DisposalRefused
+}
