@@ -224,7 +224,11 @@ func (f *netFake) Inspect(ctx context.Context, target string) (docker.ContainerI
 		if f.noOutbound && n == docker.DefaultOutboundNetwork {
 			continue
 		}
-		info.Networks[n] = "nid"
+		id := "nid"
+		if fn, ok := f.networks[n]; ok {
+			id = fn.id
+		}
+		info.Networks[n] = id
 	}
 	return info, nil
 }
@@ -267,7 +271,7 @@ func (s *sink) got() []EgressWindow {
 	return slices.Clone(s.windows)
 }
 
-func egressBackend(t *testing.T, f *netFake, opts ...Option) *Backend {
+func egressBackend(t *testing.T, f docker.Engine, opts ...Option) *Backend {
 	t.Helper()
 	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local"}, append([]Option{WithEngine(f), WithoutEventWatch()}, opts...)...)
 	if err != nil {
