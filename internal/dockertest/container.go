@@ -17,6 +17,13 @@ import (
 // t.Fatal when the run fails, and t.Error when the removal does.
 func RunContainer(t testing.TB, image string, extraArgs ...string) (id string) {
 	t.Helper()
+	return RunContainerCmd(t, image, []string{"sleep", "3600"}, extraArgs...)
+}
+
+// RunContainerCmd is [RunContainer] with the container's command given (the image's
+// entrypoint, if any, receives it as arguments).
+func RunContainerCmd(t testing.TB, image string, cmd []string, extraArgs ...string) (id string) {
+	t.Helper()
 	// docker writes the ID here as soon as it has created the container, before starting it.
 	cidfile := filepath.Join(t.TempDir(), "cid")
 	t.Cleanup(func() {
@@ -38,7 +45,7 @@ func RunContainer(t testing.TB, image string, extraArgs ...string) (id string) {
 	// than send the daemon looking for one.
 	args := append([]string{"run", "--detach", "--pull", "never", "--cidfile", cidfile}, LabelArgs()...)
 	args = append(args, extraArgs...)
-	args = append(args, image, "sleep", "3600")
+	args = append(append(args, image), cmd...)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	out, _, err := DockerErr(ctx, args...)

@@ -2,8 +2,8 @@
 // §5.6): the override that lets a test exercise the topology on an engine older than 28.0.0,
 // and nothing else. The package is internal, so library users cannot construct an
 // [Override]; the shipped code path reads one only when a test hands it to
-// actors.WithTopologyOverride. The offline fixture of §5.4 lives in the fixture subpackage,
-// so that this one links no test machinery into the engine.
+// actors.WithTopologyOverride. The offline fixture of §5.4 is built by the integration tests
+// themselves (docs/testing.md), so that this package links no test machinery into the engine.
 package egresstest
 
 import (

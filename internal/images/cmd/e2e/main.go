@@ -2,6 +2,8 @@
 // the HTTPS target server (GET / → 200, certificate from the environment), and the client
 // verbs run inside a workload: "get" fetches a URL through the proxy the environment names
 // and prints "code=NNN", "dial" opens a raw TCP connection, "resolve" looks a name up.
+// "dns" is the canary DNS server of §5.3: it prints every query it receives and answers
+// each with NXDOMAIN, so a leak shows in its log and nothing is ever resolved through it.
 package main
 
 import (
@@ -9,21 +11,25 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2e serve | get URL CA_B64 | dial HOST:PORT | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | dial HOST:PORT | resolve NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
 	case "serve":
 		serve()
+	case "dns":
+		canary()
 	case "get":
 		get(os.Args[2], os.Args[3])
 	case "dial":
@@ -81,4 +87,64 @@ func get(url, caB64 string) {
 	}
 	resp.Body.Close()
 	fmt.Printf("code=%d\n", resp.StatusCode)
+}
+
+// canary serves DNS on UDP :53. Each query is logged as "query NAME TYPE from ADDR" and
+// answered NXDOMAIN with the question echoed, so a forwarder gets a final answer at once.
+func canary() {
+	pc, err := net.ListenPacket("udp", ":53")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listen:", err)
+		os.Exit(1)
+	}
+	fmt.Println("canary listening on :53")
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "read:", err)
+			os.Exit(1)
+		}
+		name, qtype, qend, ok := question(buf[:n])
+		if !ok {
+			fmt.Printf("malformed query of %d bytes from %s\n", n, from)
+			continue
+		}
+		fmt.Printf("query %s %d from %s\n", name, qtype, from)
+		resp := append([]byte(nil), buf[:qend]...)
+		resp[2] = 0x80 | buf[2]&0x79 // QR, keep opcode and RD
+		resp[3] = 0x80 | 3           // RA, RCODE NXDOMAIN
+		binary.BigEndian.PutUint16(resp[4:], 1)
+		clear(resp[6:12]) // no answer, authority or additional records
+		_, _ = pc.WriteTo(resp, from)
+	}
+}
+
+// question parses the header and the first question of a DNS message: the name in dotted
+// form, its type, and the offset just past the question.
+func question(m []byte) (name string, qtype uint16, end int, ok bool) {
+	if len(m) < 12 || binary.BigEndian.Uint16(m[4:]) == 0 {
+		return "", 0, 0, false
+	}
+	var labels []string
+	i := 12
+	for {
+		if i >= len(m) {
+			return "", 0, 0, false
+		}
+		l := int(m[i])
+		if l == 0 {
+			i++
+			break
+		}
+		if l > 63 || i+1+l > len(m) {
+			return "", 0, 0, false
+		}
+		labels = append(labels, string(m[i+1:i+1+l]))
+		i += 1 + l
+	}
+	if i+4 > len(m) {
+		return "", 0, 0, false
+	}
+	return strings.Join(labels, ".") + ".", binary.BigEndian.Uint16(m[i:]), i + 4, true
 }
