@@ -1,5 +1,6 @@
 // Package egresslog owns the egress proxy's record: the decision-log grammar the proxy writes
-// and the drain reads, and the attribution label that says whose window a proxy's log is.
+// and the drain reads, the attribution label that says whose window a proxy's log is, and the
+// events a drained window or a reap sweep becomes.
 //
 // # The decision log
 //
@@ -28,6 +29,15 @@
 // caller's own key may stand in for a proxy that carries nothing to read, and [Attribute]
 // combines the two.
 //
+// # Events
+//
+// A drained [Window] becomes an [EgressObservedEvent] ([Window.Event]) and a [ReapSummary] a
+// [ReapCompletedEvent]; [EgressMessage] and [ReapMessage] encode them as a [Message] with its
+// subject ([Token], [EgressSubject], [ReapSubject]), ID and type (docs/events.md). Building an
+// event needs no connection. Delivering it — the core and JetStream publishers, the streams
+// and the retrying outbox — lives in package egresslog/natspub.
+//
 // The package imports neither the docker nor any NATS package: the proxy binary links it,
-// and the proxy is standard library apart from this grammar.
+// and the proxy is standard library apart from this grammar. That is why delivery is a
+// separate package; cmd/proxy's tests fail if the proxy ever links a nats-io module.
 package egresslog

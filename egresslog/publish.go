@@ -14,7 +14,8 @@ import (
 
 // This file is the wire side of egress observation (egress-and-reap.md §3.7): subjects, the
 // event payloads and the headers they travel with. docs/events.md describes the same thing
-// for subscribers in any language; change both together.
+// for subscribers in any language; change both together. Delivering them to NATS (the
+// publishers, the streams, the outbox) is package natspub's.
 
 // DefaultSubjectPrefix is the subject prefix when none is configured.
 const DefaultSubjectPrefix = "maf.sandbox.docker"
@@ -65,8 +66,10 @@ func Token(s string) string {
 	return "h_" + hex.EncodeToString(sum[:])[:32]
 }
 
-// checkPrefix refuses a prefix that is not one or more plain, dot-separated subject tokens.
-func checkPrefix(prefix string) error {
+// CheckSubjectPrefix refuses, with [ErrInvalidEvent], a prefix that is not one or more plain,
+// dot-separated subject tokens: the check [EgressMessage] and [ReapMessage] make, exported so
+// that a publisher binding streams to a prefix refuses the same ones.
+func CheckSubjectPrefix(prefix string) error {
 	if prefix == "" {
 		return fmt.Errorf("%w: empty subject prefix", ErrInvalidEvent)
 	}
@@ -321,7 +324,7 @@ type Message struct {
 
 // EgressMessage encodes ev for prefix.
 func EgressMessage(prefix string, ev EgressObservedEvent) (Message, error) {
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckSubjectPrefix(prefix); err != nil {
 		return Message{}, err
 	}
 	data, err := json.Marshal(ev)
@@ -333,7 +336,7 @@ func EgressMessage(prefix string, ev EgressObservedEvent) (Message, error) {
 
 // ReapMessage encodes ev for prefix.
 func ReapMessage(prefix string, ev ReapCompletedEvent) (Message, error) {
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckSubjectPrefix(prefix); err != nil {
 		return Message{}, err
 	}
 	data, err := json.Marshal(ev)

@@ -1,7 +1,6 @@
 package egresslog
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -164,102 +163,5 @@ func TestReapSummaryEvent(t *testing.T) {
 		if _, err := bad.Event("E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
-	}
-}
-
-// A subscriber receives exactly one event per window, with the headers and fields of §3.7;
-// a repeat with the same ID is acknowledged and dropped by the stream.
-func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
-	s := runNATS(t, -1, t.TempDir())
-	nc := connect(t, s.ClientURL())
-	pub, err := NewJetStreamPublisher(nc, WithDuplicateWindow(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sub, err := nc.SubscribeSync(DefaultSubjectPrefix + ".egress.observed." + Token("tenant-1") + ".>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := testWindow().Event("E", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := EgressMessage(DefaultSubjectPrefix, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 { // overlapping drainers publish the same window
-		if err := pub.Publish(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	msgs := streamMessages(t, nc, StreamEgress)
-	if len(msgs) != 1 {
-		t.Fatalf("stream holds %d events, want 1", len(msgs))
-	}
-	h := msgs[0].Headers()
-	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v1" || h.Get(HeaderContentType) != "application/json" {
-		t.Fatalf("headers %v", h)
-	}
-	var got EgressObservedEvent
-	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.EventID != ev.EventID || got.Key.Scope != "tenant-1" || len(got.Decisions) != 3 || got.Decisions[1].Host != "evil.example" {
-		t.Fatalf("event %+v", got)
-	}
-	// The core subscription saw the publications themselves (core NATS does not de-duplicate:
-	// subscribers that do not read the stream de-duplicate on eventId).
-	if _, err := sub.NextMsg(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// A second window (another proxy container) is another event.
-	w2 := testWindow()
-	w2.ProxyID = strings.Repeat("b", 64)
-	ev2, _ := w2.Event("E", time.Now())
-	m2, _ := EgressMessage(DefaultSubjectPrefix, ev2)
-	if err := pub.Publish(ctx, m2); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(streamMessages(t, nc, StreamEgress)); n != 2 {
-		t.Fatalf("stream holds %d events, want 2", n)
-	}
-	// Reap summaries go to their own stream.
-	rev, _ := ReapSummary{RunID: "run-00000001", OlderThan: time.Hour}.Event("E", time.Now())
-	rm, _ := ReapMessage(DefaultSubjectPrefix, rev)
-	if err := pub.Publish(ctx, rm); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(streamMessages(t, nc, StreamOps)); n != 1 {
-		t.Fatalf("ops stream holds %d, want 1", n)
-	}
-}
-
-func TestCorePublish(t *testing.T) {
-	s := runNATS(t, -1, t.TempDir())
-	nc := connect(t, s.ClientURL())
-	sub, err := nc.SubscribeSync(SubjectEgressObserved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, _ := testWindow().Event("E", time.Now())
-	m, _ := EgressMessage(DefaultSubjectPrefix, ev)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := NewCorePublisher(nc).Publish(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	got, err := sub.NextMsg(5 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Header.Get(HeaderMsgID) != m.ID || string(got.Data) != string(m.Data) {
-		t.Fatalf("got %v %s", got.Header, got.Data)
-	}
-	nc.Close()
-	if err := NewCorePublisher(nc).Publish(ctx, m); !errors.Is(err, ErrNotConnected) {
-		t.Fatalf("closed connection: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/egresslog/natspub"
 	"github.com/mafsandbox/engine/reaper"
 )
 
@@ -36,7 +37,7 @@ func reapCmd(ctx context.Context, args []string) error {
 	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each engine call of the sweep")
 	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
 	natsURL := fs.String("nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
-	natsCore := fs.Bool("nats-core", false, "publish on core NATS instead of the JetStream stream "+egresslog.StreamOps)
+	natsCore := fs.Bool("nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
 	natsPrefix := fs.String("nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
 	natsWait := fs.Duration("nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
@@ -246,13 +247,13 @@ func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reap
 		return fmt.Errorf("reap summary: connect %s: %w", url, err)
 	}
 	defer nc.Close()
-	var pub egresslog.Publisher = egresslog.NewCorePublisher(nc)
+	var pub natspub.Publisher = natspub.NewCorePublisher(nc)
 	if !core {
-		if pub, err = egresslog.NewJetStreamPublisher(nc, egresslog.WithSubjectPrefix(prefix)); err != nil {
+		if pub, err = natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix)); err != nil {
 			return fmt.Errorf("reap summary: %w", err)
 		}
 	}
-	box, err := egresslog.NewOutbox(pub, egresslog.WithOutboxLogger(log), egresslog.WithBackoff(200*time.Millisecond, 5*time.Second))
+	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log), natspub.WithBackoff(200*time.Millisecond, 5*time.Second))
 	if err != nil {
 		return fmt.Errorf("reap summary: %w", err)
 	}

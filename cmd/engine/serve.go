@@ -21,6 +21,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/egresslog/natspub"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -205,7 +206,7 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 // egressEvents publishes the egress windows the backend drains (docs/events.md) to the
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
 // is away. The events carry the Docker daemon's ID.
-func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*egresslog.Outbox, actors.EgressSink, error) {
+func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
 	engineID := "unknown"
 	if cli, err := docker.NewCLI(cfg); err == nil {
 		if id, err := cli.EngineID(ctx); err == nil {
@@ -214,11 +215,11 @@ func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix 
 			log.Warn("egress events will carry no daemon ID", zap.Error(err))
 		}
 	}
-	pub, err := egresslog.NewJetStreamPublisher(nc, egresslog.WithSubjectPrefix(prefix))
+	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
 	}
-	box, err := egresslog.NewOutbox(pub, egresslog.WithOutboxLogger(log.Named("egress-events")))
+	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log.Named("egress-events")))
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
 	}
@@ -227,7 +228,7 @@ func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix 
 
 // outboxSink hands each drained window to the outbox.
 type outboxSink struct {
-	box      *egresslog.Outbox
+	box      *natspub.Outbox
 	prefix   string
 	engineID string
 	log      *zap.Logger

@@ -1,4 +1,4 @@
-package egresslog
+package natspub
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // fakePublisher fails while down is set and records what it accepted.
@@ -25,7 +27,7 @@ type fakePublisher struct {
 	accepted []string
 }
 
-func (p *fakePublisher) Publish(ctx context.Context, m Message) error {
+func (p *fakePublisher) Publish(ctx context.Context, m egresslog.Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -50,8 +52,8 @@ func (p *fakePublisher) got() []string {
 	return append([]string(nil), p.accepted...)
 }
 
-func msg(i int) Message {
-	return Message{Subject: "maf.sandbox.docker.egress.observed.s.k", ID: fmt.Sprintf("egw_%064d", i), Type: TypeEgressObserved, Data: []byte("{}")}
+func msg(i int) egresslog.Message {
+	return egresslog.Message{Subject: "maf.sandbox.docker.egress.observed.s.k", ID: fmt.Sprintf("egw_%064d", i), Type: egresslog.TypeEgressObserved, Data: []byte("{}")}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -102,7 +104,7 @@ func TestOutboxFullIsLoud(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	core, logs := observer.New(zapcore.DebugLevel)
 	p := &fakePublisher{down: true}
-	b, err := NewOutbox(p, WithCapacity(2), WithBackoff(time.Millisecond, 5*time.Millisecond), WithOutboxLogger(zap.New(core)))
+	b, err := NewOutbox(p, WithCapacity(2), WithBackoff(time.Millisecond, 5*time.Millisecond), WithLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestOutboxPermanentRefusalIsLoud(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	core, logs := observer.New(zapcore.DebugLevel)
 	p := &fakePublisher{down: true, err: fmt.Errorf("publish: %w", nats.ErrMaxPayload)}
-	b, err := NewOutbox(p, WithOutboxLogger(zap.New(core)))
+	b, err := NewOutbox(p, WithLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := EgressMessage(DefaultSubjectPrefix, ev)
+	m, err := egresslog.EgressMessage(egresslog.DefaultSubjectPrefix, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +203,7 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("stream holds %d events, want 1", len(msgs))
 	}
-	var got EgressObservedEvent
+	var got egresslog.EgressObservedEvent
 	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil || got.EventID != ev.EventID {
 		t.Fatalf("event %+v %v", got, err)
 	}
@@ -214,12 +216,12 @@ func TestOutboxEnqueueWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", testWindow()); err != nil {
+	if err := b.EnqueueWindow(egresslog.DefaultSubjectPrefix, "E", testWindow()); err != nil {
 		t.Fatal(err)
 	}
 	empty := testWindow()
 	empty.Decisions = nil
-	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", empty); !errors.Is(err, ErrInvalidEvent) {
+	if err := b.EnqueueWindow(egresslog.DefaultSubjectPrefix, "E", empty); !errors.Is(err, egresslog.ErrInvalidEvent) {
 		t.Fatalf("empty window: %v", err)
 	}
 	b.Close(context.Background())

@@ -1,4 +1,4 @@
-package egresslog
+package natspub
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // Outbox is a bounded, in-memory queue in front of a [Publisher]. Enqueue never blocks on
@@ -28,7 +30,7 @@ type Outbox struct {
 	o    outboxOptions
 	log  *zap.Logger
 	mu   sync.Mutex
-	q    []Message
+	q    []egresslog.Message
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -49,7 +51,7 @@ type OutboxStats struct {
 // NewOutbox starts an outbox in front of pub. Close it to stop its worker.
 func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("new outbox: %w: nil publisher", ErrInvalidEvent)
+		return nil, fmt.Errorf("natspub: new outbox: %w: nil publisher", egresslog.ErrInvalidEvent)
 	}
 	o := defaultOutboxOptions()
 	for _, opt := range opts {
@@ -69,7 +71,7 @@ func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
 // Enqueue keeps m for publication and returns at once. [ErrOutboxFull] when the outbox holds
 // its capacity (logged at Error and counted: the event is not kept), [ErrOutboxClosed] after
 // Close.
-func (b *Outbox) Enqueue(m Message) error {
+func (b *Outbox) Enqueue(m egresslog.Message) error {
 	b.mu.Lock()
 	if b.shut {
 		b.mu.Unlock()
@@ -80,7 +82,7 @@ func (b *Outbox) Enqueue(m Message) error {
 		n := b.refused.Add(1)
 		b.log.Error("egress outbox full: event refused and NOT delivered",
 			zap.String("subject", m.Subject), zap.String("event_id", m.ID), zap.Int("capacity", b.o.capacity), zap.Int64("refused_total", n))
-		return fmt.Errorf("enqueue %s: %w", m.ID, ErrOutboxFull)
+		return fmt.Errorf("%w: %s", ErrOutboxFull, m.ID)
 	}
 	b.q = append(b.q, m)
 	b.mu.Unlock()
@@ -158,11 +160,11 @@ func (b *Outbox) run() {
 	}
 }
 
-func (b *Outbox) head() (Message, bool) {
+func (b *Outbox) head() (egresslog.Message, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.q) == 0 {
-		return Message{}, false
+		return egresslog.Message{}, false
 	}
 	return b.q[0], true
 }
@@ -175,7 +177,7 @@ func (b *Outbox) pop() {
 
 // deliver publishes m until it is accepted or refused for good (true: take it off the queue)
 // or the outbox is stopped (false: keep it).
-func (b *Outbox) deliver(m Message) bool {
+func (b *Outbox) deliver(m egresslog.Message) bool {
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.o.minBackoff), backoff.WithMaxInterval(b.o.maxBackoff),
 		backoff.WithMaxElapsedTime(0))
 	start := time.Now()
@@ -221,19 +223,19 @@ func (b *Outbox) deliver(m Message) bool {
 
 // permanent is the outbox's one classifier: only answers that no retry can change.
 func permanent(err error) bool {
-	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
+	return errors.Is(err, egresslog.ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
 }
 
 // EnqueueWindow builds w's event for the engine engineID, stamped now, encodes it for prefix
 // and enqueues it: the one call a sink needs once the proxy's removal succeeded or found it
-// absent. [ErrInvalidEvent] for a window that must not be published (nothing is enqueued),
-// otherwise as [Outbox.Enqueue].
-func (b *Outbox) EnqueueWindow(prefix, engineID string, w Window) error {
+// absent. [egresslog.ErrInvalidEvent] for a window that must not be published (nothing is
+// enqueued), otherwise as [Outbox.Enqueue].
+func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) error {
 	ev, err := w.Event(engineID, time.Now())
 	if err != nil {
 		return err
 	}
-	m, err := EgressMessage(prefix, ev)
+	m, err := egresslog.EgressMessage(prefix, ev)
 	if err != nil {
 		return err
 	}
