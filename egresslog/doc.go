@@ -37,7 +37,8 @@
 // event needs no connection. Delivering it — the core and JetStream publishers, the streams
 // and the retrying outbox — lives in package egresslog/natspub.
 //
-// The package imports neither the docker nor any NATS package: the proxy binary links it,
-// and the proxy is standard library apart from this grammar. That is why delivery is a
-// separate package; cmd/proxy's tests fail if the proxy ever links a nats-io module.
+// The package imports neither the docker nor any NATS package: the proxy binary links it
+// (with package sandbox's types), and a proxy that links no NATS client is one less thing to
+// audit in the one program that faces the sandbox. That is why delivery is a separate
+// package; cmd/proxy's tests fail if the proxy ever links a nats-io module.
 package egresslog

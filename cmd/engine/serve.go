@@ -223,21 +223,7 @@ func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix 
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
 	}
-	return box, outboxSink{box: box, prefix: prefix, engineID: engineID, log: log}, nil
-}
-
-// outboxSink hands each drained window to the outbox.
-type outboxSink struct {
-	box      *natspub.Outbox
-	prefix   string
-	engineID string
-	log      *zap.Logger
-}
-
-func (s outboxSink) EgressDrained(_ context.Context, w actors.EgressWindow) {
-	if err := s.box.EnqueueWindow(s.prefix, s.engineID, w); err != nil {
-		s.log.Debug("egress window not published", zap.String("proxy", w.ProxyName), zap.Error(err))
-	}
+	return box, box.WindowSink(prefix, engineID), nil
 }
 
 // natsLogger routes nats-server's logging into zap.

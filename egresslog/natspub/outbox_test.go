@@ -229,3 +229,25 @@ func TestOutboxEnqueueWindow(t *testing.T) {
 		t.Fatalf("published %v", got)
 	}
 }
+
+func TestWindowSink(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	core, logs := observer.New(zapcore.InfoLevel)
+	p := &fakePublisher{}
+	b, err := NewOutbox(p, WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := b.WindowSink(egresslog.DefaultSubjectPrefix, "E")
+	sink.EgressDrained(context.Background(), testWindow())
+	empty := testWindow()
+	empty.Decisions = nil
+	sink.EgressDrained(context.Background(), empty) // nothing to publish: said, not sent
+	b.Close(context.Background())
+	if got := p.got(); len(got) != 1 || got[0] != "egw_"+testProxyID {
+		t.Fatalf("published %v", got)
+	}
+	if n := logs.FilterMessage("egress window not published").Len(); n != 1 {
+		t.Fatalf("%d error lines for the unpublishable window, want 1", n)
+	}
+}
