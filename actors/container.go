@@ -175,7 +175,7 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 		reply(&messages.RemoveResponse{Err: a.remove(ctx, m)})
 	case *messages.ReclaimRequest:
 		reply(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
-	case *teardownRequest:
+	case *messages.DisposeRequest:
 		reply(a.dispose(ctx, m))
 	default:
 		reply(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
@@ -199,7 +199,7 @@ func failureFor(msg any, err error) any {
 		return &messages.RemoveResponse{Err: err}
 	case *messages.ReclaimRequest:
 		return &messages.ReclaimResponse{Err: err}
-	case *teardownRequest:
+	case *messages.DisposeRequest:
 		return &messages.DisposeResponse{Failure: &sandbox.DisposalFailure{Code: sandbox.DisposalUnknown, Detail: err.Error()}}
 	}
 	return err

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -18,22 +17,10 @@ import (
 // actor, keyed by the workload's name, so a disposal never races that sandbox's acquire (which
 // recreates the proxy) or any other call: they take turns in one mailbox.
 
-// teardownRequest asks a container actor to take its sandbox down in the §1.9 order. With an
-// InstanceID it removes only that instance, its proxy and its network (docker-backend §14.4);
-// without one it removes whatever holds the names (a purge). Caller is the key of a
-// key-addressed disposal, which may stand in for a proxy's attribution (§3.5); nil for a sweep
-// of a conversation. The answer is a [messages.DisposeResponse]. It lives here rather than in
-// messages because it carries the drain's trigger, which only the actors know.
-type teardownRequest struct {
-	InstanceID string
-	Caller     *sandbox.Key
-	Trigger    egresslog.Trigger
-}
-
 // dispose tears the sandbox down. It never freezes, never thaws and never execs. Only the
 // workload's removal decides the answer of a purge: a proxy or network left behind is an
 // infrastructure leak, logged (§1.9).
-func (a *containerActor) dispose(ctx context.Context, m *teardownRequest) *messages.DisposeResponse {
+func (a *containerActor) dispose(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
 	if m.InstanceID != "" {
 		return a.disposeInstance(ctx, m)
 	}
@@ -59,7 +46,7 @@ func (a *containerActor) dispose(ctx context.Context, m *teardownRequest) *messa
 // ownership labels claim, remove the instance by ID, then the network the instance recorded.
 // A proxy that cannot be removed fails the call and leaves the instance, so the retained name
 // is swept whole by the next disposal; a network left behind is logged.
-func (a *containerActor) disposeInstance(ctx context.Context, m *teardownRequest) *messages.DisposeResponse {
+func (a *containerActor) disposeInstance(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
 	info, err := a.b.engine.Inspect(ctx, m.InstanceID)
 	switch {
 	case isNotFound(err):
@@ -85,7 +72,7 @@ func (a *containerActor) disposeInstance(ctx context.Context, m *teardownRequest
 // removeOwnProxy drains and removes N-proxy by its inspected ID when it is the instance's: a
 // proxy whose ownership labels differ from the instance's is not touched. nil when removed or
 // absent.
-func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.ContainerInfo, m *teardownRequest) error {
+func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.ContainerInfo, m *messages.DisposeRequest) error {
 	name := docker.ProxyName(a.name)
 	p, err := a.b.engine.Inspect(ctx, name)
 	switch {

@@ -88,7 +88,7 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 	caller := purgeCaller(owner)
 	disposed := 0
 	for _, n := range purgeTargets(append(listed, fallback...)) {
-		res := b.teardown(ctx, n, &teardownRequest{Caller: caller, Trigger: purgeTrigger(caller)})
+		res := b.teardown(ctx, n, &messages.DisposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
 		if res.Failure != nil {
 			failures = append(failures, *res.Failure)
 			b.retain(owner, n)
@@ -103,7 +103,7 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 }
 
 // teardown asks the actor of the workload name n to tear its sandbox down.
-func (b *Backend) teardown(ctx context.Context, n string, req *teardownRequest) *messages.DisposeResponse {
+func (b *Backend) teardown(ctx context.Context, n string, req *messages.DisposeRequest) *messages.DisposeResponse {
 	target := n
 	if req.InstanceID != "" {
 		target = req.InstanceID
@@ -176,7 +176,7 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 		}
 	}
 	caller := purgeCaller(key)
-	res := b.teardown(ctx, info.Name, &teardownRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
+	res := b.teardown(ctx, info.Name, &messages.DisposeRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
 	if res.Failure != nil {
 		b.retain(key, info.Name)
 	}

@@ -3,6 +3,7 @@ package messages
 import (
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -103,10 +104,16 @@ type ReclaimResponse struct {
 	Err error
 }
 
-// DisposeRequest asks a container actor to remove its container. A non-empty InstanceID
-// removes only that instance.
+// DisposeRequest asks a container actor to take its sandbox down in the teardown order of
+// egress-and-reap.md §1.9: proxy (drained), workload, network. With an InstanceID it removes
+// only that instance, its proxy and its network (docker-backend §14.4); without one it removes
+// whatever holds the names (a purge). Caller is the key of a key-addressed disposal, which may
+// stand in for a proxy's attribution (§3.5); nil for a sweep of a conversation. Trigger names
+// the path in the published window.
 type DisposeRequest struct {
 	InstanceID string
+	Caller     *sandbox.Key
+	Trigger    egresslog.Trigger
 }
 
 // DisposeResponse says what the removal found. Removed counts only a container that was
