@@ -17,6 +17,7 @@ import (
 	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -163,4 +164,41 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEgressFreshReapPublishesOnce: a process that never saw the sandbox reaps it by age
+// and publishes its proxy's window exactly once, filed under the key the proxy's label names
+// (egress-and-reap.md §4.8, §5.5).
+func TestEgressFreshReapPublishesOnce(t *testing.T) {
+	fx := newEgressFixture(t)
+	ctx := ctxT(t)
+	owner := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()))
+	key := newKey(t)
+	useAllowlist(t, owner, key, fx)
+	time.Sleep(1200 * time.Millisecond) // older than the one-second lifetime below
+
+	sink := &recordingSink{}
+	fresh := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	for sweep := 1; sweep <= 2; sweep++ {
+		got, err := fresh.Reap(ctx, time.Second, reaper.WithScope(key.Scope))
+		if err != nil || len(got.Failures) != 0 {
+			t.Fatalf("sweep %d: %+v %v", sweep, got, err)
+		}
+		want := [3]int{1, 1, 1}
+		if sweep == 2 {
+			want = [3]int{}
+		}
+		if c := [3]int{got.Disposed, got.ProxiesRemoved, got.NetworksRemoved}; c != want {
+			t.Fatalf("sweep %d removed (sandboxes, proxies, networks) %v, want %v", sweep, c, want)
+		}
+	}
+	ws := sink.got()
+	if len(ws) != 1 {
+		t.Fatalf("%d windows, want exactly one", len(ws))
+	}
+	w := ws[0]
+	if w.Key != key || w.Trigger != egresslog.TriggerReap || w.Attribution != egresslog.AttributionLabel ||
+		len(w.Decisions) != 2 || w.Decisions[0].Host != allowedHost || w.Decisions[1].Decision != sandbox.DecisionDeny {
+		t.Fatalf("reaped window %+v", w)
+	}
 }
