@@ -234,12 +234,12 @@ func (p *Proxy) handle(c net.Conn) {
 	defer p.release(c)
 
 	_ = c.SetReadDeadline(time.Now().Add(p.opts.headTimeout))
-	head, rest, err := readHead(c, maxHead)
+	line, rest, err := readHead(c, maxHead)
 	if err != nil {
 		p.refuse(c, statusBadRequest)
 		return
 	}
-	req, status := parseRequest(head)
+	req, status := parseRequest(line)
 	if status != "" {
 		p.refuse(c, status)
 		return
