@@ -406,6 +406,10 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
 		t.Fatal(err)
 	}
+	// The stream starts with the first acquire; until it is up, nothing is vouched for.
+	for !b.watch.fresh(b.watch.epochFor(ctx)) {
+		time.Sleep(time.Millisecond)
+	}
 	// The first warm acquire re-inspects (the create and start invalidated the cache).
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
 		t.Fatal(err)
