@@ -18,6 +18,16 @@
 // "HTTP/1.1 <code> <reason>\r\ncontent-length: 0\r\n\r\n", and no read or dial is without a
 // deadline, so a client is answered or closed, never left hanging.
 //
+// # Memory
+//
+// The proxy serves one untrusted sandbox inside a container limited to 64 MiB, and being
+// OOM-killed would cut every tunnel and lose its decision log. So its own limits, not what the
+// sandbox sends, bound what it holds: at most [MaxConns] connections (more are answered 503);
+// of a request head, one 1 KiB read chunk and the request line reduced to what the parse
+// reads; and a copy buffer per tunnel direction only while that direction has bytes to move,
+// 64 KiB ones for the first 128 at once and 4 KiB ones past that. proxy_opts.go adds it up
+// against [MemoryLimit], the soft limit cmd/proxy gives the Go runtime.
+//
 // # Decision log
 //
 // Every policy decision is one line on the decision log (standard output in the container),

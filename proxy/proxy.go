@@ -29,6 +29,7 @@ type Proxy struct {
 	cancel   context.CancelFunc
 	slots    chan struct{} // one per connection being handled, up to maxConns
 	overflow chan struct{} // one per over-cap connection being refused
+	bufs     *bufPool      // the tunnels' copy buffers
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
@@ -60,6 +61,7 @@ func New(allow []string, opts ...Option) (*Proxy, error) {
 		log:       egresslog.NewWriter(o.log),
 		slots:     make(chan struct{}, o.maxConns),
 		overflow:  make(chan struct{}, overflowSlots),
+		bufs:      newBufPool(o.largeBufs),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
@@ -284,7 +286,8 @@ type closeWriter interface{ CloseWrite() error }
 
 // refuse answers c with status and ends the conversation gracefully: it half-closes, then
 // reads and discards what the client already sent for a moment, so that closing does not
-// reset the connection before the client has read the answer.
+// reset the connection before the client has read the answer. It discards through a buffer
+// borrowed only while bytes are there (bufPool.readReady).
 func (p *Proxy) refuse(c net.Conn, status string) {
 	_ = c.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := io.WriteString(c, refusal(status)); err != nil {
@@ -294,5 +297,14 @@ func (p *Proxy) refuse(c net.Conn, status string) {
 		_ = cw.CloseWrite()
 	}
 	_ = c.SetReadDeadline(time.Now().Add(p.opts.lingerTime))
-	_, _ = io.CopyN(io.Discard, c, maxHead)
+	for discarded := 0; discarded < maxHead; {
+		buf, n, err := p.bufs.readReady(c)
+		if buf != nil {
+			p.bufs.put(buf)
+		}
+		if err != nil {
+			return
+		}
+		discarded += n
+	}
 }

@@ -63,6 +63,11 @@ func withMaxConns(n int) Option {
 	return func(o *options) error { o.maxConns = n; return nil }
 }
 
+// withLargeBufs bounds the large copy buffers lent at once to n instead of largeBufs.
+func withLargeBufs(n int) Option {
+	return func(o *options) error { o.largeBufs = n; return nil }
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -21,8 +21,57 @@ const (
 	maxConns      = 1024             // concurrent connections; more are answered 503
 	overflowSlots = 64               // over-cap refusals that linger at once
 	allowedPort   = 443              // the only port a tunnel may reach
-	copyBufSize   = 64 << 10         // per direction of a tunnel
 )
+
+// MaxConns is the number of connections the proxy handles at once; more are answered
+// "503 Service Unavailable" (egress-and-reap.md §2.4).
+const MaxConns = maxConns
+
+// The memory budget. The proxy runs under its container's memory limit (docker/network.go
+// proxyMemory: 64 MiB, egress-and-reap.md §1.5). A sandbox that floods it with connections
+// must not get it OOM-killed, which would cut every tunnel and lose the decision log, so what
+// the process holds is bounded by these limits, whatever the sandbox sends:
+//
+//	per connection in any state, copy buffers aside: an unfinished      connBudget 16 KiB
+//	head (one 1 KiB read chunk and a request line reduced to under
+//	300 bytes, readHead), a resolution, a tunnel (two goroutines, two
+//	sockets; TestConnectionMemory measures 4-8 KiB in each state)
+//	  × (maxConns 1024 + overflowSlots 64)                               17 MiB
+//	large copy buffers lent at once: largeBufs 128 × copyBufSize 64 KiB   8 MiB
+//	small ones past those: one per tunnel direction or lingering          8.25 MiB
+//	refusal, (2 × 1024 + 64) × smallBufSize 4 KiB
+//	runtime, binary's data, decision log: runtimeBudget                   4 MiB
+//	                                                                      -------
+//	live at most (worstLive)                                              37.25 MiB
+//
+// A tunnel direction borrows a buffer only while it has bytes to move (bufPool), so idle
+// tunnels hold none. [MemoryLimit], the Go runtime's soft limit that cmd/proxy sets, is
+// 48 MiB: above worstLive, so that the garbage collector, which would let the heap grow to
+// twice the live data, collects harder as the process nears it and never lets it reach the
+// cgroup limit; and 16 MiB under that limit, which also charges the container for its
+// sockets' kernel state (a few KiB each, two per tunnel) and the binary's pages.
+//
+// Before this budget a tunnel held two 64 KiB buffers for its whole life (137 KiB a tunnel,
+// measured) and an unfinished head its whole length and more (84 KiB for 60 KiB): 1024 of
+// either was 84-137 MiB, and either flood got the proxy OOM-killed
+// (integration/proxy_flood_test.go).
+const (
+	copyBufSize   = 64 << 10 // a large copy buffer, as the reference's (§2.4)
+	largeBufs     = 128      // large buffers lent at once
+	smallBufSize  = 4 << 10  // a copy buffer once largeBufs are lent
+	connBudget    = 16 << 10 // per connection, copy buffers aside
+	runtimeBudget = 4 << 20
+	worstLive     = (maxConns+overflowSlots)*connBudget + largeBufs*copyBufSize +
+		(2*maxConns+overflowSlots)*smallBufSize + runtimeBudget
+
+	// MemoryLimit is the Go runtime's soft memory limit in the proxy process (cmd/proxy sets
+	// it unless GOMEMLIMIT is in the environment), sized to the budget above.
+	MemoryLimit = 48 << 20
+)
+
+// The budget must fit under the soft limit: a negative difference does not convert to uint,
+// so raising a limit past it fails to compile.
+const _ = uint(MemoryLimit - worstLive)
 
 // Resolver resolves a name to addresses; *net.Resolver implements it. The proxy asks for
 // network "ip" and judges every answer itself.
@@ -48,6 +97,7 @@ type options struct {
 	idleTimeout   time.Duration
 	lingerTime    time.Duration
 	maxConns      int
+	largeBufs     int
 	dialGuard     func(netip.Addr) error // a second check after the policy, so that a broken policy cannot make a test dial off loopback
 }
 
@@ -60,6 +110,7 @@ func defaultOptions() options {
 		idleTimeout: idleTimeout,
 		lingerTime:  lingerTime,
 		maxConns:    maxConns,
+		largeBufs:   largeBufs,
 	}
 }
 
