@@ -44,6 +44,9 @@ type Backend struct {
 	osFamilies []sandbox.OSFamily
 	askTimeout time.Duration
 
+	idleTimeout time.Duration                    // a container actor idle this long is stopped; 0: never
+	actorHook   func(name string, ev actorEvent) // tests: see tenure
+
 	system     *actor.ActorSystem
 	supervisor *actor.PID
 	life       context.Context // ends at Close: stops the event watch and in-flight execs
@@ -89,11 +92,12 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	core := o.logger.Core()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(zapslog.NewHandler(core, zapslog.WithName("protoactor")))
-	}))
+	}), actor.WithDeadLetterRequestLogging(false)) // a request to a passivated actor is retried (ask)
 	life, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
-		freezes: o.freezes, askTimeout: o.askTimeout, system: system, life: life, stop: stop, egress: o.egress,
+		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
+		system: system, life: life, stop: stop, egress: o.egress,
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}
@@ -135,6 +139,11 @@ func (b *Backend) Close(ctx context.Context) {
 		b.stop()
 		if b.watch != nil {
 			b.watch.wait()
+		}
+		// Passivations under way finish first, so that stopping the actors meets no actor
+		// that is already stopping itself. Bounded like the stop that follows.
+		if err := b.system.Root.RequestFuture(b.supervisor, &quiesce{}, 10*time.Second).Wait(); err != nil {
+			b.log.Debug("quiesce supervisor", zap.Error(err))
 		}
 		if err := b.system.Root.PoisonFuture(b.supervisor).Wait(); err != nil {
 			b.log.Debug("stop supervisor", zap.Error(err))
@@ -184,14 +193,15 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
-	res, err := ask[*messages.AcquireResponse](ctx, b, pid, &messages.AcquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}, 0)
+	env := &request{msg: &messages.AcquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
+	res, err := ask[*messages.AcquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
 		return nil, err
 	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created}, nil
+	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created, bound: env.bound}, nil
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the
@@ -207,58 +217,80 @@ func (b *Backend) remember(id sandbox.SandboxID, name string) {
 
 // container returns the actor of name, spawning it under the supervisor when needed.
 func (b *Backend) container(ctx context.Context, name string) (*actor.PID, error) {
-	res, err := ask[*containerPID](ctx, b, b.supervisor, &lookupContainer{name: name}, 0)
-	if err != nil {
-		return nil, err
+	res, err := b.request(ctx, b.supervisor, &lookupContainer{name: name}, 0)
+	if err == nil {
+		if m, ok := res.(*containerPID); ok {
+			return m.pid, nil
+		}
+		err = fmt.Errorf("unexpected reply %T", res)
 	}
-	return res.pid, nil
+	return nil, answerError(err)
 }
 
 // request is the envelope every call sends to a container actor: the caller's context
 // travels with the data of its message, and so, for a streaming exec, does the function that
-// is handed the output (called from the exec's goroutine, never from the mailbox).
+// is handed the output (called from the exec's goroutine, never from the mailbox). bound is
+// what a handle's acquire bound, for an actor spawned since (passivate.go); on an acquire the
+// actor fills it in before it replies.
 type request struct {
 	ctx    context.Context
 	msg    any
 	output func(stream int, p []byte)
+	bound  *binding
 }
 
-// ask sends msg to pid and waits for the reply, for the caller's ctx, or for the ask bound
-// plus extra (the call's own timeout, for execs).
-func ask[T any](ctx context.Context, b *Backend, pid *actor.PID, msg any, extra time.Duration) (T, error) {
+// ask sends msg (a message, or a request envelope carrying one) to pid, the actor of the
+// container name, and waits for the reply, for the caller's ctx, or for the ask bound plus
+// extra (the call's own timeout, for execs). A request that no actor ran — pid had stopped,
+// passivated, before it was dispatched — comes back as a dead letter at once and is sent
+// again, once, through the supervisor, which delivers it to the name's current actor.
+func ask[T any](ctx context.Context, b *Backend, name string, pid *actor.PID, msg any, extra time.Duration) (T, error) {
 	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
+	env, ok := msg.(*request)
+	if !ok {
+		env = &request{msg: msg}
 	}
-	env := msg
-	switch m := msg.(type) {
-	case *lookupContainer:
-	case *request: // already wrapped, to carry more than the message
-		m.ctx = ctx
-	default:
-		env = &request{ctx: ctx, msg: msg}
-	}
-	f := b.system.Root.RequestFuture(pid, env, b.askTimeout+extra)
-	done := make(chan struct{})
-	var res any
-	var err error
-	go func() { res, err = f.Result(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	env.ctx = ctx
+	res, err := b.request(ctx, pid, env, extra)
+	if errors.Is(err, actor.ErrDeadLetter) {
+		b.log.Debug("container actor had stopped; resending through the supervisor", zap.String("container", name))
+		res, err = b.request(ctx, b.supervisor, &forward{name: name, env: env}, extra)
 	}
 	if err != nil {
-		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, actor.ErrTimeout) {
-			return zero, fmt.Errorf("%w: the engine did not answer (%v)", ErrEngineStopped, err)
-		}
-		return zero, err
+		return zero, answerError(err)
 	}
 	v, ok := res.(T)
 	if !ok {
 		return zero, fmt.Errorf("unexpected reply %T", res)
 	}
 	return v, nil
+}
+
+// request sends one message to pid and waits for the answer, for ctx, or for the ask bound
+// plus extra. An ErrDeadLetter says that no actor ran it.
+func (b *Backend) request(ctx context.Context, pid *actor.PID, msg any, extra time.Duration) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f := b.system.Root.RequestFuture(pid, msg, b.askTimeout+extra)
+	done := make(chan struct{})
+	var res any
+	var err error
+	go func() { res, err = f.Result(); close(done) }()
+	select {
+	case <-done:
+		return res, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// answerError maps a request that found no actor, or no answer, to ErrEngineStopped.
+func answerError(err error) error {
+	if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, actor.ErrTimeout) {
+		return fmt.Errorf("%w: the engine did not answer (%v)", ErrEngineStopped, err)
+	}
+	return err
 }
 
 // ErrEngineStopped means the backend was closed, or its actor lost a reply: the call's

@@ -12,16 +12,18 @@ import (
 type Option func(*options) error
 
 type options struct {
-	logger     *zap.Logger
-	engine     docker.Engine
-	freezes    *Freezes
-	askTimeout time.Duration
-	watch      bool
-	egress     egressOptions // egress.go
+	logger      *zap.Logger
+	engine      docker.Engine
+	freezes     *Freezes
+	askTimeout  time.Duration
+	idleTimeout time.Duration
+	watch       bool
+	egress      egressOptions                    // egress.go
+	actorHook   func(name string, ev actorEvent) // tests only
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, watch: true}
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true}
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.
@@ -60,4 +62,19 @@ func WithAskTimeout(d time.Duration) Option {
 // between acquires; every acquire then inspects the container.
 func WithoutEventWatch() Option {
 	return func(o *options) error { o.watch = false; return nil }
+}
+
+// WithIdleActorTimeout stops a container actor that has been idle this long and holds nothing
+// (no exec in flight, no freeze, no waiting call), and forgets what it knew of its container:
+// the next call for the name gets a fresh actor, whose first acquire inspects again. An actor
+// whose disposal removed everything is stopped at once. Default [DefaultIdleActorTimeout];
+// zero or negative keeps every actor for the backend's life.
+func WithIdleActorTimeout(d time.Duration) Option {
+	return func(o *options) error { o.idleTimeout = max(d, 0); return nil }
+}
+
+// withActorHook is told, from the actor's goroutine, what happens to the incarnations of
+// container actors (tests).
+func withActorHook(h func(name string, ev actorEvent)) Option {
+	return func(o *options) error { o.actorHook = h; return nil }
 }

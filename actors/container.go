@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -34,12 +35,20 @@ type containerActor struct {
 	execSeq  uint64              // numbers the execs for starting
 	stash    []stashed           // requests waiting for them
 
+	// Passivation (passivate.go).
+	tenure     *tenure     // this incarnation: kept across restarts, not across a stop
+	idle       *time.Timer // fires idleCheck; nil when passivation is off
+	lastActive time.Time
+	asked      bool // a passivateRequest is out and nothing happened since
+	disposed   bool // a disposal removed everything: retire as soon as quiet
+
 	*memory // what it knows of the instance, kept across restarts
 }
 
-// memory is what a container actor knows of its instance. The supervisor keeps it per name,
-// so an actor restarted after a failure still stamps files with the guest's identity and
-// resolves paths under the base its acquire bound.
+// memory is what a container actor knows of its instance. The supervisor keeps it per
+// incarnation, so an actor restarted after a failure still stamps files with the guest's
+// identity and resolves paths under the base its acquire bound; it goes when the actor is
+// passivated (a handle's calls then carry their acquire's binding).
 type memory struct {
 	key      string // the sandbox key, for the log lines; set by the first acquire
 	workDir  string // the storage base the last acquire bound
@@ -49,8 +58,8 @@ type memory struct {
 	probed   map[string]bool // probe name → passed
 }
 
-func newContainerActor(b *Backend, name string, mem *memory) *containerActor {
-	a := &containerActor{b: b, name: name, memory: mem}
+func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {
+	a := &containerActor{b: b, name: name, memory: mem, tenure: t}
 	a.setLogger()
 	return a
 }
@@ -68,22 +77,44 @@ func (a *containerActor) setLogger() {
 // first thaws any freeze the actor still owes.
 func (a *containerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		if !a.tenure.started {
+			a.tenure.started = true
+			a.tenure.report(a.name, actorStarted)
+		}
+		a.armIdle(ctx)
 	case *actor.Restarting:
+		a.disarmIdle()
 		a.thawHeld()
 	case *actor.Stopping:
+		a.disarmIdle()
 		a.thawHeld()
 		for _, st := range a.stash {
 			ctx.Send(st.sender, failureFor(st.r.msg, ErrEngineStopped))
 		}
 		a.stash = nil
+	case *actor.Stopped:
+		a.tenure.stopped.Store(true)
+		a.tenure.report(a.name, actorStopped)
 	case *request:
+		a.touch()
 		a.handle(ctx, m)
+		a.settle(ctx)
 	case *messages.ContainerChanged:
 		a.observe(m)
 	case *watchReset:
 		a.info = nil
 	case *execStarted:
 		a.started(ctx, m.seq)
+		a.settle(ctx)
+	case *idleCheck:
+		if m.gen == a.tenure.gen {
+			a.idleFor(ctx)
+		}
+	case *passivate:
+		if m.gen == a.tenure.gen {
+			a.passivated(ctx)
+		}
 	}
 }
 
@@ -158,9 +189,18 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 		}
 	}()
 	ctx := r.ctx
+	switch r.msg.(type) {
+	case *messages.AcquireRequest, *messages.DisposeRequest:
+	default:
+		a.adopt(r.bound) // a handle's call: its acquire's binding, if this actor has none
+	}
 	switch m := r.msg.(type) {
 	case *messages.AcquireRequest:
-		reply(a.acquire(ctx, m))
+		res := a.acquire(ctx, m)
+		if res.Err == nil {
+			r.bound = a.binding() // read by the caller once the reply arrived
+		}
+		reply(res)
 	case *messages.StatRequest:
 		st, err := a.stat(ctx, m)
 		reply(&messages.StatResponse{Stat: st, Err: err})
@@ -176,7 +216,12 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 	case *messages.ReclaimRequest:
 		reply(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
 	case *messages.DisposeRequest:
-		reply(a.dispose(ctx, m))
+		res := a.dispose(ctx, m)
+		reply(res)
+		if res.Failure == nil && (m.InstanceID == "" || res.Removed) {
+			// Everything under the name is gone: what this actor knows is worth nothing.
+			a.disposed = true
+		}
 	default:
 		reply(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
 	}

@@ -81,7 +81,9 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		}
 		root.Send(f.PID(), &done)
 	}()
+	a.tenure.execs++ // until the continuation runs, the actor is not idle (passivate.go)
 	actx.ReenterAfter(f, func(res any, err error) {
+		a.tenure.execs--
 		done, _ := res.(*execDone)
 		if done == nil {
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
@@ -89,7 +91,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
 		reply(&messages.ExecResponse{Result: r, Err: err})
 		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
-
+		a.settle(actx)
 	})
 }
 

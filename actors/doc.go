@@ -10,6 +10,8 @@
 // the mailbox: the actor starts them and finishes them in a ReenterAfter continuation. A
 // freeze never begins while one of the actor's execs is in flight: on this engine a pause
 // that races an exec's start deadlocks the container, so file calls wait for running execs.
+// An actor idle for [WithIdleActorTimeout] that holds nothing is stopped (passivated) by the
+// supervisor, which spawns the name's next actor only once the old one has terminated.
 //
 // The engine is reached only through the narrow [docker.Engine] seam; nothing here knows
 // whether the CLI or the Engine API speaks.

@@ -111,7 +111,7 @@ func (b *Backend) teardown(ctx context.Context, n string, req *messages.DisposeR
 	pid, err := b.container(ctx, n)
 	var res *messages.DisposeResponse
 	if err == nil {
-		res, err = ask[*messages.DisposeResponse](ctx, b, pid, req, 0)
+		res, err = ask[*messages.DisposeResponse](ctx, b, n, pid, req, 0)
 	}
 	if err != nil {
 		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}

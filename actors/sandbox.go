@@ -21,6 +21,7 @@ type Sandbox struct {
 	id      string
 	workDir string
 	created bool
+	bound   *binding // what the acquire bound, for an actor spawned since (passivate.go)
 }
 
 var (
@@ -44,7 +45,7 @@ func (s *Sandbox) Created() bool { return s.created }
 
 // WriteFile writes content at path under one freeze; see [sandbox.Sandbox].
 func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd string) error {
-	res, err := ask[*messages.WriteResponse](ctx, s.b, s.pid, &messages.WriteRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}, 0)
+	res, err := ask[*messages.WriteResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.WriteRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}), 0)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd
 
 // StatFile describes path without following it, under one freeze.
 func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileStat, error) {
-	res, err := ask[*messages.StatResponse](ctx, s.b, s.pid, &messages.StatRequest{InstanceID: s.id, Path: path, WorkDir: wd}, 0)
+	res, err := ask[*messages.StatResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.StatRequest{InstanceID: s.id, Path: path, WorkDir: wd}), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileS
 
 // ReadFile returns a regular file's bytes, refusing above maxBytes, under one freeze.
 func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
-	res, err := ask[*messages.ReadResponse](ctx, s.b, s.pid, &messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: maxBytes}, 0)
+	res, err := ask[*messages.ReadResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: maxBytes}), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,15 @@ func (s *Sandbox) exec(ctx context.Context, msg any) (sandbox.ExecResult, error)
 	case *request:
 		timeout = m.msg.(*messages.ExecRequest).Timeout
 	}
-	res, err := ask[*messages.ExecResponse](ctx, s.b, s.pid, msg, max(timeout, 0))
+	var env *request
+	switch m := msg.(type) {
+	case *request:
+		env = m
+	default:
+		env = &request{msg: msg}
+	}
+	env.bound = s.bound
+	res, err := ask[*messages.ExecResponse](ctx, s.b, s.name, s.pid, env, max(timeout, 0))
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -142,7 +151,7 @@ func (s *Sandbox) exec(ctx context.Context, msg any) (sandbox.ExecResult, error)
 
 // Remove deletes path; absent is success.
 func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) error {
-	res, err := ask[*messages.RemoveResponse](ctx, s.b, s.pid, &messages.RemoveRequest{InstanceID: s.id, Path: path, WorkDir: wd, Recursive: recursive}, 0)
+	res, err := ask[*messages.RemoveResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.RemoveRequest{InstanceID: s.id, Path: path, WorkDir: wd, Recursive: recursive}), 0)
 	if err != nil {
 		return err
 	}
@@ -151,7 +160,7 @@ func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) e
 
 // Reclaim removes a framework-created directory below wd within timeout.
 func (s *Sandbox) Reclaim(ctx context.Context, dir, wd string, timeout time.Duration) error {
-	res, err := ask[*messages.ReclaimResponse](ctx, s.b, s.pid, &messages.ReclaimRequest{InstanceID: s.id, Dir: dir, WorkDir: wd, Timeout: timeout}, max(timeout, 0))
+	res, err := ask[*messages.ReclaimResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.ReclaimRequest{InstanceID: s.id, Dir: dir, WorkDir: wd, Timeout: timeout}), max(timeout, 0))
 	if err != nil {
 		return err
 	}
@@ -176,3 +185,6 @@ func (s *Sandbox) Reset(context.Context, time.Duration) error {
 	return &sandbox.UnsupportedError{Backend: BackendName, Op: "Reset (snapshot)",
 		Reason: "the backend does not support reset; dispose the sandbox instead"}
 }
+
+// envelope wraps a call of this handle with the binding of its acquire.
+func (s *Sandbox) envelope(msg any) *request { return &request{msg: msg, bound: s.bound} }

@@ -15,15 +15,69 @@ type lookupContainer struct{ name string }
 // containerPID is the supervisor's answer.
 type containerPID struct{ pid *actor.PID }
 
+// forward asks the supervisor to deliver env to the actor of name, on behalf of the sender:
+// the second attempt of a request whose first one reached no actor (see ask). Delivered by
+// the supervisor, it cannot land behind a passivation the supervisor decided, which it sends
+// from the same mailbox.
+type forward struct {
+	name string
+	env  *request
+}
+
+// quiesce, from Close, ends passivation: the supervisor answers once no actor is retiring, so
+// the stop of every actor that follows meets only live ones.
+type quiesce struct{}
+
+// Passivation (see passivate.go): the actor asks, the supervisor decides, the actor stops or
+// declines. Each carries the incarnation it is about: a name's actors reuse one PID.
+type (
+	// passivateRequest: actor → supervisor, idle; may it go?
+	passivateRequest struct {
+		name string
+		gen  uint64
+	}
+	// passivate: supervisor → actor, go if still idle.
+	passivate struct{ gen uint64 }
+	// passivateDeclined: actor → supervisor, busy again; it stays.
+	passivateDeclined struct {
+		name string
+		gen  uint64
+	}
+)
+
+// child is the supervisor's record of the one live actor of a name.
+type child struct {
+	pid *actor.PID
+	gen uint64 // the incarnation: a passivated name's next actor has the same PID
+	// retiring: asked to passivate and not yet answered. Until the actor declines or has
+	// Terminated, lookups and forwards for the name wait here rather than reach it.
+	retiring bool
+	waiting  []waiter
+}
+
+// waiter is a lookup (fwd nil) or a forward held while its name's actor retires.
+type waiter struct {
+	sender *actor.PID
+	fwd    *forward
+}
+
 // supervisor owns one container actor per derived container name and restarts a failed one;
-// the failed actor's Restarting handler thaws a freeze it held before anything else runs.
+// the failed actor's Restarting handler thaws a freeze it held before anything else runs. It
+// alone decides that an idle actor stops, and it never spawns a name's next actor before the
+// previous one has Terminated: at no moment do two actors serve one name.
 type supervisor struct {
 	b        *Backend
-	children map[string]*actor.PID
+	children map[string]*child
+	names    map[string]string // PID Id → name, for Terminated
+	gen      uint64
+	retiring int          // children retiring now
+	quiet    []*actor.PID // Close's quiesce, answered when retiring is 0
+	final    bool         // quiesced: no more passivation
+	closing  bool         // stopping with the backend: no new actor, waiters dead-lettered
 }
 
 func newSupervisor(b *Backend) *supervisor {
-	return &supervisor{b: b, children: map[string]*actor.PID{}}
+	return &supervisor{b: b, children: map[string]*child{}, names: map[string]string{}}
 }
 
 // restartStrategy restarts a failed container actor, at most 10 times in 10 seconds.
@@ -36,35 +90,156 @@ func restartStrategy() actor.SupervisorStrategy {
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *lookupContainer:
-		ctx.Respond(&containerPID{pid: s.child(ctx, m.name)})
+		s.route(ctx, m.name, waiter{sender: ctx.Sender()})
+	case *forward:
+		s.route(ctx, m.name, waiter{sender: ctx.Sender(), fwd: m})
+	case *passivateRequest:
+		c := s.children[m.name]
+		if s.final || c == nil || c.gen != m.gen || c.retiring {
+			return // stale, duplicate, or the backend is closing and stops it anyway
+		}
+		c.retiring = true
+		s.retiring++
+		ctx.Send(c.pid, &passivate{gen: c.gen})
+	case *passivateDeclined:
+		if c := s.children[m.name]; c != nil && c.gen == m.gen && c.retiring {
+			s.retired(ctx, c)
+			ctx.Send(c.pid, &watchReset{}) // it was sent no events while it retired
+			s.release(ctx, c)
+		}
+	case *quiesce:
+		s.final = true
+		s.quiet = append(s.quiet, ctx.Sender())
+		s.settled(ctx)
 	case *messages.ContainerChanged:
-		if pid, ok := s.children[m.Name]; ok {
-			ctx.Send(pid, m)
+		// A retiring actor may already be gone: it gets a reset if it stays instead.
+		if c, ok := s.children[m.Name]; ok && !c.retiring {
+			ctx.Send(c.pid, m)
 		}
 	case *watchReset:
-		for _, pid := range s.children {
-			ctx.Send(pid, m)
+		for _, c := range s.children {
+			if !c.retiring {
+				ctx.Send(c.pid, m)
+			}
 		}
 	case *actor.Terminated:
-		for name, pid := range s.children {
-			if pid.Equal(m.Who) {
-				delete(s.children, name)
+		s.terminated(ctx, m.Who)
+	case *actor.Stopping:
+		s.closing = true
+		for _, c := range s.children {
+			for _, w := range c.waiting {
+				deadLetter(ctx, w.sender)
 			}
+			c.waiting = nil
 		}
 	}
 }
 
-func (s *supervisor) child(ctx actor.Context, name string) *actor.PID {
-	if pid, ok := s.children[name]; ok {
-		return pid
+// route answers a lookup or delivers a forward, or holds it while the name's actor retires.
+func (s *supervisor) route(ctx actor.Context, name string, w waiter) {
+	if s.closing {
+		deadLetter(ctx, w.sender)
+		return
 	}
+	c := s.children[name]
+	if c == nil {
+		c = s.spawn(ctx, name)
+	}
+	if c.retiring {
+		c.waiting = append(c.waiting, w)
+		if s.b.actorHook != nil {
+			s.b.actorHook(name, callHeld)
+		}
+		return
+	}
+	s.deliver(ctx, c, w)
+}
+
+func (s *supervisor) deliver(ctx actor.Context, c *child, w waiter) {
+	if w.fwd != nil {
+		ctx.RequestWithCustomSender(c.pid, w.fwd.env, w.sender)
+		return
+	}
+	if w.sender != nil {
+		ctx.Send(w.sender, &containerPID{pid: c.pid})
+	}
+}
+
+// release hands the waiters of c, in arrival order, to c's actor.
+func (s *supervisor) release(ctx actor.Context, c *child) {
+	waiting := c.waiting
+	c.waiting = nil
+	for _, w := range waiting {
+		s.deliver(ctx, c, w)
+	}
+}
+
+// retired records that c no longer retires: it declined, or it has Terminated.
+func (s *supervisor) retired(ctx actor.Context, c *child) {
+	if c.retiring {
+		c.retiring = false
+		s.retiring--
+		s.settled(ctx)
+	}
+}
+
+// settled answers Close's quiesce once no actor retires.
+func (s *supervisor) settled(ctx actor.Context) {
+	if s.retiring > 0 {
+		return
+	}
+	for _, to := range s.quiet {
+		if to != nil {
+			ctx.Send(to, &quiesce{})
+		}
+	}
+	s.quiet = nil
+}
+
+// terminated forgets a stopped actor, and its memory with it; the calls that waited for it
+// go to the name's next actor, spawned only now that the old one can no longer run.
+func (s *supervisor) terminated(ctx actor.Context, who *actor.PID) {
+	name, ok := s.names[who.Id]
+	if !ok {
+		return
+	}
+	delete(s.names, who.Id)
+	c := s.children[name]
+	delete(s.children, name)
+	if c == nil {
+		return
+	}
+	s.retired(ctx, c)
+	if len(c.waiting) == 0 || s.closing {
+		return
+	}
+	next := s.spawn(ctx, name)
+	next.waiting = c.waiting
+	s.release(ctx, next)
+}
+
+func (s *supervisor) spawn(ctx actor.Context, name string) *child {
+	s.gen++
+	t := &tenure{name: name, gen: s.gen, system: ctx.ActorSystem(), hook: s.b.actorHook}
 	mem := &memory{}
-	props := actor.PropsFromProducer(func() actor.Actor { return newContainerActor(s.b, name, mem) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newContainerActor(s.b, name, mem, t) },
+		actor.WithMailbox(actor.Unbounded(t)))
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil {
-		// The name is unique per supervisor, so this is the actor a lost map entry forgot.
+		// Only the actor of a map this supervisor lost (a restart of the supervisor itself)
+		// can hold the name: protoactor refuses a second one, and pid is that actor's.
 		s.b.log.Debug("spawn container actor", zap.String("container", name), zap.Error(err))
 	}
-	s.children[name] = pid
-	return pid
+	c := &child{pid: pid, gen: s.gen}
+	s.children[name] = c
+	s.names[pid.Id] = name
+	return c
+}
+
+// deadLetter answers a request the supervisor will not serve as protoactor answers one sent
+// to a stopped actor, so the caller's ask ends at once.
+func deadLetter(ctx actor.Context, to *actor.PID) {
+	if to != nil {
+		ctx.Send(to, &actor.DeadLetterResponse{})
+	}
 }
