@@ -1,6 +1,8 @@
 // Command proxy is the egress proxy process: the image's entrypoint, run as
 // "/maf-egress-proxy proxy". Everything it does is [proxy.Run]; configuration comes from the
-// environment (MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT).
+// environment (MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT). It sets
+// the Go runtime's soft memory limit to [proxy.MemoryLimit], below the container's, unless
+// GOMEMLIMIT is in the environment.
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/mafsandbox/engine/proxy"
@@ -24,6 +27,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
 		os.Exit(2)
 	}
+	if limit, ok := memoryLimit(os.LookupEnv); ok {
+		debug.SetMemoryLimit(limit)
+	}
 	// As PID 1 the process gets no default signal handling; stop on SIGTERM and SIGINT.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -31,4 +37,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
 		os.Exit(1)
 	}
+}
+
+// memoryLimit returns the soft memory limit to set: [proxy.MemoryLimit], which keeps the
+// garbage collector ahead of the container's memory limit under a flood of connections; or
+// nothing when GOMEMLIMIT is set, which the runtime has applied already.
+func memoryLimit(lookupEnv func(string) (string, bool)) (int64, bool) {
+	if _, set := lookupEnv("GOMEMLIMIT"); set {
+		return 0, false
+	}
+	return proxy.MemoryLimit, true
 }
