@@ -62,6 +62,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
 	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
+	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	var logs logFlags
@@ -106,7 +107,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	defer nc.Close()
 
 	cfg := docker.Config{DockerPath: *dockerPath, EgressProxyImage: *proxyImage, Labels: labels}
-	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors"))}
+	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
 		box, sink, err := egressEvents(ctx, nc, cfg, *eventPrefix, log)
 		if err != nil {
