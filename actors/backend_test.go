@@ -499,3 +499,51 @@ func runtimeSandbox(t *testing.T) (*fakeEngine, *Backend, sandbox.Sandbox) {
 	}
 	return f, b, sb
 }
+
+// Requests stashed behind an exec survive a restart caused by the first of them: the one that
+// panicked gets its error, the next still runs after the restart instead of waiting for the
+// ask timeout.
+func TestStashSurvivesARestart(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, sb := runtimeSandbox(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		close(started)
+		<-release
+		return docker.ExecOutput{}, nil
+	}
+	execDone := make(chan error)
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
+		execDone <- err
+	}()
+	<-started
+	var once sync.Once
+	f.onCopy = func() error {
+		once.Do(func() { panic("engine driver bug") })
+		return nil
+	}
+	first, second := make(chan error), make(chan error)
+	go func() { first <- sb.WriteFile(ctx, "a", []byte("x"), "/tmp") }()
+	time.Sleep(20 * time.Millisecond) // keep the two writes in this order in the stash
+	go func() { second <- sb.WriteFile(ctx, "b", []byte("x"), "/tmp") }()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if err := <-execDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("the panicking write = %v", err)
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatalf("the write stashed behind it = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write stashed behind the panic was lost in the restart")
+	}
+	b.Close(ctx)
+}

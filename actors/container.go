@@ -31,10 +31,6 @@ type containerActor struct {
 	ownPause   int    // pause events our own freezes will still produce
 	ownUnpause int    // unpause events our own thaws will still produce
 
-	starting map[uint64]struct{} // execs whose process may not have started yet (see handle)
-	execSeq  uint64              // numbers the execs for starting
-	stash    []stashed           // requests waiting for them
-
 	// Passivation (passivate.go).
 	tenure     *tenure     // this incarnation: kept across restarts, not across a stop
 	idle       *time.Timer // fires idleCheck; nil when passivation is off
@@ -81,6 +77,9 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		if !a.tenure.started {
 			a.tenure.started = true
 			a.tenure.report(a.name, actorStarted)
+		} else {
+			// A restart: the requests stashed behind the one that failed are still owed a run.
+			a.drain(ctx)
 		}
 		a.armIdle(ctx)
 	case *actor.Restarting:
@@ -89,10 +88,10 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.disarmIdle()
 		a.thawHeld()
-		for _, st := range a.stash {
+		for _, st := range a.tenure.stash {
 			ctx.Send(st.sender, failureFor(st.r.msg, ErrEngineStopped))
 		}
-		a.stash = nil
+		a.tenure.stash = nil
 	case *actor.Stopped:
 		a.tenure.stopped.Store(true)
 		a.tenure.report(a.name, actorStopped)
@@ -124,10 +123,10 @@ type execStarted struct{ seq uint64 }
 
 // started forgets a starting exec and runs what waited for it.
 func (a *containerActor) started(actx actor.Context, seq uint64) {
-	if _, ok := a.starting[seq]; !ok {
+	if _, ok := a.tenure.starting[seq]; !ok {
 		return
 	}
-	delete(a.starting, seq)
+	delete(a.tenure.starting, seq)
 	a.drain(actx)
 }
 
@@ -140,8 +139,8 @@ func (a *containerActor) started(actx actor.Context, seq uint64) {
 // request waits too, so calls keep their order.
 func (a *containerActor) handle(actx actor.Context, r *request) {
 	sender := actx.Sender()
-	if len(a.stash) > 0 || (len(a.starting) > 0 && needsFreeze(r.msg)) {
-		a.stash = append(a.stash, stashed{r: r, sender: sender})
+	if len(a.tenure.stash) > 0 || (len(a.tenure.starting) > 0 && needsFreeze(r.msg)) {
+		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
 		return
 	}
 	a.run(actx, r, sender)
@@ -165,12 +164,12 @@ func needsFreeze(msg any) bool {
 // drain runs stashed requests in order once no exec is in flight; it stops again at the
 // first freeze that an exec it started would race.
 func (a *containerActor) drain(actx actor.Context) {
-	for len(a.stash) > 0 {
-		next := a.stash[0]
-		if len(a.starting) > 0 && needsFreeze(next.r.msg) {
+	for len(a.tenure.stash) > 0 {
+		next := a.tenure.stash[0]
+		if len(a.tenure.starting) > 0 && needsFreeze(next.r.msg) {
 			return
 		}
-		a.stash = a.stash[1:]
+		a.tenure.stash = a.tenure.stash[1:]
 		a.run(actx, next.r, next.sender)
 	}
 }

@@ -236,7 +236,7 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 		// Not started: no guest process, nothing to freeze.
 		return a.createBase(ctx, target, base, missing, f)
 	}
-	if len(a.starting) > 0 {
+	if len(a.tenure.starting) > 0 {
 		// A freeze now could race an exec's start (see handle); the base went missing under
 		// running commands, which only the guest can have done.
 		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)

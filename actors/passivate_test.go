@@ -309,8 +309,8 @@ func TestBusyActorIsNotPassivated(t *testing.T) {
 		b := newTestBackend(t, newFakeEngine())
 		for name, busy := range map[string]func(a *containerActor){
 			"exec":     func(a *containerActor) { a.tenure.execs = 1 },
-			"starting": func(a *containerActor) { a.starting = map[uint64]struct{}{1: {}} },
-			"stash":    func(a *containerActor) { a.stash = []stashed{{}} },
+			"starting": func(a *containerActor) { a.tenure.starting = map[uint64]struct{}{1: {}} },
+			"stash":    func(a *containerActor) { a.tenure.stash = []stashed{{}} },
 			"freeze":   func(a *containerActor) { a.holding = "id" },
 		} {
 			a := newContainerActor(b, "n", &memory{}, &tenure{})
