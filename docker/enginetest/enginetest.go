@@ -457,8 +457,10 @@ func (s *suite) testExecOutput(t *testing.T) {
 				touched <- errors.New("no chunk came while the command ran")
 				return
 			}
+			// Noted before the touch: the command cannot end before the file exists, but the
+			// touch's own Exec may return after it has.
+			note("touching")
 			_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"touch", "/tmp/stream-go"}})
-			note("touched")
 			touched <- err
 		}()
 		out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Output: output,
@@ -475,7 +477,7 @@ func (s *suite) testExecOutput(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if want := []string{"first chunk", "touched", "returned"}; strings.Join(events, ",") != strings.Join(want, ",") {
+		if want := []string{"first chunk", "touching", "returned"}; strings.Join(events, ",") != strings.Join(want, ",") {
 			t.Fatalf("events %q, want %q", events, want)
 		}
 		if string(out.Stdout) != "a\nb\n" || string(out.Stderr) != "e\n" || out.ExitCode != 0 {
