@@ -134,7 +134,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 			}
 			ws := s.got()
 			if len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Key != testKey || ws[0].Trigger != tc.trigger ||
-				ws[0].Removal != "removed" || len(ws[0].Decisions) != 1 {
+				ws[0].Removal != "removed" || !ws[0].Closed || ws[0].Kind != "k" || len(ws[0].Decisions) != 1 {
 				t.Fatalf("windows %+v", ws)
 			}
 		})

@@ -584,34 +584,6 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 	}
 }
 
-func TestEgressPurgeOrderProxiesWorkloadsNetworks(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	f := newNetFake()
-	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
-	spec := allowSpec(t, "a.example")
-	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
-		t.Fatal(err)
-	}
-	n := workloadName(b, spec)
-	f.decide(n, "DENY x.example:443")
-	before := len(f.Calls())
-	if failure := b.Dispose(context.Background(), testKey, sandbox.DisposeOptions{}); failure != nil {
-		t.Fatalf("dispose: %v", failure)
-	}
-	calls := f.Calls()[before:]
-	proxyRm, workRm, netRm := slices.Index(calls, "rm id"), lastIndexPrefix(calls, "rm "), lastIndexPrefix(calls, "network rm")
-	if proxyRm < 0 || workRm <= proxyRm || netRm <= workRm {
-		t.Fatalf("order proxies → workloads → networks: %v", calls)
-	}
-	if len(f.containers) != 0 || len(f.networks) != 0 {
-		t.Fatalf("left: %v %v", f.containers, f.networks)
-	}
-	if ws := s.got(); len(ws) != 1 || ws[0].Key != testKey || ws[0].Trigger != egresslog.TriggerDispose || ws[0].Removal != "removed" || !ws[0].Closed || ws[0].Kind != "k" {
-		t.Fatalf("windows %+v", ws)
-	}
-}
-
 func TestEgressOverrideStripsBridgeAndLiftsGatewayCheck(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newNetFake()
