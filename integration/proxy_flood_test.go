@@ -3,28 +3,21 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/images"
@@ -63,14 +56,12 @@ func TestProxyFlood(t *testing.T) {
 			t.Fatalf("build images: %v", err)
 		}
 	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	network := "maf-e2e-flood-" + hex.EncodeToString(b)
-	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", network) })
-	dockertest.Docker(t, append(append([]string{"network", "create", "--internal", "--subnet", floodSubnet},
-		dockertest.LabelArgs()...), network)...)
+	network := "maf-e2e-flood-" + randomHex(t)
+	newTestNetwork(t, network, "--internal", "--subnet", floodSubnet)
 
-	roots, certPEM, keyPEM := floodCert(t)
+	caPEM, certPEM, keyPEM := testCA(t, floodHost)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
 	dockertest.RunContainer(t, images.TargetTag, "--network", network, "--network-alias", floodHost, "--dns", "127.0.0.1",
 		"--user", "0", "-e", "E2E_CERT="+string(certPEM), "-e", "E2E_KEY="+string(keyPEM))
 	id := floodProxy(t, network)
@@ -145,32 +136,38 @@ func unanswered(t *testing.T, conns []net.Conn) {
 	}
 }
 
-// floodProxy runs the proxy image as the engine creates it (docker/network.go
-// cliProxyCreateArgs: read-only, no capabilities, no new privileges, the pids, memory and
-// user limits, bounded json-file logs, never pulled), on network only, allowing the target
-// and the test subnet, and waits for its readiness line. Its removal is registered first.
+// floodProxy creates the proxy through the engine's own driver (docker.Networks.ProxyCreate:
+// read-only, no capabilities, no new privileges, the pids, memory and user limits, bounded
+// json-file logs, never pulled), so the flood meets exactly the limits the engine sets, on
+// network only, allowing the target and the test subnet; it waits for the readiness line.
+// Its removal is registered first.
 func floodProxy(t *testing.T, network string) string {
 	t.Helper()
-	cidfile := filepath.Join(t.TempDir(), "cid")
+	eng, err := docker.NewEngine(docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets, ok := eng.(docker.Networks)
+	if !ok {
+		t.Fatalf("driver %T builds no proxies", eng)
+	}
+	name := "maf-e2e-flood-proxy-" + randomHex(t)
 	t.Cleanup(func() {
-		b, err := os.ReadFile(cidfile)
-		if err != nil || len(b) == 0 {
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, _, err := dockertest.DockerErr(ctx, "rm", "--force", strings.TrimSpace(string(b))); err != nil {
+		if _, _, err := dockertest.DockerErr(ctx, "rm", "--force", name); err != nil && !strings.Contains(err.Error(), "No such container") {
 			t.Errorf("remove proxy: %v", err)
 		}
 	})
-	args := []string{"run", "--detach", "--cidfile", cidfile, "--pull", "never",
-		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--pids-limit", "64", "--memory", "64m", "--user", "65532:65532",
-		"--log-driver", "json-file", "--log-opt", "max-size=16m", "--log-opt", "max-file=2",
-		"--network", network, "--dns", "127.0.0.1",
-		"-e", proxy.EnvAllow + "=" + floodHost, "-e", proxy.EnvPrivateCIDRs + "=" + floodSubnet}
-	args = append(args, dockertest.LabelArgs()...)
-	id := strings.TrimSpace(dockertest.Docker(t, append(args, images.ProxyTag)...))
+	ctx := ctxT(t)
+	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: images.ProxyTag, Network: network,
+		Env: []string{proxy.EnvAllow + "=" + floodHost, proxy.EnvPrivateCIDRs + "=" + floodSubnet}})
+	if err != nil {
+		t.Fatalf("create the proxy as the engine does: %v", err)
+	}
+	if err := nets.ProxyStart(ctx, id); err != nil {
+		t.Fatalf("start the proxy: %v", err)
+	}
 	for range 40 {
 		if strings.Contains(dockertest.Docker(t, "logs", id), egresslog.ReadyMarker) {
 			return id
@@ -179,31 +176,6 @@ func floodProxy(t *testing.T, network string) string {
 	}
 	t.Fatalf("proxy never reported listening; state %s", dockertest.Docker(t, "inspect", "--format", "{{json .State}}", id))
 	return ""
-}
-
-// floodCert returns a self-signed certificate for floodHost, its key, and a pool trusting it.
-func floodCert(t *testing.T) (*x509.CertPool, []byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: floodHost}, DNSNames: []string{floodHost},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	kd, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }
 
 // floodPad is a request header as long as a few of the proxy's copy buffers.
