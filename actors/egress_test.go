@@ -36,6 +36,8 @@ type netFake struct {
 	workloadNets []string                                      // extra networks of the workload
 	noOutbound   bool                                          // the proxy loses its outbound leg
 	beforeCreate func()                                        // runs inside NetworkCreate (a racing replica)
+	silentPolls  int                                           // readiness polls answered with an empty log
+	readyPolls   int                                           // readiness polls made
 }
 
 type fakeNet struct {
@@ -177,6 +179,11 @@ func (f *netFake) ProxyLogs(_ context.Context, id string, tail, _ int) ([]byte, 
 	}
 	f.nmu.Lock()
 	defer f.nmu.Unlock()
+	if tail <= readinessTail {
+		if f.readyPolls++; f.readyPolls <= f.silentPolls {
+			return nil, nil
+		}
+	}
 	return []byte(f.logs[id]), nil
 }
 
@@ -601,5 +608,35 @@ func TestEgressOverrideStripsBridgeAndLiftsGatewayCheck(t *testing.T) {
 	netID := f.findNet(docker.NetworkName(workloadName(b, spec))).id
 	if len(flushed) != 1 || flushed[0] != "br-"+netID[:12] {
 		t.Fatalf("flushed %v, want br-%s", flushed, netID[:12])
+	}
+}
+
+// A proxy that is slow to report listening is polled again until it does, within the budget;
+// one that never does fails the acquire when the caller's deadline comes first, and the
+// half-built proxy is removed.
+func TestEgressReadinessPolls(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	f.silentPolls = 3
+	b := egressBackend(t, f)
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatalf("acquire with a slow proxy: %v", err)
+	}
+	if f.readyPolls != 4 {
+		t.Fatalf("%d readiness polls, want 4", f.readyPolls)
+	}
+
+	f2 := newNetFake()
+	f2.silentPolls = 1 << 30
+	b2 := egressBackend(t, f2)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := b2.Acquire(ctx, testKey, spec); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire with a silent proxy = %v, want the caller's deadline", err)
+	}
+	b2.Close(context.Background()) // the caller stopped waiting; the actor finishes its cleanup first
+	if p := f2.find(docker.ProxyName(workloadName(b2, spec))); p != nil {
+		t.Fatal("the half-built proxy was left")
 	}
 }
