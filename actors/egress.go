@@ -61,7 +61,7 @@ func (e *EgressTopologyError) Is(target error) bool {
 
 // Drain and readiness bounds (egress-and-reap.md §1.5, §3.2).
 const (
-	proxyStopGrace   = 2 * time.Second
+	proxyStopGrace = 2 * time.Second
 	// Readiness: the spec polls 20 times 250 ms apart, a 5 s budget. The proxy listens within
 	// milliseconds of its start, so the polls begin 20 ms apart and double up to 250 ms within
 	// the same budget: an allowlisted acquire no longer waits a quarter second for a proxy that
