@@ -286,10 +286,18 @@ func (a *API) Remove(ctx context.Context, target string) (RemoveOutcome, error) 
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
-	args := []string{"rm", "-f", target}
+	return a.remove(ctx, []string{"rm", "-f", target}, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ContainerRemove(ctx, target, client.ContainerRemoveOptions{Force: true})
+		return err
+	})
+}
+
+// remove runs one removal call: done is [Removed], the daemon's "not found" is [Absent], any
+// other error is classified as args' command.
+func (a *API) remove(ctx context.Context, args []string, call func(context.Context, *apiBound) error) (RemoveOutcome, error) {
 	var outcome RemoveOutcome
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		_, err := b.client.ContainerRemove(ctx, target, client.ContainerRemoveOptions{Force: true})
+		err := call(ctx, b)
 		switch {
 		case err == nil:
 			outcome = Removed

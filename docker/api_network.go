@@ -128,24 +128,10 @@ func (a *API) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, erro
 }
 
 func (a *API) removeNetwork(ctx context.Context, id string) (RemoveOutcome, error) {
-	args := []string{"network", "rm", id}
-	var outcome RemoveOutcome
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+	return a.remove(ctx, []string{"network", "rm", id}, func(ctx context.Context, b *apiBound) error {
 		_, err := b.client.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
-		switch {
-		case err == nil:
-			outcome = Removed
-			return nil
-		case isAnswer(err) && cerrdefs.IsNotFound(err):
-			outcome = Absent
-			return nil
-		}
-		return apiError(args, err, nil)
+		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	return outcome, nil
 }
 
 // apiProxyCreateOptions renders spec as the create request of [cliProxyCreateArgs]: read-only,
