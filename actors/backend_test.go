@@ -182,24 +182,31 @@ func TestFreezeIsLiftedWhenTheActorFails(t *testing.T) {
 	b.Close(ctx)
 }
 
-// No freeze begins while an exec is in flight: the file call waits for it.
-func TestNoFreezeWhileAnExecRuns(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	f, b, sb := runtimeSandbox(t)
-	ctx := context.Background()
-	release := make(chan struct{})
-	started := make(chan struct{})
+// execInFlight starts the exec "long" on sb and returns once the fake engine runs it; the exec
+// ends when release is closed, its error arriving on done.
+func execInFlight(t *testing.T, f *fakeEngine, sb sandbox.Sandbox) (release chan struct{}, done <-chan error) {
+	t.Helper()
+	release, started := make(chan struct{}), make(chan struct{})
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
 		close(started)
 		<-release
 		return docker.ExecOutput{Stdout: []byte("done")}, nil
 	}
-	execDone := make(chan error)
+	errc := make(chan error, 1)
 	go func() {
-		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
-		execDone <- err
+		_, err := sb.Exec(context.Background(), sandbox.Argv("long"), "/", time.Minute)
+		errc <- err
 	}()
 	<-started
+	return release, errc
+}
+
+// No freeze begins while an exec is in flight: the file call waits for it.
+func TestNoFreezeWhileAnExecRuns(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, sb := runtimeSandbox(t)
+	ctx := context.Background()
+	release, execDone := execInFlight(t, f, sb)
 	statDone := make(chan error)
 	go func() {
 		_, err := sb.StatFile(ctx, "x", "/tmp")
@@ -507,19 +514,7 @@ func TestStashSurvivesARestart(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
-	release := make(chan struct{})
-	started := make(chan struct{})
-	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
-		close(started)
-		<-release
-		return docker.ExecOutput{}, nil
-	}
-	execDone := make(chan error)
-	go func() {
-		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
-		execDone <- err
-	}()
-	<-started
+	release, execDone := execInFlight(t, f, sb)
 	var once sync.Once
 	f.onCopy = func() error {
 		once.Do(func() { panic("engine driver bug") })

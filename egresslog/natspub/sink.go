@@ -2,6 +2,7 @@ package natspub
 
 import (
 	"context"
+	"errors"
 
 	"go.uber.org/zap"
 
@@ -27,7 +28,7 @@ func (b *Outbox) WindowSink(prefix, engineID string) WindowSink {
 // so at Error; a window that cannot become an event is logged here, because the drain that
 // handed it over has nobody else to tell.
 func (s WindowSink) EgressDrained(_ context.Context, w egresslog.Window) {
-	if err := s.box.EnqueueWindow(s.prefix, s.engineID, w); err != nil && !errorsIsAny(err, ErrOutboxFull) {
+	if err := s.box.EnqueueWindow(s.prefix, s.engineID, w); err != nil && !errors.Is(err, ErrOutboxFull) {
 		s.box.log.Error("egress window not published", zap.String("proxy", w.ProxyName), zap.String("proxy_id", w.ProxyID), zap.Error(err))
 	}
 }
