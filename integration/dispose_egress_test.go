@@ -26,11 +26,7 @@ func TestDisposeEgressByInstanceRemovesProxyAndNetwork(t *testing.T) {
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
 	ctx := ctxT(t)
-	sb, err := b.Acquire(ctx, key, spec)
-	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
-	if err != nil {
-		t.Fatalf("acquire with the override: %v", err)
-	}
+	sb := acquire(t, b, key, spec)
 	res, err := sb.Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
 	if err != nil {
 		t.Fatalf("exec: %v", err)

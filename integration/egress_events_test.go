@@ -124,11 +124,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 func useAllowlist(t *testing.T, b *actors.Backend, key sandbox.Key, fx *egressFixture) {
 	t.Helper()
 	ctx := ctxT(t)
-	sb, err := b.Acquire(ctx, key, allowlistSpec(t, images.ClientTag, allowedHost))
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
-	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	sb := acquire(t, b, key, allowlistSpec(t, images.ClientTag, allowedHost))
 	for _, host := range []string{allowedHost, deniedHost} {
 		if _, err := sb.Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+host+"/", fx.caB64), "/", time.Minute); err != nil {
 			t.Fatalf("exec: %v", err)

@@ -190,11 +190,7 @@ func TestEgressAllowlistWithOverride(t *testing.T) {
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
 	ctx := ctxT(t)
-	sb, err := b.Acquire(ctx, key, spec)
-	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
-	if err != nil {
-		t.Fatalf("acquire with the override: %v", err)
-	}
+	sb := acquire(t, b, key, spec)
 	run := func(argv ...string) (string, int) {
 		t.Helper()
 		res, err := sb.Exec(ctx, sandbox.Argv(argv...), "/", time.Minute)
