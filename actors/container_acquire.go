@@ -82,7 +82,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if created {
 		memo = newStatMemo()
 	}
-	f, err := a.learnFacts(ctx, info, imageRef, base, memo)
+	f, err := a.learnFacts(ctx, info, imageRef, base)
 	if err != nil {
 		return fail(err)
 	}

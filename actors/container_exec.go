@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
 // DefaultExecOutputLimit caps a plain Exec's stdout and stderr together: an unbounded read
@@ -117,109 +114,4 @@ func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest
 		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit}
 	}
 	return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, d.err)
-}
-
-// remove deletes one path: the string check, the delete-path walk stopping above the target
-// (a final link is what gets unlinked), then rm run as root only when every walked component
-// is the host's. Not frozen: the daemon refuses exec on a frozen guest; the reach rule bounds it.
-func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) error {
-	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "remove")
-	if err != nil {
-		return err
-	}
-	var owners []paths.Owner
-	record := func(_ string, e *docker.Entry) { owners = append(owners, paths.Owner{UID: e.UID, Mode: e.Mode}) }
-	rootOK := false
-	if e, err := a.b.engine.Stat(ctx, target, "/"); err == nil && e != nil {
-		record("/", e)
-		rootOK = true
-	} else {
-		a.log.Debug("stat / before removal", zap.Error(err))
-	}
-	if _, err := paths.ResolveRemove(ctx, a.guestStat(target, nil, record), m.Path, wd); err != nil {
-		return err
-	}
-	argv := []string{"rm", "-f", "--", abs}
-	if m.Recursive {
-		argv = []string{"rm", "-rf", "--", abs}
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
-	defer cancel()
-	out, err := a.removal(ctx, target, "/", argv, rootOK && paths.HostOwned(owners, false))
-	if err != nil {
-		return err
-	}
-	if out.code != 0 {
-		return &sandbox.PathError{Op: "remove", Path: m.Path, Err: fmt.Errorf("could not remove %s: rm exited %d%s", m.Path, out.code, out.detail)}
-	}
-	return nil
-}
-
-// reclaim removes a framework-created directory below the working directory, from "/", with
-// the authority the acquire-time reach answer licensed.
-func (a *containerActor) reclaim(ctx context.Context, m *messages.ReclaimRequest) error {
-	target, err := a.target(m.InstanceID)
-	if err != nil {
-		return err
-	}
-	if m.Timeout <= 0 {
-		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("reclaim timeout must be positive, got %s", m.Timeout)}
-	}
-	dir, err := paths.ResolveReclaim(m.Dir, a.workingDir(m.WorkDir))
-	if err != nil {
-		return err
-	}
-	raise := a.facts != nil && a.facts.reach
-	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
-	defer cancel()
-	out, err := a.removal(ctx, target, "/", []string{"rm", "-rf", "--", dir}, raise)
-	if err != nil {
-		return err
-	}
-	if out.code != 0 {
-		return &sandbox.PathError{Op: "reclaim", Path: dir, Err: fmt.Errorf("could not reclaim %s: rm exited %d%s", dir, out.code, out.detail)}
-	}
-	return nil
-}
-
-type removalOutcome struct {
-	code   int
-	detail string // " — stderr", with the root attempt's stderr when both ran
-}
-
-// removal runs rm as root when raise, falling back once to the guest when root was refused
-// in a container without capabilities; otherwise as the guest. A timeout discards the
-// container, as for any exec.
-func (a *containerActor) removal(ctx context.Context, target, dir string, argv []string, raise bool) (removalOutcome, error) {
-	run := func(user string) (docker.ExecOutput, error) {
-		out, err := a.b.engine.Exec(ctx, docker.ExecRequest{Target: target, User: user, WorkDir: dir, Argv: argv, MaxOutputBytes: 64 << 10})
-		if err != nil && ctx.Err() == context.DeadlineExceeded {
-			a.removeContainer(target)
-			return out, &sandbox.TimeoutError{Op: strings.Join(argv[:2], " ")}
-		}
-		return out, err
-	}
-	user := ""
-	if raise {
-		user = "0"
-	}
-	out, err := run(user)
-	if err != nil {
-		return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
-	}
-	rootStderr := ""
-	if raise && out.ExitCode != 0 && a.facts != nil && a.facts.capsDropped {
-		rootStderr = strings.TrimSpace(string(out.Stderr))
-		if out, err = run(""); err != nil {
-			return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
-		}
-	}
-	res := removalOutcome{code: out.ExitCode}
-	if s := strings.TrimSpace(sandbox.DecodeReplace(out.Stderr)); s != "" {
-		res.detail = " — " + s
-	}
-	if rootStderr != "" && res.code != 0 {
-		res.detail += " (as root: " + rootStderr + ")"
-	}
-	return res, nil
 }

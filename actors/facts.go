@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +24,6 @@ import (
 type facts struct {
 	uid, gid    int
 	resolved    bool // the guest identity is known; otherwise files are stamped root's
-	reach       bool // the base's ancestors are the host's: removals may run as root
 	capsDropped bool
 }
 
@@ -34,13 +32,12 @@ const accountFileLimit = 64 << 10
 
 // learnFacts computes the facts of the instance, caching them per (image, base) only when the
 // identity resolved, so an unresolved one is tried again on the next acquire.
-func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string, memo *statMemo) (*facts, error) {
+func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string) (*facts, error) {
 	key := info.ID + "|" + imageRef + "|" + workDir
 	if a.facts != nil && a.factsKey == key {
 		return a.facts, nil
 	}
 	f := &facts{capsDropped: capsDropped(info)}
-	f.reach = a.reachAnswer(ctx, info.ID, workDir, memo)
 	uid, gid, ok, err := a.resolveIdentity(ctx, info)
 	if err != nil {
 		return nil, err
@@ -62,34 +59,6 @@ func capsDropped(info *docker.ContainerInfo) bool {
 		}
 	}
 	return false
-}
-
-// reachAnswer stats, unfrozen, "/" and every ancestor of the base's parent and reports
-// whether all present ones are root-owned and written by nobody else. Absent components are
-// not recorded: on a cold create they do not exist yet and will be made root-owned.
-func (a *containerActor) reachAnswer(ctx context.Context, target, workDir string, memo *statMemo) bool {
-	dirs := append([]string{"/"}, prefixes(path.Dir(workDir))...)
-	memo.prefetch(ctx, a.b.engine, target, append(dirs, prefixes(workDir)...))
-	var owners []paths.Owner
-	for _, d := range dirs {
-		e, err := memo.stat(ctx, a.b.engine, target, d)
-		if err != nil {
-			a.log.Debug("reach stat", zap.String("path", d), zap.Error(err))
-			return false
-		}
-		if e == nil {
-			if d == "/" {
-				return false
-			}
-			break
-		}
-		owners = append(owners, paths.Owner{UID: e.UID, Mode: e.Mode})
-	}
-	ok := paths.HostOwned(owners, false)
-	if !ok {
-		a.log.Info("the storage base's ancestors are not the host's alone: removals will run as the guest")
-	}
-	return ok
 }
 
 // prefixes lists every prefix of an absolute path from its first component down, "/"

@@ -1,0 +1,171 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/paths"
+)
+
+// Every removal the engine makes inside a guest — Remove, Reclaim, and any framework cleanup —
+// goes through removeGuarded, the one place the reach rule (protocol §6.5) is applied: a
+// removal must not delete anything the guest program could not have deleted itself.
+//
+// rm resolves every component of its operand but the last, so a link the guest plants at any
+// depth below the base would carry a removal out of it. The guard therefore walks every
+// component from "/" down to the operand's parent, no-follow, on each call (never on an
+// answer remembered from the acquire): a link is refused as not confined, and the removal
+// runs as root only when every component is root's and written by nobody else — then the
+// guest can swap none of them between the walk and rm. Otherwise it runs with the guest's
+// own identity, which satisfies the rule whatever the guest does meanwhile.
+//
+// A recursive removal of a directory always runs as the guest: rm -rf descends by name, so a
+// guest-writable directory anywhere inside the tree could be swapped for a link mid-descent,
+// and the walk cannot see inside the tree. The framework's own files and directories belong
+// to the guest identity, so the guest can always remove them.
+
+// removal is one request to delete a guest path.
+type removal struct {
+	op        string        // "remove" or "reclaim", for messages
+	shown     string        // the path as the caller gave it, for messages
+	abs       string        // the string-confined absolute guest path
+	wd        string        // the resolved working directory the walk starts below
+	recursive bool          // rm -rf rather than rm -f
+	timeout   time.Duration // the whole removal's bound
+}
+
+// remove deletes one path (protocol §4.7): the string check, then the guarded removal.
+func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) error {
+	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "remove")
+	if err != nil {
+		return err
+	}
+	return a.removeGuarded(ctx, target, removal{op: "remove", shown: m.Path, abs: abs, wd: wd, recursive: m.Recursive, timeout: a.b.commandTimeout()})
+}
+
+// reclaim removes a framework-created directory below the working directory (protocol §4.9).
+func (a *containerActor) reclaim(ctx context.Context, m *messages.ReclaimRequest) error {
+	target, err := a.target(m.InstanceID)
+	if err != nil {
+		return err
+	}
+	if m.Timeout <= 0 {
+		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("reclaim timeout must be positive, got %s", m.Timeout)}
+	}
+	wd := paths.Normalize(a.workingDir(m.WorkDir))
+	dir, err := paths.ResolveReclaim(m.Dir, wd)
+	if err != nil {
+		return err
+	}
+	return a.removeGuarded(ctx, target, removal{op: "reclaim", shown: dir, abs: dir, wd: wd, recursive: true, timeout: m.Timeout})
+}
+
+// removeGuarded walks, decides the authority by the reach rule, and runs rm from "/" (the
+// operand's parent may be absent). An absent component anywhere on the way is success with
+// no exec: nothing below it exists.
+func (a *containerActor) removeGuarded(ctx context.Context, target string, r removal) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	parent := path.Dir(r.abs)
+	walked := paths.Ancestors(parent, r.wd)
+	memo := newStatMemo()
+	memo.prefetch(ctx, a.b.engine, target, append([]string{"/", r.abs}, walked...))
+
+	var owners []paths.Owner
+	record := func(abs string, e *docker.Entry) {
+		owners = append(owners, paths.Owner{Path: abs, UID: e.UID, Mode: e.Mode})
+	}
+	rootOK := false
+	if e, err := memo.stat(ctx, a.b.engine, target, "/"); err == nil && e != nil {
+		record("/", e)
+		rootOK = true
+	} else {
+		a.log.Debug("stat / before removal", zap.Error(err))
+	}
+	before := len(owners)
+	if err := paths.RefuseSymlinkedAncestors(ctx, a.guestStat(target, memo, record), r.abs, r.wd, false); err != nil {
+		return asTimeout(ctx, r, err)
+	}
+	if len(owners)-before != len(walked) {
+		return nil // a component is missing: nothing below it to remove
+	}
+	operand, err := memo.stat(ctx, a.b.engine, target, r.abs)
+	if err != nil {
+		return asTimeout(ctx, r, fmt.Errorf("docker could not stat %s: %w", r.abs, err))
+	}
+	if operand == nil {
+		return nil // absent is success (rm -f), and two removals in a row both succeed
+	}
+	raise := rootOK && paths.HostOwned(owners, false) && !(r.recursive && operand.Type == docker.EntryDir)
+	argv := []string{"rm", "-f", "--", r.abs}
+	if r.recursive {
+		argv = []string{"rm", "-rf", "--", r.abs}
+	}
+	out, err := a.runRemoval(ctx, target, argv, raise)
+	if err != nil {
+		return err
+	}
+	if out.code != 0 {
+		return &sandbox.PathError{Op: r.op, Path: r.shown, Err: fmt.Errorf("could not %s %s: rm exited %d%s", r.op, r.shown, out.code, out.detail)}
+	}
+	return nil
+}
+
+// asTimeout reports a walk cut short by the removal's own bound as the removal's timeout.
+func asTimeout(ctx context.Context, r removal, err error) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		return &sandbox.TimeoutError{Op: r.op, Timeout: r.timeout}
+	}
+	return err
+}
+
+type removalOutcome struct {
+	code   int
+	detail string // " — stderr", with the root attempt's stderr when both ran
+}
+
+// runRemoval runs rm from "/" as root when raise, falling back once to the guest when root
+// was refused in a container without capabilities; otherwise as the guest. A timeout
+// discards the container, as for any exec.
+func (a *containerActor) runRemoval(ctx context.Context, target string, argv []string, raise bool) (removalOutcome, error) {
+	run := func(user string) (docker.ExecOutput, error) {
+		out, err := a.b.engine.Exec(ctx, docker.ExecRequest{Target: target, User: user, WorkDir: "/", Argv: argv, MaxOutputBytes: 64 << 10})
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			a.removeContainer(target)
+			return out, &sandbox.TimeoutError{Op: strings.Join(argv[:2], " ")}
+		}
+		return out, err
+	}
+	user := ""
+	if raise {
+		user = "0"
+	}
+	a.log.Debug("removal", zap.Strings("argv", argv), zap.Bool("as_root", raise))
+	out, err := run(user)
+	if err != nil {
+		return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	rootStderr := ""
+	if raise && out.ExitCode != 0 && a.facts != nil && a.facts.capsDropped {
+		rootStderr = strings.TrimSpace(string(out.Stderr))
+		if out, err = run(""); err != nil {
+			return removalOutcome{}, fmt.Errorf("run %s: %w", argv[0], err)
+		}
+	}
+	res := removalOutcome{code: out.ExitCode}
+	if s := strings.TrimSpace(sandbox.DecodeReplace(out.Stderr)); s != "" {
+		res.detail = " — " + s
+	}
+	if rootStderr != "" && res.code != 0 {
+		res.detail += " (as root: " + rootStderr + ")"
+	}
+	return res, nil
+}
