@@ -1,0 +1,44 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Exec implements [Engine].
+func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
+	if err := checkTarget(req.Target); err != nil {
+		return ExecOutput{}, fmt.Errorf("exec: %w", err)
+	}
+	if len(req.Argv) == 0 {
+		return ExecOutput{}, fmt.Errorf("exec in %s: %w: empty argv", req.Target, ErrInvalid)
+	}
+	if req.MaxOutputBytes < 0 {
+		return ExecOutput{}, fmt.Errorf("exec in %s: %w: negative output budget", req.Target, ErrInvalid)
+	}
+	args := []string{"exec"}
+	if req.User != "" {
+		args = append(args, "--user", req.User)
+	}
+	if req.WorkDir != "" {
+		args = append(args, "-w", req.WorkDir)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return ExecOutput{}, fmt.Errorf("exec in %s: %w: environment entry %q is not K=V", req.Target, ErrInvalid, kv)
+		}
+		args = append(args, "-e", kv)
+	}
+	args = append(args, req.Target)
+	args = append(args, req.Argv...)
+	res, err := c.run(ctx, invocation{args: args, maxOutput: req.MaxOutputBytes, output: req.Output})
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	out := ExecOutput{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr}
+	if isFrozenRefusal(res.ExitCode, res.Stdout, res.Stderr) {
+		return out, &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPaused}
+	}
+	return out, nil
+}
