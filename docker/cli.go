@@ -29,7 +29,7 @@ var _ Engine = (*CLI)(nil)
 // NewCLI returns a CLI for cfg (zero fields take their defaults) and snapshots the process
 // environment: every child it spawns gets that snapshot, never the live environment. It makes
 // no engine call; the daemon is bound on first use. It fails with [ErrInvalid] for a
-// configuration no command could honour (for example a label under [LabelPrefix]).
+// configuration no command could honour (for example a label under [label.Prefix]).
 func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 	o, err := applyOptions(opts)
 	if err != nil {

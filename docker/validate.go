@@ -22,7 +22,7 @@ var fullID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // checkFilters holds every label filter to the label rules ([checkLabel]).
 func checkFilters(labels map[string]string) error {
 	for k, v := range labels {
-		if err := checkLabel(Label{k, v}); err != nil {
+		if err := checkLabel(Label{Key: k, Value: v}); err != nil {
 			return err
 		}
 	}
