@@ -2,20 +2,12 @@ package docker
 
 import (
 	"context"
-	"fmt"
-	"strings"
 )
 
 // Exec implements [Engine].
 func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
-	if err := checkTarget(req.Target); err != nil {
-		return ExecOutput{}, fmt.Errorf("exec: %w", err)
-	}
-	if len(req.Argv) == 0 {
-		return ExecOutput{}, fmt.Errorf("exec in %s: %w: empty argv", req.Target, ErrInvalid)
-	}
-	if req.MaxOutputBytes < 0 {
-		return ExecOutput{}, fmt.Errorf("exec in %s: %w: negative output budget", req.Target, ErrInvalid)
+	if err := req.check(); err != nil {
+		return ExecOutput{}, err
 	}
 	args := []string{"exec"}
 	if req.User != "" {
@@ -25,9 +17,6 @@ func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 		args = append(args, "-w", req.WorkDir)
 	}
 	for _, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return ExecOutput{}, fmt.Errorf("exec in %s: %w: environment entry %q is not K=V", req.Target, ErrInvalid, kv)
-		}
 		args = append(args, "-e", kv)
 	}
 	args = append(args, req.Target)

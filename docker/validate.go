@@ -36,3 +36,24 @@ func checkID(what, id string) error {
 	}
 	return nil
 }
+
+// check refuses, with [ErrInvalid] and before any engine call, an exec request no driver can
+// run: a bad target, an empty argv, a negative output budget, or an environment entry that is
+// not K=V.
+func (req ExecRequest) check() error {
+	if err := checkTarget(req.Target); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	if len(req.Argv) == 0 {
+		return fmt.Errorf("exec in %s: %w: empty argv", req.Target, ErrInvalid)
+	}
+	if req.MaxOutputBytes < 0 {
+		return fmt.Errorf("exec in %s: %w: negative output budget", req.Target, ErrInvalid)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("exec in %s: %w: environment entry %q is not K=V", req.Target, ErrInvalid, kv)
+		}
+	}
+	return nil
+}
