@@ -59,7 +59,7 @@ type Config struct {
 	// globally routable. Never admits loopback, link-local or metadata addresses.
 	EgressPrivateCIDRs []netip.Prefix
 	// Labels are extra labels written on every resource this driver creates, after its own.
-	// Keys under LabelPrefix are refused. Tests put their session label here.
+	// Keys under label.Prefix are refused. Tests put their session label here.
 	Labels map[string]string
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 )
@@ -141,8 +142,8 @@ func demoCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("dispose: %v", f)
 	}
 	purge := remote.DisposeScope(ctx, key.Scope, key.ThreadID)
-	left, err := exec.CommandContext(ctx, *dockerPath, "ps", "-aq", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(key.Scope),
-		"--filter", "label="+docker.LabelThread+"="+docker.LabelValue(key.ThreadID)).Output()
+	left, err := exec.CommandContext(ctx, *dockerPath, "ps", "-aq", "--filter", "label="+label.Scope+"="+label.Value(key.Scope),
+		"--filter", "label="+label.Thread+"="+label.Value(key.ThreadID)).Output()
 	if err != nil {
 		return err
 	}
