@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/service"
 )
 
 func TestVersionFrom(t *testing.T) {
@@ -51,7 +52,7 @@ func TestVersionFrom(t *testing.T) {
 }
 
 // The version is one value, from the binary's module information: what "engine version"
-// prints, what serve logs at start, and what health reports over NATS.
+// prints, what serve logs at start, and what health and the micro service's INFO report.
 func TestVersionAgrees(t *testing.T) {
 	bin := buildEngine(t)
 	info, err := buildinfo.ReadFile(bin)
@@ -88,6 +89,14 @@ func TestVersionAgrees(t *testing.T) {
 	}
 	if h.Version != want {
 		t.Fatalf("health reports version %q, want %q", h.Version, want)
+	}
+	msg, err := nc.RequestWithContext(ctx, "$SRV.INFO."+service.ServiceName, nil)
+	if err != nil {
+		t.Fatalf("$SRV.INFO: %v", err)
+	}
+	var srvInfo struct{ Version string }
+	if err := json.Unmarshal(msg.Data, &srvInfo); err != nil || srvInfo.Version != want {
+		t.Fatalf("$SRV.INFO reports version %q (%v), want %q", srvInfo.Version, err, want)
 	}
 	logged := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(log.String()))
