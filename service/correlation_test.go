@@ -129,7 +129,7 @@ func TestExecChunksCarryTheExecID(t *testing.T) {
 }
 
 // TestEveryLogLineOfACallHasItsHandleAndKey records the engine's logs through a streamed
-// exec and checks that each line of the call names its request ID, key and handle.
+// exec and checks that each line of the call names its request ID, trace ID, key and handle.
 func TestEveryLogLineOfACallHasItsHandleAndKey(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	e := startEngine(t, newFake(t), service.WithLogger(zap.New(core)))
@@ -145,14 +145,14 @@ func TestEveryLogLineOfACallHasItsHandleAndKey(t *testing.T) {
 	req := &messages.APIExecRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIExecRequestType, Key: key, Sandbox: handle},
 		Shell: "echo", WorkDir: ".", TimeoutMS: 10_000, StreamTo: "nobody.listens"}
 	requestWith(t, nc, service.Engine(service.SubjectExecT, service.DefaultPrefix, e.svc.EngineID()), mustJSON(t, req),
-		nats.Header{service.RequestIDHeader: {"log-test"}})
+		nats.Header{service.RequestIDHeader: {"log-test"}, service.TraceparentHeader: {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})
 	lines := logs.FilterField(zap.String("request_id", "log-test")).All()
 	if len(lines) < 2 {
 		t.Fatalf("%d log lines of the call, want the exec's and the reply's: %v", len(lines), logs.All())
 	}
 	for _, l := range lines {
 		f := l.ContextMap()
-		if f["key"] != testKey.String() || f["handle"] != handle || f["op"] != "exec" {
+		if f["key"] != testKey.String() || f["handle"] != handle || f["op"] != "exec" || f["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Errorf("log line %q has fields %v, want key %s and handle %s", l.Message, f, testKey, handle)
 		}
 	}

@@ -68,7 +68,7 @@ func (e *endpoint) stats() *micro.EndpointStats {
 
 // endpointMeta is an endpoint's metadata in $SRV.INFO.
 func endpointMeta(description, reqType, respType string) map[string]string {
-	return map[string]string{"description": description, "request_type": reqType, "response_type": respType, "format": "application/json"}
+	return map[string]string{"description": description, "request_type": reqType, "response_type": respType}
 }
 
 // subscribe adds e's subscription, in its queue group when it has one, handing each message
