@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natstest"
@@ -83,5 +84,48 @@ func TestServiceWaitMSEndsTheWaitNotTheCommand(t *testing.T) {
 	again, err := c.Acquire(ctx, key, busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
 	if err != nil || again.InstanceID() != instance {
 		t.Fatalf("acquire after the abandoned exec: %v, %v; want the same sandbox %s", again, err, instance)
+	}
+}
+
+// TestServiceMicroStatsMeasureTheRealWork acquires a fresh sandbox (a container create,
+// hundreds of milliseconds) and sends a read the protocol refuses, then reads
+// $SRV.STATS: the acquire's processing time covers what the client waited, and the refused
+// read is counted as an error with its code.
+func TestServiceMicroStatsMeasureTheRealWork(t *testing.T) {
+	e := startNATSEngine(t)
+	c := e.remote(t)
+	ctx := ctxT(t)
+	start := time.Now()
+	sb := acquireRemote(t, c, e.backend, newKey(t), busyboxSpec(t))
+	waited := time.Since(start)
+	if _, err := sb.ReadFile(ctx, "../../etc/passwd", ".", 4096); err == nil {
+		t.Fatalf("a read outside the sandbox succeeded")
+	}
+	subject, err := micro.ControlSubject(micro.StatsVerb, service.ServiceName, e.svc.EngineID())
+	if err != nil {
+		t.Fatalf("control subject: %v", err)
+	}
+	msg, err := natstest.Connect(t, e.srv).Request(subject, nil, 10*time.Second)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatalf("stats %s: %v", msg.Data, err)
+	}
+	by := map[string]*micro.EndpointStats{}
+	for _, ep := range st.Endpoints {
+		by[ep.Name] = ep
+	}
+	acq, read := by["acquire"], by["read_file"]
+	if acq == nil || read == nil {
+		t.Fatalf("stats endpoints %s", msg.Data)
+	}
+	t.Logf("client waited %s for the acquire; the engine counted %s", waited, acq.ProcessingTime)
+	if acq.NumRequests != 1 || acq.NumErrors != 0 || acq.ProcessingTime < waited/2 || acq.ProcessingTime > waited {
+		t.Errorf("acquire stats %+v; want 1 request, no error, between %s and %s", acq, waited/2, waited)
+	}
+	if read.NumRequests != 1 || read.NumErrors != 1 || !strings.HasPrefix(read.LastError, service.CodeNotConfined+": ") {
+		t.Errorf("read_file stats %+v; want 1 request, 1 not_confined error", read)
 	}
 }
