@@ -157,3 +157,19 @@ func TestEveryLogLineOfACallHasItsHandleAndKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTheClientSendsTheContextsRequestID checks that a Go host's request ID reaches the
+// engine's log lines through client.ContextWithRequestID.
+func TestTheClientSendsTheContextsRequestID(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	e := startEngine(t, newFake(t), service.WithLogger(zap.New(core)))
+	c := newClient(t, e)
+	ctx := client.ContextWithRequestID(ctxT(t), "host-7")
+	if _, err := c.Acquire(ctx, testKey, testSpec(t)); err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	lines := logs.FilterField(zap.String("request_id", "host-7")).All()
+	if len(lines) == 0 || lines[0].ContextMap()["op"] != "acquire" {
+		t.Fatalf("log lines of the acquire: %v", lines)
+	}
+}
