@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 )
 
 // Every --output is checked before anything runs: with a NATS URL where nothing listens, a bad
@@ -71,7 +71,7 @@ func TestRunTimeoutExits124(t *testing.T) {
 	if !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("stderr %q does not say the command timed out", r.stderr)
 	}
-	left := dockertest.Docker(t, "ps", "-a", "--quiet", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(scope))
+	left := dockertest.Docker(t, "ps", "-a", "--quiet", "--filter", "label="+label.Scope+"="+label.Value(scope))
 	if strings.TrimSpace(left) != "" {
 		t.Fatalf("engine run left containers behind: %s", left)
 	}
