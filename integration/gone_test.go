@@ -1,13 +1,12 @@
 package integration
 
 import (
-	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -146,9 +145,5 @@ func TestServiceGone(t *testing.T) {
 // removeBehind removes a container the way an operator would, outside the engine.
 func removeBehind(t *testing.T, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "rm", "-f", id).CombinedOutput(); err != nil {
-		t.Fatalf("docker rm -f %s: %v: %s", id, err, out)
-	}
+	dockertest.Docker(t, "rm", "-f", id)
 }
