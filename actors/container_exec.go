@@ -141,7 +141,7 @@ func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest
 		if m.MaxOutputBytes == 0 {
 			a.discard(target, goneOutputCap)
 		}
-		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit}
+		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit, Discarded: m.MaxOutputBytes == 0}
 	}
 	return sandbox.ExecResult{}, a.vanished(target, fmt.Errorf("exec in %s: %w", a.name, d.err))
 }

@@ -128,6 +128,21 @@ func TestServiceGone(t *testing.T) {
 			})
 		}
 	})
+	t.Run("default output cap", func(t *testing.T) {
+		sb := acquireRemote(t, c, b, newKey(t), spec)
+		before := sandboxes()
+		_, err := sb.Exec(ctx, sandbox.Shell("head -c 9000000 /dev/zero"), ".", time.Minute)
+		wantCode(t, err, service.CodeExecOutputLimitExceeded)
+		var oe *sandbox.ExecOutputLimitExceededError
+		if !errors.As(err, &oe) || !oe.Discarded {
+			t.Fatalf("exec = %v, want an overflow that discarded the sandbox", err)
+		}
+		if n := sandboxes(); n != before-1 {
+			t.Fatalf("health counts %d sandboxes after the discard, want %d", n, before-1)
+		}
+		_, err = sb.StatFile(ctx, "f", ".")
+		wantCode(t, err, service.CodeSandboxGone)
+	})
 	t.Run("removed behind the engine", func(t *testing.T) {
 		sb := acquireRemote(t, c, b, newKey(t), spec)
 		before := sandboxes()

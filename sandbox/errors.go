@@ -358,11 +358,19 @@ func (e *ProgramTimeoutError) Error() string {
 func (e *ProgramTimeoutError) Is(target error) bool { return isAny(target, ErrTimeout, ErrOS) }
 
 // ExecOutputLimitExceededError says a bounded exec's combined output passed its budget; no
-// partial result is returned.
-type ExecOutputLimitExceededError struct{ Budget int64 }
+// partial result is returned. Discarded says the backend discarded the whole sandbox for it
+// (Docker does for its default cap on a plain Exec): later calls fail with [*GoneError].
+type ExecOutputLimitExceededError struct {
+	Budget    int64
+	Discarded bool
+}
 
 func (e *ExecOutputLimitExceededError) Error() string {
-	return fmt.Sprintf("command output exceeded the %d-byte budget", e.Budget)
+	msg := fmt.Sprintf("command output exceeded the %d-byte budget", e.Budget)
+	if e.Discarded {
+		msg += "; the sandbox was discarded with its processes, acquire it again"
+	}
+	return msg
 }
 
 // Is reports the OS family.

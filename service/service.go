@@ -352,10 +352,12 @@ func (s *Service) call(req micro.Request, op operation) (resp any, err error) {
 }
 
 // sandboxGone reports an answer after which the sandbox no longer exists: a call on an
-// instance that is gone, or a timeout for which the backend discarded the sandbox.
+// instance that is gone, or a timeout or output overflow for which the backend discarded the
+// sandbox.
 func sandboxGone(err error) bool {
 	var te *sandbox.TimeoutError
-	return errors.Is(err, sandbox.ErrGone) || (errors.As(err, &te) && te.Discarded)
+	var oe *sandbox.ExecOutputLimitExceededError
+	return errors.Is(err, sandbox.ErrGone) || (errors.As(err, &te) && te.Discarded) || (errors.As(err, &oe) && oe.Discarded)
 }
 
 // reply sends resp, or the error as the operation's response type with an error object and
