@@ -68,6 +68,37 @@ func TestGoneRemovedBehindTheEngine(t *testing.T) {
 	}
 }
 
+// TestGoneReplaced: the handle of an instance a later acquire replaced is gone, and its
+// calls never land in the successor.
+func TestGoneReplaced(t *testing.T) {
+	b := newBackend(t)
+	key := newKey(t)
+	spec := busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
+	old := acquire(t, b, key, spec)
+	removeBehind(t, old.InstanceID())
+	var successor sandbox.Sandbox
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if successor = acquire(t, b, key, spec); successor.InstanceID() != old.InstanceID() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("acquire kept handing out the removed instance")
+		}
+	}
+	for name, call := range goneCalls(t) {
+		t.Run(name, func(t *testing.T) {
+			err := call(old)
+			wantGone(t, err)
+			if name != "write" && name != "exec" {
+				return
+			}
+			if st, err := successor.StatFile(ctxT(t), "f", "."); err != nil || st != nil {
+				t.Fatalf("the old handle's %s landed in the successor: %v, %v", name, st, err)
+			}
+		})
+	}
+}
+
 // TestGoneIsConfirmed: a program that prints the daemon's answer for its own container and
 // exits 1 gets its result back; the answer alone proves nothing.
 func TestGoneIsConfirmed(t *testing.T) {
