@@ -52,6 +52,11 @@ type memory struct {
 	factsKey string
 	probedID string          // the instance the probe results belong to
 	probed   map[string]bool // probe name → passed
+
+	// The last instance known to be gone and how it went: a call on its handle is answered
+	// without an engine call (gone.go).
+	lost       string
+	lostReason string
 }
 
 func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {
@@ -202,18 +207,18 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 		reply(res)
 	case *messages.StatRequest:
 		st, err := a.stat(ctx, m)
-		reply(&messages.StatResponse{Stat: st, Err: err})
+		reply(&messages.StatResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
 	case *messages.ReadRequest:
 		b, err := a.read(ctx, m)
-		reply(&messages.ReadResponse{Content: b, Err: err})
+		reply(&messages.ReadResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
 	case *messages.WriteRequest:
-		reply(&messages.WriteResponse{Err: a.write(ctx, m)})
+		reply(&messages.WriteResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
 	case *messages.ExecRequest:
 		a.exec(actx, ctx, m, r.output, reply)
 	case *messages.RemoveRequest:
-		reply(&messages.RemoveResponse{Err: a.remove(ctx, m)})
+		reply(&messages.RemoveResponse{Err: a.vanished(m.InstanceID, a.remove(ctx, m))})
 	case *messages.ReclaimRequest:
-		reply(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
+		reply(&messages.ReclaimResponse{Err: a.vanished(m.InstanceID, a.reclaim(ctx, m))})
 	case *messages.DisposeRequest:
 		res := a.dispose(ctx, m)
 		reply(res)
