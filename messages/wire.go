@@ -90,9 +90,12 @@ type APIResponse struct {
 
 // APIError is a failure: a stable code from the table in package service, the error's text,
 // and the typed error's fields (snake_case) from which a Go client rebuilds the same error.
+// Field is set on a bad_request that one request field caused: its JSON path from the body's
+// root ("timeout_ms", "key.scope", "spec.files_in.max_files").
 type APIError struct {
 	Code    string          `json:"code"`
 	Message string          `json:"message"`
+	Field   string          `json:"field,omitempty"`
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }
 

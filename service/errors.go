@@ -213,8 +213,11 @@ var ErrUnavailable = errors.New("service: engine unavailable")
 
 // BadRequestError is a request the engine could not take: malformed JSON, an unknown type
 // or field, a missing key, an oversized payload, a chunk out of order. Nothing was changed.
+// Field is the JSON path of the field at fault ("timeout_ms", "key.scope",
+// "spec.files_in.max_files") when one is; the wire error carries it as error.field too.
 type BadRequestError struct {
 	Reason string
+	Field  string
 }
 
 func (e *BadRequestError) Error() string { return "bad request: " + e.Reason }
@@ -291,6 +294,9 @@ func EncodeError(err error) *messages.APIError {
 		return &messages.APIError{Code: CodeInternal, Message: err.Error()}
 	}
 	out := &messages.APIError{Code: c.code, Message: err.Error()}
+	if br, ok := found.(*BadRequestError); ok {
+		out.Field = br.Field
+	}
 	if c.typ != nil {
 		detail, derr := json.Marshal(encodeValue(reflect.ValueOf(found).Elem()))
 		if derr == nil && string(detail) != "{}" {

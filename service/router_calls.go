@@ -16,7 +16,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, true)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, true)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, false)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
