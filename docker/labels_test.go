@@ -82,6 +82,28 @@ func TestSandboxLabels(t *testing.T) {
 	}
 }
 
+// TestEmptyKeyPartsAreDigested: an empty thread or agent is written and selected as the
+// digest of the empty string, as the reference writes it, never as an empty filter value
+// (which would mean "any value" and reach every conversation of the scope).
+func TestEmptyKeyPartsAreDigested(t *testing.T) {
+	const empty = "sha256-e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c" // sha256("")[:48]
+	key := sandbox.Key{Scope: "s"}
+	got, err := SandboxLabels(key, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Label{{LabelScope, "s"}, {LabelThread, empty}, {LabelAgent, empty}, {LabelKind, "k"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("SandboxLabels =\n%v\nwant\n%v", got, want)
+	}
+	if f := KeyFilter(key, nil); !reflect.DeepEqual(f, map[string]string{LabelScope: "s", LabelThread: empty, LabelAgent: empty}) {
+		t.Fatalf("KeyFilter = %v", f)
+	}
+	if f := ScopeFilter("s", ""); !reflect.DeepEqual(f, map[string]string{LabelScope: "s", LabelThread: empty}) {
+		t.Fatalf("ScopeFilter = %v", f)
+	}
+}
+
 func TestSandboxLabelsRefuse(t *testing.T) {
 	cases := []struct {
 		name    string
