@@ -72,7 +72,7 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 	}
 }
 
-// TestEmptyBodyHealthAndDeclarations: `nats req maf.sandbox.api.v1.health ''` works.
+// TestEmptyBodyHealthAndDeclarations: `nats req maf.sandbox.api.v1.health ”` works.
 func TestEmptyBodyHealthAndDeclarations(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	raw := newRawConn(t, e)
