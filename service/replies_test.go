@@ -72,7 +72,8 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 	}
 }
 
-// TestEmptyBodyHealthAndDeclarations: `nats req maf.sandbox.api.v1.health ”` works.
+// TestEmptyBodyHealthAndDeclarations: a health or declarations request with no body at all
+// (what the nats CLI sends for an empty payload) is answered.
 func TestEmptyBodyHealthAndDeclarations(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	raw := newRawConn(t, e)
