@@ -2,11 +2,16 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -67,5 +72,54 @@ func assertGone(t *testing.T, name string) {
 	out, _, _ := dockertest.DockerErr(ctx, "ps", "-aq", "--filter", "name=^"+name+"$")
 	if strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("%s is still there", name)
+	}
+}
+
+// A reap sent over the API publishes its sweep's reap.completed summary, as engine reap
+// --nats-url does: a real subscriber on the engine's NATS server receives it, with the
+// sweep's scope and counts.
+func TestServiceReapPublishesCompleted(t *testing.T) {
+	dockertest.Require(t)
+	url := startServe(t, nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	events := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(egresslog.DefaultSubjectPrefix+".reap.completed", events)
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, err := client.New(ctxT(t), nc)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	key := newKey(t)
+	b := newBackend(t) // only to dispose whatever the test leaves
+	acquireRemote(t, c, b, key, busyboxSpec(t))
+	time.Sleep(1100 * time.Millisecond) // older than the cutoff below
+	res, err := c.Reap(ctxT(t), time.Second, key.Scope)
+	if err != nil {
+		t.Fatalf("reap over the API: %v", err)
+	}
+	if res.Disposed != 1 {
+		t.Fatalf("reap result %+v, want one sandbox disposed", res)
+	}
+	select {
+	case m := <-events:
+		var ev egresslog.ReapCompletedEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("reap.completed is not the event: %v\n%s", err, m.Data)
+		}
+		if ev.Schema != egresslog.SchemaReapCompleted || ev.Scope == nil || *ev.Scope != key.Scope || ev.Disposed != 1 || ev.EngineID == "unknown" {
+			t.Fatalf("reap.completed %s", m.Data)
+		}
+		if m.Header.Get("Nats-Msg-Id") != ev.EventID {
+			t.Fatalf("Nats-Msg-Id %q, event %q", m.Header.Get("Nats-Msg-Id"), ev.EventID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reap.completed within 30 s of a reap over the API")
 	}
 }
