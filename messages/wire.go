@@ -523,14 +523,35 @@ type APIHealthRequest struct {
 	APIEnvelope
 }
 
-// APIHealthResponse says how the engine is: status "ok", or "draining" while it shuts down.
+// APIHealthResponse says how the engine is: status "ok"; "engine_unavailable" when its
+// backend cannot reach the Docker daemon (daemon says why); or "draining" while it shuts
+// down. Daemon is the answer of the round trip this request made to the daemon (absent for a
+// backend that cannot be asked); LastError the last call that failed on the engine's side
+// (codes internal, engine_unavailable, image_missing), absent when none has.
 type APIHealthResponse struct {
 	APIResponse
-	Engine    string    `json:"engine"`
-	Version   string    `json:"version"`
-	Status    string    `json:"status"`
-	StartedAt time.Time `json:"started_at"`
-	InFlight  int       `json:"in_flight"`
-	Sandboxes int       `json:"sandboxes"`
-	Backends  []string  `json:"backends"`
+	Engine    string            `json:"engine"`
+	Version   string            `json:"version"`
+	Status    string            `json:"status"`
+	StartedAt time.Time         `json:"started_at"`
+	InFlight  int               `json:"in_flight"`
+	Sandboxes int               `json:"sandboxes"`
+	Backends  []string          `json:"backends"`
+	Daemon    *APIDaemonHealth  `json:"daemon,omitempty"`
+	LastError *APIHealthFailure `json:"last_error,omitempty"`
+}
+
+// APIDaemonHealth is whether the daemon answered a health request's round trip, and the
+// error (code engine_unavailable when it cannot be reached) when it did not.
+type APIDaemonHealth struct {
+	Reachable bool      `json:"reachable"`
+	Error     *APIError `json:"error,omitempty"`
+}
+
+// APIHealthFailure is a call that failed on the engine's side: the operation, when, and its
+// error as the call's reply carried it.
+type APIHealthFailure struct {
+	Op    string    `json:"op"`
+	At    time.Time `json:"at"`
+	Error APIError  `json:"error"`
 }

@@ -38,6 +38,7 @@ type Service struct {
 
 	handles   *handles
 	transfers *transfers
+	failures  lastFailure // the last engine failure, for health
 
 	mu       sync.Mutex
 	inFlight int
@@ -310,6 +311,7 @@ func (s *Service) endpoint(op operation) micro.Handler {
 func (s *Service) handle(req micro.Request, op operation) {
 	start := time.Now()
 	resp, err := s.call(req, op)
+	s.failures.note(op.name, err)
 	s.reply(req, op, resp, err, start)
 }
 
