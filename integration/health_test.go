@@ -164,3 +164,4 @@ func TestServiceImageMissing(t *testing.T) {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }
+
