@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
@@ -117,7 +118,9 @@ func TestServiceDaemonUnreachable(t *testing.T) {
 	serveBackend(t, srv, b)
 	nc := natstest.Connect(t, srv) // not the service's own: its stop waits for its subscriptions to drain
 	checkUnavailable(t, nc, spec.Image)
-	c := (&natsEngine{srv: srv}).remote(t)
+	// The Go client retries engine_unavailable (another engine of the pool may reach its
+	// daemon) for its retry wait, then returns it.
+	c := (&natsEngine{srv: srv}).remote(t, client.WithRetryWait(time.Second))
 	if _, err := c.Acquire(ctxT(t), newKey(t), spec); !errors.Is(err, service.ErrUnavailable) {
 		t.Fatalf("client acquire = %v, want service.ErrUnavailable", err)
 	}

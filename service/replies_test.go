@@ -45,6 +45,7 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 		{"an unknown field", exec, `{` + env + `,"argv":["true"],"work_dir":".","timeout_ms":1000,"timeout":5}`, "timeout", []string{`unknown field "timeout"`}},
 		{"no type", exec, `{"argv":["true"]}`, "type", []string{"no type"}},
 		{"negative wait", exec, `{` + env + `,"wait_ms":-5,"argv":["true"],"work_dir":".","timeout_ms":1000}`, "wait_ms", []string{"field wait_ms must not be negative"}},
+		{"no handle", exec, `{"type":"` + messages.APIExecRequestType + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"argv":["true"],"work_dir":".","timeout_ms":1000}`, "sandbox", []string{"names no sandbox"}},
 		{"no key", exec, `{"type":"` + messages.APIExecRequestType + `","sandbox":"` + handle + `","argv":["true"],"work_dir":".","timeout_ms":1000}`, "key", []string{"missing key"}},
 		{"no scope", service.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"thread_id":"t","agent_id":"a"},"spec":{"kind":"shell"}}`, "key.scope", []string{"missing key", "scope"}},
 	}

@@ -451,7 +451,7 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 		return nil, err
 	}
 	if env.Sandbox == "" {
-		return nil, &BadRequestError{Reason: "missing sandbox: the envelope names no sandbox handle"}
+		return nil, &BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
 	}
 	h := s.handles.get(env.Sandbox)
 	if h == nil {
