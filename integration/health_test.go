@@ -167,4 +167,3 @@ func TestServiceImageMissing(t *testing.T) {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }
-
