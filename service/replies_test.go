@@ -23,6 +23,13 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 	handle := sb.(*client.Sandbox).Handle()
 	exec := service.Engine(service.SubjectExecT, service.DefaultPrefix, e.svc.EngineID())
 	env := `"type":"` + messages.APIExecRequestType + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `"`
+	on := func(subject, typ string) (string, string) {
+		return service.Engine(subject, service.DefaultPrefix, e.svc.EngineID()),
+			`"type":"` + typ + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `"`
+	}
+	runCode, runCodeEnv := on(service.SubjectRunCodeT, messages.APIRunCodeRequestType)
+	reclaim, reclaimEnv := on(service.SubjectReclaimT, messages.APIReclaimRequestType)
+	reset, resetEnv := on(service.SubjectResetT, messages.APIResetRequestType)
 	cases := []struct {
 		name      string
 		subject   string
@@ -39,6 +46,9 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 		{"timeout as a fraction", exec, `{` + env + `,"argv":["true"],"work_dir":".","timeout_ms":1.5}`, "timeout_ms", []string{"field timeout_ms must be an integer, not the number 1.5"}},
 		{"timeout missing", exec, `{` + env + `,"argv":["true"],"work_dir":"."}`, "timeout_ms", []string{"field timeout_ms is required", "positive number of milliseconds"}},
 		{"timeout negative", exec, `{` + env + `,"argv":["true"],"work_dir":".","timeout_ms":-1}`, "timeout_ms", []string{"field timeout_ms must be a positive number of milliseconds, not -1"}},
+		{"run_code without a timeout", runCode, `{` + runCodeEnv + `,"code":"1"}`, "timeout_ms", []string{"field timeout_ms is required"}},
+		{"reclaim without a timeout", reclaim, `{` + reclaimEnv + `,"dir":"d","work_dir":"."}`, "timeout_ms", []string{"field timeout_ms is required"}},
+		{"reset with a zero timeout", reset, `{` + resetEnv + `,"timeout_ms":0}`, "timeout_ms", []string{"field timeout_ms is required"}},
 		{"argv as a string", exec, `{` + env + `,"argv":"ls -l","work_dir":".","timeout_ms":1000}`, "argv", []string{"field argv must be a list of strings, not a string"}},
 		{"scope as a number", exec, `{"type":"` + messages.APIExecRequestType + `","key":{"scope":3,"thread_id":"t","agent_id":"a"},"sandbox":"` + handle + `","argv":["true"],"work_dir":".","timeout_ms":1000}`, "key.scope", []string{"field key.scope must be a string, not a number"}},
 		{"a nested limit as a string", service.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"scope":"s","thread_id":"t","agent_id":"a"},"spec":{"kind":"shell","files_in":{"max_files":"many"}}}`, "spec.files_in.max_files", []string{"field spec.files_in.max_files must be an integer, not a string"}},
