@@ -72,8 +72,9 @@ type APIEnvelope struct {
 	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
-// APIKey is a sandbox key. Acquire and dispose need scope, thread_id and agent_id;
-// dispose_scope needs scope and thread_id; call_id is set only for call-scoped workloads.
+// APIKey is a sandbox key. Every call that names a key needs scope; an empty thread_id or
+// agent_id is a key like any other, as the Python reference has it. call_id is set only for
+// call-scoped workloads.
 type APIKey struct {
 	Scope    string `json:"scope"`
 	ThreadID string `json:"thread_id"`
