@@ -24,7 +24,7 @@ func buildEngine(t *testing.T) string {
 
 // startServe runs "engine serve" on an embedded NATS server on the test's driver, with this
 // run's test labels and env added to the test's environment, and stops it (SIGTERM) when the
-// test ends. It returns the NATS URL the ready file names.
+// test ends, failing the test when the stop takes longer than 15 s. It returns the NATS URL the ready file names.
 func startServe(t *testing.T, env []string, args ...string) string {
 	t.Helper()
 	bin := buildEngine(t)
@@ -48,12 +48,17 @@ func startServe(t *testing.T, env []string, args ...string) string {
 	served := make(chan error, 1)
 	go func() { served <- serve.Wait() }()
 	t.Cleanup(func() {
+		stop := time.Now()
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-served:
 		case <-time.After(time.Minute):
 			_ = serve.Process.Kill()
 			<-served
+		}
+		// Nothing is in flight: a drain that waits out its timeout is a hang, not a drain.
+		if d := time.Since(stop); d > 15*time.Second {
+			t.Errorf("engine serve took %s to stop with no call in flight", d.Round(time.Second))
 		}
 		if t.Failed() {
 			t.Logf("serve log:\n%s", serveLog.String())

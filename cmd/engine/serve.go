@@ -82,8 +82,8 @@ func serveCmd(ctx context.Context, args []string) error {
 	defer func() { _ = log.Sync() }()
 
 	var (
-		nc  *nats.Conn
-		url string
+		url  string
+		dial func(name string) (*nats.Conn, error)
 	)
 	if conn.url == "" {
 		srv, err := startEmbedded(*listen, *dataDir, log)
@@ -95,22 +95,35 @@ func serveCmd(ctx context.Context, args []string) error {
 			srv.WaitForShutdown()
 		}()
 		url = srv.ClientURL()
-		nc, err = nats.Connect(url, nats.InProcessServer(srv), nats.Name("maf-sandbox engine serve"))
-		if err != nil {
-			return fmt.Errorf("serve: connect to the embedded server: %w", err)
+		dial = func(name string) (*nats.Conn, error) {
+			nc, err := nats.Connect(url, nats.InProcessServer(srv), nats.Name(name))
+			if err != nil {
+				return nil, fmt.Errorf("serve: connect to the embedded server: %w", err)
+			}
+			return nc, nil
 		}
 	} else {
 		url = conn.url
-		if nc, err = conn.connect("maf-sandbox engine serve", log); err != nil {
-			return err
-		}
+		dial = func(name string) (*nats.Conn, error) { return conn.connect(name, log) }
+	}
+	nc, err := dial("maf-sandbox engine serve")
+	if err != nil {
+		return err
 	}
 	defer nc.Close()
+	// The events go out on a connection of their own: JetStream publishing subscribes for its
+	// acknowledgements, and the service's drain waits for the API connection's subscriptions
+	// to be its own again.
+	events, err := dial("maf-sandbox engine serve events")
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 
 	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels}
 	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, nc, cfg, *eventPrefix, log)
+		box, sink, err := egressEvents(ctx, events, cfg, *eventPrefix, log)
 		if err != nil {
 			return err
 		}
@@ -135,7 +148,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	var reaps *reapEvents
 	if *eventPrefix != "" {
-		if reaps, err = newReapEvents(nc, cfg, *eventPrefix, log); err != nil {
+		if reaps, err = newReapEvents(events, cfg, *eventPrefix, log); err != nil {
 			return err
 		}
 		defer func() {
