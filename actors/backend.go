@@ -176,7 +176,9 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	}
 }
 
-// Acquire gets or creates the container of (key, spec.Kind) through its actor.
+// Acquire gets or creates the container of (key, spec.Kind) through its actor. It fails with
+// a [*sandbox.BackendUnavailableError] when the daemon cannot be reached and a
+// [*sandbox.ImageMissingError] when the workload's or the egress proxy's image is not there.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
@@ -191,15 +193,15 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	name := docker.ContainerName(key, spec.Kind, egressID)
 	pid, err := b.container(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	env := &request{msg: &messages.AcquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
 	res, err := ask[*messages.AcquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	if res.Err != nil {
-		return nil, res.Err
+		return nil, unavailable(res.Err)
 	}
 	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created, bound: env.bound}, nil
 }

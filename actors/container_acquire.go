@@ -228,7 +228,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 		return false, fmt.Errorf("inspect image %s: %w", imageRef, err)
 	}
 	if !present {
-		return false, fmt.Errorf("image %s is not present on the engine; build or load it first (this engine never pulls)", imageRef)
+		return false, &sandbox.ImageMissingError{Backend: BackendName, Image: imageRef, Hint: "build or load it on the daemon first"}
 	}
 	labels, err := label.Workload(key, spec.Kind, spec.Labels, base)
 	if err != nil {

@@ -385,8 +385,8 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
 		Network: docker.NetworkName(a.name), Env: env, Labels: labels})
 	if errors.Is(err, docker.ErrImageMissing) {
-		return "", fmt.Errorf("egress proxy image %s is not present and is never pulled; build it with `engine images build`: %w",
-			a.b.cfg.EgressProxyImage, err)
+		return "", &sandbox.ImageMissingError{Backend: BackendName, Image: a.b.cfg.EgressProxyImage,
+			Hint: "it is the egress proxy's; build it with `engine images build`"}
 	}
 	if err != nil {
 		return "", fmt.Errorf("create proxy %s: %w", name, err)

@@ -24,7 +24,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 	if opts.InstanceID != "" {
 		return b.disposeInstance(ctx, key, opts)
 	}
-	_, failure := b.purge(ctx, label.KeyFilter(key, opts.Kind), fallback, key)
+	_, failure := b.purge(ctx, label.KeyFilter(key, opts.Kind), fallback, key, &key)
 	return failure
 }
 
@@ -34,7 +34,7 @@ func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sand
 	fallback := b.takeRegistered(func(id sandbox.SandboxID) bool {
 		return id.Key.Scope == scope && id.Key.ThreadID == threadID
 	}, sandbox.Key{})
-	n, failure := b.purge(ctx, label.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID})
+	n, failure := b.purge(ctx, label.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID}, nil)
 	return sandbox.ScopePurge{Disposed: n, Undisposed: failure}
 }
 
@@ -78,15 +78,16 @@ func (b *Backend) retain(key sandbox.Key, name string) {
 // order of egress-and-reap.md §1.9 (proxy drained and removed, workload, network last) and
 // so never overtakes that sandbox's acquire or any other call in progress. A listed proxy
 // whose workload is gone goes to the actor of its base name all the same. It counts only
-// workloads that were actually there; a failed name is retained for the next sweep.
-func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key) (int, *sandbox.DisposalFailure) {
+// workloads that were actually there; a failed name is retained for the next sweep. caller
+// is the key of a key-addressed purge (Dispose), nil for a sweep of a conversation
+// (DisposeScope): an empty agent_id is a key like any other, so it cannot tell them apart.
+func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key, caller *sandbox.Key) (int, *sandbox.DisposalFailure) {
 	var failures []sandbox.DisposalFailure
 	listed, err := b.engine.ListNames(ctx, filter, "^"+docker.NamePrefix)
 	if err != nil {
 		failures = append(failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted,
 			Detail: fmt.Sprintf("could not list containers, so the sweep may be partial: %v", err)})
 	}
-	caller := purgeCaller(owner)
 	disposed := 0
 	for _, n := range purgeTargets(append(listed, fallback...)) {
 		res := b.teardown(ctx, n, &messages.DisposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
@@ -139,15 +140,6 @@ func purgeTargets(names []string) []string {
 	return out
 }
 
-// purgeCaller is the caller key of a key-addressed purge (Dispose), nil for a sweep of a
-// conversation (DisposeScope), whose owner names no agent.
-func purgeCaller(owner sandbox.Key) *sandbox.Key {
-	if owner.AgentID == "" {
-		return nil
-	}
-	return &owner
-}
-
 // purgeTrigger names the cleanup path in the drained windows.
 func purgeTrigger(caller *sandbox.Key) egresslog.Trigger {
 	if caller == nil {
@@ -176,7 +168,7 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 			return nil
 		}
 	}
-	caller := purgeCaller(key)
+	caller := &key
 	res := b.teardown(ctx, info.Name, &messages.DisposeRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
 	if res.Failure != nil {
 		b.retain(key, info.Name)

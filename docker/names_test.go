@@ -20,6 +20,14 @@ func TestContainerName(t *testing.T) {
 		{"vector", k, "k", "", "maf-sandbox-docker-afef7c40ec0c"},
 		// sha256("3:a|b1:c1:a1:k")
 		{"length prefix vector", sandbox.Key{Scope: "a|b", ThreadID: "c", AgentID: "a"}, "k", "", "maf-sandbox-docker-a8b631ad805f"},
+		// Empty thread and agent are parts of zero length, as in the reference: sha256("1:s0:0:1:k").
+		{"empty thread and agent", sandbox.Key{Scope: "s"}, "k", "", "maf-sandbox-docker-361e20b396b5"},
+		// sha256("1:s0:1:a1:k")
+		{"empty thread", sandbox.Key{Scope: "s", AgentID: "a"}, "k", "", "maf-sandbox-docker-8ff2c8158736"},
+		// sha256("1:s1:t0:1:k")
+		{"empty agent", sandbox.Key{Scope: "s", ThreadID: "t"}, "k", "", "maf-sandbox-docker-b1743901cd31"},
+		// sha256("0:0:0:1:k")
+		{"every key part empty", sandbox.Key{}, "k", "", "maf-sandbox-docker-100787f57c93"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -157,3 +157,25 @@ func TestValueVectors(t *testing.T) {
 		t.Fatal("a digest-shaped value passed through")
 	}
 }
+
+// TestEmptyKeyPartsAreDigested: an empty thread or agent is written and selected as the
+// digest of the empty string, as the reference writes it, never as an empty filter value
+// (which would mean "any value" and reach every conversation of the scope).
+func TestEmptyKeyPartsAreDigested(t *testing.T) {
+	const empty = "sha256-e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c" // sha256("")[:48]
+	key := sandbox.Key{Scope: "s"}
+	got, err := Sandbox(key, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Label{{Scope, "s"}, {Thread, empty}, {Agent, empty}, {Kind, "k"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Sandbox =\n%v\nwant\n%v", got, want)
+	}
+	if f := KeyFilter(key, nil); !reflect.DeepEqual(f, map[string]string{Scope: "s", Thread: empty, Agent: empty}) {
+		t.Fatalf("KeyFilter = %v", f)
+	}
+	if f := ScopeFilter("s", ""); !reflect.DeepEqual(f, map[string]string{Scope: "s", Thread: empty}) {
+		t.Fatalf("ScopeFilter = %v", f)
+	}
+}

@@ -72,8 +72,9 @@ type APIEnvelope struct {
 	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
-// APIKey is a sandbox key. Acquire and dispose need scope, thread_id and agent_id;
-// dispose_scope needs scope and thread_id; call_id is set only for call-scoped workloads.
+// APIKey is a sandbox key. Every call that names a key needs scope; an empty thread_id or
+// agent_id is a key like any other, as the Python reference has it. call_id is set only for
+// call-scoped workloads.
 type APIKey struct {
 	Scope    string `json:"scope"`
 	ThreadID string `json:"thread_id"`
@@ -90,9 +91,12 @@ type APIResponse struct {
 
 // APIError is a failure: a stable code from the table in package service, the error's text,
 // and the typed error's fields (snake_case) from which a Go client rebuilds the same error.
+// Field is set on a bad_request that one request field caused: its JSON path from the body's
+// root ("timeout_ms", "key.scope", "spec.files_in.max_files").
 type APIError struct {
 	Code    string          `json:"code"`
 	Message string          `json:"message"`
+	Field   string          `json:"field,omitempty"`
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }
 
@@ -526,14 +530,35 @@ type APIHealthRequest struct {
 	APIEnvelope
 }
 
-// APIHealthResponse says how the engine is: status "ok", or "draining" while it shuts down.
+// APIHealthResponse says how the engine is: status "ok"; "engine_unavailable" when its
+// backend cannot reach the Docker daemon (daemon says why); or "draining" while it shuts
+// down. Daemon is the answer of the round trip this request made to the daemon (absent for a
+// backend that cannot be asked); LastError the last call that failed on the engine's side
+// (codes internal, engine_unavailable, image_missing), absent when none has.
 type APIHealthResponse struct {
 	APIResponse
-	Engine    string    `json:"engine"`
-	Version   string    `json:"version"`
-	Status    string    `json:"status"`
-	StartedAt time.Time `json:"started_at"`
-	InFlight  int       `json:"in_flight"`
-	Sandboxes int       `json:"sandboxes"`
-	Backends  []string  `json:"backends"`
+	Engine    string            `json:"engine"`
+	Version   string            `json:"version"`
+	Status    string            `json:"status"`
+	StartedAt time.Time         `json:"started_at"`
+	InFlight  int               `json:"in_flight"`
+	Sandboxes int               `json:"sandboxes"`
+	Backends  []string          `json:"backends"`
+	Daemon    *APIDaemonHealth  `json:"daemon,omitempty"`
+	LastError *APIHealthFailure `json:"last_error,omitempty"`
+}
+
+// APIDaemonHealth is whether the daemon answered a health request's round trip, and the
+// error (code engine_unavailable when it cannot be reached) when it did not.
+type APIDaemonHealth struct {
+	Reachable bool      `json:"reachable"`
+	Error     *APIError `json:"error,omitempty"`
+}
+
+// APIHealthFailure is a call that failed on the engine's side: the operation, when, and its
+// error as the call's reply carried it.
+type APIHealthFailure struct {
+	Op    string    `json:"op"`
+	At    time.Time `json:"at"`
+	Error APIError  `json:"error"`
 }

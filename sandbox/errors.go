@@ -64,6 +64,39 @@ func (e *NoBackendError) Error() string {
 // Is reports the lookup family.
 func (e *NoBackendError) Is(target error) bool { return target == ErrNoBackend }
 
+// BackendUnavailableError says a backend cannot reach what runs its sandboxes (for Docker,
+// the daemon): the call did nothing and may be retried once it is back. It is of no family:
+// the request was fine. Err is the backend's own error.
+type BackendUnavailableError struct {
+	Backend string
+	Reason  string
+	Err     error
+}
+
+func (e *BackendUnavailableError) Error() string {
+	return fmt.Sprintf("backend %s is unavailable: %s", e.Backend, e.Reason)
+}
+
+// Unwrap returns the backend's error.
+func (e *BackendUnavailableError) Unwrap() error { return e.Err }
+
+// ImageMissingError says the image a sandbox needs is not present where the backend runs it,
+// and the backend never fetches one. Hint says how to make it present. It is of no family:
+// the request was fine, the host is not ready for it.
+type ImageMissingError struct {
+	Backend string
+	Image   string
+	Hint    string
+}
+
+func (e *ImageMissingError) Error() string {
+	msg := fmt.Sprintf("image %s is not present for backend %s, which never pulls", e.Image, e.Backend)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
 // BackendNotPermittedError refuses a backend below the isolation floor, with an unknown rung,
 // or with unreadable declarations. It is raised at router construction for a fixed selection:
 // a misconfiguration must not start.

@@ -6,6 +6,10 @@ import "strings"
 // context, never from model input: a key a model can influence lets one conversation address
 // another's sandbox.
 //
+// Any component may be empty, as in the reference: an empty ThreadID or AgentID is a value
+// like any other, part of the identity (the Docker backend digests it into names and labels),
+// never a wildcard. The engine's NATS API requires Scope.
+//
 // The identity of one physical sandbox is the pair (Key, Spec.Kind); see [Identity].
 type Key struct {
 	Scope    string // tenant or user scope

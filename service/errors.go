@@ -61,6 +61,7 @@ const (
 	CodeConformanceFailure           = "conformance_failure"
 	CodeDisposalFailure              = "disposal_failure"
 	CodeSandboxGone                  = "sandbox_gone"
+	CodeImageMissing                 = "image_missing"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -91,15 +92,21 @@ const (
 )
 
 // errorCode is one row of the table: a code and either the pointer type of a typed error or
-// a sentinel value.
+// a sentinel value. An alias row only sends its type under another row's code, and the
+// client rebuilds that row's error.
 type errorCode struct {
 	code     string
 	typ      reflect.Type
 	sentinel error
+	alias    bool
 }
 
 func typed[T error](code string) errorCode {
 	return errorCode{code: code, typ: reflect.TypeFor[T]()}
+}
+
+func alias[T error](code string) errorCode {
+	return errorCode{code: code, typ: reflect.TypeFor[T](), alias: true}
 }
 
 func sentinel(code string, err error) errorCode { return errorCode{code: code, sentinel: err} }
@@ -146,10 +153,12 @@ var errorCodes = []errorCode{
 	typed[*sandbox.ConformanceFailure](CodeConformanceFailure),
 	typed[*sandbox.DisposalFailure](CodeDisposalFailure),
 	typed[*sandbox.GoneError](CodeSandboxGone),
+	typed[*sandbox.ImageMissingError](CodeImageMissing),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),
 	typed[*EngineUnavailableError](CodeEngineUnavailable),
+	alias[*sandbox.BackendUnavailableError](CodeEngineUnavailable), // the daemon cannot be reached
 	typed[*InternalError](CodeInternal),
 
 	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
@@ -193,21 +202,26 @@ var (
 
 func init() {
 	for _, c := range errorCodes {
+		if c.typ != nil {
+			codeByType[c.typ] = c
+		}
+		if c.alias {
+			continue
+		}
 		if _, dup := codeByName[c.code]; dup {
 			panic("service: error code " + c.code + " is in the table twice")
 		}
 		codeByName[c.code] = c
-		if c.typ != nil {
-			codeByType[c.typ] = c
-		}
 	}
 }
 
 // Codes lists every code of the table, in table order.
 func Codes() []string {
-	out := make([]string, len(errorCodes))
-	for i, c := range errorCodes {
-		out[i] = c.code
+	out := make([]string, 0, len(errorCodes))
+	for _, c := range errorCodes {
+		if !c.alias {
+			out = append(out, c.code)
+		}
 	}
 	return out
 }
@@ -218,8 +232,11 @@ var ErrUnavailable = errors.New("service: engine unavailable")
 
 // BadRequestError is a request the engine could not take: malformed JSON, an unknown type
 // or field, a missing key, an oversized payload, a chunk out of order. Nothing was changed.
+// Field is the JSON path of the field at fault ("timeout_ms", "key.scope",
+// "spec.files_in.max_files") when one is; the wire error carries it as error.field too.
 type BadRequestError struct {
 	Reason string
+	Field  string
 }
 
 func (e *BadRequestError) Error() string { return "bad request: " + e.Reason }
@@ -242,13 +259,18 @@ func (e *UnknownSandboxError) Error() string {
 func (e *UnknownSandboxError) Is(target error) bool { return target == sandbox.ErrInvalid }
 
 // EngineUnavailableError says no engine answered the subject, or the one that did is
-// shutting down or over its limits. The request did not run; it may be retried.
+// shutting down or over its limits, or its backend cannot reach the Docker daemon (a
+// [*sandbox.BackendUnavailableError] on the engine, sent under the same code; Subject is
+// then empty). The request did not run; it may be retried.
 type EngineUnavailableError struct {
 	Subject string
 	Reason  string
 }
 
 func (e *EngineUnavailableError) Error() string {
+	if e.Subject == "" {
+		return "engine unavailable: " + e.Reason
+	}
 	return fmt.Sprintf("engine unavailable on %s: %s", e.Subject, e.Reason)
 }
 
@@ -296,6 +318,9 @@ func EncodeError(err error) *messages.APIError {
 		return &messages.APIError{Code: CodeInternal, Message: err.Error()}
 	}
 	out := &messages.APIError{Code: c.code, Message: err.Error()}
+	if br, ok := found.(*BadRequestError); ok {
+		out.Field = br.Field
+	}
 	if c.typ != nil {
 		detail, derr := json.Marshal(encodeValue(reflect.ValueOf(found).Elem()))
 		if derr == nil && string(detail) != "{}" {

@@ -83,6 +83,9 @@ func TestEveryCodeRoundTrips(t *testing.T) {
 		sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrProtocol, sandbox.ErrGone, sandbox.ErrIsDirectory,
 		fs.ErrNotExist, fs.ErrPermission, syscall.ENOTDIR, context.Canceled, ErrUnavailable}
 	for _, c := range errorCodes {
+		if c.alias {
+			continue // TestAliasesRebuildTheirCodesError
+		}
 		t.Run(c.code, func(t *testing.T) {
 			var orig error
 			if c.sentinel != nil {
@@ -261,3 +264,34 @@ type familyOnly struct{}
 
 func (*familyOnly) Error() string        { return "egress network n: the engine cannot build it" }
 func (*familyOnly) Is(target error) bool { return target == sandbox.ErrUnsupported }
+
+// TestAliasesRebuildTheirCodesError: a backend that cannot reach its daemon is sent as
+// engine_unavailable, and the client rebuilds an [*EngineUnavailableError] that carries the
+// reason and reports [ErrUnavailable].
+func TestAliasesRebuildTheirCodesError(t *testing.T) {
+	orig := fmt.Errorf("acquire: %w", &sandbox.BackendUnavailableError{Backend: "docker", Reason: "the Docker daemon cannot be reached",
+		Err: errors.New("dial unix /nowhere.sock: connect: no such file or directory")})
+	wire := EncodeError(orig)
+	if wire.Code != CodeEngineUnavailable {
+		t.Fatalf("code %q, want %q", wire.Code, CodeEngineUnavailable)
+	}
+	b, err := json.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back messages.APIError
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	got := DecodeError(&back)
+	var eu *EngineUnavailableError
+	if !errors.As(got, &eu) || eu.Reason != "the Docker daemon cannot be reached" || !errors.Is(got, ErrUnavailable) {
+		t.Fatalf("rebuilt %#v (%v)", got, eu)
+	}
+	if got.Error() != orig.Error() {
+		t.Fatalf("text %q, want %q", got.Error(), orig.Error())
+	}
+	if slices.Contains(Codes(), "") || len(Codes()) != len(errorCodes)-1 {
+		t.Fatalf("Codes() lists an alias: %v", Codes())
+	}
+}

@@ -16,7 +16,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, true)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, true)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := requireKey(&req.APIEnvelope, false)
+	key, err := requireKey(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
 	}
@@ -114,18 +114,22 @@ func declarations(_ context.Context, s *Service, data []byte) (any, error) {
 	return out, nil
 }
 
-func health(_ context.Context, s *Service, data []byte) (any, error) {
+func health(ctx context.Context, s *Service, data []byte) (any, error) {
 	if _, err := decode[messages.APIHealthRequest](data); err != nil {
 		return nil, err
 	}
+	daemon := s.daemonHealth(ctx)
 	s.mu.Lock()
-	status, inFlight := "ok", s.inFlight-1 // not counting this call
-	if s.draining {
-		status = "draining"
+	status, inFlight := HealthOK, s.inFlight-1 // not counting this call
+	switch {
+	case s.draining:
+		status = HealthDraining
+	case daemon != nil && !daemon.Reachable:
+		status = HealthEngineUnavailable
 	}
 	s.mu.Unlock()
 	out := &messages.APIHealthResponse{Engine: s.id, Version: s.o.version, Status: status, StartedAt: s.started,
-		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}}
+		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}, Daemon: daemon, LastError: s.failures.get()}
 	if b := s.router.Backend(); b != nil {
 		out.Backends = append(out.Backends, b.Name())
 	}

@@ -41,6 +41,7 @@ type Service struct {
 
 	handles   *handles
 	transfers *transfers
+	failures  lastFailure // the last engine failure, for health
 
 	mu       sync.Mutex
 	inFlight int
@@ -348,6 +349,7 @@ func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 		go func() {
 			defer s.end()
 			resp, err := s.call(c)
+			s.failures.note(op.name, err)
 			s.reply(c, resp, err)
 		}()
 	}
@@ -368,9 +370,10 @@ func (s *Service) call(c *call) (resp any, err error) {
 	if len(data) > s.o.maxRequestBytes {
 		return nil, &BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
 	}
+	data = orBodyless(data, op.reqType)
 	var env messages.APIEnvelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, &BadRequestError{Reason: "malformed JSON: " + err.Error()}
+		return nil, bodyError(err)
 	}
 	if env.Key != nil {
 		c.log = c.log.With(zap.Stringer("key", KeyFromWire(env.Key)))
@@ -381,11 +384,11 @@ func (s *Service) call(c *call) (resp any, err error) {
 	subject := c.msg.Subject
 	switch {
 	case env.Type == "":
-		return nil, &BadRequestError{Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
+		return nil, &BadRequestError{Field: "type", Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
 	case env.Type != op.reqType:
-		return nil, &BadRequestError{Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
+		return nil, &BadRequestError{Field: "type", Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
 	case env.WaitMS < 0:
-		return nil, &BadRequestError{Reason: fmt.Sprintf("wait_ms must not be negative, got %d", env.WaitMS)}
+		return nil, &BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
 	ctx := withCall(s.life, c)
 	if env.WaitMS > 0 {
@@ -482,45 +485,39 @@ func decode[T any](data []byte) (*T, error) {
 	dec.DisallowUnknownFields()
 	var v T
 	if err := dec.Decode(&v); err != nil {
-		return nil, &BadRequestError{Reason: "malformed request: " + err.Error()}
+		return nil, bodyError(err)
 	}
 	if dec.More() {
 		return nil, &BadRequestError{Reason: "malformed request: data after the JSON object"}
 	}
+	if err := checkFields(&v); err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 
-// requireKey returns the envelope's key, refusing a missing one: every key needs scope and
-// thread_id, and a sandbox's key its agent_id too.
-func requireKey(env *messages.APIEnvelope, agent bool) (sandbox.Key, error) {
+// requireKey returns the envelope's key, refusing a missing one or one without a scope. An
+// empty thread_id or agent_id is a key like any other, as the reference accepts it: its names
+// and labels are derived from the empty strings (docker/names.go, docker/labels.go).
+func requireKey(env *messages.APIEnvelope) (sandbox.Key, error) {
 	if env.Key == nil {
-		return sandbox.Key{}, &BadRequestError{Reason: "missing key: the envelope carries no key"}
+		return sandbox.Key{}, &BadRequestError{Field: "key", Reason: "missing key: the envelope carries no key"}
 	}
 	k := KeyFromWire(env.Key)
-	var missing []string
 	if k.Scope == "" {
-		missing = append(missing, "scope")
-	}
-	if k.ThreadID == "" {
-		missing = append(missing, "thread_id")
-	}
-	if agent && k.AgentID == "" {
-		missing = append(missing, "agent_id")
-	}
-	if len(missing) > 0 {
-		return sandbox.Key{}, &BadRequestError{Reason: "missing key: the envelope's key has no " + strings.Join(missing, ", ")}
+		return sandbox.Key{}, &BadRequestError{Field: "key.scope", Reason: "missing key: the envelope's key has no scope"}
 	}
 	return k, nil
 }
 
 // sandboxFor returns the handle the envelope names, refusing it under any key but its own.
 func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
-	key, err := requireKey(env, true)
+	key, err := requireKey(env)
 	if err != nil {
 		return nil, err
 	}
 	if env.Sandbox == "" {
-		return nil, &BadRequestError{Reason: "missing sandbox: the envelope names no sandbox handle"}
+		return nil, &BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
 	}
 	h := s.handles.get(env.Sandbox)
 	if h == nil {

@@ -185,13 +185,13 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		wantText string
 	}{
 		{"malformed JSON", write(service.SubjectWriteFileT), []byte(`{"type": "maf.sandbox.api.v1.write_file_request",`), service.CodeBadRequest, "malformed JSON"},
-		{"not an object", write(service.SubjectWriteFileT), []byte(`[1,2]`), service.CodeBadRequest, "malformed JSON"},
+		{"not an object", write(service.SubjectWriteFileT), []byte(`[1,2]`), service.CodeBadRequest, "must be a JSON object"},
 		{"no type", write(service.SubjectWriteFileT), []byte(`{"path":"f.txt"}`), service.CodeBadRequest, "no type"},
 		{"unknown operation", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = messages.APITypePrefix + "format_disk_request" }), service.CodeBadRequest, "unknown operation"},
 		{"another version", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = "maf.sandbox.api.v2.write_file_request" }), service.CodeBadRequest, "unknown operation"},
 		{"unknown field", write(service.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.write_file_request","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `","path":"f.txt","work_dir":".","content":"eA==","mode":"0777"}`), service.CodeBadRequest, "unknown field"},
 		{"missing key", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = nil }), service.CodeBadRequest, "missing key"},
-		{"key without agent", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), service.CodeBadRequest, "agent_id"},
+		{"key without agent", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), service.CodeBadRequest, "not acquired under this key"},
 		{"another key's handle", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) {
 			r.Key = &messages.APIKey{Scope: "other", ThreadID: "thread", AgentID: "agent"}
 		}), service.CodeBadRequest, "not acquired under this key"},
@@ -210,7 +210,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"stream into the API", write(service.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: service.SubjectAcquire}), service.CodeBadRequest, "stream_to"},
 		{"acquire without a key", service.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType}, Spec: messages.APISpec{Kind: "shell", Image: "fake"}}), service.CodeBadRequest, "missing key"},
 		{"acquire with a bad spec", service.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: key}, Spec: messages.APISpec{Kind: "shell", Egress: "wide-open"}}), service.CodeInvalidArgument, "unknown egress"},
-		{"dispose scope without thread", service.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{Scope: "tenant"}}}), service.CodeBadRequest, "thread_id"},
+		{"dispose scope without scope", service.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{ThreadID: "thread"}}}), service.CodeBadRequest, "scope"},
 		{"reap without an age", service.SubjectReap, mustJSON(t, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}}), service.CodeInvalidArgument, "older_than_ms"},
 	}
 	raw := newRawConn(t, e)

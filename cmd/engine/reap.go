@@ -217,14 +217,9 @@ func dash(s string) string {
 	return s
 }
 
-// publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
-// unreachable, for at most wait; not delivered by then is an error (the command exits
-// non-zero), never a silent loss.
-func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
-	engineID, err := cli.EngineID(ctx)
-	if err != nil {
-		return fmt.Errorf("reap summary: %w", err)
-	}
+// reapMessage is the reap.completed message of one sweep (docs/events.md), for the daemon
+// engineID, under prefix.
+func reapMessage(prefix, engineID string, res reaper.Result) (egresslog.Message, error) {
 	run := make([]byte, 16)
 	_, _ = rand.Read(run)
 	sum := egresslog.ReapSummary{RunID: hex.EncodeToString(run), OlderThan: res.OlderThan, Scope: res.Scope, Cutoff: res.Cutoff,
@@ -235,11 +230,26 @@ func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reap
 	}
 	ev, err := sum.Event(engineID, time.Now())
 	if err != nil {
-		return fmt.Errorf("reap summary: %w", err)
+		return egresslog.Message{}, fmt.Errorf("reap summary: %w", err)
 	}
 	msg, err := egresslog.ReapMessage(prefix, ev)
 	if err != nil {
+		return egresslog.Message{}, fmt.Errorf("reap summary: %w", err)
+	}
+	return msg, nil
+}
+
+// publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
+// unreachable, for at most wait; not delivered by then is an error (the command exits
+// non-zero), never a silent loss.
+func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
+	engineID, err := cli.EngineID(ctx)
+	if err != nil {
 		return fmt.Errorf("reap summary: %w", err)
+	}
+	msg, err := reapMessage(prefix, engineID, res)
+	if err != nil {
+		return err
 	}
 	nc, err := nats.Connect(url, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))

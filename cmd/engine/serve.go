@@ -60,7 +60,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
 	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
-	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	labels := labelFlag{}
@@ -81,8 +81,8 @@ func serveCmd(ctx context.Context, args []string) error {
 	defer func() { _ = log.Sync() }()
 
 	var (
-		nc  *nats.Conn
-		url string
+		url  string
+		dial func(name string) (*nats.Conn, error)
 	)
 	if conn.url == "" {
 		srv, err := startEmbedded(*listen, *dataDir, log)
@@ -94,22 +94,35 @@ func serveCmd(ctx context.Context, args []string) error {
 			srv.WaitForShutdown()
 		}()
 		url = srv.ClientURL()
-		nc, err = nats.Connect(url, nats.InProcessServer(srv), nats.Name("maf-sandbox engine serve"))
-		if err != nil {
-			return fmt.Errorf("serve: connect to the embedded server: %w", err)
+		dial = func(name string) (*nats.Conn, error) {
+			nc, err := nats.Connect(url, nats.InProcessServer(srv), nats.Name(name))
+			if err != nil {
+				return nil, fmt.Errorf("serve: connect to the embedded server: %w", err)
+			}
+			return nc, nil
 		}
 	} else {
 		url = conn.url
-		if nc, err = conn.connect("maf-sandbox engine serve", log); err != nil {
-			return err
-		}
+		dial = func(name string) (*nats.Conn, error) { return conn.connect(name, log) }
+	}
+	nc, err := dial("maf-sandbox engine serve")
+	if err != nil {
+		return err
 	}
 	defer nc.Close()
+	// The events go out on a connection of their own: JetStream publishing subscribes for its
+	// acknowledgements, and the service's drain waits for the API connection's subscriptions
+	// to be its own again.
+	events, err := dial("maf-sandbox engine serve events")
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 
 	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels}
 	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, nc, cfg, *eventPrefix, log)
+		box, sink, err := egressEvents(ctx, events, cfg, *eventPrefix, log)
 		if err != nil {
 			return err
 		}
@@ -132,8 +145,21 @@ func serveCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	var reaps *reapEvents
+	if *eventPrefix != "" {
+		if reaps, err = newReapEvents(events, cfg, *eventPrefix, log); err != nil {
+			return err
+		}
+		defer func() {
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
+			defer cancel()
+			if n := reaps.box.Close(wait); n > 0 {
+				log.Warn("reap summaries not delivered at shutdown", zap.Int("count", n))
+			}
+		}()
+	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
-		service.WithReaper(backendReaper(backend)), service.WithVersion(buildVersion())}
+		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion())}
 	if *engineID != "" {
 		opts = append(opts, service.WithEngineID(*engineID))
 	}
@@ -237,8 +263,56 @@ func (n natsLogger) Errorf(format string, v ...any)  { n.l.Errorf(format, v...) 
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debugf(format, v...) }
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) }
 
-// backendReaper serves reap requests with the Docker backend's sweep.
-func backendReaper(b *actors.Backend) service.Reaper {
+// reapEvents publishes the summary of every sweep a reap request ran (docs/events.md) to
+// the JetStream stream under prefix, through an outbox that keeps and retries it while NATS
+// is away, as engine reap --nats-url does.
+type reapEvents struct {
+	box    *natspub.Outbox
+	prefix string
+	cli    *docker.CLI // asks the daemon's ID, which the summary carries
+	log    *zap.Logger
+}
+
+func newReapEvents(nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*reapEvents, error) {
+	cli, err := docker.NewCLI(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("serve: reap summaries: %w", err)
+	}
+	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("serve: reap summaries: %w", err)
+	}
+	log = log.Named("reap-events")
+	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("serve: reap summaries: %w", err)
+	}
+	return &reapEvents{box: box, prefix: prefix, cli: cli, log: log}, nil
+}
+
+// publish hands the summary of res to the outbox; a nil r publishes nothing.
+func (r *reapEvents) publish(ctx context.Context, res reaper.Result) {
+	if r == nil {
+		return
+	}
+	engineID := "unknown"
+	if id, err := r.cli.EngineID(ctx); err == nil {
+		engineID = id
+	} else {
+		r.log.Warn("reap summary will carry no daemon ID", zap.Error(err))
+	}
+	msg, err := reapMessage(r.prefix, engineID, res)
+	if err == nil {
+		err = r.box.Enqueue(msg)
+	}
+	if err != nil {
+		r.log.Error("reap summary NOT published", zap.Error(err))
+	}
+}
+
+// backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
+// summary through events.
+func backendReaper(b *actors.Backend, events *reapEvents) service.Reaper {
 	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
@@ -251,6 +325,7 @@ func backendReaper(b *actors.Backend) service.Reaper {
 		if err != nil {
 			return service.ReapResult{}, err
 		}
+		events.publish(context.WithoutCancel(ctx), res)
 		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
 		for _, f := range res.Failures {
 			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})

@@ -1,0 +1,68 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// buildEngine builds the engine command into the test's temporary directory.
+func buildEngine(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "engine")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startServe runs "engine serve" on an embedded NATS server on the test's driver, with this
+// run's test labels and env added to the test's environment, and stops it (SIGTERM) when the
+// test ends, failing the test when the stop takes longer than 15 s. It returns the NATS URL the ready file names.
+func startServe(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	bin := buildEngine(t)
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	all := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--ready-file", ready, "--log-format", "json"}
+	if d := testDriver(); d != "" {
+		all = append(all, "--driver", d)
+	}
+	for k, v := range dockertest.Labels() {
+		all = append(all, "--label", k+"="+v)
+	}
+	serve := exec.Command(bin, append(all, args...)...)
+	serve.Env = append(os.Environ(), env...)
+	var serveLog bytes.Buffer
+	serve.Stdout, serve.Stderr = &serveLog, &serveLog
+	if err := serve.Start(); err != nil {
+		t.Fatalf("start serve: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- serve.Wait() }()
+	t.Cleanup(func() {
+		stop := time.Now()
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-served:
+		case <-time.After(time.Minute):
+			_ = serve.Process.Kill()
+			<-served
+		}
+		// Nothing is in flight: a drain that waits out its timeout is a hang, not a drain.
+		if d := time.Since(stop); d > 15*time.Second {
+			t.Errorf("engine serve took %s to stop with no call in flight", d.Round(time.Second))
+		}
+		if t.Failed() {
+			t.Logf("serve log:\n%s", serveLog.String())
+		}
+	})
+	return waitReady(t, ready, served)
+}
