@@ -1,0 +1,84 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+var stagingRm = regexp.MustCompile(`^exec rm -f -- /tmp/\.maf-write-[0-9a-f]{32}$`)
+
+// afterLast returns the calls that follow the last one equal to call.
+func afterLast(calls []string, call string) []string {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i] == call {
+			return calls[i+1:]
+		}
+	}
+	return nil
+}
+
+// A staged write removes its staging name after the thaw, on success and when the archive
+// failed; the rm check runs once per instance, before the first freeze.
+func TestStagedWriteRemovesItsStagingName(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, sb := runtimeSandbox(t)
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "a", []byte("x"), "/tmp"); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.Calls()
+	if n := slices.Index(calls, "exec rm -rf --"); n < 0 || n > slices.Index(calls, "pause") {
+		t.Fatalf("no rm check before the freeze: %v", calls)
+	}
+	if tail := afterLast(calls, "unpause"); len(tail) != 1 || !stagingRm.MatchString(tail[0]) {
+		t.Fatalf("after the thaw = %v, want one rm of the staging name", tail)
+	}
+	boom := errors.New("daemon refused the archive")
+	f.onCopy = func() error { return boom }
+	if err := sb.WriteFile(ctx, "b", []byte("x"), "/tmp"); !errors.Is(err, boom) {
+		t.Fatalf("write = %v, want the archive's error", err)
+	}
+	calls = f.Calls()
+	if n := slices.Index(calls, "exec rm -rf --"); slices.Contains(calls[n+1:], "exec rm -rf --") {
+		t.Fatalf("rm checked again on the same instance: %v", calls)
+	}
+	if tail := afterLast(calls, "unpause"); len(tail) != 1 || !stagingRm.MatchString(tail[0]) {
+		t.Fatalf("after the failed write's thaw = %v, want one rm of the staging name", tail)
+	}
+}
+
+// An image whose rm fails the check writes in place: no staging name, nothing run after the
+// thaw, and the check is not repeated.
+func TestWriteWithoutRmGoesInPlace(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, sb := runtimeSandbox(t)
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	f.onExec = func(_ context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		if req.Argv[0] == "rm" {
+			return docker.ExecOutput{ExitCode: 127, Stdout: []byte("executable file not found")}, nil
+		}
+		return docker.ExecOutput{}, nil
+	}
+	for _, p := range []string{"a", "b"} {
+		if err := sb.WriteFile(ctx, p, []byte("x"), "/tmp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := f.Calls()
+	if n := strings.Count(strings.Join(calls, "\n"), "exec rm"); n != 1 {
+		t.Fatalf("%d rm execs, want the one check: %v", n, calls)
+	}
+	if tail := afterLast(calls, "unpause"); slices.ContainsFunc(tail, func(c string) bool { return strings.HasPrefix(c, "exec") }) {
+		t.Fatalf("ran a command after writing in place: %v", tail)
+	}
+}
