@@ -52,6 +52,9 @@ type memory struct {
 	factsKey string
 	probedID string          // the instance the probe results belong to
 	probed   map[string]bool // probe name → passed
+	// inPlace holds the directories (→ the instance) where a staging name could not be
+	// removed (container_write.go): later writes there go in place.
+	inPlace map[string]string
 }
 
 func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {

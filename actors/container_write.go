@@ -32,7 +32,9 @@ import (
 // authority is what it could do itself), and as root only when every directory from / down is
 // the host's (the reach rule, §6.5). That rm is the only guest command a write runs, so a
 // write stages only on an instance whose rm passed the image command probe; on any other
-// instance (an image without rm) it writes in place, as before.
+// instance (an image without rm) it writes in place, as before. So does a write into a
+// directory where neither may remove the name (a root-owned directory below one of the
+// guest's): the first write there leaves its staging name, the later ones go in place.
 
 // stagingPrefix begins every staging name: a dot file, so it stays out of plain listings, and
 // a fixed form (stagingPrefix + 32 hex digits) so a leftover can be recognised and swept.
@@ -50,7 +52,7 @@ func (a *containerActor) stagingFor(ctx context.Context, target, abs string) str
 		name += "/"
 	}
 	name += stagingPrefix + stagingToken()
-	if len(name) > maxStagingPath || !a.canRemoveStaging(ctx, target) {
+	if len(name) > maxStagingPath || a.inPlace[parentOf(abs)] == target || !a.canRemoveStaging(ctx, target) {
 		return ""
 	}
 	return name
@@ -130,7 +132,13 @@ func (a *containerActor) removeStaging(ctx context.Context, target, staging stri
 		}
 	}
 	if out.code != 0 {
-		return fmt.Errorf("rm exited %d%s", out.code, out.detail)
+		// Neither the guest nor, by the reach rule, root may remove names here: stop staging
+		// in this directory, so at most one name is ever left in it.
+		if a.inPlace == nil {
+			a.inPlace = map[string]string{}
+		}
+		a.inPlace[parentOf(staging)] = target
+		return fmt.Errorf("rm exited %d%s; later writes in %s go in place", out.code, out.detail, parentOf(staging))
 	}
 	return nil
 }
