@@ -6,11 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +24,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/moby/moby/client"
 )
 
 // The crash test re-runs this test binary as the writer: these variables tell the child what
@@ -30,6 +32,7 @@ const (
 	crashChildEnv  = "MAF_SANDBOX_WRITE_CRASH_CHILD" // the key, JSON
 	crashLabelsEnv = "MAF_SANDBOX_WRITE_CRASH_LABELS"
 	crashReady     = "write-crash-child: acquired"
+	crashWrote     = "write-crash-child: wrote"
 	crashFile      = "big.bin"
 	crashSize      = 50 << 20
 )
@@ -40,10 +43,11 @@ var stagingEntry = regexp.MustCompile(`\s(\d+)\s+\w+\s+\d+\s+[\d:]+\s+(\.maf-wri
 func crashContent(fill string) []byte { return bytes.Repeat([]byte(fill), crashSize/len(fill)) }
 
 // An engine killed (SIGKILL) while it writes a 50 MiB file leaves the file whole: the next
-// acquire thaws the guest and finds the complete old content or the complete new one, never a
-// mix. The writer is a real process (this test binary re-run), killed at several points after
-// its archive began to reach the daemon; at least one kill must have cut a transfer (leaving a
-// partial staging name behind), or the test proved nothing.
+// acquire thaws the guest and finds the complete old content, never a mix. The writer is a
+// real process (this test binary re-run) whose daemon connection runs through a proxy that
+// holds the archive upload once cutAt bytes of it have passed; the writer is killed there,
+// mid-transfer, and the daemon sees the archive end. A last round lets the write finish and
+// finds the new content whole and no staging name left.
 func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 	if os.Getenv(crashChildEnv) != "" {
 		crashChild(t)
@@ -56,42 +60,18 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 	sb := acquire(t, b, key, spec)
 	ctx := ctxT(t)
 	oldContent, newContent := crashContent("old content\n"), crashContent("NEW CONTENT\n")
-
-	daemon, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
-	id := sb.InstanceID()
-
-	// Where a write's time goes here: from the freeze through its first entry reaching the
-	// daemon (the directory changes) to its return. The kills are spread over the last part.
-	before := dirMtime(t, daemon, id)
-	done := make(chan time.Time, 1)
-	begin := time.Now()
-	go func() {
-		err := sb.WriteFile(ctx, "calibrate.bin", newContent, ".")
-		if err != nil {
-			t.Error(err)
-		}
-		done <- time.Now()
-	}()
-	frozen, reached := watchWrite(t, daemon, id, before)
-	end := <-done
-	t.Logf("a %d MiB write here: frozen after %s, reached the daemon after %s, returned after %s",
-		crashSize>>20, frozen.Sub(begin), reached.Sub(begin), end.Sub(begin))
-	transfer := end.Sub(reached)
-
 	keyJSON, _ := json.Marshal(key)
 	labelsJSON, _ := json.Marshal(dockertest.Labels())
-	midTransfer := 0
-	for round, frac := range []float64{0, 0.2, 0.4, 0.6} {
+
+	cuts := []int64{4 << 10, 25 << 20, int64(len(newContent)) - 4<<10, 0} // 0: no cut
+	for round, cutAt := range cuts {
 		if err := sb.WriteFile(ctx, crashFile, oldContent, "."); err != nil {
 			t.Fatalf("round %d: write the old content: %v", round, err)
 		}
-		before := dirMtime(t, daemon, id)
+		proxy := newCutProxy(t, cutAt)
 		child := exec.Command(os.Args[0], "-test.run=^TestWriteCrashLeavesOldOrNewContent$", "-test.count=1")
-		child.Env = append(os.Environ(), crashChildEnv+"="+string(keyJSON), crashLabelsEnv+"="+string(labelsJSON))
+		child.Env = append(os.Environ(), crashChildEnv+"="+string(keyJSON), crashLabelsEnv+"="+string(labelsJSON),
+			"DOCKER_HOST=unix://"+proxy.path)
 		child.Stderr = os.Stderr
 		out, err := child.StdoutPipe()
 		if err != nil {
@@ -100,13 +80,22 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		if err := child.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitForLine(t, out, crashReady)
-		_, reached := watchWrite(t, daemon, id, before)
-		time.Sleep(time.Duration(frac*float64(transfer)) - time.Since(reached))
+		lines := bufio.NewScanner(out)
+		waitForLine(t, lines, crashReady)
+		if cutAt > 0 {
+			select {
+			case <-proxy.held:
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("round %d: the upload never reached %d bytes", round, cutAt)
+			}
+		} else {
+			waitForLine(t, lines, crashWrote)
+		}
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatalf("round %d: kill the writer: %v", round, err)
 		}
 		_ = child.Wait()
+		proxy.Close() // the daemon's side of the upload ends here
 
 		// A fresh engine, as after a restart: its acquire must thaw the guest.
 		after := acquireAgain(t, key, spec)
@@ -114,32 +103,25 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		switch {
 		case err != nil:
 			t.Fatalf("round %d: read back: %v", round, err)
-		case bytes.Equal(got, oldContent):
-			t.Logf("round %d (kill at %.0f%%): the old content is whole", round, frac*100)
-		case bytes.Equal(got, newContent):
-			t.Logf("round %d (kill at %.0f%%): the new content is whole", round, frac*100)
-		default:
-			t.Fatalf("round %d (kill at %.0f%%): torn file: %d bytes, neither the old nor the new %d",
-				round, frac*100, len(got), crashSize)
+		case cutAt > 0 && !bytes.Equal(got, oldContent):
+			t.Fatalf("round %d (cut after %d bytes): %d bytes, not the whole old content (%d bytes; new: %v)",
+				round, cutAt, len(got), len(oldContent), bytes.Equal(got, newContent))
+		case cutAt == 0 && !bytes.Equal(got, newContent):
+			t.Fatalf("round %d (no cut): %d bytes, not the whole new content", round, len(got))
 		}
-		listing := sh(t, after, "ls -lA /maf-sandbox/work")
-		for _, line := range strings.Split(listing, "\n") {
-			m := stagingEntry.FindStringSubmatch(line)
-			if m == nil {
-				continue
-			}
-			size, _ := strconv.Atoi(m[1])
-			t.Logf("round %d: left %s, %d bytes", round, m[2], size)
-			if size < crashSize {
-				midTransfer++
-			}
-			if err := after.Remove(ctx, m[2], ".", false); err != nil {
-				t.Fatalf("round %d: remove the leftover %s: %v", round, m[2], err)
+		var left []string
+		for _, line := range strings.Split(sh(t, after, "ls -lA /maf-sandbox/work"), "\n") {
+			if m := stagingEntry.FindStringSubmatch(line); m != nil {
+				left = append(left, m[2]+" ("+m[1]+" bytes)")
+				if err := after.Remove(ctx, m[2], ".", false); err != nil {
+					t.Fatalf("round %d: remove the leftover %s: %v", round, m[2], err)
+				}
 			}
 		}
-	}
-	if midTransfer == 0 {
-		t.Fatal("no kill landed during a transfer (no partial staging name was left): the rounds proved nothing")
+		t.Logf("round %d (cut after %d bytes): content whole; staging names left: %v", round, cutAt, left)
+		if cutAt == 0 && len(left) > 0 {
+			t.Fatalf("round %d: a finished write left %v", round, left)
+		}
 	}
 }
 
@@ -169,6 +151,7 @@ func crashChild(t *testing.T) {
 	if err := sb.WriteFile(ctx, crashFile, content, "."); err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println(crashWrote)
 	time.Sleep(time.Minute) // killed long before
 }
 
@@ -185,56 +168,107 @@ func acquireAgain(t *testing.T, key sandbox.Key, spec sandbox.Spec) sandbox.Sand
 	return sb
 }
 
-func waitForLine(t *testing.T, r interface{ Read([]byte) (int, error) }, want string) {
+func waitForLine(t *testing.T, lines *bufio.Scanner, want string) {
 	t.Helper()
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), want) {
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), want) {
 			return
 		}
 	}
-	t.Fatalf("the writer ended before saying %q: %v", want, sc.Err())
+	t.Fatalf("the writer ended before saying %q: %v", want, lines.Err())
 }
 
-// dirMtime is the storage base's modification time, from the daemon's stat of it (served
-// while the guest is frozen).
-func dirMtime(t *testing.T, daemon *client.Client, id string) time.Time {
-	t.Helper()
-	res, err := daemon.ContainerStatPath(context.Background(), id, client.ContainerStatPathOptions{Path: "/maf-sandbox/work"})
-	if err != nil {
-		t.Fatalf("stat the storage base: %v", err)
-	}
-	return res.Stat.Mtime
+// cutProxy forwards a unix socket to the daemon's. On every connection it watches for an
+// archive upload (PUT …/archive) and, when cutAt > 0, stops forwarding once cutAt bytes of it
+// (counted from the request line) have passed, closing held. Close drops every connection.
+type cutProxy struct {
+	path  string
+	cutAt int64
+	held  chan struct{}
+	ln    net.Listener
+	once  sync.Once
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
 }
 
-func paused(t *testing.T, daemon *client.Client, id string) bool {
+func newCutProxy(t *testing.T, cutAt int64) *cutProxy {
 	t.Helper()
-	info, err := daemon.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatalf("inspect: %v", err)
-	}
-	return info.Container.State.Paused
-}
-
-// watchWrite polls the container until a write has frozen it and its first entry has reached
-// the daemon (the storage base's modification time differs from before), and returns when it
-// saw each.
-func watchWrite(t *testing.T, daemon *client.Client, id string, before time.Time) (frozen, reached time.Time) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if frozen.IsZero() && paused(t, daemon, id) {
-			frozen = time.Now()
+	upstream := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		var ok bool
+		if upstream, ok = strings.CutPrefix(h, "unix://"); !ok {
+			t.Fatalf("the crash test proxies a unix socket; DOCKER_HOST is %s", h)
 		}
-		if !dirMtime(t, daemon, id).Equal(before) {
-			reached = time.Now()
-			if frozen.IsZero() {
-				frozen = reached
+	}
+	p := &cutProxy{path: filepath.Join(t.TempDir(), "d.sock"), cutAt: cutAt, held: make(chan struct{})}
+	ln, err := net.Listen("unix", p.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
 			}
-			return frozen, reached
+			d, err := net.Dial("unix", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, d)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, d); c.Close() }()
+			go func() { defer p.wg.Done(); p.upload(d, c); d.Close() }()
 		}
-		time.Sleep(time.Millisecond)
+	}()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// upload copies the client's bytes to the daemon, holding at the cut.
+func (p *cutProxy) upload(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 64<<10)
+	var seen int64 = -1 // bytes of the upload passed; -1 before one began
+	for {
+		n, err := src.Read(buf)
+		chunk := buf[:n]
+		if seen < 0 {
+			if i := bytes.Index(chunk, []byte("PUT /")); i >= 0 && bytes.Contains(chunk[i:], []byte("/archive")) {
+				seen, chunk = 0, chunk[i:]
+				if _, werr := dst.Write(buf[:i]); werr != nil {
+					return
+				}
+			}
+		}
+		if seen >= 0 && p.cutAt > 0 && seen+int64(len(chunk)) >= p.cutAt {
+			_, _ = dst.Write(chunk[:p.cutAt-seen])
+			p.once.Do(func() { close(p.held) })
+			_, _ = io.Copy(io.Discard, src) // hold: nothing more reaches the daemon
+			return
+		}
+		if seen >= 0 {
+			seen += int64(len(chunk))
+		}
+		if _, werr := dst.Write(chunk); werr != nil || err != nil {
+			return
+		}
 	}
-	t.Fatal("no write reached the daemon")
-	return
+}
+
+func (p *cutProxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
 }
