@@ -272,3 +272,102 @@ func (p *cutProxy) Close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// stagingNames lists the staging names in dir.
+func stagingNames(t *testing.T, sb sandbox.Sandbox, dir string) []string {
+	t.Helper()
+	var names []string
+	for _, line := range strings.Split(sh(t, sb, "ls -lA "+dir), "\n") {
+		if m := stagingEntry.FindStringSubmatch(line); m != nil {
+			names = append(names, m[2])
+		}
+	}
+	return names
+}
+
+// A write leaves nothing beside its file, on an image whose user is sandbox (uid 1000): no
+// staging name after a new file, an overwrite, a write that creates its parents, a write into
+// a directory only root may change (/etc: the guest's rm is refused there, and root's runs,
+// every directory from / down being the host's), and a write the daemon refused (over a
+// directory). The file is the guest's, mode 0644, with one link.
+func TestWriteLeavesNoStagingName(t *testing.T) {
+	image := derivedImage(t, "true", "USER sandbox")
+	b := newBackend(t)
+	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image)))
+	ctx := ctxT(t)
+	sh(t, sb, "mkdir -p /maf-sandbox/work/adir/inner")
+	writes := []struct{ path, wd, dir string }{
+		{"new.txt", ".", "/maf-sandbox/work"},
+		{"new.txt", ".", "/maf-sandbox/work"}, // over the first
+		{"a/b/c.txt", ".", "/maf-sandbox/work/a/b"},
+		{"maf-write-test.txt", "/etc", "/etc"},
+	}
+	for _, w := range writes {
+		if err := sb.WriteFile(ctx, w.path, []byte("content of "+w.path), w.wd); err != nil {
+			t.Fatalf("write %s in %s: %v", w.path, w.wd, err)
+		}
+		if left := stagingNames(t, sb, w.dir); len(left) > 0 {
+			t.Fatalf("write %s in %s left %v", w.path, w.wd, left)
+		}
+		file := w.dir + "/" + w.path[strings.LastIndex(w.path, "/")+1:]
+		if got := strings.TrimSpace(sh(t, sb, "stat -c '%h %u %a' "+file)); got != "1 1000 644" {
+			t.Fatalf("%s: links, owner, mode = %q, want 1 1000 644", file, got)
+		}
+		if got, err := sb.ReadFile(ctx, w.path, w.wd, 1024); err != nil || string(got) != "content of "+w.path {
+			t.Fatalf("read %s back = %q, %v", w.path, got, err)
+		}
+	}
+	if err := sb.WriteFile(ctx, "adir", []byte("x"), "."); err == nil {
+		t.Fatal("a write over a directory succeeded")
+	}
+	if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
+		t.Fatalf("the refused write left %v", left)
+	}
+	if got := sh(t, sb, "ls -A /maf-sandbox/work/adir"); strings.TrimSpace(got) != "inner" {
+		t.Fatalf("the refused write changed the directory: %q", got)
+	}
+}
+
+// Where neither the guest nor (by the reach rule) root may remove a staging name, a root-owned
+// directory inside the guest's base, the first write leaves its staging name (a second link
+// to the complete file, never the file itself) and later writes there go in place.
+func TestWriteIntoAnUnremovableDirectoryStopsStaging(t *testing.T) {
+	image := derivedImage(t, "mkdir -p /home/sandbox/ro && chown 1000:1000 /home/sandbox", "USER sandbox")
+	b := newBackend(t)
+	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image), sandbox.WithWorkDir("/home/sandbox")))
+	ctx := ctxT(t)
+	for i, content := range []string{"first", "second"} {
+		if err := sb.WriteFile(ctx, "ro/f.txt", []byte(content), "."); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if got, err := sb.ReadFile(ctx, "ro/f.txt", ".", 1024); err != nil || string(got) != content {
+			t.Fatalf("read back %d = %q, %v", i, got, err)
+		}
+		if left := stagingNames(t, sb, "/home/sandbox/ro"); len(left) != 1 {
+			t.Fatalf("after write %d: staging names %v, want the first write's one", i, left)
+		}
+	}
+}
+
+// An image without rm cannot remove a staging name, so its writes go in place: the content
+// lands, nothing is left beside it.
+func TestWriteWithoutRmGoesInPlace(t *testing.T) {
+	image := derivedImage(t, "rm /bin/rm", "USER sandbox")
+	b := newBackend(t)
+	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
+	ctx := ctxT(t)
+	if res, err := sb.Exec(ctx, sandbox.Argv("rm", "-rf", "--"), "/", 30*time.Second); err == nil && res.ExitCode == 0 {
+		t.Fatal("the derived image still runs rm")
+	}
+	for _, content := range []string{"first", "second"} {
+		if err := sb.WriteFile(ctx, "f.txt", []byte(content), "."); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := sb.ReadFile(ctx, "f.txt", ".", 1024); err != nil || string(got) != content {
+			t.Fatalf("read back = %q, %v", got, err)
+		}
+	}
+	if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
+		t.Fatalf("left %v", left)
+	}
+}
