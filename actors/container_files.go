@@ -177,7 +177,10 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	}
 	// Staged unless the instance cannot remove the staging name afterwards (see
 	// container_write.go): then in place, as the archive plane alone writes.
-	staging := a.stagingFor(ctx, target, abs)
+	staging, err := a.stagingFor(ctx, target, abs)
+	if err != nil {
+		return err
+	}
 	sent := false
 	err = a.frozen(ctx, target, func() error {
 		present := map[string]bool{}

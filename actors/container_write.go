@@ -45,17 +45,23 @@ const stagingPrefix = ".maf-write-"
 const maxStagingPath = 4095
 
 // stagingFor returns the staging name for a write of abs, or "" when the write goes in place.
-// It runs before the freeze: the rm check it may make is an exec.
-func (a *containerActor) stagingFor(ctx context.Context, target, abs string) string {
+// It runs before the freeze: the rm check it may make is an exec, and its error fails the
+// write, because an exec that did not complete may still be starting, and a freeze racing an
+// exec's start wedges the container (see handle).
+func (a *containerActor) stagingFor(ctx context.Context, target, abs string) (string, error) {
 	name := parentOf(abs)
 	if name != "/" {
 		name += "/"
 	}
 	name += stagingPrefix + stagingToken()
-	if len(name) > maxStagingPath || a.inPlace[parentOf(abs)] == target || !a.canRemoveStaging(ctx, target) {
-		return ""
+	if len(name) > maxStagingPath || a.inPlace[parentOf(abs)] == target {
+		return "", nil
 	}
-	return name
+	ok, err := a.canRemoveStaging(ctx, target)
+	if err != nil || !ok {
+		return "", err
+	}
+	return name, nil
 }
 
 // stagingToken is 128 random bits in hex: no guest can plant anything at a name it cannot
@@ -68,28 +74,26 @@ func stagingToken() string {
 
 // canRemoveStaging reports whether the instance's rm answers the image command probe
 // (`rm -rf --`, exit 0). A files_delete workload ran it at acquire; any other asks here, on
-// its first write, and the answer is kept for the instance. An exec that does not complete
-// decides nothing: this write goes in place and the next one asks again.
-func (a *containerActor) canRemoveStaging(ctx context.Context, target string) bool {
+// its first write, and the answer is kept for the instance.
+func (a *containerActor) canRemoveStaging(ctx context.Context, target string) (bool, error) {
 	if a.probedID != target || a.probed == nil {
 		a.probedID, a.probed = target, map[string]bool{}
 	}
 	if ok, asked := a.probed["rm"]; asked {
-		return ok
+		return ok, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(10*time.Second, a.b.commandTimeout()))
 	defer cancel()
 	out, err := a.b.engine.Exec(pctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: []string{"rm", "-rf", "--"}, MaxOutputBytes: 1024})
 	if err != nil {
-		a.log.Debug("rm check before a staged write did not complete; writing in place", zap.Error(err))
-		return false
+		return false, fmt.Errorf("check the image's rm before writing in %s: %w", a.name, err)
 	}
 	a.probed["rm"] = out.ExitCode == 0
 	if out.ExitCode != 0 {
-		a.log.Info("the image's rm failed the probe: writes go in place and a crash during one can tear it",
+		a.log.Info("the image's rm failed the probe: writes go in place, and a crash during one can tear it",
 			zap.Int("status", out.ExitCode))
 	}
-	return out.ExitCode == 0
+	return out.ExitCode == 0, nil
 }
 
 // dropStaging removes a write's staging name after the thaw, whatever became of the archive,

@@ -82,3 +82,19 @@ func TestWriteWithoutRmGoesInPlace(t *testing.T) {
 		t.Fatalf("ran a command after writing in place: %v", tail)
 	}
 }
+
+// An rm check that does not complete fails the write before any freeze: the exec may still be
+// starting, and a freeze must never race an exec's start.
+func TestUnfinishedRmCheckFailsTheWriteUnfrozen(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, sb := runtimeSandbox(t)
+	defer b.Close(context.Background())
+	lost := errors.New("exec lost")
+	f.onExec = func(context.Context, docker.ExecRequest) (docker.ExecOutput, error) { return docker.ExecOutput{}, lost }
+	if err := sb.WriteFile(context.Background(), "a", []byte("x"), "/tmp"); !errors.Is(err, lost) {
+		t.Fatalf("write = %v, want the check's error", err)
+	}
+	if calls := f.Calls(); slices.Contains(calls, "pause") || slices.Contains(calls, "cp-in") {
+		t.Fatalf("froze or wrote after an unfinished check: %v", calls)
+	}
+}
