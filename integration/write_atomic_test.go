@@ -182,14 +182,15 @@ func waitForLine(t *testing.T, lines *bufio.Scanner, want string) {
 // archive upload (PUT …/archive) and, when cutAt > 0, stops forwarding once cutAt bytes of it
 // (counted from the request line) have passed, closing held. Close drops every connection.
 type cutProxy struct {
-	path  string
-	cutAt int64
-	held  chan struct{}
-	ln    net.Listener
-	once  sync.Once
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	path   string
+	cutAt  int64
+	held   chan struct{}
+	ln     net.Listener
+	once   sync.Once
+	mu     sync.Mutex
+	closed bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
 }
 
 func newCutProxy(t *testing.T, cutAt int64) *cutProxy {
@@ -221,6 +222,12 @@ func newCutProxy(t *testing.T, cutAt int64) *cutProxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				c.Close()
+				d.Close()
+				return
+			}
 			p.conns = append(p.conns, c, d)
 			p.mu.Unlock()
 			p.wg.Add(2)
@@ -265,6 +272,7 @@ func (p *cutProxy) upload(dst io.Writer, src io.Reader) {
 func (p *cutProxy) Close() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
