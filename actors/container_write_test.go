@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 var stagingRm = regexp.MustCompile(`^exec rm -f -- /tmp/\.maf-write-[0-9a-f]{32}$`)
@@ -96,5 +98,43 @@ func TestUnfinishedRmCheckFailsTheWriteUnfrozen(t *testing.T) {
 	}
 	if calls := f.Calls(); slices.Contains(calls, "pause") || slices.Contains(calls, "cp-in") {
 		t.Fatalf("froze or wrote after an unfinished check: %v", calls)
+	}
+}
+
+// A staging rm that times out discards the container like every exec timeout, so the write
+// that landed still fails, with the timeout; an rm that merely fails leaves the write a success.
+func TestStagingRmOutcomes(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	b.cfg.CommandTimeout = 300 * time.Millisecond
+	ctx := context.Background()
+	sb, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithRequires()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	f.onExec = func(_ context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		if strings.Join(req.Argv[:2], " ") == "rm -f" {
+			return docker.ExecOutput{ExitCode: 1, Stderr: []byte("rm: permission denied")}, nil
+		}
+		return docker.ExecOutput{}, nil
+	}
+	if err := sb.WriteFile(ctx, "a", []byte("x"), "/tmp"); err != nil {
+		t.Fatalf("a write whose staging rm failed = %v, want success", err)
+	}
+	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		if strings.Join(req.Argv[:2], " ") == "rm -f" {
+			<-ctx.Done()
+			return docker.ExecOutput{}, ctx.Err()
+		}
+		return docker.ExecOutput{}, nil
+	}
+	var timeout *sandbox.TimeoutError
+	if err := sb.WriteFile(ctx, "b", []byte("x"), "/elsewhere"); !errors.As(err, &timeout) {
+		t.Fatalf("a write whose staging rm timed out = %v, want a TimeoutError", err)
+	}
+	if calls := f.Calls(); !slices.Contains(calls, "rm "+short(sb.InstanceID())) {
+		t.Fatalf("the container was not discarded: %v", calls[len(calls)-4:])
 	}
 }
