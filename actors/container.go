@@ -57,6 +57,10 @@ type memory struct {
 	// without an engine call (gone.go).
 	lost       string
 	lostReason string
+
+	// inPlace holds the directories (→ the instance) where a staging name could not be
+	// removed (container_write.go): later writes there go in place.
+	inPlace map[string]string
 }
 
 func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {

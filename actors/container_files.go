@@ -182,7 +182,14 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	if f != nil {
 		uid, gid = f.uid, f.gid
 	}
-	return a.frozen(ctx, target, func() error {
+	// Staged unless the instance cannot remove the staging name afterwards (see
+	// container_write.go): then in place, as the archive plane alone writes.
+	staging, err := a.stagingFor(ctx, target, abs)
+	if err != nil {
+		return err
+	}
+	sent := false
+	err = a.frozen(ctx, target, func() error {
 		present := map[string]bool{}
 		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
@@ -203,16 +210,27 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 				entries = append(entries, docker.DirEntry(d, 0o755, uid, gid))
 			}
 		}
-		entries = append(entries, docker.FileEntry(abs, m.Content, 0o644, uid, gid))
+		if staging == "" {
+			entries = append(entries, docker.FileEntry(abs, m.Content, 0o644, uid, gid))
+		} else {
+			entries = append(entries, docker.FileEntry(staging, m.Content, 0o644, uid, gid),
+				docker.LinkEntry(abs, staging, 0o644, uid, gid))
+		}
 		tarball, err := docker.BuildTar(entries...)
 		if err != nil {
 			return err
 		}
+		sent = true
 		if err := a.b.engine.CopyIn(ctx, target, tarball); err != nil {
 			return fmt.Errorf("docker could not write %s: %w", m.Path, err)
 		}
 		return nil
 	})
+	if staging != "" && sent {
+		// Thawed: the staging name goes whether the archive landed or not.
+		return a.dropStaging(ctx, target, wd, m.Path, staging, err)
+	}
+	return err
 }
 
 func parentOf(abs string) string {

@@ -40,6 +40,23 @@ type removal struct {
 	wd        string        // the resolved working directory the walk starts below
 	recursive bool          // rm -rf rather than rm -f
 	timeout   time.Duration // the whole removal's bound
+	// guestFirst runs rm as the guest before any walk, and walks only when the guest was
+	// refused: for a name the engine made itself and expects the guest to own (a write's
+	// staging name), the common case is then one exec.
+	guestFirst bool
+}
+
+// argv is the rm command line of r.
+func (r removal) argv() []string {
+	if r.recursive {
+		return []string{"rm", "-rf", "--", r.abs}
+	}
+	return []string{"rm", "-f", "--", r.abs}
+}
+
+// failed is r's refusal after rm exited non-zero.
+func (r removal) failed(out removalOutcome) error {
+	return &sandbox.PathError{Op: r.op, Path: r.shown, Err: fmt.Errorf("could not %s %s: rm exited %d%s", r.op, r.shown, out.code, out.detail)}
 }
 
 // remove deletes one path (protocol §4.7): the string check, then the guarded removal.
@@ -74,6 +91,14 @@ func (a *containerActor) reclaim(ctx context.Context, m *messages.ReclaimRequest
 func (a *containerActor) removeGuarded(ctx context.Context, target string, r removal) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	var asGuest *removalOutcome
+	if r.guestFirst {
+		out, err := a.runRemoval(ctx, target, r.argv(), false)
+		if err != nil || out.code == 0 {
+			return err
+		}
+		asGuest = &out // refused: only root may do more, where the walk allows it
+	}
 	parent := path.Dir(r.abs)
 	walked := paths.Ancestors(parent, r.wd)
 	memo := newStatMemo()
@@ -105,16 +130,15 @@ func (a *containerActor) removeGuarded(ctx context.Context, target string, r rem
 		return nil // absent is success (rm -f), and two removals in a row both succeed
 	}
 	raise := rootOK && paths.HostOwned(owners, false) && !(r.recursive && operand.Type == docker.EntryDir)
-	argv := []string{"rm", "-f", "--", r.abs}
-	if r.recursive {
-		argv = []string{"rm", "-rf", "--", r.abs}
+	if asGuest != nil && !raise {
+		return r.failed(*asGuest)
 	}
-	out, err := a.runRemoval(ctx, target, argv, raise)
+	out, err := a.runRemoval(ctx, target, r.argv(), raise)
 	if err != nil {
 		return err
 	}
 	if out.code != 0 {
-		return &sandbox.PathError{Op: r.op, Path: r.shown, Err: fmt.Errorf("could not %s %s: rm exited %d%s", r.op, r.shown, out.code, out.detail)}
+		return r.failed(out)
 	}
 	return nil
 }

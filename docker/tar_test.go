@@ -259,6 +259,18 @@ func TestBuildTar(t *testing.T) {
 	if _, err := r.Next(); err != io.EOF {
 		t.Fatalf("more entries than built: %v", err)
 	}
+	// A staged write: the file under its temporary name, then the hard link that commits it.
+	b = mustTar(t, FileEntry("/w/.t", []byte("new"), 0o644, 7, 8), LinkEntry("/w/f", "/w/.t", 0o644, 7, 8))
+	r = tar.NewReader(bytes.NewReader(b))
+	if h, err := r.Next(); err != nil || h.Name != "w/.t" || h.Typeflag != tar.TypeReg || h.Size != 3 {
+		t.Fatalf("staged file header = %+v, %v", h, err)
+	}
+	if h, err := r.Next(); err != nil || h.Name != "w/f" || h.Typeflag != tar.TypeLink || h.Linkname != "w/.t" || h.Size != 0 || h.Uid != 7 || h.Gid != 8 {
+		t.Fatalf("link header = %+v, %v", h, err)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("more entries than built: %v", err)
+	}
 	// Our own reader reads back what we build.
 	e, body, err := ReadEntry(bytes.NewReader(mustTar(t, FileEntry("/f", []byte("hi"), 0o600, 1, 2))), 10)
 	if err != nil || e.Type != EntryFile || string(body) != "hi" || e.UID != 1 || e.GID != 2 || e.Mode != 0o600 {
@@ -289,6 +301,12 @@ func TestBuildTarRefuses(t *testing.T) {
 		{"negative owner", []TarEntry{FileEntry("/a", nil, 0o644, -1, 0)}},
 		{"mode bits", []TarEntry{FileEntry("/a", nil, 0o10000, 0, 0)}},
 		{"directory content", []TarEntry{{Name: "/d", Dir: true, Content: []byte("x")}}},
+		{"link before its file", []TarEntry{LinkEntry("/a", "/t", 0o644, 0, 0), FileEntry("/t", nil, 0o644, 0, 0)}},
+		{"link to a directory", []TarEntry{DirEntry("/d", 0o755, 0, 0), LinkEntry("/a", "/d", 0o644, 0, 0)}},
+		{"link to itself", []TarEntry{FileEntry("/a", nil, 0o644, 0, 0), LinkEntry("/a", "/a", 0o644, 0, 0)}},
+		{"relative link", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), LinkEntry("/a", "t", 0o644, 0, 0)}},
+		{"link dot-dot", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), LinkEntry("/a", "/x/../t", 0o644, 0, 0)}},
+		{"link content", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), {Name: "/a", Link: "/t", Content: []byte("x")}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 type TarEntry struct {
 	Name    string
 	Dir     bool
+	Link    string // a hard link: the absolute guest path of an entry earlier in the same archive
 	Mode    int64
 	UID     int
 	GID     int
@@ -31,6 +32,16 @@ func DirEntry(guestPath string, mode int64, uid, gid int) TarEntry {
 	return TarEntry{Name: guestPath, Dir: true, Mode: mode, UID: uid, GID: gid}
 }
 
+// LinkEntry is a hard link at guestPath to the regular file at linkTo, which an earlier entry
+// of the same archive wrote, with mode and owner. The daemon's extraction removes whatever
+// guestPath names (without following it) and then links it, both while it reads this one
+// header: the name goes from its old entry to the complete file with nothing in between that
+// a cut archive could leave behind. That is the staged write's commit (see the actors'
+// container_write.go).
+func LinkEntry(guestPath, linkTo string, mode int64, uid, gid int) TarEntry {
+	return TarEntry{Name: guestPath, Link: linkTo, Mode: mode, UID: uid, GID: gid}
+}
+
 // DirChain is the entries that create a storage base: every directory in dirs (top down), mode
 // 0755, owned 0:0 except the last, which is owned uid:gid.
 func DirChain(dirs []string, uid, gid int) []TarEntry {
@@ -45,9 +56,10 @@ func DirChain(dirs []string, uid, gid int) []TarEntry {
 	return out
 }
 
-// BuildTar builds, in memory, the archive of entries in the order given. Every name must be an
-// absolute, normalised guest path other than "/"; owners must not be negative; directories carry
-// no content. Anything else is [ErrInvalid].
+// BuildTar builds, in memory, the archive of entries in the order given. Every name (and every
+// hard link's target) must be an absolute, normalised guest path other than "/"; owners must not
+// be negative; directories and links carry no content; a link's target is a regular file an
+// earlier entry wrote. Anything else is [ErrInvalid].
 func BuildTar(entries ...TarEntry) ([]byte, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("build tar: %w: no entries", ErrInvalid)
@@ -55,9 +67,16 @@ func BuildTar(entries ...TarEntry) ([]byte, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
 	now := time.Now().Truncate(time.Second)
+	files := map[string]bool{}
 	for _, e := range entries {
 		if err := e.check(); err != nil {
 			return nil, fmt.Errorf("build tar: %w", err)
+		}
+		switch {
+		case e.Link != "" && !files[e.Link]:
+			return nil, fmt.Errorf("build tar: %w: link %q names %q, which no earlier entry wrote as a file", ErrInvalid, e.Name, e.Link)
+		case !e.Dir && e.Link == "":
+			files[e.Name] = true
 		}
 		mt := e.ModTime
 		if mt.IsZero() {
@@ -70,15 +89,18 @@ func BuildTar(entries ...TarEntry) ([]byte, error) {
 			Gid:     e.GID,
 			ModTime: mt.Truncate(time.Second),
 		}
-		if e.Dir {
+		switch {
+		case e.Dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-		} else {
+		case e.Link != "":
+			h.Typeflag, h.Linkname = tar.TypeLink, strings.TrimPrefix(e.Link, "/")
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.Content))
 		}
 		if err := w.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("build tar %s: %w", e.Name, err)
 		}
-		if !e.Dir {
+		if !e.Dir && e.Link == "" {
 			if _, err := w.Write(e.Content); err != nil {
 				return nil, fmt.Errorf("build tar %s: %w", e.Name, err)
 			}
@@ -104,6 +126,14 @@ func (e TarEntry) check() error {
 		return fmt.Errorf("%w: entry %q has mode bits beyond 07777", ErrInvalid, e.Name)
 	case e.Dir && len(e.Content) > 0:
 		return fmt.Errorf("%w: directory entry %q has content", ErrInvalid, e.Name)
+	case e.Link == "":
+		return nil
+	case e.Dir || len(e.Content) > 0:
+		return fmt.Errorf("%w: link entry %q is a directory or has content", ErrInvalid, e.Name)
+	case !strings.HasPrefix(e.Link, "/") || e.Link == "/" || path.Clean(e.Link) != e.Link || strings.ContainsAny(e.Link, "\x00\\"):
+		return fmt.Errorf("%w: link entry %q names %q, not a normalised absolute path below /", ErrInvalid, e.Name, e.Link)
+	case e.Link == e.Name:
+		return fmt.Errorf("%w: link entry %q names itself", ErrInvalid, e.Name)
 	}
 	return nil
 }
