@@ -54,6 +54,13 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		return
 	}
 	dockertest.Require(t)
+	if testDriver() == docker.DriverCLI {
+		// Killing a CLI-driver writer while it holds a freeze reproducibly leaves an exec's
+		// runc init inside the frozen cgroup on this daemon (20.10), which then holds the
+		// container's lock: every later call on the daemon for it hangs (docs/testing.md).
+		// The staging itself is the driver-independent actor code the API pass proves.
+		t.Skip("the crash test runs on the API driver only: a SIGKILLed CLI-driver writer wedges the 20.10 daemon (docs/testing.md)")
+	}
 	b := newBackend(t)
 	key := newKey(t)
 	spec := filesSpec(t)
