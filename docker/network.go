@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,8 +65,10 @@ const (
 
 // NetworkSpec is one internal network to create.
 type NetworkSpec struct {
-	Name   string
-	Labels []Label // in command-line order; Config.Labels are appended
+	Name     string
+	Labels   []Label      // in command-line order; Config.Labels are appended
+	Topology Topology     // "" means TopologyIsolatedGateway
+	Subnet   netip.Prefix // the zero prefix leaves the subnet to the daemon's pools
 }
 
 // NetworkInfo is what one network inspect returns.
@@ -92,6 +97,7 @@ type ProxySpec struct {
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
 	Labels  []Label  // in command-line order; Config.Labels are appended
+	Sealed  bool     // the workload's seal constraints (SealCapDrop, SealSysctls) apply
 }
 
 // Proxy hardening limits (egress-and-reap.md §1.5).
@@ -102,9 +108,14 @@ const (
 )
 
 func cliNetworkCreateArgs(s NetworkSpec) []string {
-	args := []string{"network", "create", "--driver", "bridge", "--internal",
-		"--opt", OptGatewayModeIPv4 + "=" + GatewayIsolated,
-		"--opt", OptGatewayModeIPv6 + "=" + GatewayIsolated}
+	args := []string{"network", "create", "--driver", "bridge", "--internal"}
+	opts := networkOptions(s.Topology)
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		args = append(args, "--opt", k+"="+opts[k])
+	}
+	if s.Subnet.IsValid() {
+		args = append(args, "--subnet", s.Subnet.String())
+	}
 	for _, l := range s.Labels {
 		args = append(args, "--label", l.Key+"="+l.Value)
 	}
@@ -117,6 +128,9 @@ func cliProxyCreateArgs(s ProxySpec) []string {
 		"--pids-limit", proxyPidsLimit, "--memory", proxyMemory, "--user", proxyUser,
 		"--log-driver", "json-file", "--log-opt", "max-size=16m", "--log-opt", "max-file=2",
 		"--network", s.Network}
+	if s.Sealed {
+		args = append(args, sealArgs()...)
+	}
 	for _, e := range s.Env {
 		args = append(args, "-e", e)
 	}
@@ -150,6 +164,9 @@ func classifyNetwork(args []string, target string, stderr []byte) error {
 		if containsFold(stderr, "already exists") {
 			return ErrNetworkExists
 		}
+		if isSubnetOverlap(stderr) {
+			return ErrSubnetOverlap
+		}
 		if containsFold(stderr, "gateway_mode_ipv4") || containsFold(stderr, "gateway_mode_ipv6") {
 			return ErrGatewayModeRejected
 		}
@@ -166,6 +183,12 @@ func classifyNetwork(args []string, target string, stderr []byte) error {
 	}
 	return nil
 }
+
+// isSubnetOverlap reads the daemon's refusal of a subnet another network holds (CLI stderr
+// and API answer alike):
+//
+//	Error response from daemon: Pool overlaps with other one on this address space
+func isSubnetOverlap(text []byte) bool { return containsFold(text, "pool overlaps") }
 
 func (c *CLI) netControl(ctx context.Context, target string, args []string) (result, error) {
 	res, err := c.control(ctx, args...)
