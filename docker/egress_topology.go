@@ -96,3 +96,12 @@ func applySeal(hc *container.HostConfig) {
 	}
 	maps.Copy(hc.Sysctls, SealSysctls)
 }
+
+// Subnets lists the network's IPAM subnets, for logs.
+func (n NetworkInfo) Subnets() []string {
+	out := make([]string, 0, len(n.IPAM))
+	for _, c := range n.IPAM {
+		out = append(out, c.Subnet)
+	}
+	return out
+}
