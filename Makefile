@@ -8,7 +8,7 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: run test fmt-check vet staticcheck images fuzz bench
+.PHONY: run test fmt-check vet staticcheck images fuzz bench engine install
 
 # make run plays a scripted agent against the local Docker engine (engine demo).
 run: images
@@ -46,6 +46,30 @@ staticcheck:
 		fi; \
 	fi; \
 	echo "$$sc ./..."; "$$sc" ./...
+
+# engine builds the engine binary as an installer would, at ENGINE_BIN (default ./engine), with
+# the egress proxy's static binary for PROXY_GOOS/PROXY_GOARCH (default linux and this machine's
+# architecture: the daemon's platform) embedded, so that "engine images build" needs neither
+# this source tree nor a Go toolchain. The proxy binary is laid over internal/images/embedded
+# with go build -overlay: the tree is never written, and a plain go build embeds nothing. The
+# engine is stamped with the checkout's VCS revision (BUILDVCS=false turns that off), which
+# "engine version" reports.
+ENGINE_BIN ?= engine
+BUILDVCS ?= auto
+PROXY_GOOS ?= linux
+PROXY_GOARCH ?= $(shell $(GO) env GOARCH)
+engine:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	name=maf-egress-proxy-$(PROXY_GOOS)-$(PROXY_GOARCH); \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$name" ./cmd/proxy; \
+	printf '{"Replace":{"%s":"%s"}}\n' "$(CURDIR)/internal/images/embedded/$$name" "$$tmp/$$name" > "$$tmp/overlay.json"; \
+	$(GO) build -buildvcs=$(BUILDVCS) -overlay "$$tmp/overlay.json" -o "$(ENGINE_BIN)" ./cmd/engine; \
+	echo "built $(ENGINE_BIN), embedding the egress proxy for $(PROXY_GOOS)/$(PROXY_GOARCH)"
+
+# install puts that binary at $(DESTDIR)$(PREFIX)/bin/engine.
+PREFIX ?= /usr/local
+install: engine
+	install -D -m 0755 "$(ENGINE_BIN)" "$(DESTDIR)$(PREFIX)/bin/engine"
 
 # Builds the images the tests run (the busybox workload image) unless the engine has them.
 images:

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -162,7 +163,7 @@ func (a *containerActor) refresh(ctx context.Context) (*docker.ContainerInfo, er
 // checkBase refuses a container recorded with a different (or no) storage base: it must be
 // disposed before another base is asked of it.
 func checkBase(info *docker.ContainerInfo, base string) error {
-	recorded, ok := info.Labels[docker.LabelWorkDir]
+	recorded, ok := info.Labels[label.WorkDir]
 	if !ok || recorded != base {
 		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
 			"container %s has a different or unrecorded storage base (%q, asked %q); dispose it before requesting another base",
@@ -229,7 +230,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	if !present {
 		return false, fmt.Errorf("image %s is not present on the engine; build or load it first (this engine never pulls)", imageRef)
 	}
-	labels, err := docker.WorkloadLabels(key, spec.Kind, spec.Labels, base)
+	labels, err := label.Workload(key, spec.Kind, spec.Labels, base)
 	if err != nil {
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}

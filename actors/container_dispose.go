@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -80,7 +81,7 @@ func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.Contain
 		return nil
 	case err != nil:
 		return fmt.Errorf("inspect proxy %s: %w", name, err)
-	case p.Labels[docker.LabelRole] != docker.RoleProxy || !sameOwner(p.Labels, info.Labels):
+	case p.Labels[label.Role] != label.RoleProxy || !sameOwner(p.Labels, info.Labels):
 		a.log.Warn("the proxy name is held by a container that is not this instance's proxy; left in place",
 			zap.String("proxy", name), zap.String("container_id", p.ID))
 		return nil
@@ -90,7 +91,7 @@ func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.Contain
 
 // sameOwner reports whether two resources carry the same ownership labels.
 func sameOwner(a, b map[string]string) bool {
-	for _, k := range []string{docker.LabelScope, docker.LabelThread, docker.LabelAgent, docker.LabelCall, docker.LabelKind} {
+	for _, k := range []string{label.Scope, label.Thread, label.Agent, label.Call, label.Kind} {
 		va, oka := a[k]
 		vb, okb := b[k]
 		if oka != okb || va != vb {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/proxy"
 	"github.com/mafsandbox/engine/sandbox"
@@ -276,7 +277,7 @@ func bridgeProblem(n docker.NetworkInfo, t docker.Topology) string {
 // rejects a gateway-mode option.
 func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, t docker.Topology) (id string, fresh bool, err error) {
 	name := docker.NetworkName(a.name)
-	labels, err := docker.SandboxLabels(key, spec.Kind, spec.Labels)
+	labels, err := label.Sandbox(key, spec.Kind, spec.Labels)
 	if err != nil {
 		return "", false, fmt.Errorf("label network %s: %w", name, err)
 	}
@@ -383,27 +384,21 @@ func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networ
 	return nil, nil
 }
 
-// proxyLabels are the proxy's labels (§1.2): the sandbox labels, the role, the key.v1
-// attribution (empty when over budget) and the private allowance when set.
+// proxyLabels are the proxy's labels ([label.Proxy]) and its private allowance, warning when
+// the key is over the attribution budget.
 func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]docker.Label, string, error) {
-	labels, err := docker.SandboxLabels(key, spec.Kind, spec.Labels)
-	if err != nil {
-		return nil, "", err
-	}
-	enc, ok := egresslog.EncodeKeyLabel(key)
-	if !ok {
-		a.log.Warn("the key exceeds the 4096-byte attribution limit; its proxy's windows cannot be attributed by label",
-			zap.String("key", key.String()))
-		enc = ""
-	}
-	labels = append(labels, docker.Label{Key: docker.LabelRole, Value: docker.RoleProxy}, docker.Label{Key: docker.LabelKeyV1, Value: enc})
 	cidrs := make([]string, len(a.b.cfg.EgressPrivateCIDRs))
 	for i, p := range a.b.cfg.EgressPrivateCIDRs {
 		cidrs[i] = p.String()
 	}
 	private := strings.Join(cidrs, ",")
-	if private != "" {
-		labels = append(labels, docker.Label{Key: docker.LabelPrivateCIDRs, Value: private})
+	labels, attributed, err := label.Proxy(key, spec.Kind, spec.Labels, private)
+	if err != nil {
+		return nil, "", err
+	}
+	if !attributed {
+		a.log.Warn("the key exceeds the 4096-byte attribution limit; its proxy's windows cannot be attributed by label",
+			zap.String("key", key.String()))
 	}
 	return labels, private, nil
 }
@@ -650,8 +645,8 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 	case expectedID != "" && info.ID != expectedID:
 		// Another generation holds the name now; the one we meant is gone.
 		return nil, "", nil
-	case info.Labels[docker.LabelRole] != docker.RoleProxy:
-		return nil, "", fmt.Errorf("%s is not an egress proxy (no %s=%s label); left in place", ref, docker.LabelRole, docker.RoleProxy)
+	case info.Labels[label.Role] != label.RoleProxy:
+		return nil, "", fmt.Errorf("%s is not an egress proxy (no %s=%s label); left in place", ref, label.Role, label.RoleProxy)
 	}
 	key, status := egresslog.Attribute(info.Labels, caller)
 	if !status.Attributed() {
@@ -663,8 +658,8 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 	if !ok {
 		return nil, info.ID, nil
 	}
-	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[docker.LabelKind], Key: key,
-		Attribution: status, PrivateCIDRs: info.Labels[docker.LabelPrivateCIDRs], Trigger: trigger, Closed: true}
+	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[label.Kind], Key: key,
+		Attribution: status, PrivateCIDRs: info.Labels[label.PrivateCIDRs], Trigger: trigger, Closed: true}
 	stopNote := ""
 	if err := nets.ProxyStop(ctx, info.ID, proxyStopGrace); err != nil && !isNotFound(err) {
 		stopNote = fmt.Sprintf("the proxy could not be stopped: %v; decisions after this read may be missing", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/egresstest"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -242,7 +243,7 @@ func (f *netFake) Inspect(ctx context.Context, target string) (docker.ContainerI
 
 func (f *netFake) Remove(ctx context.Context, target string) (docker.RemoveOutcome, error) {
 	c := f.find(target)
-	if c != nil && c.labels[docker.LabelRole] == docker.RoleProxy && f.removeProxy != nil {
+	if c != nil && c.labels[label.Role] == label.RoleProxy && f.removeProxy != nil {
 		f.log("rm %s", target)
 		return f.removeProxy(target)
 	}

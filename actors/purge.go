@@ -9,6 +9,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -23,7 +24,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 	if opts.InstanceID != "" {
 		return b.disposeInstance(ctx, key, opts)
 	}
-	_, failure := b.purge(ctx, docker.KeyFilter(key, opts.Kind), fallback, key)
+	_, failure := b.purge(ctx, label.KeyFilter(key, opts.Kind), fallback, key)
 	return failure
 }
 
@@ -33,7 +34,7 @@ func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sand
 	fallback := b.takeRegistered(func(id sandbox.SandboxID) bool {
 		return id.Key.Scope == scope && id.Key.ThreadID == threadID
 	}, sandbox.Key{})
-	n, failure := b.purge(ctx, docker.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID})
+	n, failure := b.purge(ctx, label.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID})
 	return sandbox.ScopePurge{Disposed: n, Undisposed: failure}
 }
 
@@ -170,7 +171,7 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 	case isProxyName(info.Name):
 		return nil
 	}
-	for k, v := range docker.KeyFilter(key, opts.Kind) {
+	for k, v := range label.KeyFilter(key, opts.Kind) {
 		if info.Labels[k] != v {
 			return nil
 		}

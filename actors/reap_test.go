@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -207,15 +207,15 @@ func (s *recordingSink) EgressDrained(_ context.Context, w EgressWindow) {
 // window once across a refused-then-successful retry, under the key the proxy's label carries.
 func TestBackendReapDrainsProxies(t *testing.T) {
 	key := sandbox.Key{Scope: "tenant-1", ThreadID: "t", AgentID: "a"}
-	label, ok := egresslog.EncodeKeyLabel(key)
+	enc, ok := label.EncodeKey(key)
 	if !ok {
 		t.Fatal("encode key label")
 	}
 	id := strings.Repeat("c", 64)
 	e := &proxyEngine{refuseRm: true, proxy: docker.Resource{ID: id, Name: "maf-sandbox-docker-0123456789ab-proxy",
 		Created: time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339Nano),
-		Labels: map[string]string{docker.LabelScope: "tenant-1", docker.LabelThread: "t", docker.LabelAgent: "a", docker.LabelKind: "k",
-			docker.LabelRole: docker.RoleProxy, docker.LabelKeyV1: label}}}
+		Labels: map[string]string{label.Scope: "tenant-1", label.Thread: "t", label.Agent: "a", label.Kind: "k",
+			label.Role: label.RoleProxy, label.KeyV1: enc}}}
 	sink := &recordingSink{}
 	b, err := NewBackend(docker.Config{}, WithEngine(e), WithoutEventWatch(), WithEgressSink(sink))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 )
 
@@ -77,7 +78,7 @@ func (w *watcher) run() {
 	defer close(w.stopped)
 	life := w.b.life
 	bo := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0)), life)
-	filter := docker.EventFilter{Labels: map[string]string{docker.LabelScope: ""}, Actions: watchedActions}
+	filter := docker.EventFilter{Labels: map[string]string{label.Scope: ""}, Actions: watchedActions}
 	for life.Err() == nil {
 		events, err := w.b.engine.Events(life, filter)
 		if err != nil {

@@ -110,12 +110,30 @@ func (b *Backend) once(ctx context.Context, c call) error {
 	return nil
 }
 
+type requestIDKey struct{}
+
+// ContextWithRequestID returns ctx carrying a request ID: every call made with it sends id in
+// the [service.RequestIDHeader] header, so the engine's replies and log lines carry it (an id
+// that is not 1-128 visible ASCII characters is replaced by one the engine mints).
+func ContextWithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// send sends data on subject with the ctx's request ID, if any, and waits for the reply.
+func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	m := &nats.Msg{Subject: subject, Data: data}
+	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
+		m.Header = nats.Header{service.RequestIDHeader: {id}}
+	}
+	return b.nc.RequestMsgWithContext(ctx, m)
+}
+
 // request sends data and waits for the reply. For a call waiting on one engine it asks the
 // engine's alive subject every liveness interval, and gives up when nobody answers there:
 // gone reports that.
 func (b *Backend) request(ctx context.Context, c call, data []byte) (msg *nats.Msg, gone bool, err error) {
 	if c.engine == "" || b.o.liveness <= 0 {
-		msg, err = b.nc.RequestWithContext(ctx, c.subject, data)
+		msg, err = b.send(ctx, c.subject, data)
 		return msg, false, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -143,7 +161,7 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (msg *nats.M
 			}
 		}
 	}()
-	msg, err = b.nc.RequestWithContext(ctx, c.subject, data)
+	msg, err = b.send(ctx, c.subject, data)
 	cancel()
 	<-probeDone
 	if err != nil && dead.Load() {

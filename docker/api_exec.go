@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,19 +48,8 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 		}
 	}
 	defer signal() // refused, failed or finished: nothing is left to race a freeze
-	if err := checkTarget(req.Target); err != nil {
-		return ExecOutput{}, fmt.Errorf("exec: %w", err)
-	}
-	if len(req.Argv) == 0 {
-		return ExecOutput{}, fmt.Errorf("exec in %s: %w: empty argv", req.Target, ErrInvalid)
-	}
-	if req.MaxOutputBytes < 0 {
-		return ExecOutput{}, fmt.Errorf("exec in %s: %w: negative output budget", req.Target, ErrInvalid)
-	}
-	for _, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return ExecOutput{}, fmt.Errorf("exec in %s: %w: environment entry %q is not K=V", req.Target, ErrInvalid, kv)
-		}
+	if err := req.check(); err != nil {
+		return ExecOutput{}, err
 	}
 	args := append([]string{"exec"}, req.Target)
 	args = append(args, req.Argv...)

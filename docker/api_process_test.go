@@ -18,6 +18,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/enginetest"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 )
 
 func apiCtx(t *testing.T) context.Context {
@@ -308,7 +309,7 @@ func TestAPIDriverNoLeaks(t *testing.T) {
 	}
 	_, err = a.ExecWithStart(ctx, docker.ExecRequest{Target: id, Argv: []string{"true"}}, func() {})
 	must("exec with start", err)
-	_, err = a.ListNames(ctx, docker.KeyFilter(enginetest.Key(t), nil), "")
+	_, err = a.ListNames(ctx, label.KeyFilter(enginetest.Key(t), nil), "")
 	must("list", err)
 	sctx, stop := context.WithCancel(ctx)
 	events, err := a.Events(sctx, docker.EventFilter{Containers: []string{id}})

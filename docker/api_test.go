@@ -72,7 +72,7 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 				t.Fatalf("network %q env %v", hc.NetworkMode, cfg.Env)
 			}
 		}, nil},
-		{"labels, a later key winning", []CreateOpt{WithLabels(Label{"a", "1"}, Label{"b", "2"}, Label{"a", "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
+		{"labels, a later key winning", []CreateOpt{WithLabels(Label{Key: "a", Value: "1"}, Label{Key: "b", Value: "2"}, Label{Key: "a", Value: "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
 			if !reflect.DeepEqual(cfg.Labels, map[string]string{"a": "3", "b": "2"}) {
 				t.Fatalf("labels %v", cfg.Labels)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/enginetest"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 )
 
 // waitNoChildren fails the test if client processes outlive the calls that started them.
@@ -292,7 +293,7 @@ func TestEventsNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	key := enginetest.Key(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	events, err := c.Events(ctx, docker.EventFilter{Labels: docker.KeyFilter(key, nil)})
+	events, err := c.Events(ctx, docker.EventFilter{Labels: label.KeyFilter(key, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

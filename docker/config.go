@@ -62,7 +62,7 @@ type Config struct {
 	// /29 from (subnet.go). The zero prefix means DefaultEgressSubnetPool.
 	EgressSubnetPool netip.Prefix
 	// Labels are extra labels written on every resource this driver creates, after its own.
-	// Keys under LabelPrefix are refused. Tests put their session label here.
+	// Keys under label.Prefix are refused. Tests put their session label here.
 	Labels map[string]string
 }
 

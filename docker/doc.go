@@ -16,8 +16,9 @@
 //     [API], that pass one shared suite (docker/enginetest); the smaller seams [Networks]
 //     (allowlist topology) and [Inventory] (the reaper), and the optional [ExecStarter] and
 //     [TypeStater] that only the API can offer;
-//   - the names ([ContainerName], [EgressID]) and labels ([LabelValue], [WorkloadLabels],
-//     [KeyFilter]) that create, dispose, purge and the reaper must all compute the same way;
+//   - the names ([ContainerName], [EgressID]) that create, dispose, purge and the reaper must
+//     all compute the same way (the labels they share live in package label; this package
+//     only refuses configured labels that would collide with them, [MergeLabels]);
 //   - [CreateSpec] and the [CreateOpt] functions that build the workload's hardening flags;
 //   - the tar plane ([BuildTar], [ReadEntry]) used to copy files in and out.
 //

@@ -194,6 +194,82 @@ type TypeStater interface {
 	StatType(ctx context.Context, target, guestPath string) (*Entry, error)
 }
 
+// Networks is the second, separate seam the allowlist topology needs (egress-and-reap.md §1.3,
+// §1.5, §3.2): the per-sandbox internal network and the egress proxy container. It is kept
+// apart from [Engine] so that an engine that cannot build the topology still serves closed
+// sandboxes; a consumer type-asserts for it. Every method binds first and fails as [Engine]'s
+// methods do ([ErrUnreachable], [ErrTimeout], the context's error, [*CommandError]).
+type Networks interface {
+	// NetworkCreate runs `network create --driver bridge --internal` with both isolated
+	// gateway-mode options and spec's labels, and returns the network's ID. [ErrNetworkExists]
+	// when the name is taken; [ErrGatewayModeRejected] when the engine refused an option naming
+	// a gateway-mode key (an engine older than 28.0.0 that knows the key).
+	NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error)
+	// NetworkInspect reads one network by name or ID. [ErrNotFound] when it is absent.
+	NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error)
+	// NetworkConnect attaches container to network. [ErrNotFound] when either is absent.
+	NetworkConnect(ctx context.Context, network, container string) error
+	// NetworkRemove removes a network by ID, never forced: [Removed], or [Absent] when there
+	// was none. A network with endpoints still attached is refused ([*CommandError]).
+	NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error)
+	// ProxyCreate makes the proxy container of spec without starting it (`--pull never`, the
+	// §1.5 hardening, attached to spec.Network only) and returns its ID. [ErrConflict] when the
+	// name is in use; [ErrImageMissing] when the image is not present.
+	ProxyCreate(ctx context.Context, spec ProxySpec) (string, error)
+	// ProxyStart starts a created proxy by ID. [ErrNotFound] when it is absent.
+	ProxyStart(ctx context.Context, id string) error
+	// ProxyStop stops a proxy by ID after grace. [ErrNotFound] when it is absent.
+	ProxyStop(ctx context.Context, id string, grace time.Duration) error
+	// ProxyLogs returns the last tail lines of the proxy's stdout, with the engine's
+	// timestamps, reading at most maxBytes+1 bytes (so a caller's parser can tell the cap was
+	// reached). [ErrNotFound] when the proxy is absent.
+	ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error)
+}
+
+// Inventory is the small seam the reaper needs (egress-and-reap.md §4): list the engine's
+// containers and networks by label, inspect one by ID, and remove one by ID. It is separate
+// from [Engine] on purpose — the reaper needs less than the actors do — and [*CLI] implements
+// it.
+//
+// Common to every method, as for [Engine]: [ErrUnreachable] when the daemon cannot be reached;
+// [*TimeoutError] (matches [ErrTimeout]) when a call outlives Config.CommandTimeout; the
+// context's own error, wrapped, when ctx ends; [*CommandError] for any other engine answer.
+// Every method that takes an id refuses anything but a full 64-hex ID with [ErrInvalid]
+// before any engine call: the reaper addresses resources by their inspected ID only.
+type Inventory interface {
+	// ListContainerIDs lists the full IDs of every container, running or not, carrying every
+	// label in labelFilters (an empty value means "present, any value"). A failed listing is an
+	// error, never an empty list.
+	ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
+	// ListNetworkIDs lists the full IDs of every network carrying every label in labelFilters.
+	ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
+	// InspectContainerID reads one container by ID. [ErrNotFound] when it is absent. The record
+	// is returned as the engine wrote it (Created unparsed, ID as answered) so the caller can
+	// refuse what it cannot trust.
+	InspectContainerID(ctx context.Context, id string) (Resource, error)
+	// InspectNetworkID reads one network by ID. [ErrNotFound] when it is absent.
+	InspectNetworkID(ctx context.Context, id string) (Resource, error)
+	// RemoveContainerID force-removes the container with this ID (a running one is killed):
+	// [Removed] or [Absent].
+	RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error)
+	// RemoveNetworkID removes the network with this ID, never forced: a network that still has
+	// endpoints is refused by the engine (a bare [*CommandError]) and left in place.
+	// [Removed] or [Absent].
+	RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error)
+}
+
+// Resource is one inspected container or network, as the engine described it.
+type Resource struct {
+	ID      string            // the ID the inspection answered with ("" when it had none)
+	Name    string            // without the engine's leading "/"
+	Labels  map[string]string // never nil
+	Created string            // the engine's creation time, verbatim (RFC 3339 expected)
+	// Containers are the IDs of the containers attached to a network, sorted; nil for a
+	// container.
+	Containers []string
+	Running    bool // a container's State.Running
+}
+
 // NewEngine returns the engine seam implementation cfg.Driver selects: [DriverAPI] (the
 // default when empty) builds an [API], [DriverCLI] a [CLI]. An unknown driver is [ErrInvalid].
 func NewEngine(cfg Config, opts ...Option) (Engine, error) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 const (
@@ -35,9 +37,9 @@ func TestInventoryListIDs(t *testing.T) {
 			var got []string
 			var err error
 			if tc.network {
-				got, err = c.ListNetworkIDs(context.Background(), IdentityFilter("s"))
+				got, err = c.ListNetworkIDs(context.Background(), label.IdentityFilter("s"))
 			} else {
-				got, err = c.ListContainerIDs(context.Background(), IdentityFilter("s"))
+				got, err = c.ListContainerIDs(context.Background(), label.IdentityFilter("s"))
 			}
 			switch {
 			case tc.wantErr == errUnreadable:
@@ -69,7 +71,7 @@ func TestInventoryInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.ID != invID1 || r.Name != "maf-sandbox-docker-0123456789ab-net" || r.Created != "2026-11-29T18:58:49.273255854Z" ||
-		r.Labels[LabelScope] != "s" || !slices.Equal(r.Containers, []string{invID2}) {
+		r.Labels[label.Scope] != "s" || !slices.Equal(r.Containers, []string{invID2}) {
 		t.Fatalf("record %+v", r)
 	}
 	ctr := `{"Id":"` + invID2 + `","Name":"/maf-sandbox-docker-0123456789ab","Created":"2026-11-29T18:58:49Z","State":{"Running":true},"Config":{"Labels":null}}`

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,40 +11,6 @@ import (
 	"strings"
 	"time"
 )
-
-// Networks is the second, separate seam the allowlist topology needs (egress-and-reap.md §1.3,
-// §1.5, §3.2): the per-sandbox internal network and the egress proxy container. It is kept
-// apart from [Engine] so that an engine that cannot build the topology still serves closed
-// sandboxes; a consumer type-asserts for it. Every method binds first and fails as [Engine]'s
-// methods do ([ErrUnreachable], [ErrTimeout], the context's error, [*CommandError]).
-type Networks interface {
-	// NetworkCreate runs `network create --driver bridge --internal` with both isolated
-	// gateway-mode options and spec's labels, and returns the network's ID. [ErrNetworkExists]
-	// when the name is taken; [ErrGatewayModeRejected] when the engine refused an option naming
-	// a gateway-mode key (an engine older than 28.0.0 that knows the key).
-	NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error)
-	// NetworkInspect reads one network by name or ID. [ErrNotFound] when it is absent.
-	NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error)
-	// NetworkConnect attaches container to network. [ErrNotFound] when either is absent.
-	NetworkConnect(ctx context.Context, network, container string) error
-	// NetworkRemove removes a network by ID, never forced: [Removed], or [Absent] when there
-	// was none. A network with endpoints still attached is refused ([*CommandError]).
-	NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error)
-	// ProxyCreate makes the proxy container of spec without starting it (`--pull never`, the
-	// §1.5 hardening, attached to spec.Network only) and returns its ID. [ErrConflict] when the
-	// name is in use; [ErrImageMissing] when the image is not present.
-	ProxyCreate(ctx context.Context, spec ProxySpec) (string, error)
-	// ProxyStart starts a created proxy by ID. [ErrNotFound] when it is absent.
-	ProxyStart(ctx context.Context, id string) error
-	// ProxyStop stops a proxy by ID after grace. [ErrNotFound] when it is absent.
-	ProxyStop(ctx context.Context, id string, grace time.Duration) error
-	// ProxyLogs returns the last tail lines of the proxy's stdout, with the engine's
-	// timestamps, reading at most maxBytes+1 bytes (so a caller's parser can tell the cap was
-	// reached). [ErrNotFound] when the proxy is absent.
-	ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error)
-}
-
-var _ Networks = (*CLI)(nil)
 
 // Network-seam error classes.
 var (
@@ -148,88 +113,6 @@ func cliProxyLogsArgs(id string, tail int) []string {
 	return []string{"logs", "--tail", strconv.Itoa(tail), "--timestamps", id}
 }
 
-// The stderr phrases of the network seam. Like cli_stderr.go, only this file's classifiers
-// read them.
-//
-//	network create: Error response from daemon: network with name N-net already exists
-//	network create: Error response from daemon: invalid gateway mode "isolated" for com.docker.network.bridge.gateway_mode_ipv4 (engine 27)
-//	create:         Error response from daemon: Conflict. The container name "/N-proxy" is already in use by container "…"
-//	create:         Error response from daemon: No such image: maf-sandbox/egress-proxy:local (with --pull never)
-func classifyNetwork(args []string, target string, stderr []byte) error {
-	if isUnreachable(stderr) {
-		return ErrUnreachable
-	}
-	switch {
-	case len(args) > 1 && args[0] == "network" && args[1] == "create":
-		if containsFold(stderr, "already exists") {
-			return ErrNetworkExists
-		}
-		if isSubnetOverlap(stderr) {
-			return ErrSubnetOverlap
-		}
-		if containsFold(stderr, "gateway_mode_ipv4") || containsFold(stderr, "gateway_mode_ipv6") {
-			return ErrGatewayModeRejected
-		}
-	case len(args) > 0 && args[0] == "create":
-		if containsFold(stderr, "already in use") {
-			return ErrConflict
-		}
-		if containsFold(stderr, "no such image") || containsFold(stderr, "unable to find image") {
-			return ErrImageMissing
-		}
-	}
-	if isTargetAbsent(stderr, target) {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// isSubnetOverlap reads the daemon's refusal of a subnet another network holds (CLI stderr
-// and API answer alike):
-//
-//	Error response from daemon: Pool overlaps with other one on this address space
-func isSubnetOverlap(text []byte) bool { return containsFold(text, "pool overlaps") }
-
-func (c *CLI) netControl(ctx context.Context, target string, args []string) (result, error) {
-	res, err := c.control(ctx, args...)
-	if err != nil {
-		return res, err
-	}
-	if res.ExitCode != 0 {
-		return res, &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: classifyNetwork(args, target, res.Stderr)}
-	}
-	return res, nil
-}
-
-func lastField(b []byte) string {
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return ""
-	}
-	return f[len(f)-1]
-}
-
-// NetworkCreate implements [Networks].
-func (c *CLI) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
-	if err := checkTarget(spec.Name); err != nil {
-		return "", fmt.Errorf("create network: %w", err)
-	}
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
-	if err != nil {
-		return "", fmt.Errorf("create network %s: %w", spec.Name, err)
-	}
-	spec.Labels = labels
-	res, err := c.netControl(ctx, spec.Name, cliNetworkCreateArgs(spec))
-	if err != nil {
-		return "", err
-	}
-	id := lastField(res.Stdout)
-	if id == "" {
-		return "", fmt.Errorf("create network %s: the client printed no network ID", spec.Name)
-	}
-	return id, nil
-}
-
 // networkDoc is the part of `network inspect` this package reads.
 type networkDoc struct {
 	ID       string `json:"Id"`
@@ -248,18 +131,6 @@ type networkDoc struct {
 	Containers map[string]struct {
 		Name string `json:"Name"`
 	} `json:"Containers"`
-}
-
-// NetworkInspect implements [Networks].
-func (c *CLI) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
-	if err := checkTarget(ref); err != nil {
-		return NetworkInfo{}, fmt.Errorf("inspect network: %w", err)
-	}
-	res, err := c.netControl(ctx, ref, []string{"network", "inspect", "--format", "{{json .}}", ref})
-	if err != nil {
-		return NetworkInfo{}, err
-	}
-	return parseNetworkInspect(ref, res.Stdout)
 }
 
 func parseNetworkInspect(ref string, out []byte) (NetworkInfo, error) {
@@ -290,33 +161,6 @@ func parseNetworkInspect(ref string, out []byte) (NetworkInfo, error) {
 	return info, nil
 }
 
-// NetworkConnect implements [Networks].
-func (c *CLI) NetworkConnect(ctx context.Context, network, container string) error {
-	if err := checkTarget(network); err != nil {
-		return fmt.Errorf("connect network: %w", err)
-	}
-	if err := checkTarget(container); err != nil {
-		return fmt.Errorf("connect network: %w", err)
-	}
-	_, err := c.netControl(ctx, container, []string{"network", "connect", network, container})
-	return err
-}
-
-// NetworkRemove implements [Networks].
-func (c *CLI) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
-	if err := checkTarget(id); err != nil {
-		return 0, fmt.Errorf("remove network: %w", err)
-	}
-	_, err := c.netControl(ctx, id, []string{"network", "rm", id})
-	if errors.Is(err, ErrNotFound) {
-		return Absent, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return Removed, nil
-}
-
 // withLabels checks the spec both drivers are given and returns it with the configuration's
 // extra labels merged in: names, image and network must be neither empty nor dash-led, and
 // every label must pass the label rules.
@@ -337,58 +181,4 @@ func (spec ProxySpec) withLabels(extra map[string]string) (ProxySpec, error) {
 	}
 	spec.Labels = labels
 	return spec, nil
-}
-
-// ProxyCreate implements [Networks].
-func (c *CLI) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
-	spec, err := spec.withLabels(c.cfg.Labels)
-	if err != nil {
-		return "", err
-	}
-	res, err := c.netControl(ctx, spec.Name, cliProxyCreateArgs(spec))
-	if err != nil {
-		return "", err
-	}
-	id := lastField(res.Stdout)
-	if id == "" {
-		return "", fmt.Errorf("create proxy %s: the client printed no container ID", spec.Name)
-	}
-	return id, nil
-}
-
-// ProxyStart implements [Networks].
-func (c *CLI) ProxyStart(ctx context.Context, id string) error {
-	if err := checkTarget(id); err != nil {
-		return fmt.Errorf("start proxy: %w", err)
-	}
-	_, err := c.netControl(ctx, id, []string{"start", id})
-	return err
-}
-
-// ProxyStop implements [Networks].
-func (c *CLI) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
-	if err := checkTarget(id); err != nil {
-		return fmt.Errorf("stop proxy: %w", err)
-	}
-	_, err := c.netControl(ctx, id, cliProxyStopArgs(id, grace))
-	return err
-}
-
-// ProxyLogs implements [Networks]. Only stdout is kept: the proxy writes its decisions there.
-func (c *CLI) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
-	if err := checkTarget(id); err != nil {
-		return nil, fmt.Errorf("read proxy log: %w", err)
-	}
-	if tail <= 0 || maxBytes <= 0 {
-		return nil, fmt.Errorf("read proxy log %s: %w: tail and byte bound must be positive", id, ErrInvalid)
-	}
-	args := cliProxyLogsArgs(id, tail)
-	res, err := c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout, readLimit: maxBytes + 1})
-	if err != nil {
-		return nil, err
-	}
-	if !res.Stopped && res.ExitCode != 0 {
-		return nil, &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: classifyNetwork(args, id, res.Stderr)}
-	}
-	return res.Stdout, nil
 }

@@ -1,20 +1,8 @@
 package egresslog
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
-
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
-)
-
-// The ownership selectors the engine writes on every proxy (docker-backend.md §6.3). They are
-// written by the docker package; this package only reads them.
-const (
-	labelScope  = "maf-sandbox.scope"
-	labelThread = "maf-sandbox.thread"
-	labelAgent  = "maf-sandbox.agent"
-	labelCall   = "maf-sandbox.call" // only when the key names a call
 )
 
 // Attribution says how a proxy's key was recovered, or why it was not. The three that name a
@@ -22,19 +10,19 @@ const (
 type Attribution string
 
 const (
-	// AttributionLabel: decoded from [LabelKeyV1] and confirmed by the selectors.
+	// AttributionLabel: decoded from [label.KeyV1] and confirmed by the selectors.
 	AttributionLabel Attribution = "label"
-	// AttributionLegacySelectors: no [LabelKeyV1] at all (a proxy older than the label), and
+	// AttributionLegacySelectors: no [label.KeyV1] at all (a proxy older than the label), and
 	// the selectors were plain values, so they are the key itself.
 	AttributionLegacySelectors Attribution = "legacy-selectors"
 	// AttributionCallerKey: nothing to read, and the key-addressed caller's own key stood in
 	// ([CallerKeyStandsIn]).
 	AttributionCallerKey Attribution = "caller-key"
-	// AttributionNone: nothing to read — [LabelKeyV1] present and empty (the key was over
+	// AttributionNone: nothing to read — [label.KeyV1] present and empty (the key was over
 	// budget), or absent with selectors that were digested or missing. A caller's key may
 	// stand in.
 	AttributionNone Attribution = "none"
-	// AttributionRefused: [LabelKeyV1] present, non-empty and not believed — it does not
+	// AttributionRefused: [label.KeyV1] present, non-empty and not believed — it does not
 	// decode, or it contradicts the selectors. Nothing may stand in for it.
 	AttributionRefused Attribution = "refused"
 )
@@ -48,23 +36,23 @@ func (a Attribution) Attributed() bool {
 // (egress-and-reap.md §3.5). It returns the key with [AttributionLabel] or
 // [AttributionLegacySelectors], or the zero key with the reason there is none:
 //
-//   - [LabelKeyV1] present and non-empty: it must be strict, padded URL-safe base64 of a JSON
+//   - [label.KeyV1] present and non-empty: it must be strict, padded URL-safe base64 of a JSON
 //     array of exactly four strings; the scope, thread and agent selectors must be present and
-//     equal to labelValue of the decoded scope, thread and agent; a non-empty decoded call
-//     needs the call selector present and equal to labelValue of it, an empty one needs the
+//     equal to label.Value of the decoded scope, thread and agent; a non-empty decoded call
+//     needs the call selector present and equal to label.Value of it, an empty one needs the
 //     call selector absent. Anything else is [AttributionRefused].
-//   - [LabelKeyV1] present and empty: [AttributionNone] (the over-budget marker); the
+//   - [label.KeyV1] present and empty: [AttributionNone] (the over-budget marker); the
 //     selectors are not consulted.
-//   - [LabelKeyV1] absent: the selectors are the key when scope, thread and agent are present
-//     and plain — each equal to its own labelValue, which a digest never is — and so is the
+//   - [label.KeyV1] absent: the selectors are the key when scope, thread and agent are present
+//     and plain — each equal to its own label.Value, which a digest never is — and so is the
 //     call selector when present. Otherwise [AttributionNone].
 func KeyFromLabels(labels map[string]string) (sandbox.Key, Attribution) {
-	value, present := labels[LabelKeyV1]
+	value, present := labels[label.KeyV1]
 	switch {
 	case present && value == "":
 		return sandbox.Key{}, AttributionNone
 	case present:
-		key, ok := decodeKeyLabel(value)
+		key, ok := label.DecodeKey(value)
 		if !ok || !selectorsName(labels, key) {
 			return sandbox.Key{}, AttributionRefused
 		}
@@ -73,17 +61,17 @@ func KeyFromLabels(labels map[string]string) (sandbox.Key, Attribution) {
 
 	var key sandbox.Key
 	for _, f := range []struct {
-		label string
-		dst   *string
-	}{{labelScope, &key.Scope}, {labelThread, &key.ThreadID}, {labelAgent, &key.AgentID}} {
-		v, ok := labels[f.label]
-		if !ok || !plain(v) {
+		name string
+		dst  *string
+	}{{label.Scope, &key.Scope}, {label.Thread, &key.ThreadID}, {label.Agent, &key.AgentID}} {
+		v, ok := labels[f.name]
+		if !ok || !label.Plain(v) {
 			return sandbox.Key{}, AttributionNone
 		}
 		*f.dst = v
 	}
-	if v, ok := labels[labelCall]; ok {
-		if !plain(v) {
+	if v, ok := labels[label.Call]; ok {
+		if !label.Plain(v) {
 			return sandbox.Key{}, AttributionNone
 		}
 		key.CallID = v
@@ -95,8 +83,8 @@ func KeyFromLabels(labels map[string]string) (sandbox.Key, Attribution) {
 // Dispose(key)) may file the proxy's window under its own key, caller (egress-and-reap.md
 // §3.5). It may only when status is [AttributionNone] — never for [AttributionRefused] — and
 // only when the proxy's ownership selectors name caller: scope, thread and agent equal to
-// labelValue of the caller's, and the call selector absent when caller.CallID is empty, or
-// present and equal to labelValue(caller.CallID) when it is not. So a conversation's key never
+// label.Value of the caller's, and the call selector absent when caller.CallID is empty, or
+// present and equal to label.Value(caller.CallID) when it is not. So a conversation's key never
 // stands in for a call's proxy. Sweeps (DisposeScope, Reap) have no caller key and never call
 // this.
 func CallerKeyStandsIn(labels map[string]string, status Attribution, caller sandbox.Key) bool {
@@ -120,54 +108,16 @@ func Attribute(labels map[string]string, caller *sandbox.Key) (sandbox.Key, Attr
 
 // selectorsName reports whether the ownership selectors are those the engine writes for key.
 func selectorsName(labels map[string]string, key sandbox.Key) bool {
-	for _, f := range []struct{ label, raw string }{
-		{labelScope, key.Scope}, {labelThread, key.ThreadID}, {labelAgent, key.AgentID},
+	for _, f := range []struct{ name, raw string }{
+		{label.Scope, key.Scope}, {label.Thread, key.ThreadID}, {label.Agent, key.AgentID},
 	} {
-		if v, ok := labels[f.label]; !ok || v != labelValue(f.raw) {
+		if v, ok := labels[f.name]; !ok || v != label.Value(f.raw) {
 			return false
 		}
 	}
-	call, ok := labels[labelCall]
+	call, ok := labels[label.Call]
 	if key.CallID == "" {
 		return !ok
 	}
-	return ok && call == labelValue(key.CallID)
-}
-
-// plain reports whether a selector value is the raw value it was made from.
-func plain(v string) bool { return labelValue(v) == v }
-
-// labelValue is the engine's selector mapping (docker-backend.md §6.3), which the docker
-// package's LabelValue writes: raw unchanged when it is 1–63 bytes of [A-Za-z0-9._-] and not
-// digest-shaped, otherwise "sha256-" and the first 48 hex digits of its SHA-256. It is
-// restated here so that the proxy binary, which links this package, does not link the docker
-// package; the spec's vectors pin it, and a test reads labels the docker package wrote.
-func labelValue(raw string) string {
-	if len(raw) >= 1 && len(raw) <= 63 && onlyBytes(raw, isPlainByte) && !digestShaped(raw) {
-		return raw
-	}
-	sum := sha256.Sum256([]byte(raw))
-	return "sha256-" + hex.EncodeToString(sum[:])[:48]
-}
-
-// digestShaped reports whether v looks like a digest labelValue writes: "sha256-" and 48
-// lower-case hex digits.
-func digestShaped(v string) bool {
-	hexDigits, ok := strings.CutPrefix(v, "sha256-")
-	return ok && len(hexDigits) == 48 && onlyBytes(hexDigits, func(c byte) bool {
-		return '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
-	})
-}
-
-func isPlainByte(c byte) bool {
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
-}
-
-func onlyBytes(s string, ok func(byte) bool) bool {
-	for i := 0; i < len(s); i++ {
-		if !ok(s[i]) {
-			return false
-		}
-	}
-	return true
+	return ok && call == label.Value(key.CallID)
 }

@@ -5,21 +5,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
 // selectors returns the ownership labels the engine writes on a proxy for key, kind included.
 func selectors(key sandbox.Key) map[string]string {
 	l := map[string]string{
-		labelScope:           labelValue(key.Scope),
-		labelThread:          labelValue(key.ThreadID),
-		labelAgent:           labelValue(key.AgentID),
+		label.Scope:          label.Value(key.Scope),
+		label.Thread:         label.Value(key.ThreadID),
+		label.Agent:          label.Value(key.AgentID),
 		"maf-sandbox.kind":   "test",
 		"maf-sandbox.role":   "proxy",
 		"maf-sandbox.label.": "x",
 	}
 	if key.CallID != "" {
-		l[labelCall] = labelValue(key.CallID)
+		l[label.Call] = label.Value(key.CallID)
 	}
 	return l
 }
@@ -27,7 +28,7 @@ func selectors(key sandbox.Key) map[string]string {
 // proxyLabels returns what a proxy created for key carries: selectors plus the key label.
 func proxyLabels(key sandbox.Key) map[string]string {
 	l := selectors(key)
-	l[LabelKeyV1], _ = EncodeKeyLabel(key)
+	l[label.KeyV1], _ = label.EncodeKey(key)
 	return l
 }
 
@@ -43,36 +44,6 @@ func without(l map[string]string, k string) map[string]string {
 	return l
 }
 
-func TestLabelValue(t *testing.T) {
-	// Vectors of docker-backend.md §6.3, which the docker package's LabelValue also answers.
-	digest := func(s string) string { return labelValue(s) }
-	cases := []struct {
-		name, raw, want string
-	}{
-		{name: "short plain", raw: "tenant-1.a_b", want: "tenant-1.a_b"},
-		{name: "63 bytes", raw: strings.Repeat("a", 63), want: strings.Repeat("a", 63)},
-		{name: "64 bytes", raw: strings.Repeat("a", 64), want: "sha256-ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"[:55]},
-		{name: "empty", raw: "", want: "sha256-e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c"},
-		{name: "separator", raw: "a/b", want: digest("a/b")},
-		{name: "digest-shaped", raw: "sha256-" + strings.Repeat("a", 48), want: digest("sha256-" + strings.Repeat("a", 48))},
-		{name: "digest-shaped upper is plain", raw: "sha256-" + strings.Repeat("A", 48), want: "sha256-" + strings.Repeat("A", 48)},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := labelValue(tc.raw)
-			if got != tc.want {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-			if got != tc.raw && (!strings.HasPrefix(got, "sha256-") || len(got) != 55) {
-				t.Fatalf("digest %q has the wrong shape", got)
-			}
-		})
-	}
-	if d := labelValue("sha256-" + strings.Repeat("a", 48)); d == "sha256-"+strings.Repeat("a", 48) {
-		t.Fatal("a digest-shaped value passed through")
-	}
-}
-
 func TestKeyFromLabels(t *testing.T) {
 	conv := sandbox.Key{Scope: "scope", ThreadID: "thread", AgentID: "agent"}
 	call := sandbox.Key{Scope: "scope", ThreadID: "thread", AgentID: "agent", CallID: "call-1"}
@@ -80,9 +51,9 @@ func TestKeyFromLabels(t *testing.T) {
 	odd := sandbox.Key{Scope: "sha256-" + strings.Repeat("a", 48), ThreadID: "quotes\"'\\\x00", AgentID: "a=b"}
 	empty := sandbox.Key{}
 	big := sandbox.Key{Scope: strings.Repeat("x", 3057)}
-	claims, _ := EncodeKeyLabel(sandbox.Key{Scope: "other", ThreadID: "thread", AgentID: "agent"})
-	callLabel, _ := EncodeKeyLabel(call)
-	otherCall, _ := EncodeKeyLabel(sandbox.Key{Scope: "scope", ThreadID: "thread", AgentID: "agent", CallID: "call-2"})
+	claims, _ := label.EncodeKey(sandbox.Key{Scope: "other", ThreadID: "thread", AgentID: "agent"})
+	callLabel, _ := label.EncodeKey(call)
+	otherCall, _ := label.EncodeKey(sandbox.Key{Scope: "scope", ThreadID: "thread", AgentID: "agent", CallID: "call-2"})
 
 	cases := []struct {
 		name   string
@@ -98,31 +69,31 @@ func TestKeyFromLabels(t *testing.T) {
 		{name: "label empty key", labels: proxyLabels(empty), want: empty, status: AttributionLabel},
 		{name: "label at budget", labels: proxyLabels(sandbox.Key{Scope: strings.Repeat("x", 3056)}), want: sandbox.Key{Scope: strings.Repeat("x", 3056)}, status: AttributionLabel},
 		// Label present and refused: the vectors of §3.5.
-		{name: "junk", labels: with(selectors(hashed), LabelKeyV1, "!"), status: AttributionRefused},
-		{name: "object", labels: with(selectors(hashed), LabelKeyV1, "e30="), status: AttributionRefused},
-		{name: "numbers", labels: with(selectors(hashed), LabelKeyV1, "WzEsMiwzXQ=="), status: AttributionRefused},
-		{name: "empty array", labels: with(selectors(hashed), LabelKeyV1, "W10="), status: AttributionRefused},
-		{name: "standard alphabet", labels: with(selectors(hashed), LabelKeyV1, "////"), status: AttributionRefused},
-		{name: "three elements", labels: with(selectors(hashed), LabelKeyV1, "WyJhIiwiYiIsImMiXQ=="), status: AttributionRefused},
-		{name: "scope differs from selector", labels: with(selectors(conv), LabelKeyV1, claims), status: AttributionRefused},
-		{name: "claims other compact", labels: with(selectors(conv), LabelKeyV1, "WyJvdGhlciIsImIiLCJjIiwiZCJd"), status: AttributionRefused},
-		{name: "thread selector differs", labels: with(proxyLabels(conv), labelThread, "other"), status: AttributionRefused},
-		{name: "agent selector missing", labels: without(proxyLabels(conv), labelAgent), status: AttributionRefused},
-		{name: "call decoded, call label absent", labels: without(proxyLabels(call), labelCall), status: AttributionRefused},
-		{name: "call decoded, call label differs", labels: with(selectors(call), LabelKeyV1, otherCall), status: AttributionRefused},
-		{name: "no call decoded, call label present", labels: with(selectors(call), LabelKeyV1, proxyLabels(conv)[LabelKeyV1]), status: AttributionRefused},
-		{name: "call label is the raw value of a hashed call", labels: with(selectors(conv), LabelKeyV1, callLabel), status: AttributionRefused},
+		{name: "junk", labels: with(selectors(hashed), label.KeyV1, "!"), status: AttributionRefused},
+		{name: "object", labels: with(selectors(hashed), label.KeyV1, "e30="), status: AttributionRefused},
+		{name: "numbers", labels: with(selectors(hashed), label.KeyV1, "WzEsMiwzXQ=="), status: AttributionRefused},
+		{name: "empty array", labels: with(selectors(hashed), label.KeyV1, "W10="), status: AttributionRefused},
+		{name: "standard alphabet", labels: with(selectors(hashed), label.KeyV1, "////"), status: AttributionRefused},
+		{name: "three elements", labels: with(selectors(hashed), label.KeyV1, "WyJhIiwiYiIsImMiXQ=="), status: AttributionRefused},
+		{name: "scope differs from selector", labels: with(selectors(conv), label.KeyV1, claims), status: AttributionRefused},
+		{name: "claims other compact", labels: with(selectors(conv), label.KeyV1, "WyJvdGhlciIsImIiLCJjIiwiZCJd"), status: AttributionRefused},
+		{name: "thread selector differs", labels: with(proxyLabels(conv), label.Thread, "other"), status: AttributionRefused},
+		{name: "agent selector missing", labels: without(proxyLabels(conv), label.Agent), status: AttributionRefused},
+		{name: "call decoded, call label absent", labels: without(proxyLabels(call), label.Call), status: AttributionRefused},
+		{name: "call decoded, call label differs", labels: with(selectors(call), label.KeyV1, otherCall), status: AttributionRefused},
+		{name: "no call decoded, call label present", labels: with(selectors(call), label.KeyV1, proxyLabels(conv)[label.KeyV1]), status: AttributionRefused},
+		{name: "call label is the raw value of a hashed call", labels: with(selectors(conv), label.KeyV1, callLabel), status: AttributionRefused},
 		// Label present and empty: the over-budget marker, no fallback to selectors.
 		{name: "oversized", labels: proxyLabels(big), status: AttributionNone},
-		{name: "empty with plain selectors", labels: with(selectors(conv), LabelKeyV1, ""), status: AttributionNone},
+		{name: "empty with plain selectors", labels: with(selectors(conv), label.KeyV1, ""), status: AttributionNone},
 		// Label absent: legacy selectors.
 		{name: "legacy plain", labels: selectors(conv), want: conv, status: AttributionLegacySelectors},
 		{name: "legacy plain call", labels: selectors(call), want: call, status: AttributionLegacySelectors},
 		{name: "legacy hashed", labels: selectors(hashed), status: AttributionNone},
 		{name: "legacy digest-shaped", labels: selectors(odd), status: AttributionNone},
 		{name: "legacy hashed call", labels: selectors(sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a", CallID: "call / 1"}), status: AttributionNone},
-		{name: "legacy missing agent", labels: without(selectors(conv), labelAgent), status: AttributionNone},
-		{name: "legacy empty selector", labels: with(selectors(conv), labelScope, ""), status: AttributionNone},
+		{name: "legacy missing agent", labels: without(selectors(conv), label.Agent), status: AttributionNone},
+		{name: "legacy empty selector", labels: with(selectors(conv), label.Scope, ""), status: AttributionNone},
 		{name: "no labels", labels: map[string]string{}, status: AttributionNone},
 		{name: "nil labels", labels: nil, status: AttributionNone},
 	}
@@ -148,7 +119,7 @@ func TestCallerKeyFallback(t *testing.T) {
 	otherConv := conv
 	otherConv.AgentID = "other"
 
-	oversized := func(k sandbox.Key) map[string]string { return with(selectors(k), LabelKeyV1, "") }
+	oversized := func(k sandbox.Key) map[string]string { return with(selectors(k), label.KeyV1, "") }
 	legacy := selectors // hashed scope: legacy-unrecoverable
 
 	cases := []struct {
@@ -164,16 +135,16 @@ func TestCallerKeyFallback(t *testing.T) {
 		{name: "oversized call proxy, call key", labels: oversized(call), caller: &call, want: call, status: AttributionCallerKey},
 		{name: "oversized call proxy, conversation key", labels: oversized(call), caller: &conv, status: AttributionNone},
 		{name: "oversized conversation proxy, call key", labels: oversized(conv), caller: &call, status: AttributionNone},
-		{name: "call label differs", labels: with(oversized(call), labelCall, "call-2"), caller: &call, status: AttributionNone},
+		{name: "call label differs", labels: with(oversized(call), label.Call, "call-2"), caller: &call, status: AttributionNone},
 		{name: "someone else's proxy", labels: oversized(otherConv), caller: &conv, status: AttributionNone},
-		{name: "scope selector mismatched", labels: with(oversized(conv), labelScope, "somebody-else"), caller: &conv, status: AttributionNone},
-		{name: "scope selector missing", labels: without(oversized(conv), labelScope), caller: &conv, status: AttributionNone},
-		{name: "thread selector mismatched", labels: with(oversized(conv), labelThread, "somebody-else"), caller: &conv, status: AttributionNone},
-		{name: "thread selector missing", labels: without(oversized(conv), labelThread), caller: &conv, status: AttributionNone},
-		{name: "agent selector mismatched", labels: with(oversized(conv), labelAgent, "somebody-else"), caller: &conv, status: AttributionNone},
-		{name: "agent selector missing", labels: without(oversized(conv), labelAgent), caller: &conv, status: AttributionNone},
-		{name: "refused junk", labels: with(selectors(conv), LabelKeyV1, "!"), caller: &conv, status: AttributionRefused},
-		{name: "refused claim", labels: with(selectors(conv), LabelKeyV1, "WyJvdGhlciIsImIiLCJjIiwiZCJd"), caller: &conv, status: AttributionRefused},
+		{name: "scope selector mismatched", labels: with(oversized(conv), label.Scope, "somebody-else"), caller: &conv, status: AttributionNone},
+		{name: "scope selector missing", labels: without(oversized(conv), label.Scope), caller: &conv, status: AttributionNone},
+		{name: "thread selector mismatched", labels: with(oversized(conv), label.Thread, "somebody-else"), caller: &conv, status: AttributionNone},
+		{name: "thread selector missing", labels: without(oversized(conv), label.Thread), caller: &conv, status: AttributionNone},
+		{name: "agent selector mismatched", labels: with(oversized(conv), label.Agent, "somebody-else"), caller: &conv, status: AttributionNone},
+		{name: "agent selector missing", labels: without(oversized(conv), label.Agent), caller: &conv, status: AttributionNone},
+		{name: "refused junk", labels: with(selectors(conv), label.KeyV1, "!"), caller: &conv, status: AttributionRefused},
+		{name: "refused claim", labels: with(selectors(conv), label.KeyV1, "WyJvdGhlciIsImIiLCJjIiwiZCJd"), caller: &conv, status: AttributionRefused},
 		{name: "sweep has no caller", labels: oversized(conv), caller: nil, status: AttributionNone},
 		{name: "sweep, legacy plain", labels: selectors(sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}), caller: nil,
 			want: sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}, status: AttributionLegacySelectors},

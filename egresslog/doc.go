@@ -22,9 +22,9 @@
 //
 // # Attribution
 //
-// A proxy container carries the maf-sandbox.key.v1 label ([LabelKeyV1]): the key that ran
-// behind it, encoded losslessly by [EncodeKeyLabel] (§3.5), or empty when the encoding exceeds
-// [KeyLabelBudget]. [KeyFromLabels] recovers the key from a proxy's labels, or says why it
+// A proxy container carries the maf-sandbox.key.v1 label ([label.KeyV1]): the key that ran
+// behind it, encoded losslessly by [label.EncodeKey] (§3.5), or empty when the encoding exceeds
+// [label.KeyBudget]. [KeyFromLabels] recovers the key from a proxy's labels, or says why it
 // cannot ([Attribution]); [CallerKeyStandsIn] is the one rule under which a key-addressed
 // caller's own key may stand in for a proxy that carries nothing to read, and [Attribute]
 // combines the two.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -38,31 +39,21 @@ func ExampleParseLog() {
 	// truncated: false
 }
 
-func ExampleEncodeKeyLabel() {
-	v, ok := egresslog.EncodeKeyLabel(sandbox.Key{Scope: "scope", ThreadID: "thread", AgentID: "agent"})
-	fmt.Println(v, ok)
-	v, ok = egresslog.EncodeKeyLabel(sandbox.Key{Scope: strings.Repeat("x", 3057)})
-	fmt.Printf("%q %v\n", v, ok)
-	// Output:
-	// WyJzY29wZSIsICJ0aHJlYWQiLCAiYWdlbnQiLCAiIl0= true
-	// "" false
-}
-
 func ExampleAttribute() {
 	key := sandbox.Key{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"}
-	value, _ := egresslog.EncodeKeyLabel(key)
+	value, _ := label.EncodeKey(key)
 	labels := map[string]string{
 		"maf-sandbox.scope":  "tenant-1",
 		"maf-sandbox.thread": "t-1",
 		"maf-sandbox.agent":  "devops",
 		"maf-sandbox.kind":   "python",
 		"maf-sandbox.role":   "proxy",
-		egresslog.LabelKeyV1: value,
+		label.KeyV1:          value,
 	}
 	got, how := egresslog.Attribute(labels, nil)
 	fmt.Println(got, how)
 
-	labels[egresslog.LabelKeyV1] = "" // the key was over budget
+	labels[label.KeyV1] = "" // the key was over budget
 	got, how = egresslog.Attribute(labels, nil)
 	fmt.Printf("%q %s\n", got.String(), how)
 	got, how = egresslog.Attribute(labels, &key) // Dispose(key) may stand in

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -39,7 +39,7 @@ func TestConcurrentAcquiresOfOneKeyMakeOneContainer(t *testing.T) {
 			t.Fatalf("acquires returned different instances: %v", ids)
 		}
 	}
-	out := dockertest.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(key.Scope))
+	out := dockertest.Docker(t, "ps", "-aq", "--filter", "label="+label.Scope+"="+label.Value(key.Scope))
 	if n := len(strings.Fields(out)); n != 1 {
 		t.Fatalf("%d containers for one key", n)
 	}

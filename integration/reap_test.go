@@ -10,6 +10,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/reaper"
 )
 
@@ -39,11 +40,11 @@ func (f *reapFixture) base() string {
 func (f *reapFixture) labels(scope string, noKind bool, extra ...string) []string {
 	args := dockertest.LabelArgs()
 	args = append(args,
-		"--label", docker.LabelScope+"="+docker.LabelValue(scope),
-		"--label", docker.LabelThread+"=thread",
-		"--label", docker.LabelAgent+"=agent")
+		"--label", label.Scope+"="+label.Value(scope),
+		"--label", label.Thread+"=thread",
+		"--label", label.Agent+"=agent")
 	if !noKind {
-		args = append(args, "--label", docker.LabelKind+"=shell")
+		args = append(args, "--label", label.Kind+"=shell")
 	}
 	for _, e := range extra {
 		args = append(args, "--label", e)
@@ -100,7 +101,7 @@ func (f *reapFixture) exists(id string) bool {
 func TestReapByAge(t *testing.T) {
 	f := newReapFixture(t)
 	ours := f.labels(f.scope, false)
-	proxy := f.labels(f.scope, false, docker.LabelRole+"="+docker.RoleProxy)
+	proxy := f.labels(f.scope, false, label.Role+"="+label.RoleProxy)
 	type res struct {
 		name, id string
 		gone     bool

@@ -24,9 +24,9 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
@@ -593,7 +593,7 @@ func TestEngineRunCommand(t *testing.T) {
 	if err != nil || string(got) != "SHOUT THIS\n" {
 		t.Fatalf("landed output: %q, %v", got, err)
 	}
-	out := dockertest.Docker(t, "ps", "-a", "--quiet", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(scope))
+	out := dockertest.Docker(t, "ps", "-a", "--quiet", "--filter", "label="+label.Scope+"="+label.Value(scope))
 	if strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("engine run left containers behind: %s", out)
 	}

@@ -212,6 +212,8 @@ type APIExecResult struct {
 	ProducerOwnsStderr bool    `json:"producer_owns_stderr,omitempty"`
 	// Chunks is how many [APIExecChunk] messages went to stream_to before this response.
 	Chunks int `json:"chunks,omitempty"`
+	// ExecID is the engine's ID of this command, the one its chunks carry.
+	ExecID string `json:"exec_id,omitempty"`
 }
 
 // APIExecResponse is an exec's result.
@@ -227,6 +229,10 @@ type APIExecChunk struct {
 	Seq    int    `json:"seq"`
 	Stream string `json:"stream"` // "stdout" or "stderr"
 	Data   []byte `json:"data"`
+	// ExecID tells the chunks of two commands streamed to one subject apart (the response's
+	// exec_id); RequestID is the call's request ID (the X-Request-Id header).
+	ExecID    string `json:"exec_id"`
+	RequestID string `json:"request_id"`
 }
 
 // APIRunCodeRequest evaluates code in the guest runtime.

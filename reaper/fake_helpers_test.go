@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 )
 
 // t0 is the fake clock's now.
@@ -52,10 +53,10 @@ func newFake() *fakeInventory {
 // identity returns the four identity labels for scope s.
 func identity(scope string) map[string]string {
 	return map[string]string{
-		docker.LabelScope:  docker.LabelValue(scope),
-		docker.LabelThread: "t-1",
-		docker.LabelAgent:  "agent",
-		docker.LabelKind:   "default",
+		label.Scope:  label.Value(scope),
+		label.Thread: "t-1",
+		label.Agent:  "agent",
+		label.Kind:   "default",
 	}
 }
 
@@ -83,7 +84,7 @@ func (f *fakeInventory) addWorkload(name, created, seed string, labels map[strin
 
 func (f *fakeInventory) addProxy(name, created, seed string, labels map[string]string) string {
 	id := fakeID(seed)
-	f.containers[id] = docker.Resource{ID: id, Name: name, Labels: withLabel(labels, docker.LabelRole, docker.RoleProxy), Created: created}
+	f.containers[id] = docker.Resource{ID: id, Name: name, Labels: withLabel(labels, label.Role, label.RoleProxy), Created: created}
 	return id
 }
 

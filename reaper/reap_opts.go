@@ -27,7 +27,7 @@ func defaultOptions() options {
 }
 
 // WithScope narrows the sweep to one scope: the listing filters on the label
-// maf-sandbox.scope = docker.LabelValue(scope), and every inspected container and network is
+// maf-sandbox.scope = label.Value(scope), and every inspected container and network is
 // checked again for that value. An empty scope is refused with [ErrInvalid]; without this
 // option the sweep covers every scope on the engine.
 func WithScope(scope string) Option {

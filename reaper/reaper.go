@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -152,7 +153,7 @@ func Reap(ctx context.Context, inv docker.Inventory, olderThan time.Duration, op
 func (s *sweep) run(ctx context.Context, now time.Time) error {
 	// A cutoff that cannot be represented (the subtraction overflowed) retains everything.
 	retainAll := !s.res.Cutoff.Before(now)
-	filter := docker.IdentityFilter(s.o.scope)
+	filter := label.IdentityFilter(s.o.scope)
 
 	containers, ok, err := s.inventory(ctx, "containers", filter, s.inv.ListContainerIDs, s.inv.InspectContainerID)
 	if err != nil || !ok {
@@ -280,7 +281,7 @@ func (s *sweep) check(r docker.Resource, listed string) string {
 		return err.Error()
 	}
 	if s.o.scope != "" {
-		if got, want := r.Labels[docker.LabelScope], docker.LabelValue(s.o.scope); got != want {
+		if got, want := r.Labels[label.Scope], label.Value(s.o.scope); got != want {
 			return fmt.Sprintf("scope label %q does not match the requested scope %q", got, want)
 		}
 	}
@@ -321,13 +322,13 @@ func classify(containers, networks []docker.Resource) []*group {
 		if !ok || !hasIdentity(r.Labels) {
 			continue
 		}
-		_, hasRole := r.Labels[docker.LabelRole]
+		_, hasRole := r.Labels[label.Role]
 		created, _ := parseCreated(r.Created)
 		switch {
 		case role == docker.RoleWorkload && !hasRole:
 			g := get(base)
 			g.workload = &member{res: r, kind: KindWorkload, created: created}
-		case role == docker.RoleProxyName && r.Labels[docker.LabelRole] == docker.RoleProxy:
+		case role == docker.RoleProxyName && r.Labels[label.Role] == label.RoleProxy:
 			g := get(base)
 			g.proxy = &member{res: r, kind: KindProxy, created: created}
 		}
@@ -374,7 +375,7 @@ func classify(containers, networks []docker.Resource) []*group {
 	return out
 }
 
-var identityLabels = []string{docker.LabelScope, docker.LabelThread, docker.LabelAgent, docker.LabelKind}
+var identityLabels = []string{label.Scope, label.Thread, label.Agent, label.Kind}
 
 func hasIdentity(labels map[string]string) bool {
 	for _, k := range identityLabels {

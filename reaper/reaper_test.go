@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -146,7 +147,7 @@ func TestReapVectors(t *testing.T) {
 					if c.Op == "inspect-container" && c.ID == w {
 						f.mu.Lock()
 						r := f.containers[w]
-						r.Labels = withLabel(r.Labels, docker.LabelScope, "other")
+						r.Labels = withLabel(r.Labels, label.Scope, "other")
 						f.containers[w] = r
 						f.mu.Unlock()
 					}
@@ -165,7 +166,7 @@ func TestReapVectors(t *testing.T) {
 					if c.Op == "inspect-network" && c.ID == n {
 						f.mu.Lock()
 						r := f.networks[n]
-						r.Labels = withLabel(r.Labels, docker.LabelScope, "other")
+						r.Labels = withLabel(r.Labels, label.Scope, "other")
 						f.networks[n] = r
 						f.mu.Unlock()
 					}
@@ -181,8 +182,8 @@ func TestReapVectors(t *testing.T) {
 			setup: func(f *fakeInventory) ids {
 				l := identity("s")
 				a := f.addWorkload("maf-sandbox-wsl-0123456789ab", ago(2*day), "foreign", l)
-				b := f.addWorkload(base(2), ago(2*day), "nolabel", withLabel(l, docker.LabelKind, "\x00delete"))
-				c := f.addWorkload(base(3), ago(2*day), "role", withLabel(l, docker.LabelRole, docker.RoleProxy))
+				b := f.addWorkload(base(2), ago(2*day), "nolabel", withLabel(l, label.Kind, "\x00delete"))
+				c := f.addWorkload(base(3), ago(2*day), "role", withLabel(l, label.Role, label.RoleProxy))
 				d := f.addWorkload(base(4)+"-proxy", ago(2*day), "norole", l)
 				e := f.addNetwork(base(5), ago(2*day), "netname", l)
 				g := f.addWorkload(base(6)+"0", ago(2*day), "long", l)
@@ -195,8 +196,8 @@ func TestReapVectors(t *testing.T) {
 			name: "a member whose identity differs from the anchor's is not the group's",
 			setup: func(f *fakeInventory) ids {
 				w := f.addWorkload(base(1), ago(2*day), "w", identity("s"))
-				p := f.addProxy(base(1)+"-proxy", ago(2*day), "p", withLabel(identity("s"), docker.LabelThread, "t-2"))
-				n := f.addNetwork(base(1)+"-net", ago(2*day), "n", withLabel(identity("s"), docker.LabelAgent, "other"))
+				p := f.addProxy(base(1)+"-proxy", ago(2*day), "p", withLabel(identity("s"), label.Thread, "t-2"))
+				n := f.addNetwork(base(1)+"-net", ago(2*day), "n", withLabel(identity("s"), label.Agent, "other"))
 				return ids{"w": w, "p": p, "n": n}
 			},
 			age: day, want: counts{1, 0, 0}, gone: []string{"w"}, kept: []string{"p", "n"},

@@ -1,7 +1,9 @@
 // Package service answers the sandbox protocol on NATS: every router and sandbox operation
 // (acquire, exec, write/read/stat file, remove, collect outputs, dispose, dispose scope,
-// reap, declarations, health) is a nats micro endpoint taking and returning the JSON wire
-// messages of package messages. docs/nats-api.md is the reference a client in any language
+// reap, declarations, health) is an endpoint of the nats micro service [ServiceName] taking
+// and returning the JSON wire messages of package messages. The engine speaks micro's
+// protocol ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, so that its counters are true for
+// calls answered off the subscription's goroutine (endpoints.go). docs/nats-api.md is the reference a client in any language
 // needs; package client is the Go client.
 //
 // # Subjects and engines
@@ -21,6 +23,13 @@
 // package sandbox (and this package's own) to a stable string; [DecodeError] rebuilds the
 // same typed error, so errors.As and errors.Is work across NATS. The code and message also
 // travel in micro's Nats-Service-Error-Code and Nats-Service-Error headers.
+//
+// # Correlation
+//
+// Every reply carries the call's request ID in the [RequestIDHeader] header: the caller's,
+// or one the engine mints, and echoes a valid W3C [TraceparentHeader]. Every log line of a
+// call has its op, subject, request_id, key and handle. An exec's chunks carry its exec_id
+// (also in the reply) and the request ID.
 //
 // # Transfers
 //

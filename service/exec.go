@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/messages"
@@ -34,12 +36,14 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	var st *streamer
+	execID := nuid.Next()
 	if req.StreamTo != "" {
 		if err := s.checkStreamSubject(req.StreamTo); err != nil {
 			return nil, err
 		}
-		st = &streamer{s: s, subject: req.StreamTo}
+		st = newStreamer(ctx, s, req.StreamTo, execID)
 	}
+	s.callLog(ctx).Debug("exec", zap.String("exec_id", execID))
 	cmd := sandbox.Command{Argv: req.Argv, Shell: req.Shell}
 	timeout := millis(req.TimeoutMS)
 	var res sandbox.ExecResult
@@ -60,7 +64,7 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.execResponse(h, res, st)
+	return s.execResponse(ctx, h, res, st, execID)
 }
 
 func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -76,26 +80,26 @@ func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.execResult(h, res, nil)
+	r, err := s.execResult(ctx, h, res, nil, nuid.Next())
 	if err != nil {
 		return nil, err
 	}
 	return &messages.APIRunCodeResponse{APIExecResult: r}, nil
 }
 
-func (s *Service) execResponse(h *handle, res sandbox.ExecResult, st *streamer) (any, error) {
+func (s *Service) execResponse(ctx context.Context, h *handle, res sandbox.ExecResult, st *streamer, execID string) (any, error) {
 	if st != nil && !st.live {
 		st.emit(StreamStdout, res.StdoutBytes)
 		st.emit(StreamStderr, res.StderrBytes)
 	}
-	r, err := s.execResult(h, res, st)
+	r, err := s.execResult(ctx, h, res, st, execID)
 	if err != nil {
 		return nil, err
 	}
 	return &messages.APIExecResponse{APIExecResult: r}, nil
 }
 
-func (s *Service) execResult(h *handle, res sandbox.ExecResult, st *streamer) (messages.APIExecResult, error) {
+func (s *Service) execResult(ctx context.Context, h *handle, res sandbox.ExecResult, st *streamer, execID string) (messages.APIExecResult, error) {
 	stdout, err := s.transfers.blob(h.id, res.StdoutBytes)
 	if err != nil {
 		return messages.APIExecResult{}, err
@@ -104,11 +108,11 @@ func (s *Service) execResult(h *handle, res sandbox.ExecResult, st *streamer) (m
 	if err != nil {
 		return messages.APIExecResult{}, err
 	}
-	r := messages.APIExecResult{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, ProducerOwnsStderr: res.ProducerOwnsStderr}
+	r := messages.APIExecResult{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, ProducerOwnsStderr: res.ProducerOwnsStderr, ExecID: execID}
 	if st != nil {
 		r.Chunks = st.count()
 		if err := s.nc.Flush(); err != nil {
-			s.log.Debug("flush exec chunks", zap.Error(err))
+			s.callLog(ctx).Debug("flush exec chunks", zap.Error(err))
 		}
 	}
 	return r, nil
@@ -136,14 +140,27 @@ func (s *Service) checkStreamSubject(subject string) error {
 	return nil
 }
 
-// streamer publishes a command's output as chunks on the stream_to subject, in order.
+// streamer publishes a command's output as chunks on the stream_to subject, in order, each
+// with the exec's ID and the call's request ID (and its correlation headers).
 type streamer struct {
-	s       *Service
-	subject string
-	live    bool // the sandbox emits while the command runs
+	s         *Service
+	subject   string
+	execID    string
+	requestID string
+	header    nats.Header
+	log       *zap.Logger
+	live      bool // the sandbox emits while the command runs
 
 	mu  sync.Mutex
 	seq int
+}
+
+func newStreamer(ctx context.Context, s *Service, subject, execID string) *streamer {
+	st := &streamer{s: s, subject: subject, execID: execID, log: s.callLog(ctx).With(zap.String("exec_id", execID))}
+	if c := callOf(ctx); c != nil {
+		st.requestID, st.header = c.requestID, c.headers()
+	}
+	return st
 }
 
 func (st *streamer) emit(stream string, p []byte) {
@@ -152,12 +169,13 @@ func (st *streamer) emit(stream string, p []byte) {
 	size := st.s.o.chunkSize
 	for len(p) > 0 {
 		n := min(len(p), size)
-		b, err := json.Marshal(messages.APIExecChunk{Type: messages.APIExecChunkType, Seq: st.seq, Stream: stream, Data: p[:n]})
+		b, err := json.Marshal(messages.APIExecChunk{Type: messages.APIExecChunkType, Seq: st.seq, Stream: stream, Data: p[:n],
+			ExecID: st.execID, RequestID: st.requestID})
 		if err == nil {
-			err = st.s.nc.Publish(st.subject, b)
+			err = st.s.nc.PublishMsg(&nats.Msg{Subject: st.subject, Data: b, Header: st.header})
 		}
 		if err != nil {
-			st.s.log.Debug("publish exec chunk", zap.String("subject", st.subject), zap.Error(err))
+			st.log.Debug("publish exec chunk", zap.String("stream_to", st.subject), zap.Error(err))
 		}
 		st.seq++
 		p = p[n:]
@@ -168,6 +186,14 @@ func (st *streamer) count() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.seq
+}
+
+// callLog is the logger of the call ctx belongs to, or the engine's.
+func (s *Service) callLog(ctx context.Context) *zap.Logger {
+	if c := callOf(ctx); c != nil {
+		return c.log
+	}
+	return s.log
 }
 
 func backendName(s *Service) string {

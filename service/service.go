@@ -29,9 +29,12 @@ type Service struct {
 	log     *zap.Logger
 	id      string
 	started time.Time
-	svc     micro.Service
-	alive   *nats.Subscription
-	subs    int // the connection's subscriptions before the service added its own, alive included
+	// endpoints are every subject the engine answers, alive last; control are the $SRV
+	// subscriptions (endpoints.go).
+	endpoints []*endpoint
+	control   []*nats.Subscription
+	alive     *endpoint
+	subs      int // the connection's subscriptions before the service added its own, alive included
 
 	life  context.Context // ends when Stop gives up waiting: in-flight calls are abandoned
 	abort context.CancelFunc
@@ -57,8 +60,10 @@ const flushTimeout = 10 * time.Second
 // envelopeOverhead is the room a chunk's message leaves for the JSON around its data.
 const envelopeOverhead = 8 * 1024
 
-// New starts answering the API on nc for router: it adds the nats micro service
-// [ServiceName] with one endpoint per operation and subject (see subjects.go). It fails with
+// New starts answering the API on nc for router: it answers as the nats micro service
+// [ServiceName] with one endpoint per operation and subject (see subjects.go) and the alive
+// subject, each counted on $SRV.STATS (endpoints.go says why the engine speaks the micro
+// protocol itself). It fails with
 // an [*sandbox.InvalidArgumentError] for a nil connection or router or a bad option, and
 // with the client's error when a subscription cannot be made. It returns once the server
 // has the subscriptions.
@@ -99,52 +104,14 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
 		subs: nc.NumSubscriptions(),
 	}
-	alive, err := nc.Subscribe(Engine(SubjectEngineAliveT, o.prefix, s.id), func(m *nats.Msg) { _ = m.Respond(nil) })
-	if err != nil {
+	if err := s.listen(); err != nil {
+		s.unsubscribe()
 		abort()
-		return nil, fmt.Errorf("subscribe to the alive subject: %w", err)
-	}
-	s.alive, s.subs = alive, s.subs+1
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     o.version,
-		Description: "maf-sandbox engine: sandboxes for AI agents' tool calls in Docker",
-		Metadata:    map[string]string{"engine": s.id, "prefix": o.prefix},
-		QueueGroup:  QueueGroup,
-		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
-			s.log.Warn("nats service error", zap.String("subject", e.Subject), zap.String("error", e.Description))
-		},
-	})
-	if err != nil {
-		_ = alive.Unsubscribe()
-		abort()
-		return nil, fmt.Errorf("add micro service: %w", err)
-	}
-	s.svc = svc
-	for _, op := range operations {
-		if op.shared != "" {
-			err = svc.AddEndpoint(op.name, s.endpoint(op), micro.WithEndpointSubject(Shared(op.shared, o.prefix)),
-				micro.WithEndpointQueueGroup(QueueGroup))
-		}
-		if err == nil && op.engine != "" {
-			name := op.name
-			if op.shared != "" {
-				name = "engine-" + op.name
-			}
-			err = svc.AddEndpoint(name, s.endpoint(op), micro.WithEndpointSubject(Engine(op.engine, o.prefix, s.id)),
-				micro.WithEndpointQueueGroupDisabled())
-		}
-		if err != nil {
-			_ = svc.Stop()
-			_ = alive.Unsubscribe()
-			abort()
-			return nil, fmt.Errorf("add endpoint %s: %w", op.name, err)
-		}
+		return nil, err
 	}
 	// Once the server has the subscriptions, a request sent after New returns finds them.
 	if err := nc.FlushTimeout(flushTimeout); err != nil {
-		_ = svc.Stop()
-		_ = alive.Unsubscribe()
+		s.unsubscribe()
 		abort()
 		return nil, fmt.Errorf("flush the subscriptions: %w", err)
 	}
@@ -171,7 +138,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.draining = true
 		s.mu.Unlock()
 		s.log.Info("engine draining", zap.Int("in_flight", s.inFlightNow()))
-		err := s.svc.Stop()
+		err := s.drain()
 		waitErr := s.waitDrained(ctx)
 		if waitErr == nil {
 			waitErr = s.waitIdle(ctx)
@@ -179,7 +146,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		if err := s.alive.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		if err := s.alive.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Debug("unsubscribe the alive subject", zap.Error(err))
 		}
 		s.abort()
@@ -282,47 +249,122 @@ func (s *Service) janitor() {
 }
 
 // operation is one API call: its endpoint name, its subject templates (shared, per-engine
-// or both), its message types and its handler.
+// or both), its message types, its handler and what $SRV.INFO says it does.
 type operation struct {
-	name     string
-	shared   string
-	engine   string
-	reqType  string
-	respType string
-	run      func(ctx context.Context, s *Service, data []byte) (any, error)
+	name        string
+	shared      string
+	engine      string
+	reqType     string
+	respType    string
+	run         func(ctx context.Context, s *Service, data []byte) (any, error)
+	description string
 }
 
-// endpoint handles each request on its own goroutine, so a long exec never holds up the
+// listen subscribes every operation's endpoints, the alive subject and the $SRV subjects.
+// On an error the caller unsubscribes what was made.
+func (s *Service) listen() error {
+	for _, op := range operations {
+		meta := endpointMeta(op.description, op.reqType, op.respType)
+		if op.shared != "" {
+			e := &endpoint{name: op.name, subject: Shared(op.shared, s.o.prefix), queue: QueueGroup, meta: meta}
+			s.endpoints = append(s.endpoints, e)
+			if err := s.subscribe(e, s.serve(e, op)); err != nil {
+				return err
+			}
+		}
+		if op.engine != "" {
+			name := op.name
+			if op.shared != "" {
+				name = "engine-" + op.name
+			}
+			e := &endpoint{name: name, subject: Engine(op.engine, s.o.prefix, s.id), meta: meta}
+			s.endpoints = append(s.endpoints, e)
+			if err := s.subscribe(e, s.serve(e, op)); err != nil {
+				return err
+			}
+		}
+	}
+	// alive answers through the drain (Stop unsubscribes it last), so a client can tell a
+	// draining engine from a dead one while its calls finish.
+	s.alive = &endpoint{name: "alive", subject: Engine(SubjectEngineAliveT, s.o.prefix, s.id),
+		meta: map[string]string{"description": "answers an empty reply while the engine runs, through its drain: the Go client's liveness probe",
+			"request_type": "any", "response_type": "empty"}}
+	s.endpoints = append(s.endpoints, s.alive)
+	alive := s.alive
+	if err := s.subscribe(alive, func(m *nats.Msg) {
+		start := time.Now()
+		if m.Reply != "" {
+			_ = s.nc.Publish(m.Reply, nil)
+		}
+		alive.record(time.Since(start), "")
+	}); err != nil {
+		return err
+	}
+	s.subs++
+	return s.discover()
+}
+
+// drain stops the endpoints but alive, and the $SRV subjects, from taking requests; the
+// messages already delivered are still handled. A closed connection has nothing to drain.
+func (s *Service) drain() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+			errs = append(errs, err)
+		}
+	}
+	for _, e := range s.endpoints {
+		if e != s.alive && e.sub != nil {
+			add(e.sub.Drain())
+		}
+	}
+	for _, sub := range s.control {
+		add(sub.Drain())
+	}
+	return errors.Join(errs...)
+}
+
+// unsubscribe drops every subscription New made, for a New that fails.
+func (s *Service) unsubscribe() {
+	for _, e := range s.endpoints {
+		if e.sub != nil {
+			_ = e.sub.Unsubscribe()
+		}
+	}
+	for _, sub := range s.control {
+		_ = sub.Unsubscribe()
+	}
+}
+
+// serve handles each request of op on its own goroutine, so a long exec never holds up the
 // subscription, and counts it until it has replied.
-func (s *Service) endpoint(op operation) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
-		if err := s.begin(req.Subject()); err != nil {
-			s.reply(req, op, nil, err, time.Now())
+func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		c := s.newCall(m, e, op)
+		if err := s.begin(m.Subject); err != nil {
+			s.reply(c, nil, err)
 			return
 		}
 		go func() {
 			defer s.end()
-			s.handle(req, op)
+			resp, err := s.call(c)
+			s.reply(c, resp, err)
 		}()
-	})
-}
-
-func (s *Service) handle(req micro.Request, op operation) {
-	start := time.Now()
-	resp, err := s.call(req, op)
-	s.reply(req, op, resp, err, start)
+	}
 }
 
 // call checks the request's size, JSON and type, then runs the operation under a context
-// bounded by the engine's life and the caller's wait.
-func (s *Service) call(req micro.Request, op operation) (resp any, err error) {
+// bounded by the engine's life and the caller's wait. Once the envelope is read, the call's
+// logger carries its key and handle.
+func (s *Service) call(c *call) (resp any, err error) {
+	op := c.op
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("handler panicked", zap.String("op", op.name), zap.Any("panic", p))
+			c.log.Error("handler panicked", zap.Any("panic", p))
 			resp, err = nil, &InternalError{Message: fmt.Sprintf("the engine failed handling %s", op.name)}
 		}
 	}()
-	data := req.Data()
+	data := c.msg.Data
 	if len(data) > s.o.maxRequestBytes {
 		return nil, &BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
 	}
@@ -330,15 +372,22 @@ func (s *Service) call(req micro.Request, op operation) (resp any, err error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return nil, &BadRequestError{Reason: "malformed JSON: " + err.Error()}
 	}
+	if env.Key != nil {
+		c.log = c.log.With(zap.Stringer("key", KeyFromWire(env.Key)))
+	}
+	if env.Sandbox != "" {
+		c.log = c.log.With(zap.String("handle", env.Sandbox))
+	}
+	subject := c.msg.Subject
 	switch {
 	case env.Type == "":
-		return nil, &BadRequestError{Reason: fmt.Sprintf("the request has no type; %s wants %q", req.Subject(), op.reqType)}
+		return nil, &BadRequestError{Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
 	case env.Type != op.reqType:
-		return nil, &BadRequestError{Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, req.Subject(), op.reqType)}
+		return nil, &BadRequestError{Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
 	case env.WaitMS < 0:
 		return nil, &BadRequestError{Reason: fmt.Sprintf("wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	ctx := s.life
+	ctx := withCall(s.life, c)
 	if env.WaitMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(env.WaitMS)*time.Millisecond)
@@ -348,14 +397,14 @@ func (s *Service) call(req micro.Request, op operation) (resp any, err error) {
 }
 
 // reply sends resp, or the error as the operation's response type with an error object and
-// micro's error headers. It publishes on the request's reply subject itself: micro's
-// Request may only be answered on the goroutine that received it.
-func (s *Service) reply(req micro.Request, op operation, resp any, err error, start time.Time) {
-	log := s.log.With(zap.String("op", op.name), zap.String("subject", req.Subject()), zap.Duration("elapsed", time.Since(start)))
-	if req.Reply() == "" {
-		log.Debug("request without a reply subject dropped")
-		return
-	}
+// micro's error headers, with the call's correlation headers; then counts the call on its
+// endpoint, from the request's arrival, as an error when the reply carries one.
+func (s *Service) reply(c *call, resp any, err error) {
+	op := c.op
+	errText := ""
+	defer func() { c.ep.record(time.Since(c.start), errText) }()
+	log := c.log.With(zap.Duration("elapsed", time.Since(c.start)))
+	msg := &nats.Msg{Subject: c.msg.Reply, Header: c.headers()}
 	if err == nil {
 		setType(resp, op.respType)
 		b, merr := json.Marshal(resp)
@@ -365,23 +414,27 @@ func (s *Service) reply(req micro.Request, op operation, resp any, err error, st
 		case len(b) > int(s.nc.MaxPayload()):
 			err = &InternalError{Message: fmt.Sprintf("the %s response of %d bytes exceeds the max payload", op.name, len(b))}
 		default:
-			if perr := s.nc.Publish(req.Reply(), b); perr != nil {
-				log.Warn("reply", zap.Error(perr))
-			}
-			log.Debug("call")
-			return
+			msg.Data = b
 		}
 	}
-	wire := EncodeError(err)
-	b, _ := json.Marshal(messages.APIResponse{Type: op.respType, Error: wire})
-	if wire.Code == CodeInternal {
-		log.Warn("call failed", zap.String("code", wire.Code), zap.Error(err))
+	if err != nil {
+		wire := EncodeError(err)
+		msg.Data, _ = json.Marshal(messages.APIResponse{Type: op.respType, Error: wire})
+		msg.Header.Set(micro.ErrorCodeHeader, wire.Code)
+		msg.Header.Set(micro.ErrorHeader, headerText(wire.Message))
+		errText = wire.Code + ": " + headerText(wire.Message)
+		if wire.Code == CodeInternal {
+			log.Warn("call failed", zap.String("code", wire.Code), zap.Error(err))
+		} else {
+			log.Debug("call refused", zap.String("code", wire.Code), zap.Error(err))
+		}
 	} else {
-		log.Debug("call refused", zap.String("code", wire.Code), zap.Error(err))
+		log.Debug("call")
 	}
-	msg := &nats.Msg{Subject: req.Reply(), Data: b, Header: nats.Header{}}
-	msg.Header.Set(micro.ErrorCodeHeader, wire.Code)
-	msg.Header.Set(micro.ErrorHeader, headerText(wire.Message))
+	if c.msg.Reply == "" {
+		log.Debug("request without a reply subject: no reply sent")
+		return
+	}
 	if perr := s.nc.PublishMsg(msg); perr != nil {
 		log.Warn("reply", zap.Error(perr))
 	}

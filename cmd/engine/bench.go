@@ -23,7 +23,7 @@ func benchCmd(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 20, "timed repetitions of each row, after one warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON line per row instead of a table")
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
-	driver := fs.String("driver", "", "the engine driver: cli or api (empty: the default)")
+	driver := fs.String("driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
 	only := fs.String("only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -16,12 +16,13 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 )
 
 // demoCmd runs the engine on its embedded defaults — an embedded NATS server on loopback,
-// the service over the local Docker engine — and plays a scripted agent against it through
+// the service over the local Docker daemon — and plays a scripted agent against it through
 // the Go client, the way a host in another process drives it: acquire, write a program, run
 // it, read its output back, dispose, and show that nothing was left behind.
 func demoCmd(ctx context.Context, args []string) error {
@@ -71,7 +72,7 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer engineConn.Close()
-	svc, err := service.New(engineConn, router, service.WithLogger(log))
+	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(buildVersion()))
 	if err != nil {
 		return err
 	}
@@ -134,15 +135,15 @@ func demoCmd(ctx context.Context, args []string) error {
 		step("allowlisted egress is available on this engine")
 	} else {
 		step("allowlisted egress is not served here: no egress proxy image is configured, and allowlists with hosts " +
-			"need Docker Engine 28.0.0+ for isolated bridge gateways, so no egress events are produced")
+			"need a Docker daemon of version 28.0.0 or later for isolated bridge gateways, so no egress events are produced")
 	}
 
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
 		return fmt.Errorf("dispose: %v", f)
 	}
 	purge := remote.DisposeScope(ctx, key.Scope, key.ThreadID)
-	left, err := exec.CommandContext(ctx, *dockerPath, "ps", "-aq", "--filter", "label="+docker.LabelScope+"="+docker.LabelValue(key.Scope),
-		"--filter", "label="+docker.LabelThread+"="+docker.LabelValue(key.ThreadID)).Output()
+	left, err := exec.CommandContext(ctx, *dockerPath, "ps", "-aq", "--filter", "label="+label.Scope+"="+label.Value(key.Scope),
+		"--filter", "label="+label.Thread+"="+label.Value(key.ThreadID)).Output()
 	if err != nil {
 		return err
 	}

@@ -4,27 +4,57 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/mafsandbox/engine/internal/images"
 )
 
+const imagesUsage = `Usage: engine images build [flags]
+
+Builds, on the local Docker daemon, the images the engine and its tests use, pulling nothing:
+the busybox workload image (from Debian's busybox-static at /bin/busybox) and the egress proxy
+image (FROM scratch around the proxy's static binary). An engine built with "make engine"
+carries that binary for the daemon's platform (embedded: %s), so it needs neither the source
+tree nor a Go toolchain; any other build compiles the proxy from the source tree it is run in.
+An image that is already current is left alone unless --force.
+
+Flags:
+`
+
 func imagesCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "build" {
-		return fmt.Errorf("usage: engine images build [--docker PATH] [--force]")
-	}
 	fs := flag.NewFlagSet("images build", flag.ContinueOnError)
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
 	force := fs.Bool("force", false, "rebuild images that already exist")
+	busyboxTag := fs.String("busybox-tag", images.BusyboxTag, "tag of the busybox workload image")
+	proxyTag := fs.String("proxy-tag", images.ProxyTag, "tag of the egress proxy image")
+	fs.Usage = func() {
+		embedded := strings.Join(images.EmbeddedProxyPlatforms(), ", ")
+		if embedded == "" {
+			embedded = "none"
+		}
+		fmt.Fprintf(fs.Output(), imagesUsage, embedded)
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 || args[0] != "build" {
+		fs.Usage()
+		if len(args) > 0 && isHelp(args[0]) {
+			return flag.ErrHelp
+		}
+		return fmt.Errorf("images: want the verb build")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("images build: unexpected arguments %q", fs.Args())
 	}
 	type build struct {
 		tag            string
 		ensure, always func(context.Context, string, string) error
 	}
 	for _, b := range []build{
-		{images.BusyboxTag, images.EnsureBusybox, images.BuildBusybox},
-		{images.ProxyTag, images.EnsureProxy, images.BuildProxy},
+		{*busyboxTag, images.EnsureBusybox, images.BuildBusybox},
+		{*proxyTag, images.EnsureProxy, images.BuildProxy},
 	} {
 		fmt.Printf("building %s ... ", b.tag)
 		do := b.ensure
@@ -38,4 +68,13 @@ func imagesCmd(ctx context.Context, args []string) error {
 		fmt.Println("done")
 	}
 	return nil
+}
+
+// isHelp reports whether arg asks for help, as the flag package spells it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }

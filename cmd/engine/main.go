@@ -1,10 +1,23 @@
-// Command engine runs the sandbox engine: bench measures it against the local Docker engine,
-// demo plays a scripted agent, images builds the images the engine and its tests run.
+// Command engine runs the sandbox engine and the tools around it:
+//
+//   - serve answers the sandbox API on NATS, with the local Docker daemon behind it;
+//   - run is one shot through a serving engine: acquire, copy in, run, copy out, dispose;
+//   - demo plays a scripted agent against an engine it starts itself;
+//   - bench measures every operation against the local Docker daemon;
+//   - images build builds the images the engine and its tests run, pulling nothing;
+//   - reap removes the sandboxes, proxies and networks created before an age;
+//   - version prints the version, taken from the build's module information.
+//
+// "engine -h", "engine help" and "engine <verb> -h" print help and exit 0. A failure exits 1;
+// "engine run" exits with its command's status, or 124 when the command timed out.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,7 +29,7 @@ Usage:
   engine serve [flags]           answer the sandbox API on NATS (embedded loopback server unless --nats-url)
   engine run [flags] -- CMD ...  one shot through a serving engine: acquire, copy in, run, copy out, dispose
   engine demo [flags]            acquire a sandbox, write a program, run it, read its output, dispose
-  engine bench [flags]           measure every operation against the local Docker engine
+  engine bench [flags]           measure every operation against the local Docker daemon
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
   engine reap --older-than 24h [--scope S] [--dry-run] [--json]   remove sandboxes created before the age
   engine version                 print the version
@@ -24,46 +37,74 @@ Usage:
 Run "engine <command> -h" for a command's flags.
 `
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// exitTimeout is the status of an "engine run" whose command timed out, as timeout(1) exits.
+const exitTimeout = 124
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "engine:", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) error {
+// run runs the command args name and returns the process's exit status: 0 for help, the
+// command's status for "engine run", 1 after printing any other failure to stderr.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	code, err := dispatch(ctx, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag set has printed the command's help
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "engine:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// dispatch runs the verb args[0] names with the rest of args.
+func dispatch(ctx context.Context, args []string) (int, error) {
 	if len(args) == 0 {
 		fmt.Print(usage)
-		return nil
+		return 0, nil
 	}
 	switch args[0] {
 	case "serve":
-		return serveCmd(ctx, args[1:])
+		return 0, serveCmd(ctx, args[1:])
 	case "run":
-		code, err := runCmd(ctx, args[1:])
-		if err == nil && code != 0 {
-			os.Exit(code)
-		}
-		return err
+		return runCmd(ctx, args[1:])
 	case "demo":
-		return demoCmd(ctx, args[1:])
+		return 0, demoCmd(ctx, args[1:])
 	case "bench":
-		return benchCmd(ctx, args[1:])
+		return 0, benchCmd(ctx, args[1:])
 	case "images":
-		return imagesCmd(ctx, args[1:])
+		return 0, imagesCmd(ctx, args[1:])
 	case "reap":
-		return reapCmd(ctx, args[1:])
+		return 0, reapCmd(ctx, args[1:])
 	case "version":
-		fmt.Println(version)
-		return nil
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return nil
+		return 0, versionCmd(args[1:])
 	}
-	return fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
+	if isHelp(args[0]) {
+		fmt.Print(usage)
+		return 0, nil
+	}
+	return 0, fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
+}
+
+// versionCmd prints [buildVersion].
+func versionCmd(args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: engine version\n\nPrints the version, from the build's module information "+
+			"(the module version, or the VCS revision of a development build).\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("version: unexpected arguments %q", fs.Args())
+	}
+	fmt.Println(buildVersion())
+	return nil
 }

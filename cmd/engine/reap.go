@@ -26,15 +26,15 @@ import (
 // errReapFailures makes the command exit non-zero when a sweep reported failures (§4.9).
 var errReapFailures = errors.New("the sweep reported failures")
 
-// reapCmd runs one age-based sweep of the Docker engine and exits (egress-and-reap.md §4).
+// reapCmd runs one age-based sweep of the Docker daemon and exits (egress-and-reap.md §4).
 func reapCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reap", flag.ContinueOnError)
 	olderThan := fs.Duration("older-than", 0, "remove what was created longer ago than this (required, e.g. 24h)")
-	scope := fs.String("scope", "", "only this scope (strongly advised: without it every scope on the engine is swept)")
+	scope := fs.String("scope", "", "only this scope (strongly advised: without it every scope on the daemon is swept)")
 	dryRun := fs.Bool("dry-run", false, "take the inventory and decide, remove nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
-	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the engine is the one its context or DOCKER_HOST names)")
-	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each engine call of the sweep")
+	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
+	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
 	natsURL := fs.String("nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
 	natsCore := fs.Bool("nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
@@ -42,9 +42,9 @@ func reapCmd(ctx context.Context, args []string) error {
 	natsWait := fs.Duration("nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
-			"Removes the sandboxes, egress proxies and networks this engine created longer ago than\n"+
-			"--older-than (creation age: running sandboxes are terminated too). Exits non-zero when\n"+
-			"anything could not be removed.\n\n")
+			"Removes the sandboxes, egress proxies and networks the engine created on the Docker daemon\n"+
+			"longer ago than --older-than (creation age: running sandboxes are terminated too). Exits\n"+
+			"non-zero when anything could not be removed.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +67,7 @@ func reapCmd(ctx context.Context, args []string) error {
 	}
 	binding, err := cli.Bind(ctx)
 	if err != nil {
-		return fmt.Errorf("reap: bind the engine: %w", err)
+		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
 	backend, err := actors.NewBackend(cfg, actors.WithEngine(cli), actors.WithLogger(log), actors.WithoutEventWatch())
 	if err != nil {
@@ -168,11 +168,11 @@ func printReapTable(w io.Writer, b docker.Binding, res reaper.Result) error {
 	if res.DryRun {
 		mode = " — DRY RUN, nothing removed"
 	}
-	fmt.Fprintf(w, "engine %s (context %s), %s, older than %s: cutoff %s%s\n\n",
+	fmt.Fprintf(w, "daemon %s (context %s), %s, older than %s: cutoff %s%s\n\n",
 		b.Endpoint, b.Context, scope, res.OlderThan, res.Cutoff.UTC().Format(time.RFC3339), mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(res.Resources) == 0 {
-		fmt.Fprintln(tw, "no resource of this engine qualifies")
+		fmt.Fprintln(tw, "no resource of the engine on this daemon qualifies")
 	} else {
 		fmt.Fprintln(tw, "KIND\tNAME\tID\tCREATED\tAGE\tACTION")
 		for _, d := range res.Resources {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/images"
@@ -30,7 +31,8 @@ Runs one command in a fresh sandbox of a serving engine ("engine serve", found a
 guarantee of the protocol: it acquires a sandbox, copies each --file in, runs the command
 (its output streams here as the engine publishes it), copies each declared --output out to
 --out-dir, and disposes the sandbox whatever happened. It exits with the command's exit
-code, or 1 when the run itself failed.
+code, 124 when the command timed out (as timeout(1) exits), or 1 when the run itself
+failed. The flags, files and outputs are checked before anything runs.
 
 Paths in the sandbox are relative to its storage base and confined to it.
 
@@ -43,7 +45,7 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var conn natsFlags
 	conn.register(fs)
-	image := fs.String("image", envOr("MAF_SANDBOX_IMAGE", images.BusyboxTag), "workload image, present on the engine's Docker (env MAF_SANDBOX_IMAGE)")
+	image := fs.String("image", envOr("MAF_SANDBOX_IMAGE", images.BusyboxTag), "workload image, which the Docker daemon of the serving engine must have (env MAF_SANDBOX_IMAGE)")
 	kind := fs.String("kind", "run", "workload kind")
 	scope := fs.String("scope", envOr("MAF_SANDBOX_SCOPE", "run"), "key scope (env MAF_SANDBOX_SCOPE)")
 	thread := fs.String("thread", "", "key thread; default a fresh one, so each run gets its own sandbox")
@@ -69,6 +71,10 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	if err := cmd.Validate(); err != nil {
 		return 0, fmt.Errorf("run: %w (give COMMAND [ARG...] after --, or --shell)", err)
 	}
+	declared, err := parseOutputs(outputs, *outDir, *replace)
+	if err != nil {
+		return 0, err
+	}
 	log, err := logs.logger()
 	if err != nil {
 		return 0, err
@@ -81,15 +87,6 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	}
 	if len(allow) > 0 {
 		specOpts = append(specOpts, sandbox.WithAllowlist(sandbox.Hosts(allow...)...))
-	}
-	var declared []sandbox.DeclaredOutput
-	for _, o := range outputs {
-		guest, name, named := strings.Cut(o, ":")
-		out := sandbox.Output(guest)
-		if named {
-			out.Name = &name
-		}
-		declared = append(declared, out)
 	}
 	if len(declared) > 0 {
 		specOpts = append(specOpts, sandbox.WithDeclaredOutputs(declared...))
@@ -153,6 +150,10 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 		}
 		_, _ = w.Write(p)
 	})
+	if errors.Is(err, sandbox.ErrTimeout) {
+		fmt.Fprintf(os.Stderr, "engine run: %v\n", err)
+		return exitTimeout, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("run: %w", err)
 	}
@@ -171,6 +172,42 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 		}
 	}
 	return res.ExitCode, nil
+}
+
+// parseOutputs turns each GUEST[:NAME] --output into a declared output and checks, before
+// anything runs, what would otherwise fail only after the command: each guest path and landing
+// name is a valid artifact name ([sandbox.ValidateArtifactName]), no two outputs land as one
+// file (names compared as the collector compares them, ignoring case), and, without
+// --replace, no output would land on a file that exists in outDir.
+func parseOutputs(specs []string, outDir string, replace bool) ([]sandbox.DeclaredOutput, error) {
+	var declared []sandbox.DeclaredOutput
+	seen := map[string]string{} // collision key -> the --output that took it
+	for _, o := range specs {
+		guest, name, named := strings.Cut(o, ":")
+		if err := sandbox.ValidateArtifactName(guest); err != nil {
+			return nil, fmt.Errorf("run: --output %q: %w", o, err)
+		}
+		out := sandbox.Output(guest)
+		if named {
+			if err := sandbox.ValidateArtifactName(name); err != nil {
+				return nil, fmt.Errorf("run: --output %q: landing name: %w", o, err)
+			}
+			out.Name = &name
+		}
+		landing := out.LandingName()
+		key := path.Clean(strings.ToLower(norm.NFC.String(landing)))
+		if first, ok := seen[key]; ok {
+			return nil, fmt.Errorf("run: --output %q and --output %q would land as one file", first, o)
+		}
+		seen[key] = o
+		if !replace {
+			if _, err := os.Lstat(filepath.Join(outDir, filepath.FromSlash(landing))); err == nil {
+				return nil, fmt.Errorf("run: --output %q: %s exists in --out-dir (give --replace to replace it)", o, landing)
+			}
+		}
+		declared = append(declared, out)
+	}
+	return declared, nil
 }
 
 // input is one file to copy in.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +35,7 @@ const defaultNATSURL = "nats://" + defaultListen
 
 const serveUsage = `Usage: engine serve [flags]
 
-Answers the sandbox API on NATS (docs/nats-api.md) with the local Docker engine behind it.
+Answers the sandbox API on NATS (docs/nats-api.md) with the local Docker daemon behind it.
 
 With no --nats-url it starts an embedded NATS server with JetStream, bound to loopback only
 (--listen, default 127.0.0.1:4222) and storing under --data-dir. With --nats-url it connects
@@ -59,6 +58,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	readyFile := fs.String("ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
 	engineID := fs.String("engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
+	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
 	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
@@ -106,7 +106,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	defer nc.Close()
 
-	cfg := docker.Config{DockerPath: *dockerPath, EgressProxyImage: *proxyImage, Labels: labels}
+	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels}
 	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
 		box, sink, err := egressEvents(ctx, nc, cfg, *eventPrefix, log)
@@ -133,7 +133,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
-		service.WithReaper(backendReaper(backend)), service.WithVersion(semver(version))}
+		service.WithReaper(backendReaper(backend)), service.WithVersion(buildVersion())}
 	if *engineID != "" {
 		opts = append(opts, service.WithEngineID(*engineID))
 	}
@@ -141,7 +141,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("engine ready", zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
+	log.Info("engine ready", zap.String("version", buildVersion()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
 		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())))
 	if *readyFile != "" {
 		if err := os.WriteFile(*readyFile, []byte(url+"\n"), 0o600); err != nil {
@@ -425,15 +425,3 @@ func defaultDataDir() string {
 	}
 	return filepath.Join(os.TempDir(), "maf-sandbox")
 }
-
-// semver is the build's version when it is a semantic version, 0.0.0-dev otherwise: the
-// micro service accepts nothing else.
-func semver(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if semverRE.MatchString(v) {
-		return v
-	}
-	return "0.0.0-dev"
-}
-
-var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)

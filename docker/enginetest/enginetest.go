@@ -19,6 +19,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -83,7 +84,7 @@ func Key(t testing.TB) sandbox.Key {
 func Workload(t testing.TB, e docker.Engine, image string, key sandbox.Key, opts ...docker.CreateOpt) (string, string) {
 	t.Helper()
 	name := docker.ContainerName(key, "busybox", "")
-	labels, err := docker.WorkloadLabels(key, "busybox", map[string]string{"suite": "enginetest"}, "/maf-sandbox/work")
+	labels, err := label.Workload(key, "busybox", map[string]string{"suite": "enginetest"}, "/maf-sandbox/work")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +157,8 @@ func (s *suite) testRunInspect(t *testing.T) {
 	if info.ID != id || info.Name != name || !info.Running || info.Paused || info.Status != "running" {
 		t.Fatalf("inspect %+v", info)
 	}
-	if info.Labels[docker.LabelScope] != docker.LabelValue(key.Scope) || info.Labels[docker.LabelWorkDir] != "/maf-sandbox/work" ||
-		info.Labels[docker.LabelUserPrefix+"suite"] != "enginetest" {
+	if info.Labels[label.Scope] != label.Value(key.Scope) || info.Labels[label.WorkDir] != "/maf-sandbox/work" ||
+		info.Labels[label.UserPrefix+"suite"] != "enginetest" {
 		t.Fatalf("labels %v", info.Labels)
 	}
 	for k, v := range dockertest.Labels() {
@@ -191,7 +192,7 @@ func (s *suite) testRunConflict(t *testing.T) {
 }
 
 // testLabelsSelect pins both directions of the label contract: a long scope's label is
-// LabelValue of it, and a real listing by that value selects the container.
+// label.Value of it, and a real listing by that value selects the container.
 func (s *suite) testLabelsSelect(t *testing.T) {
 	e := s.newEngine(t)
 	key := Key(t)
@@ -202,7 +203,7 @@ func (s *suite) testLabelsSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := info.Labels[docker.LabelScope], docker.LabelValue(key.Scope); got != want || !strings.HasPrefix(got, "sha256-") {
+	if got, want := info.Labels[label.Scope], label.Value(key.Scope); got != want || !strings.HasPrefix(got, "sha256-") {
 		t.Fatalf("scope label %q, want %q", got, want)
 	}
 	kind := "busybox"
@@ -213,13 +214,13 @@ func (s *suite) testLabelsSelect(t *testing.T) {
 		nameF   string
 		want    []string
 	}{
-		{"key", docker.KeyFilter(key, nil), "", []string{name}},
-		{"key and kind", docker.KeyFilter(key, &kind), "", []string{name}},
-		{"other kind", docker.KeyFilter(key, &other), "", nil},
-		{"conversation", docker.ScopeFilter(key.Scope, key.ThreadID), "", []string{name}},
-		{"identity presence, narrowed by name", docker.IdentityFilter(""), name, []string{name}},
-		{"identity with scope", docker.IdentityFilter(key.Scope), "", []string{name}},
-		{"other thread", docker.ScopeFilter(key.Scope, key.ThreadID+"x"), "", nil},
+		{"key", label.KeyFilter(key, nil), "", []string{name}},
+		{"key and kind", label.KeyFilter(key, &kind), "", []string{name}},
+		{"other kind", label.KeyFilter(key, &other), "", nil},
+		{"conversation", label.ScopeFilter(key.Scope, key.ThreadID), "", []string{name}},
+		{"identity presence, narrowed by name", label.IdentityFilter(""), name, []string{name}},
+		{"identity with scope", label.IdentityFilter(key.Scope), "", []string{name}},
+		{"other thread", label.ScopeFilter(key.Scope, key.ThreadID+"x"), "", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -649,7 +650,7 @@ func (s *suite) testEvents(t *testing.T) {
 	streamCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events, err := e.Events(streamCtx, docker.EventFilter{
-		Labels:  map[string]string{docker.LabelThread: docker.LabelValue(key.ThreadID)},
+		Labels:  map[string]string{label.Thread: label.Value(key.ThreadID)},
 		Actions: []string{"start", "die"},
 	})
 	if err != nil {

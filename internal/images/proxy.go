@@ -43,13 +43,13 @@ LABEL ` + LabelBinarySHA256 + `=%s
 ENTRYPOINT ["/` + proxyBinary + `", "proxy"]
 `
 
-// EnsureProxy builds the proxy binary from the module's current source and builds the image
-// under tag with it unless the engine already has an image of that tag built around the same
-// binary ([LabelBinarySHA256]). The binary build is cheap with Go's build cache, so a stale
-// image is never mistaken for a current one. It fails as [BuildProxy] does, and when the
-// engine cannot be asked.
+// EnsureProxy builds the image under tag around the proxy binary ([BuildProxy] says which)
+// unless the daemon already has an image of that tag built around the same binary
+// ([LabelBinarySHA256]). A build from source is cheap with Go's build cache, so a stale image
+// is never mistaken for a current one. It fails as [BuildProxy] does, and when the daemon
+// cannot be asked.
 func EnsureProxy(ctx context.Context, dockerPath, tag string) error {
-	dir, sum, err := goBinaryContext(ctx, dockerPath, proxyMain, proxyBinary, proxyDockerfile)
+	dir, sum, err := binaryContext(ctx, dockerPath, proxyBinary, proxyDockerfile, writeProxy)
 	if dir != "" {
 		defer os.RemoveAll(dir)
 	}
@@ -66,17 +66,19 @@ func EnsureProxy(ctx context.Context, dockerPath, tag string) error {
 	return dockerBuild(ctx, dockerPath, tag, dir)
 }
 
-// BuildProxy builds the egress proxy image and tags it tag, replacing any image of that name:
-// `CGO_ENABLED=0 go build` of ./cmd/proxy of the module that holds the working directory (found
-// with `go env GOMOD`), for the daemon's OS and architecture, into a temporary build context
-// holding only that binary and a Dockerfile FROM scratch; then `docker build`. The image runs
-// as 65532:65532, exposes 3128, has the entrypoint ["/maf-egress-proxy", "proxy"] and carries
+// BuildProxy builds the egress proxy image and tags it tag, replacing any image of that name.
+// The proxy binary, for the daemon's OS and architecture, is the one embedded in this program
+// when `make engine` built it (then neither the source tree nor a Go toolchain is needed);
+// otherwise `CGO_ENABLED=0 go build` of ./cmd/proxy of the module that holds the working
+// directory (found with `go env GOMOD`). It goes into a temporary build context holding only
+// that binary and a Dockerfile FROM scratch; then `docker build`. The image runs as
+// 65532:65532, exposes 3128, has the entrypoint ["/maf-egress-proxy", "proxy"] and carries
 // [LabelImage]=proxy and [LabelBinarySHA256].
 //
-// It fails when the working directory is not inside a module, when go build fails, when the
-// daemon cannot tell its platform, and when docker build fails.
+// It fails when the daemon cannot tell its platform; when no binary for it is embedded and
+// the working directory is not inside a module or go build fails; and when docker build fails.
 func BuildProxy(ctx context.Context, dockerPath, tag string) error {
-	dir, _, err := goBinaryContext(ctx, dockerPath, proxyMain, proxyBinary, proxyDockerfile)
+	dir, _, err := binaryContext(ctx, dockerPath, proxyBinary, proxyDockerfile, writeProxy)
 	if dir != "" {
 		defer os.RemoveAll(dir)
 	}
@@ -86,15 +88,40 @@ func BuildProxy(ctx context.Context, dockerPath, tag string) error {
 	return dockerBuild(ctx, dockerPath, tag, dir)
 }
 
-// goBinaryContext writes a build context to a new temporary directory: the static binary of
-// main (a package path relative to the module root) named binary, and recipe as the
-// Dockerfile with the binary's SHA-256 in place of its %s. It returns the directory (to be
-// removed by the caller, even on failure) and the digest.
-func goBinaryContext(ctx context.Context, dockerPath, main, binary, recipe string) (dir, sum string, err error) {
-	root, err := moduleRoot(ctx)
+// writeProxy writes the proxy binary for goos/goarch to out: the embedded one, or one built
+// from the module's source.
+func writeProxy(ctx context.Context, goos, goarch, out string) error {
+	b, ok, err := embeddedProxy(goos, goarch)
 	if err != nil {
-		return "", "", err
+		return fmt.Errorf("read the embedded proxy binary: %w", err)
 	}
+	if ok {
+		if err := os.WriteFile(out, b, 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", proxyBinary, err)
+		}
+		return nil
+	}
+	if err := goBuild(ctx, proxyMain, goos, goarch, out); err != nil {
+		return fmt.Errorf("this binary embeds no proxy binary for %s/%s (make engine builds one that does), "+
+			"and building it from source failed: %w", goos, goarch, err)
+	}
+	return nil
+}
+
+// goBinaryContext is [binaryContext] with the binary built from main, a package path relative
+// to the module root.
+func goBinaryContext(ctx context.Context, dockerPath, main, binary, recipe string) (dir, sum string, err error) {
+	return binaryContext(ctx, dockerPath, binary, recipe, func(ctx context.Context, goos, goarch, out string) error {
+		return goBuild(ctx, main, goos, goarch, out)
+	})
+}
+
+// binaryContext writes a build context to a new temporary directory: the static binary write
+// produces for the daemon's platform, named binary, and recipe as the Dockerfile with the
+// binary's SHA-256 in place of its %s. It returns the directory (to be removed by the caller,
+// even on failure) and the digest.
+func binaryContext(ctx context.Context, dockerPath, binary, recipe string,
+	write func(ctx context.Context, goos, goarch, out string) error) (dir, sum string, err error) {
 	goos, goarch, err := daemonPlatform(ctx, dockerPath)
 	if err != nil {
 		return "", "", err
@@ -104,13 +131,8 @@ func goBinaryContext(ctx context.Context, dockerPath, main, binary, recipe strin
 		return "", "", fmt.Errorf("make build context: %w", err)
 	}
 	out := filepath.Join(dir, binary)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, main)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return dir, "", fmt.Errorf("go build %s: %w: %s", main, err, bytes.TrimSpace(stderr.Bytes()))
+	if err := write(ctx, goos, goarch, out); err != nil {
+		return dir, "", err
 	}
 	f, err := os.Open(out)
 	if err != nil {
@@ -127,6 +149,25 @@ func goBinaryContext(ctx context.Context, dockerPath, main, binary, recipe strin
 		return dir, "", fmt.Errorf("write Dockerfile: %w", err)
 	}
 	return dir, sum, nil
+}
+
+// goBuild builds the static binary of main, a package path relative to the root of the module
+// that holds the working directory, for goos/goarch, to out. The flags are those of
+// `make engine`, so both ways give the same binary from the same tree.
+func goBuild(ctx context.Context, main, goos, goarch, out string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, main)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w: %s", main, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
 }
 
 // moduleRoot returns the directory of the go.mod that governs the working directory.

@@ -9,58 +9,6 @@ import (
 	"strings"
 )
 
-// Inventory is the small seam the reaper needs (egress-and-reap.md §4): list the engine's
-// containers and networks by label, inspect one by ID, and remove one by ID. It is separate
-// from [Engine] on purpose — the reaper needs less than the actors do — and [*CLI] implements
-// it.
-//
-// Common to every method, as for [Engine]: [ErrUnreachable] when the daemon cannot be reached;
-// [*TimeoutError] (matches [ErrTimeout]) when a call outlives Config.CommandTimeout; the
-// context's own error, wrapped, when ctx ends; [*CommandError] for any other engine answer.
-// Every method that takes an id refuses anything but a full 64-hex ID with [ErrInvalid]
-// before any engine call: the reaper addresses resources by their inspected ID only.
-type Inventory interface {
-	// ListContainerIDs lists the full IDs of every container, running or not, carrying every
-	// label in labelFilters (an empty value means "present, any value"). A failed listing is an
-	// error, never an empty list.
-	ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
-	// ListNetworkIDs lists the full IDs of every network carrying every label in labelFilters.
-	ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error)
-	// InspectContainerID reads one container by ID. [ErrNotFound] when it is absent. The record
-	// is returned as the engine wrote it (Created unparsed, ID as answered) so the caller can
-	// refuse what it cannot trust.
-	InspectContainerID(ctx context.Context, id string) (Resource, error)
-	// InspectNetworkID reads one network by ID. [ErrNotFound] when it is absent.
-	InspectNetworkID(ctx context.Context, id string) (Resource, error)
-	// RemoveContainerID force-removes the container with this ID (a running one is killed):
-	// [Removed] or [Absent].
-	RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error)
-	// RemoveNetworkID removes the network with this ID, never forced: a network that still has
-	// endpoints is refused by the engine (a bare [*CommandError]) and left in place.
-	// [Removed] or [Absent].
-	RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error)
-}
-
-// Resource is one inspected container or network, as the engine described it.
-type Resource struct {
-	ID      string            // the ID the inspection answered with ("" when it had none)
-	Name    string            // without the engine's leading "/"
-	Labels  map[string]string // never nil
-	Created string            // the engine's creation time, verbatim (RFC 3339 expected)
-	// Containers are the IDs of the containers attached to a network, sorted; nil for a
-	// container.
-	Containers []string
-	Running    bool // a container's State.Running
-}
-
-// checkID accepts only a full ID ([fullID], cli.go): the one reference the inventory takes.
-func checkID(what, id string) error {
-	if !fullID.MatchString(id) {
-		return fmt.Errorf("%s: %w: %q is not a full 64-hex ID", what, ErrInvalid, id)
-	}
-	return nil
-}
-
 // ListContainerIDs implements [Inventory]: `ps -a --no-trunc -q` with the label filters.
 func (c *CLI) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {

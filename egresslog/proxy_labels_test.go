@@ -4,19 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// TestReadsWhatDockerWrites pins this package's reading of the selectors to the docker
-// package's writing of them. egresslog restates the label-value mapping so that the proxy
-// binary does not link docker; if the two ever differ, every label attribution here is
-// refused and this test fails.
-func TestReadsWhatDockerWrites(t *testing.T) {
-	if egresslog.LabelKeyV1 != docker.LabelKeyV1 {
-		t.Fatalf("key label %q here, %q in docker", egresslog.LabelKeyV1, docker.LabelKeyV1)
-	}
+// TestReadsWhatProxiesCarry reads back the labels [label.Proxy] writes on a proxy (the labels
+// the actors create it with), with and without the key label: the
+// attribution here and the writing there share one encoding.
+func TestReadsWhatProxiesCarry(t *testing.T) {
 	keys := []sandbox.Key{
 		{Scope: "scope", ThreadID: "thread", AgentID: "agent"},
 		{Scope: "scope", ThreadID: "thread", AgentID: "agent", CallID: "call-1"},
@@ -26,17 +22,19 @@ func TestReadsWhatDockerWrites(t *testing.T) {
 	}
 	for _, key := range keys {
 		t.Run(key.String(), func(t *testing.T) {
-			ls, err := docker.SandboxLabels(key, "python", nil)
-			if err != nil {
-				t.Fatal(err)
+			ls, attributed, err := label.Proxy(key, "python", nil, "")
+			if err != nil || !attributed {
+				t.Fatal(attributed, err)
 			}
-			labels := map[string]string{docker.LabelRole: docker.RoleProxy}
+			labels := map[string]string{}
 			for _, l := range ls {
 				labels[l.Key] = l.Value
 			}
+			enc := labels[label.KeyV1]
+			delete(labels, label.KeyV1) // a proxy older than the key label
 			legacy, how := egresslog.KeyFromLabels(labels)
-			plain := docker.LabelValue(key.Scope) == key.Scope && docker.LabelValue(key.ThreadID) == key.ThreadID &&
-				docker.LabelValue(key.AgentID) == key.AgentID && (key.CallID == "" || docker.LabelValue(key.CallID) == key.CallID)
+			plain := label.Value(key.Scope) == key.Scope && label.Value(key.ThreadID) == key.ThreadID &&
+				label.Value(key.AgentID) == key.AgentID && (key.CallID == "" || label.Value(key.CallID) == key.CallID)
 			if plain && (how != egresslog.AttributionLegacySelectors || legacy != key) {
 				t.Fatalf("legacy plain selectors: %+v %q", legacy, how)
 			}
@@ -44,11 +42,11 @@ func TestReadsWhatDockerWrites(t *testing.T) {
 				t.Fatalf("legacy digested selectors: %+v %q", legacy, how)
 			}
 
-			labels[docker.LabelKeyV1], _ = egresslog.EncodeKeyLabel(key)
+			labels[label.KeyV1] = enc
 			if got, how := egresslog.KeyFromLabels(labels); got != key || how != egresslog.AttributionLabel {
 				t.Fatalf("got %+v %q, want %+v label", got, how, key)
 			}
-			labels[docker.LabelKeyV1] = ""
+			labels[label.KeyV1] = ""
 			if got, how := egresslog.Attribute(labels, &key); got != key || how != egresslog.AttributionCallerKey {
 				t.Fatalf("caller key: got %+v %q", got, how)
 			}

@@ -1,4 +1,4 @@
-package egresslog
+package label
 
 import (
 	"encoding/base64"
@@ -13,7 +13,7 @@ import (
 const allBytes = "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f" +
 	"\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f\"\\/é\u2028\uffff"
 
-func TestEncodeKeyLabel(t *testing.T) {
+func TestEncodeKey(t *testing.T) {
 	// Every want was produced by Python's base64.urlsafe_b64encode(json.dumps([...]).encode()).
 	cases := []struct {
 		name   string
@@ -38,27 +38,27 @@ func TestEncodeKeyLabel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := EncodeKeyLabel(tc.key)
+			got, ok := EncodeKey(tc.key)
 			if got != tc.want || ok != tc.wantOK {
 				t.Fatalf("got %q %v, want %q %v", got, ok, tc.want, tc.wantOK)
 			}
 			if !ok {
 				return
 			}
-			if len(got) > KeyLabelBudget {
+			if len(got) > KeyBudget {
 				t.Fatalf("%d bytes over the budget", len(got))
 			}
 			if strings.TrimLeft(got, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=") != "" {
 				t.Fatalf("%q leaves the label alphabet", got)
 			}
-			back, ok := decodeKeyLabel(got)
+			back, ok := DecodeKey(got)
 			if !ok || back != tc.key {
 				t.Fatalf("decoded %+v %v, want %+v", back, ok, tc.key)
 			}
 		})
 	}
-	if v, _ := EncodeKeyLabel(sandbox.Key{Scope: strings.Repeat("x", 3056)}); len(v) != KeyLabelBudget {
-		t.Fatalf("3056 x: %d bytes, want exactly %d", len(v), KeyLabelBudget)
+	if v, _ := EncodeKey(sandbox.Key{Scope: strings.Repeat("x", 3056)}); len(v) != KeyBudget {
+		t.Fatalf("3056 x: %d bytes, want exactly %d", len(v), KeyBudget)
 	}
 }
 
@@ -98,7 +98,7 @@ func TestDecodeKeyLabel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := decodeKeyLabel(tc.value)
+			got, ok := DecodeKey(tc.value)
 			if got != tc.want || ok != tc.wantOK {
 				t.Fatalf("got %+v %v, want %+v %v", got, ok, tc.want, tc.wantOK)
 			}

@@ -1,4 +1,4 @@
-package egresslog
+package label
 
 import (
 	"encoding/base64"
@@ -9,14 +9,10 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// LabelKeyV1 is the proxy container's attribution label: [EncodeKeyLabel] of the key that ran
-// behind it, or empty when that encoding does not fit [KeyLabelBudget].
-const LabelKeyV1 = "maf-sandbox.key.v1"
+// KeyBudget is the largest encoded attribution, in bytes, inclusive.
+const KeyBudget = 4096
 
-// KeyLabelBudget is the largest encoded attribution, in bytes, inclusive.
-const KeyLabelBudget = 4096
-
-// EncodeKeyLabel returns the value of [LabelKeyV1] for key (egress-and-reap.md §3.5): the JSON
+// EncodeKey returns the value of [KeyV1] for key (egress-and-reap.md §3.5): the JSON
 // array [Scope, ThreadID, AgentID, CallID] exactly as Python's json.dumps writes it with its
 // defaults — ", " between elements, every code point outside 0x20–0x7E escaped (\n, \r, \t, \b,
 // \f by name, the rest as lower-case \uXXXX, UTF-16 surrogate pairs above U+FFFF), `"` and `\`
@@ -24,10 +20,10 @@ const KeyLabelBudget = 4096
 // [A-Za-z0-9_=-], so it is byte-identical to the reference backend's label for the same key.
 //
 // ok is false, and value empty, when the key cannot be encoded: a component is not valid UTF-8,
-// or the encoding is longer than [KeyLabelBudget]. The proxy is then still created, with the
+// or the encoding is longer than [KeyBudget]. The proxy is then still created, with the
 // label present and empty, and the caller logs a warning saying the key "exceeds the 4096-byte
 // attribution limit".
-func EncodeKeyLabel(key sandbox.Key) (value string, ok bool) {
+func EncodeKey(key sandbox.Key) (value string, ok bool) {
 	fields := [4]string{key.Scope, key.ThreadID, key.AgentID, key.CallID}
 	var b strings.Builder
 	b.WriteByte('[')
@@ -39,13 +35,13 @@ func EncodeKeyLabel(key sandbox.Key) (value string, ok bool) {
 			return "", false
 		}
 		// 4 bytes of base64 per 3 of JSON: stop early rather than encode a megabyte.
-		if base64.URLEncoding.EncodedLen(b.Len()) > KeyLabelBudget {
+		if base64.URLEncoding.EncodedLen(b.Len()) > KeyBudget {
 			return "", false
 		}
 	}
 	b.WriteByte(']')
 	value = base64.URLEncoding.EncodeToString([]byte(b.String()))
-	if len(value) > KeyLabelBudget {
+	if len(value) > KeyBudget {
 		return "", false
 	}
 	return value, true
@@ -98,10 +94,10 @@ func writeASCIIJSONString(b *strings.Builder, s string) bool {
 	return true
 }
 
-// decodeKeyLabel reads a non-empty [LabelKeyV1] value: strict, padded URL-safe base64 of a
+// DecodeKey reads a non-empty [KeyV1] value: strict, padded URL-safe base64 of a
 // JSON array of exactly four strings, in any valid JSON form (the reference's or another
 // writer's). ok is false for anything else.
-func decodeKeyLabel(value string) (key sandbox.Key, ok bool) {
+func DecodeKey(value string) (key sandbox.Key, ok bool) {
 	// Go's decoder skips CR and LF even in strict mode; the label alphabet has neither.
 	for i := 0; i < len(value); i++ {
 		c := value[i]

@@ -1,0 +1,128 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Stat implements [Engine]. It reads the header only: the client is stopped as soon as the
+// header is in hand, so a directory's subtree or a file's body never crosses the pipe.
+func (c *CLI) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
+	e, _, err := c.copyOut(ctx, target, guestPath, -1)
+	if errors.Is(err, ErrPathAbsent) {
+		return nil, nil
+	}
+	return e, err
+}
+
+// Read implements [Engine].
+func (c *CLI) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+	if maxBytes < 0 {
+		return nil, nil, fmt.Errorf("read %s: %w: negative byte cap", guestPath, ErrInvalid)
+	}
+	return c.copyOut(ctx, target, guestPath, maxBytes)
+}
+
+// copyOut runs `cp <target>:<guestPath> -` and reads the first entry of the archive as it
+// streams: the header (bounded metadata) and, when maxBytes >= 0 and the entry is a regular file
+// no larger than maxBytes, its body. The client is stopped as soon as that is read.
+func (c *CLI) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+	verb := "read"
+	if maxBytes < 0 {
+		verb = "stat"
+	}
+	if err := checkTarget(target); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", verb, guestPath, err)
+	}
+	if !strings.HasPrefix(guestPath, "/") || strings.ContainsRune(guestPath, 0) {
+		return nil, nil, fmt.Errorf("%s %s: %w: guest path must be absolute", verb, guestPath, ErrInvalid)
+	}
+	var (
+		entry *Entry
+		body  []byte
+		rerr  error
+	)
+	consume := func(r io.Reader) error {
+		if maxBytes < 0 {
+			entry, rerr = ReadHeader(r)
+		} else {
+			entry, body, rerr = ReadEntry(r, maxBytes)
+		}
+		return rerr
+	}
+	args := []string{"cp", target + ":" + guestPath, "-"}
+	res, err := c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout, consume: consume})
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.StdoutRead == 0 && !res.Stopped && res.ExitCode != 0 {
+		return nil, nil, c.copyOutFailure(ctx, verb, target, guestPath, args, res)
+	}
+	var capErr *CapExceededError
+	var shortErr *ShortBodyError
+	switch {
+	case rerr == nil:
+		return entry, body, nil
+	case errors.As(rerr, &capErr):
+		capErr.Path = guestPath
+		return entry, nil, capErr
+	case errors.As(rerr, &shortErr):
+		shortErr.Path = guestPath
+		return entry, nil, shortErr
+	case errors.Is(rerr, ErrNoTarHeader) && res.ExitCode != 0 && !res.Stopped:
+		return nil, nil, fmt.Errorf("%s %s: docker returned no tar header: %w", verb, guestPath, fail(args, target, res))
+	}
+	return nil, nil, fmt.Errorf("%s %s: docker returned an unusable archive: %w", verb, guestPath, rerr)
+}
+
+// copyOutFailure classifies a copy that failed before any byte of archive: path absence (both
+// forms), the container's absence, or a failure.
+func (c *CLI) copyOutFailure(ctx context.Context, verb, target, guestPath string, args []string, res result) error {
+	if isPathAbsentNamed(res.Stderr, guestPath) {
+		return &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPathAbsent}
+	}
+	if isPathAbsentOlderClient(res.Stderr, target, guestPath) {
+		if !fullID.MatchString(target) {
+			return &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPathAbsentUnconfirmed}
+		}
+		info, err := c.Inspect(ctx, target)
+		if err != nil {
+			return fmt.Errorf("%s %s: confirm instance: %w", verb, guestPath, err)
+		}
+		if info.ID != target {
+			return fmt.Errorf("%s %s: confirm instance: %s answered as %s", verb, guestPath, target, info.ID)
+		}
+		return &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPathAbsent}
+	}
+	return fmt.Errorf("docker could not %s %s: %w", verb, guestPath, fail(args, target, res))
+}
+
+// CopyIn implements [Engine].
+func (c *CLI) CopyIn(ctx context.Context, target string, tarball []byte) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("copy in: %w", err)
+	}
+	if len(tarball) == 0 {
+		return fmt.Errorf("copy into %s: %w: empty archive", target, ErrInvalid)
+	}
+	args := []string{"cp", "-", target + ":/"}
+	res, err := c.run(ctx, invocation{args: args, stdin: tarball, timeout: c.cfg.CommandTimeout})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		ce := failure(args, target, res)
+		if ce.Class == nil {
+			// The docker 28 client answers a missing container here with `destination
+			// "<target>:/" must be a directory`, naming no absence; ask the engine instead.
+			if _, err := c.Inspect(ctx, target); errors.Is(err, ErrNotFound) {
+				ce.Class = ErrNotFound
+			}
+		}
+		return fmt.Errorf("copy into %s: %w", target, ce)
+	}
+	return nil
+}

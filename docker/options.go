@@ -1,0 +1,41 @@
+package docker
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// options is what an [Option] sets, for either driver.
+type options struct {
+	log *zap.Logger
+}
+
+// Option configures a [CLI] or an [API].
+type Option func(*options) error
+
+// WithLogger sets the logger (default zap.NewNop()). Commands log at Debug, binding at Info.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("with logger: %w: nil logger", ErrInvalid)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// applyOptions starts from the defaults and applies opts in order, skipping nil ones and
+// stopping at the first error.
+func applyOptions(opts []Option) (options, error) {
+	o := options{log: zap.NewNop()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
