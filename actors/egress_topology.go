@@ -55,7 +55,9 @@ func (e *EgressSubnetsExhaustedError) Error() string {
 }
 
 // Is reports [ErrEgressTopologyUnavailable]: no network can be built for the sandbox now.
-func (e *EgressSubnetsExhaustedError) Is(target error) bool { return target == ErrEgressTopologyUnavailable }
+func (e *EgressSubnetsExhaustedError) Is(target error) bool {
+	return target == ErrEgressTopologyUnavailable
+}
 
 // topologyState is what the backend knows of the daemon's allowlist topology.
 type topologyState struct {
