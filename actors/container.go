@@ -55,6 +55,11 @@ type memory struct {
 	// provedNetwork is the egress network whose seal this actor's proxy last proved; a
 	// network it has not proved (new, or adopted) is proved before it is handed out.
 	provedNetwork string
+
+	// The last instance known to be gone and how it went: a call on its handle is answered
+	// without an engine call (gone.go).
+	lost       string
+	lostReason string
 }
 
 func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {
@@ -205,18 +210,18 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 		reply(res)
 	case *messages.StatRequest:
 		st, err := a.stat(ctx, m)
-		reply(&messages.StatResponse{Stat: st, Err: err})
+		reply(&messages.StatResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
 	case *messages.ReadRequest:
 		b, err := a.read(ctx, m)
-		reply(&messages.ReadResponse{Content: b, Err: err})
+		reply(&messages.ReadResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
 	case *messages.WriteRequest:
-		reply(&messages.WriteResponse{Err: a.write(ctx, m)})
+		reply(&messages.WriteResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
 	case *messages.ExecRequest:
 		a.exec(actx, ctx, m, r.output, reply)
 	case *messages.RemoveRequest:
-		reply(&messages.RemoveResponse{Err: a.remove(ctx, m)})
+		reply(&messages.RemoveResponse{Err: a.vanished(m.InstanceID, a.remove(ctx, m))})
 	case *messages.ReclaimRequest:
-		reply(&messages.ReclaimResponse{Err: a.reclaim(ctx, m)})
+		reply(&messages.ReclaimResponse{Err: a.vanished(m.InstanceID, a.reclaim(ctx, m))})
 	case *messages.DisposeRequest:
 		res := a.dispose(ctx, m)
 		reply(res)

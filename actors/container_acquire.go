@@ -263,4 +263,7 @@ func (a *containerActor) removeContainer(target string) {
 		a.log.Warn("remove container", zap.String("target", target), zap.Error(err))
 	}
 	a.forget()
+	if target != a.name {
+		a.lost, a.lostReason = target, goneDiscarded // its handles' calls are answered as gone
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
 // DefaultExecOutputLimit caps a plain Exec's stdout and stderr together: an unbounded read
@@ -39,6 +41,15 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	}
 	if err == nil && m.MaxOutputBytes < 0 {
 		err = &sandbox.InvalidArgumentError{Reason: "max output bytes must be a positive integer"}
+	}
+	if err == nil {
+		err = checkExecText(m.Command)
+	}
+	if err == nil {
+		err = paths.CheckGrammar(m.WorkDir)
+	}
+	if err == nil {
+		err = paths.CheckGrammar(a.workingDir(m.WorkDir))
 	}
 	if err != nil {
 		reply(&messages.ExecResponse{Err: err})
@@ -92,12 +103,30 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	})
 }
 
+// checkExecText refuses a command no exec could deliver: a NUL byte ends a C string, so an
+// argv element or a shell string holding one cannot reach the program unaltered. Refused
+// before any engine call, on every driver alike.
+func checkExecText(cmd sandbox.Command) error {
+	for i, arg := range cmd.Argv {
+		if strings.IndexByte(arg, 0) >= 0 {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("argv[%d] contains a NUL byte, which no program argument can hold", i)}
+		}
+	}
+	if strings.IndexByte(cmd.Shell, 0) >= 0 {
+		return &sandbox.InvalidArgumentError{Reason: "the shell string contains a NUL byte, which no program argument can hold"}
+	}
+	return nil
+}
+
 // finishExec judges an exec's outcome on the actor: the caller's cancellation, the caller's
 // timeout (which removes the container: no handle reaches the process inside), or the
 // output cap (the plain cap discards the sandbox like a timeout).
 func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
 	var limitErr *docker.OutputLimitError
 	switch {
+	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
+		// The daemon's "no such container", not the program's failure: nothing ran.
+		return sandbox.ExecResult{}, a.gone(target, goneRemoved)
 	case d.err == nil, errors.Is(d.err, docker.ErrPaused):
 		return sandbox.ExecResult{StdoutBytes: d.out.Stdout, StderrBytes: d.out.Stderr, ExitCode: d.out.ExitCode}, nil
 	case ctx.Err() != nil:
@@ -105,13 +134,13 @@ func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest
 	case a.b.life.Err() != nil:
 		return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, ErrEngineStopped)
 	case !time.Now().Before(deadline):
-		a.removeContainer(target)
-		return sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: m.Timeout}
+		a.discard(target, goneExecTimeout)
+		return sandbox.ExecResult{}, &sandbox.TimeoutError{Op: "exec", Timeout: m.Timeout, Discarded: true}
 	case errors.As(d.err, &limitErr):
 		if m.MaxOutputBytes == 0 {
-			a.removeContainer(target)
+			a.discard(target, goneOutputCap)
 		}
-		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit}
+		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit, Discarded: m.MaxOutputBytes == 0}
 	}
-	return sandbox.ExecResult{}, fmt.Errorf("exec in %s: %w", a.name, d.err)
+	return sandbox.ExecResult{}, a.vanished(target, fmt.Errorf("exec in %s: %w", a.name, d.err))
 }

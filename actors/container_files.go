@@ -27,13 +27,17 @@ func (a *containerActor) workingDir(wd string) string {
 }
 
 // target is the instance a call addresses: the one the caller acquired. A call made through
-// the handle of a replaced instance is refused rather than landing in its successor.
+// the handle of an instance known to be gone, or replaced since, is refused with
+// [*sandbox.GoneError] rather than landing in its successor.
 func (a *containerActor) target(instanceID string) (string, error) {
 	if instanceID == "" {
 		return "", &sandbox.InvalidArgumentError{Reason: "the call names no sandbox instance"}
 	}
+	if instanceID == a.lost {
+		return "", &sandbox.GoneError{InstanceID: instanceID, Reason: a.lostReason}
+	}
 	if a.info != nil && a.info.ID != instanceID {
-		return "", fmt.Errorf("sandbox instance %.12s of %s was replaced; acquire it again", instanceID, a.name)
+		return "", &sandbox.GoneError{InstanceID: instanceID, Reason: fmt.Sprintf("%s was replaced by instance %.12s", a.name, a.info.ID)}
 	}
 	return instanceID, nil
 }
@@ -166,6 +170,9 @@ func isProtocolError(err error) bool {
 }
 
 func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) error {
+	if _, err := paths.CheckWrite(m.Path, paths.Normalize(a.workingDir(m.WorkDir))); err != nil {
+		return err // before any freeze: a path spelled as a directory, too long, with a NUL
+	}
 	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "write over")
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -43,8 +44,13 @@ func (s *Sandbox) WorkDir() string { return s.workDir }
 // Created reports whether the acquire that returned this handle created the container.
 func (s *Sandbox) Created() bool { return s.created }
 
-// WriteFile writes content at path under one freeze; see [sandbox.Sandbox].
+// WriteFile writes content at path under one freeze; see [sandbox.Sandbox]. Content above
+// [MaxBytesPerFile], the ceiling the backend declares, is refused with
+// [*sandbox.TransferCapExceededError] before any of it moves.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd string) error {
+	if n := int64(len(content)); n > MaxBytesPerFile {
+		return &sandbox.TransferCapExceededError{Path: path, Cap: "per-file cap", Limit: MaxBytesPerFile, Actual: n}
+	}
 	res, err := ask[*messages.WriteResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.WriteRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}), 0)
 	if err != nil {
 		return err
@@ -61,11 +67,18 @@ func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileS
 	return res.Stat, res.Err
 }
 
-// ReadFile returns a regular file's bytes, refusing above maxBytes, under one freeze.
+// ReadFile returns a regular file's bytes, refusing above maxBytes, under one freeze. A file
+// above [MaxBytesPerFile], the ceiling the backend declares, is refused whatever maxBytes
+// says: [*sandbox.TransferCapExceededError] on the archive's header, before its body moves.
 func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
-	res, err := ask[*messages.ReadResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: maxBytes}), 0)
+	req := &messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: min(maxBytes, MaxBytesPerFile)}
+	res, err := ask[*messages.ReadResponse](ctx, s.b, s.name, s.pid, s.envelope(req), 0)
 	if err != nil {
 		return nil, err
+	}
+	var capErr *sandbox.TransferCapExceededError
+	if maxBytes > MaxBytesPerFile && errors.As(res.Err, &capErr) && capErr.Limit == MaxBytesPerFile {
+		capErr.Cap = "per-file cap" // the backend's ceiling refused it, not the caller's maxBytes
 	}
 	return res.Content, res.Err
 }

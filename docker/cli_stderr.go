@@ -141,3 +141,26 @@ func classify(args []string, target string, stderr []byte) error {
 	}
 	return nil
 }
+
+// ExecAnswersAbsent reports whether a failed exec's output has the shape of the daemon's answer
+// that the target container does not exist: exit 1, nothing on stdout, and stderr naming the
+// target in a "no such container" line. The CLI prints it as the client got it, the [API]
+// builds the same line from the exec create's 404.
+//
+//	Error response from daemon: No such container: 0123…cdef
+//	Error: No such container: 0123…cdef (older clients)
+//
+// A guest program can print the same line and exit 1, so it proves nothing by itself: the
+// caller treats the container as gone only once Inspect of the target answers [ErrNotFound].
+func ExecAnswersAbsent(out ExecOutput, target string) bool {
+	if out.ExitCode != 1 || len(out.Stdout) != 0 || target == "" {
+		return false
+	}
+	s := strings.ToLower(strings.TrimSpace(stderrText(out.Stderr)))
+	for _, prefix := range []string{"error response from daemon: ", "error: "} {
+		if s == prefix+"no such container: "+strings.ToLower(target) {
+			return true
+		}
+	}
+	return false
+}

@@ -297,3 +297,31 @@ func TestCopyOutAbsence(t *testing.T) {
 		})
 	}
 }
+
+// The daemon's answer to an exec in a container that is gone, as both drivers hand it over;
+// only its exact shape qualifies, and the caller still confirms it with Inspect.
+func TestExecAnswersAbsent(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	captured := "Error response from daemon: No such container: " + id + "\n" // captured: docker 28.2.2 exec, 20.10.24 engine
+	cases := []struct {
+		name string
+		out  ExecOutput
+		want bool
+	}{
+		{"captured", ExecOutput{ExitCode: 1, Stderr: []byte(captured)}, true},
+		{"older client", ExecOutput{ExitCode: 1, Stderr: []byte("Error: No such container: " + id + "\n")}, true},
+		{"another container", ExecOutput{ExitCode: 1, Stderr: []byte(otherContainerMissing)}, false},
+		{"a prefix of the target", ExecOutput{ExitCode: 1, Stderr: []byte("Error response from daemon: No such container: " + id[:12] + "\n")}, false},
+		{"stdout too", ExecOutput{ExitCode: 1, Stdout: []byte("x"), Stderr: []byte(captured)}, false},
+		{"other exit code", ExecOutput{ExitCode: 2, Stderr: []byte(captured)}, false},
+		{"more lines", ExecOutput{ExitCode: 1, Stderr: []byte("boom\n" + captured)}, false},
+		{"success", ExecOutput{ExitCode: 0}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ExecAnswersAbsent(tc.out, id); got != tc.want {
+				t.Fatalf("ExecAnswersAbsent = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

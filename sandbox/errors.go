@@ -27,6 +27,10 @@ var (
 	// ErrTimeout is the family of expired caller timeouts. A timeout error means the caller's
 	// timeout expired and nothing else; cancellation of a context is never one.
 	ErrTimeout = errors.New("sandbox: timeout")
+	// ErrGone is the family of calls on a sandbox that no longer exists: its instance was
+	// discarded (an exec timeout, say), replaced, or removed behind the engine's back. Nothing
+	// ran; acquire again.
+	ErrGone = errors.New("sandbox: gone")
 	// ErrProtocol marks a backend breaking the protocol (programming errors, not conditions).
 	ErrProtocol = errors.New("sandbox: protocol violation")
 	// ErrIsDirectory is the OS-level answer to reading a directory.
@@ -298,17 +302,24 @@ func (e *PathError) Unwrap() error { return e.Err }
 // Is reports the OS family.
 func (e *PathError) Is(target error) bool { return target == ErrOS }
 
-// TimeoutError says the caller's timeout expired, and nothing else.
+// TimeoutError says the caller's timeout expired, and nothing else. Discarded says the
+// backend discarded the whole sandbox for it (protocol §4.3 allows that): every later call on
+// the handle fails with [*GoneError].
 type TimeoutError struct {
-	Op      string
-	Timeout time.Duration
+	Op        string
+	Timeout   time.Duration
+	Discarded bool
 }
 
 func (e *TimeoutError) Error() string {
-	if e.Op == "" {
-		return fmt.Sprintf("timed out after %s", e.Timeout)
+	msg := fmt.Sprintf("timed out after %s", e.Timeout)
+	if e.Op != "" {
+		msg = e.Op + " " + msg
 	}
-	return fmt.Sprintf("%s timed out after %s", e.Op, e.Timeout)
+	if e.Discarded {
+		msg += "; the sandbox was discarded with its processes, acquire it again"
+	}
+	return msg
 }
 
 // Is reports the timeout and OS families.
@@ -347,15 +358,42 @@ func (e *ProgramTimeoutError) Error() string {
 func (e *ProgramTimeoutError) Is(target error) bool { return isAny(target, ErrTimeout, ErrOS) }
 
 // ExecOutputLimitExceededError says a bounded exec's combined output passed its budget; no
-// partial result is returned.
-type ExecOutputLimitExceededError struct{ Budget int64 }
+// partial result is returned. Discarded says the backend discarded the whole sandbox for it
+// (Docker does for its default cap on a plain Exec): later calls fail with [*GoneError].
+type ExecOutputLimitExceededError struct {
+	Budget    int64
+	Discarded bool
+}
 
 func (e *ExecOutputLimitExceededError) Error() string {
-	return fmt.Sprintf("command output exceeded the %d-byte budget", e.Budget)
+	msg := fmt.Sprintf("command output exceeded the %d-byte budget", e.Budget)
+	if e.Discarded {
+		msg += "; the sandbox was discarded with its processes, acquire it again"
+	}
+	return msg
 }
 
 // Is reports the OS family.
 func (e *ExecOutputLimitExceededError) Is(target error) bool { return target == ErrOS }
+
+// GoneError says a call addressed a sandbox instance that no longer exists: the backend
+// discarded it (an exec timeout), a later acquire replaced it, or it was removed behind the
+// backend's back. Nothing ran; the backend has forgotten the instance. Acquire again.
+type GoneError struct {
+	InstanceID string
+	Reason     string // how it went, when known
+}
+
+func (e *GoneError) Error() string {
+	msg := fmt.Sprintf("sandbox instance %.12s no longer exists", e.InstanceID)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg + "; nothing ran, acquire the sandbox again"
+}
+
+// Is reports the gone family.
+func (e *GoneError) Is(target error) bool { return target == ErrGone }
 
 // InvalidArgumentError is an argument the protocol refuses.
 type InvalidArgumentError struct{ Reason string }

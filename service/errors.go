@@ -60,6 +60,7 @@ const (
 	CodeHostToolIdentityNotAllowed   = "host_tool_identity_not_allowed"
 	CodeConformanceFailure           = "conformance_failure"
 	CodeDisposalFailure              = "disposal_failure"
+	CodeSandboxGone                  = "sandbox_gone"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -76,6 +77,7 @@ const (
 	CodeFamilyOutput      = "family_output"
 	CodeFamilyTimeout     = "family_timeout"
 	CodeFamilyProtocol    = "family_protocol"
+	CodeFamilyGone        = "family_gone"
 	CodeIsDirectory       = "is_directory"
 	CodeNotExist          = "not_exist"
 	CodeExist             = "exist"
@@ -143,6 +145,7 @@ var errorCodes = []errorCode{
 	typed[*sandbox.HostToolIdentityNotAllowedError](CodeHostToolIdentityNotAllowed),
 	typed[*sandbox.ConformanceFailure](CodeConformanceFailure),
 	typed[*sandbox.DisposalFailure](CodeDisposalFailure),
+	typed[*sandbox.GoneError](CodeSandboxGone),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),
@@ -157,6 +160,7 @@ var errorCodes = []errorCode{
 	sentinel(CodeFamilyOutput, sandbox.ErrOutput),
 	sentinel(CodeFamilyTimeout, sandbox.ErrTimeout),
 	sentinel(CodeFamilyProtocol, sandbox.ErrProtocol),
+	sentinel(CodeFamilyGone, sandbox.ErrGone),
 	sentinel(CodeIsDirectory, sandbox.ErrIsDirectory),
 	sentinel(CodeNotExist, fs.ErrNotExist),
 	sentinel(CodeExist, fs.ErrExist),
@@ -169,6 +173,7 @@ var errorCodes = []errorCode{
 // families are the sentinels an error of an unknown type is sent as when it matches one,
 // the most specific first.
 var families = []errorCode{
+	sentinel(CodeFamilyGone, sandbox.ErrGone),
 	sentinel(CodeFamilyTimeout, sandbox.ErrTimeout),
 	sentinel(CodeFamilyRefused, sandbox.ErrRefused),
 	sentinel(CodeFamilyUnsupported, sandbox.ErrUnsupported),

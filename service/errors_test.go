@@ -80,7 +80,7 @@ func recvName(fn *ast.FuncDecl) string {
 // that it reports the same families.
 func TestEveryCodeRoundTrips(t *testing.T) {
 	families := []error{sandbox.ErrNoBackend, sandbox.ErrRefused, sandbox.ErrUnsupported, sandbox.ErrInvalid,
-		sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrProtocol, sandbox.ErrIsDirectory,
+		sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrProtocol, sandbox.ErrGone, sandbox.ErrIsDirectory,
 		fs.ErrNotExist, fs.ErrPermission, syscall.ENOTDIR, context.Canceled, ErrUnavailable}
 	for _, c := range errorCodes {
 		t.Run(c.code, func(t *testing.T) {

@@ -45,7 +45,21 @@ type handles struct {
 	mu         sync.Mutex
 	byID       map[string]*handle
 	byInstance map[handleKey]string
+
+	// Handles whose sandbox is gone, with the instance each addressed, so that later calls
+	// on them still say so; the oldest are forgotten beyond maxBuried.
+	buried map[string]buriedHandle
+	order  []string
 }
+
+// buriedHandle is what is kept of a handle whose sandbox is gone.
+type buriedHandle struct {
+	key      sandbox.Key
+	instance string
+}
+
+// maxBuried bounds the handles remembered as gone.
+const maxBuried = 4096
 
 type handleKey struct {
 	id       sandbox.SandboxID
@@ -53,7 +67,7 @@ type handleKey struct {
 }
 
 func newHandles() *handles {
-	return &handles{byID: map[string]*handle{}, byInstance: map[handleKey]string{}}
+	return &handles{byID: map[string]*handle{}, byInstance: map[handleKey]string{}, buried: map[string]buriedHandle{}}
 }
 
 // put records sb, acquired for key and spec, and returns its handle.
@@ -105,6 +119,34 @@ func (t *handles) drop(match func(*handle) bool) []string {
 		}
 	}
 	return ids
+}
+
+// bury drops the handle id, whose sandbox no longer exists, and remembers it as gone: health
+// stops counting it and later calls on it are answered from [handles.buriedHandle].
+func (t *handles) bury(id string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.byID[id]
+	if h == nil {
+		return nil
+	}
+	delete(t.byID, id)
+	delete(t.byInstance, handleKey{sandbox.Identity(h.key, h.kind), h.instanceID()})
+	t.buried[id] = buriedHandle{key: h.key, instance: h.instanceID()}
+	t.order = append(t.order, id)
+	if len(t.order) > maxBuried {
+		delete(t.buried, t.order[0])
+		t.order = t.order[1:]
+	}
+	return []string{id}
+}
+
+// buriedHandle returns what is kept of a buried handle.
+func (t *handles) buriedHandle(id string) (buriedHandle, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.buried[id]
+	return b, ok
 }
 
 // len counts the handles.

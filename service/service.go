@@ -393,7 +393,20 @@ func (s *Service) call(c *call) (resp any, err error) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(env.WaitMS)*time.Millisecond)
 		defer cancel()
 	}
-	return op.run(ctx, s, data)
+	resp, err = op.run(ctx, s, data)
+	if env.Sandbox != "" && sandboxGone(err) {
+		s.transfers.forget(s.handles.bury(env.Sandbox))
+	}
+	return resp, err
+}
+
+// sandboxGone reports an answer after which the sandbox no longer exists: a call on an
+// instance that is gone, or a timeout or output overflow for which the backend discarded the
+// sandbox.
+func sandboxGone(err error) bool {
+	var te *sandbox.TimeoutError
+	var oe *sandbox.ExecOutputLimitExceededError
+	return errors.Is(err, sandbox.ErrGone) || (errors.As(err, &te) && te.Discarded) || (errors.As(err, &oe) && oe.Discarded)
 }
 
 // reply sends resp, or the error as the operation's response type with an error object and
@@ -511,6 +524,9 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 	}
 	h := s.handles.get(env.Sandbox)
 	if h == nil {
+		if b, ok := s.handles.buriedHandle(env.Sandbox); ok && b.key == key {
+			return nil, &sandbox.GoneError{InstanceID: b.instance, Reason: "an earlier call found it gone"}
+		}
 		return nil, &UnknownSandboxError{Sandbox: env.Sandbox, Engine: s.id}
 	}
 	if h.key != key {

@@ -13,7 +13,8 @@ import (
 // FuzzConfineResolve checks that no input confines to a path outside its working directory:
 // whenever ConfineResolve succeeds, the result is the normalised working directory or lies
 // below it, is absolute and normalised, holds no ".." segment and no backslash, and agrees
-// with an independent segment-stack resolver. A refusal is always a NotConfinedError.
+// with an independent segment-stack resolver. A refusal is always a NotConfinedError, or an
+// InvalidArgumentError for a path no Linux call could take (a NUL byte, too long).
 // Normalize must be idempotent on every input.
 func FuzzConfineResolve(f *testing.F) {
 	for _, tc := range confineCases {
@@ -35,8 +36,9 @@ func FuzzConfineResolve(f *testing.F) {
 		r, err := paths.ConfineResolve(p, wd)
 		if err != nil {
 			var nc *sandbox.NotConfinedError
-			if !errors.As(err, &nc) || !errors.Is(err, sandbox.ErrInvalid) {
-				t.Fatalf("ConfineResolve(%q, %q) failed with %T, want *sandbox.NotConfinedError", p, wd, err)
+			var inv *sandbox.InvalidArgumentError
+			if !(errors.As(err, &nc) || errors.As(err, &inv)) || !errors.Is(err, sandbox.ErrInvalid) {
+				t.Fatalf("ConfineResolve(%q, %q) failed with %T, want *sandbox.NotConfinedError or a grammar refusal", p, wd, err)
 			}
 			if want, ok := resolveBySegments(p, wd); ok {
 				t.Fatalf("ConfineResolve(%q, %q) refused a path the oracle confines to %q: %v", p, wd, want, err)
@@ -64,9 +66,9 @@ func FuzzConfineResolve(f *testing.F) {
 
 // resolveBySegments is an oracle written without package path: it resolves p against an
 // absolute wd on a stack of segments and reports whether the result keeps wd's segments as
-// its prefix.
+// its prefix and passes the grammar (no NUL byte, nothing too long for Linux).
 func resolveBySegments(p, wd string) (string, bool) {
-	if strings.ContainsRune(p, '\\') || strings.ContainsRune(wd, '\\') || !strings.HasPrefix(wd, "/") {
+	if strings.ContainsRune(p, '\\') || strings.ContainsRune(wd, '\\') || !strings.HasPrefix(wd, "/") || strings.ContainsRune(p+wd, 0) {
 		return "", false
 	}
 	push := func(stack []string, s string) []string {
@@ -92,5 +94,6 @@ func resolveBySegments(p, wd string) (string, bool) {
 	if len(stack) < len(base) || !slices.Equal(stack[:len(base)], base) {
 		return "", false
 	}
-	return "/" + strings.Join(stack, "/"), true
+	r := "/" + strings.Join(stack, "/")
+	return r, paths.CheckGrammar(r) == nil
 }

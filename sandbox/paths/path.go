@@ -44,9 +44,16 @@ func RelativeTo(p, base string) (string, bool) {
 //
 // It fails with [*sandbox.NotConfinedError] when p or wd contains a backslash (which is not a
 // separator), when wd is not absolute (resolve a relative one with [ResolveWorkDir] first),
-// and when the result resolves outside wd. It is a string check only: links are the
-// business of [RefuseSymlinkedAncestors].
+// and when the result resolves outside wd; with [*sandbox.InvalidArgumentError] when p, wd or
+// the result breaks the grammar of [CheckGrammar] (a NUL byte, a component or a path too long
+// for Linux). It is a string check only: links are the business of [RefuseSymlinkedAncestors].
 func ConfineResolve(p, wd string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", CheckGrammar(p)
+	}
+	if strings.IndexByte(wd, 0) >= 0 {
+		return "", CheckGrammar(wd)
+	}
 	if strings.ContainsRune(p, '\\') {
 		return "", notConfined(p, wd, "the path contains a backslash, which is not a separator")
 	}
@@ -60,6 +67,9 @@ func ConfineResolve(p, wd string) (string, error) {
 	r := Join(base, p)
 	if _, ok := RelativeTo(r, base); !ok {
 		return "", notConfined(p, wd, "resolves outside working directory")
+	}
+	if err := CheckGrammar(r); err != nil {
+		return "", err
 	}
 	return r, nil
 }

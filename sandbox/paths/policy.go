@@ -17,9 +17,11 @@ import (
 // ResolveWrite is WriteFile's policy: the string check, then refuse the working directory
 // itself, walk the ancestors (not the target), and finally refuse a target that is a link,
 // since writing would follow it. What the caller creates below the first missing component is
-// a fresh directory, never a link.
+// a fresh directory, never a link. A path spelled as a directory (a trailing "/", a last
+// element "." or "..") is refused first with [*sandbox.InvalidArgumentError]: a write makes a
+// regular file.
 func ResolveWrite(ctx context.Context, stat StatFunc, p, wd string) (string, error) {
-	r, err := resolveBelow(p, wd, "written")
+	r, err := CheckWrite(p, wd)
 	if err != nil {
 		return "", err
 	}
@@ -32,6 +34,20 @@ func ResolveWrite(ctx context.Context, stat StatFunc, p, wd string) (string, err
 	}
 	if e != nil && e.Kind == sandbox.EntrySymlink {
 		return "", notConfined(p, wd, "the path is a link, and writing would follow it")
+	}
+	return r, nil
+}
+
+// CheckWrite is the string part of [ResolveWrite], which a backend runs before any engine call
+// or freeze: the grammar, the confinement, the working directory itself, and a path spelled as
+// a directory.
+func CheckWrite(p, wd string) (string, error) {
+	r, err := resolveBelow(p, wd, "written")
+	if err != nil {
+		return "", err
+	}
+	if err := checkFileName(p, "written"); err != nil {
+		return "", err
 	}
 	return r, nil
 }

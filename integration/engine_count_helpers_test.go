@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// countingEngine is the real engine of the driver under test, counting the calls that touch a
+// container (exec, freeze, archive reads and writes) and noting the largest byte cap a read
+// asked for, so a test can show a refusal came before any of them.
+type countingEngine struct {
+	docker.Engine
+	mu      sync.Mutex
+	calls   []string
+	readCap int64
+}
+
+func (e *countingEngine) note(op string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = append(e.calls, op)
+}
+
+// reset forgets the calls so far.
+func (e *countingEngine) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls, e.readCap = nil, 0
+}
+
+// seen returns the calls since the last reset.
+func (e *countingEngine) seen() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.calls...)
+}
+
+func (e *countingEngine) Exec(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+	e.note("exec")
+	return e.Engine.Exec(ctx, req)
+}
+
+func (e *countingEngine) Pause(ctx context.Context, target string) error {
+	e.note("pause")
+	return e.Engine.Pause(ctx, target)
+}
+
+func (e *countingEngine) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+	e.note("stat")
+	return e.Engine.Stat(ctx, target, guestPath)
+}
+
+func (e *countingEngine) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*docker.Entry, []byte, error) {
+	e.note("read")
+	e.mu.Lock()
+	e.readCap = max(e.readCap, maxBytes)
+	e.mu.Unlock()
+	return e.Engine.Read(ctx, target, guestPath, maxBytes)
+}
+
+func (e *countingEngine) CopyIn(ctx context.Context, target string, tarball []byte) error {
+	e.note("copy in")
+	return e.Engine.CopyIn(ctx, target, tarball)
+}
+
+// newCountingBackend is newBackend on a counting wrapper of the driver under test.
+func newCountingBackend(t testing.TB) (*actors.Backend, *countingEngine) {
+	t.Helper()
+	dockertest.Require(t)
+	cfg := docker.Config{Driver: testDriver(), Labels: dockertest.Labels()}
+	real, err := docker.NewEngine(cfg)
+	if err != nil {
+		t.Fatalf("new engine: %v", err)
+	}
+	ce := &countingEngine{Engine: real}
+	return newBackend(t, actors.WithEngine(ce), actors.WithLogger(zaptest.NewLogger(t))), ce
+}
