@@ -65,6 +65,7 @@ type Backend struct {
 	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed
 
 	egress egressOptions // allowlist settings (egress.go)
+	topo   topologyState // what the daemon's allowlist topology is (egress_topology.go)
 }
 
 // NewBackend builds a backend without any engine call: the daemon is bound on first use and
@@ -125,6 +126,11 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 	if err == nil && osName == "linux" {
 		b.osFamilies = []sandbox.OSFamily{sandbox.OSPosix}
 		b.log.Info("daemon runs linux; declaring posix guests")
+		if cfg.EgressProxyImage != "" {
+			if _, err := b.learnTopology(ctx, time.Now()); err != nil {
+				b.log.Warn("allowlist not declared: the daemon's topology is unknown", zap.Error(err))
+			}
+		}
 	} else {
 		b.log.Warn("no guest OS family declared: specs naming RequiresOSFamily will be refused",
 			zap.String("daemon_os", osName), zap.Error(err))
@@ -162,7 +168,7 @@ func (b *Backend) Isolation() sandbox.Isolation { return sandbox.IsolationContai
 func (b *Backend) Declarations() sandbox.Declarations {
 	ceiling := sandbox.TransferLimits{MaxBytesPerFile: MaxBytesPerFile, MaxTotalBytes: MaxTotalBytes, MaxFiles: MaxFiles}
 	modes := sandbox.NewEgressSet(sandbox.EgressClosed)
-	if b.cfg.EgressProxyImage != "" {
+	if b.servesAllowlist() {
 		modes[sandbox.EgressAllowlist] = struct{}{}
 	}
 	return sandbox.Declarations{
@@ -172,7 +178,7 @@ func (b *Backend) Declarations() sandbox.Declarations {
 		EgressModes:     modes,
 		OSFamilies:      append([]sandbox.OSFamily(nil), b.osFamilies...),
 		IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
-		ObservesEgress:  b.cfg.EgressProxyImage != "",
+		ObservesEgress:  b.servesAllowlist(),
 	}
 }
 

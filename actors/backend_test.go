@@ -97,13 +97,33 @@ func TestDeclarations(t *testing.T) {
 	if !d.EgressModes.Has(sandbox.EgressClosed) || d.EgressModes.Has(sandbox.EgressAllowlist) || d.EgressModes.Has(sandbox.EgressUnrestricted) || d.ObservesEgress {
 		t.Errorf("closed-only backend declares %v", d.EgressModes.Sorted())
 	}
-	withProxy, err := NewBackend(docker.Config{EgressProxyImage: "proxy"}, WithEngine(f))
+	// Allowlist is declared only once the bound daemon is known to serve it: a proxy image
+	// and a Linux daemon whose version chose a topology.
+	unbound, err := NewBackend(docker.Config{EgressProxyImage: "proxy"}, WithEngine(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unbound.Close(context.Background())
+	if pd := unbound.Declarations(); pd.EgressModes.Has(sandbox.EgressAllowlist) {
+		t.Error("an unbound backend offers allowlist before it knows the daemon can serve it")
+	}
+	withProxy, err := Create(context.Background(), docker.Config{EgressProxyImage: "proxy"}, WithEngine(f), WithoutEventWatch())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer withProxy.Close(context.Background())
 	if pd := withProxy.Declarations(); !pd.EgressModes.Has(sandbox.EgressAllowlist) || !pd.ObservesEgress {
-		t.Error("a proxy image adds allowlist")
+		t.Error("a proxy image on a bound Linux daemon adds allowlist")
+	}
+	other := newFakeEngine()
+	other.os = "windows"
+	onWindows, err := Create(context.Background(), docker.Config{EgressProxyImage: "proxy"}, WithEngine(other), WithoutEventWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onWindows.Close(context.Background())
+	if pd := onWindows.Declarations(); pd.EgressModes.Has(sandbox.EgressAllowlist) {
+		t.Error("a Windows daemon was declared to serve allowlist")
 	}
 	if newTestBackend(t, f).Isolation() != sandbox.IsolationContainer {
 		t.Error("isolation is container, always")

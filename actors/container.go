@@ -48,10 +48,13 @@ type containerActor struct {
 type memory struct {
 	key      string // the sandbox key, for the log lines; set by the first acquire
 	workDir  string // the storage base the last acquire bound
-	facts    *facts // identity, reach and caps of the instance, cached only when identity resolved
+	facts    *facts // identity and caps of the instance, cached only when identity resolved
 	factsKey string
 	probedID string          // the instance the probe results belong to
 	probed   map[string]bool // probe name → passed
+	// provedNetwork is the egress network whose seal this actor's proxy last proved; a
+	// network it has not proved (new, or adopted) is proved before it is handed out.
+	provedNetwork string
 
 	// The last instance known to be gone and how it went: a call on its handle is answered
 	// without an engine call (gone.go).

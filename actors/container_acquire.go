@@ -52,7 +52,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 		}
 	}
 	// egress hook (egress.go): the allowlist network and a fresh proxy, before any workload.
-	egress, info, err := a.ensureEgress(ctx, m, info)
+	egress, info, err := a.ensureEgress(ctx, m, info, began)
 	if err != nil {
 		return fail(err)
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/proxy"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -31,19 +31,18 @@ import (
 // allowlist with hosts cannot be served on it (egress-and-reap.md §1.4).
 var ErrEgressTopologyUnavailable = errors.New("egress topology unavailable")
 
-// floorMessage is what every floor refusal says: the option, the 28.0.0 floor and the two
+// floorMessage is what every topology refusal ends with: what an allowlist needs and the
 // alternatives.
-const floorMessage = "an allowlisted sandbox needs a bridge with no host address (network options " +
-	docker.OptGatewayModeIPv4 + " and " + docker.OptGatewayModeIPv6 + " set to isolated); " +
-	"this requires Docker Engine 28.0.0 or newer to serve 'allowlist' with hosts on the list; " +
+const floorMessage = "an allowlisted sandbox needs an internal bridge network that leaves the workload no route to the host " +
+	"(Docker Engine 28.0.0+: isolated gateway modes; older Linux daemons with the bridge driver: inhibit_ipv4); " +
 	"run 'closed' or an empty allowlist, which need no network"
 
-// EgressTopologyError is a floor refusal: the engine's answer or the effect check that
-// failed, what became of the network, and [floorMessage]. It matches
-// [ErrEgressTopologyUnavailable] and sandbox.ErrUnsupported.
+// EgressTopologyError is a topology refusal: the daemon's answer or the check that failed,
+// what became of the network, and [floorMessage]. It matches [ErrEgressTopologyUnavailable]
+// and sandbox.ErrUnsupported.
 type EgressTopologyError struct {
 	Network string
-	Reason  string // the engine's text or the failed effect check
+	Reason  string // the daemon's text or the failed check
 	Cleanup string // what became of the network we created, "" when none was created
 }
 
@@ -103,8 +102,8 @@ func (NopEgressSink) EgressDrained(context.Context, EgressWindow) {}
 
 // egressOptions are the allowlist settings of a backend.
 type egressOptions struct {
-	sink     EgressSink
-	override *egresstest.Override
+	sink        EgressSink
+	networkHook func(ctx context.Context, networkID string) error
 }
 
 // WithEgressSink wires the receiver of drained windows (default: none, and no proxy is read).
@@ -112,12 +111,11 @@ func WithEgressSink(s EgressSink) Option {
 	return func(o *options) error { o.egress.sink = s; return nil }
 }
 
-// WithTopologyOverride is for tests on engines older than 28.0.0 (egress-and-reap.md §5.6):
-// it lifts the floor and the bridge's gateway criterion and has the override strip the
-// host's address from each internal bridge. Only internal/egresstest can build one; nil
-// changes nothing.
-func WithTopologyOverride(ov *egresstest.Override) Option {
-	return func(o *options) error { o.egress.override = ov; return nil }
+// WithEgressNetworkHook calls hook with each internal network's ID after the backend created
+// it and before its seal is proved. It is the fault-injection seam of the seal tests (which
+// give the bridge a host address here); production code passes none.
+func WithEgressNetworkHook(hook func(ctx context.Context, networkID string) error) Option {
+	return func(o *options) error { o.egress.networkHook = hook; return nil }
 }
 
 // networks is the engine's network seam, looked up through the retrying wrapper.
@@ -185,10 +183,13 @@ type egressRun struct {
 }
 
 // ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
-// entry validation, the unusable-network discard, the internal network (created, or adopted
-// after the bridge check), and a proxy recreated for this acquire. It returns nil for a
-// sandbox on --network none, and info as it stands after a discard (nil when N was removed).
-func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRequest, info *docker.ContainerInfo) (*egressRun, *docker.ContainerInfo, error) {
+// entry validation, the topology (asked again of the daemon on a cold acquire), the
+// unusable-network discard, the internal network (created on a free subnet, or adopted after
+// the bridge check), and a proxy recreated for this acquire — which proves the seal of a
+// network this actor has not proved yet before its outbound leg is connected. It returns nil
+// for a sandbox on --network none, and info as it stands after a discard (nil when N was
+// removed).
+func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
 	if m.EgressID == "" {
 		return nil, info, nil
 	}
@@ -200,41 +201,66 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRe
 	if !ok {
 		return nil, info, &EgressTopologyError{Network: docker.NetworkName(a.name), Reason: "the engine seam cannot build networks"}
 	}
-	info, err := a.discardUnusable(ctx, nets, m.Key, info)
+	t := a.b.topology()
+	if info == nil || t == "" {
+		var err error
+		if t, err = a.b.learnTopology(ctx, began); err != nil {
+			return nil, info, err
+		}
+	}
+	info, err := a.discardUnusable(ctx, nets, m.Key, info, t)
 	if err != nil {
 		return nil, info, err
 	}
-	fresh := info == nil
-	netID, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec)
+	netID, fresh, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec, t)
 	if err != nil {
 		return nil, info, err
+	}
+	if fresh && a.b.egress.networkHook != nil {
+		if err := a.b.egress.networkHook(ctx, netID); err != nil {
+			a.removeNetwork(nets, netID)
+			return nil, info, fmt.Errorf("egress network hook: %w", err)
+		}
 	}
 	run := &egressRun{nets: nets, networkID: netID}
-	if run.proxyID, err = a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts); err != nil {
-		if fresh {
+	prove := a.provedNetwork != netID
+	if run.proxyID, err = a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, prove); err != nil {
+		var seal *EgressSealError
+		switch {
+		case errors.As(err, &seal):
+			info, seal.Cleanup = a.discardUnsealed(nets, netID, info)
+		case fresh:
 			a.removeNetwork(nets, netID)
 		}
 		return nil, info, err
 	}
+	if prove {
+		a.provedNetwork = netID
+	}
 	return run, info, nil
 }
 
-// bridgeProblem is the bridge check of §1.7 on an inspected network, "" when it passes. The
-// proof of isolation is the effect — no IPAM entry of any family carries a Gateway — never
-// the options, which engines echo whether or not they applied them. lift is the §5.6 test
-// override, which drops the gateway criterion.
-func bridgeProblem(n docker.NetworkInfo, lift bool) string {
+// bridgeProblem is the bridge check of §1.7 on an inspected network, "" when it passes: a
+// bridge, internal, with the options of topology t. For the isolated gateway modes the effect
+// is checked too — no IPAM entry of any family carries a Gateway. For inhibit_ipv4 the
+// recorded gateway proves nothing either way on a 20.10 daemon (with an explicit subnet it
+// shows none even where the host holds .1), so the proof is the seal probe's, not this read.
+func bridgeProblem(n docker.NetworkInfo, t docker.Topology) string {
 	switch {
 	case n.Driver != "bridge":
 		return fmt.Sprintf("its driver is %q, not bridge", n.Driver)
 	case !n.Internal:
 		return "it is not internal"
 	}
-	if !lift {
-		for _, c := range n.IPAM {
-			if c.Gateway != "" {
-				return fmt.Sprintf("its bridge carries a host address (IPAM gateway %s on %s)", c.Gateway, c.Subnet)
-			}
+	if t == docker.TopologyInhibitIPv4 {
+		if n.Options[docker.OptInhibitIPv4] != "true" {
+			return fmt.Sprintf("option %s reads back %q, not true", docker.OptInhibitIPv4, n.Options[docker.OptInhibitIPv4])
+		}
+		return ""
+	}
+	for _, c := range n.IPAM {
+		if c.Gateway != "" {
+			return fmt.Sprintf("its bridge carries a host address (IPAM gateway %s on %s)", c.Gateway, c.Subnet)
 		}
 	}
 	for _, k := range []string{docker.OptGatewayModeIPv4, docker.OptGatewayModeIPv6} {
@@ -245,69 +271,80 @@ func bridgeProblem(n docker.NetworkInfo, lift bool) string {
 	return ""
 }
 
-// ensureNetwork creates N-net, or adopts the existing one only once its bridge check passes
-// (§1.3). A network just created that fails the check is removed and refused with the floor
-// message; so is an engine that rejects a gateway-mode option.
-func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec) (string, error) {
+// ensureNetwork creates N-net on the first free subnet of the pool, or adopts the existing
+// one once its bridge check passes (§1.3). fresh reports a network created by this call. A
+// network just created that fails the check is removed and refused; so is a daemon that
+// rejects a gateway-mode option.
+func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, t docker.Topology) (id string, fresh bool, err error) {
 	name := docker.NetworkName(a.name)
 	labels, err := label.Sandbox(key, spec.Kind, spec.Labels)
 	if err != nil {
-		return "", fmt.Errorf("label network %s: %w", name, err)
+		return "", false, fmt.Errorf("label network %s: %w", name, err)
 	}
-	ov := a.b.egress.override
-	id, err := nets.NetworkCreate(ctx, docker.NetworkSpec{Name: name, Labels: labels})
-	switch {
-	case err == nil:
-		reason := ""
-		if ov != nil {
-			if perr := ov.PrepareBridge(ctx, id); perr != nil {
-				reason = "the test override could not strip the bridge: " + perr.Error()
-			}
-		}
-		if reason == "" {
-			n, ierr := a.b.inspectNetwork(ctx, nets, id)
-			if ierr != nil {
-				reason = "it could not be read back: " + ierr.Error()
-			} else {
-				reason = bridgeProblem(n, ov != nil)
-			}
-		}
-		if reason == "" {
-			a.log.Info("egress network created", zap.String("network", name))
-			return id, nil
-		}
-		cleanup := "the network was removed"
-		if _, rerr := nets.NetworkRemove(context.WithoutCancel(ctx), id); rerr != nil {
-			cleanup = fmt.Sprintf("the network could not be removed (%v); remove it by hand", rerr)
-		}
-		return "", &EgressTopologyError{Network: name, Reason: "the engine built it but " + reason, Cleanup: cleanup}
-	case errors.Is(err, docker.ErrGatewayModeRejected):
-		return "", &EgressTopologyError{Network: name, Reason: "the engine refused the gateway mode: " + err.Error()}
-	case errors.Is(err, docker.ErrNetworkExists):
-		n, ierr := a.b.inspectNetwork(ctx, nets, name)
-		if isNotFound(ierr) {
-			return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
-		}
-		if ierr != nil {
-			return "", fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, ierr)
-		}
-		if ov != nil {
-			if perr := ov.PrepareBridge(ctx, n.ID); perr != nil {
-				return "", fmt.Errorf("egress network %s: the test override could not strip the bridge: %w", name, perr)
-			}
-		}
-		if reason := bridgeProblem(n, ov != nil); reason != "" {
-			return "", fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
-		}
-		return n.ID, nil
+	pool, err := a.b.subnetPool()
+	if err != nil {
+		return "", false, err
 	}
-	return "", fmt.Errorf("create egress network %s: %w", name, err)
+	tried := 0
+	for subnet := range pool.Candidates(name) {
+		tried++
+		id, err := nets.NetworkCreate(ctx, docker.NetworkSpec{Name: name, Labels: labels, Topology: t, Subnet: subnet})
+		switch {
+		case errors.Is(err, docker.ErrSubnetOverlap):
+			continue // another network holds it: the next candidate
+		case err == nil:
+			return a.checkCreated(ctx, nets, name, id, t)
+		case errors.Is(err, docker.ErrGatewayModeRejected):
+			return "", false, &EgressTopologyError{Network: name, Reason: "the daemon refused the gateway mode: " + err.Error()}
+		case errors.Is(err, docker.ErrNetworkExists):
+			id, err := a.adoptNetwork(ctx, nets, name, t)
+			return id, false, err
+		}
+		return "", false, fmt.Errorf("create egress network %s: %w", name, err)
+	}
+	return "", false, &EgressSubnetsExhaustedError{Network: name, Pool: pool.Base(), Tried: tried}
+}
+
+// checkCreated reads a network just created back and removes it when it fails the check.
+func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, bool, error) {
+	reason := ""
+	n, err := a.b.inspectNetwork(ctx, nets, id)
+	if err != nil {
+		reason = "it could not be read back: " + err.Error()
+	} else {
+		reason = bridgeProblem(n, t)
+	}
+	if reason == "" {
+		a.log.Info("egress network created", zap.String("network", name), zap.String("topology", string(t)),
+			zap.Strings("subnets", n.Subnets()))
+		return id, true, nil
+	}
+	cleanup := "the network was removed"
+	if _, rerr := nets.NetworkRemove(context.WithoutCancel(ctx), id); rerr != nil {
+		cleanup = fmt.Sprintf("the network could not be removed (%v); remove it by hand", rerr)
+	}
+	return "", false, &EgressTopologyError{Network: name, Reason: "the daemon built it but " + reason, Cleanup: cleanup}
+}
+
+// adoptNetwork takes over an existing N-net once its bridge check passes.
+func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, error) {
+	n, err := a.b.inspectNetwork(ctx, nets, name)
+	if isNotFound(err) {
+		return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, err)
+	}
+	if reason := bridgeProblem(n, t); reason != "" {
+		return "", fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
+	}
+	return n.ID, nil
 }
 
 // discardUnusable is §15.2: before the reuse decision, an N-net that fails the bridge check,
 // or a workload that lost its network, is torn down in the §1.9 order so that it is rebuilt
 // fresh. It returns what is left of the workload (nil when removed).
-func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
+func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo, t docker.Topology) (*docker.ContainerInfo, error) {
 	name := docker.NetworkName(a.name)
 	n, err := a.b.inspectNetwork(ctx, nets, name)
 	reason := ""
@@ -319,7 +356,7 @@ func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networ
 	case err != nil:
 		return info, fmt.Errorf("inspect egress network %s: %w", name, err)
 	default:
-		reason = bridgeProblem(n, a.b.egress.override != nil)
+		reason = bridgeProblem(n, t)
 		if reason == "" && info != nil {
 			if _, ok := info.Networks[name]; !ok || len(info.Networks) != 1 {
 				reason = fmt.Sprintf("the workload is attached to %v, not to %s alone", slices.Sorted(maps.Keys(info.Networks)), name)
@@ -367,9 +404,10 @@ func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]dock
 }
 
 // recreateProxy is §1.5: drain and remove any N-proxy, create a fresh one on N-net only,
-// connect its outbound leg, start it and wait for it to say it is listening. On a failure
+// start it, wait for it to say it is listening — when prove, after its seal probe said the
+// segment reaches nothing of the host — and only then connect its outbound leg. On a failure
 // after the create the half-built proxy is drained and removed.
-func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string) (string, error) {
+func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string, prove bool) (string, error) {
 	name := docker.ProxyName(a.name)
 	if err := a.b.teardownProxy(ctx, name, &key, egresslog.TriggerAcquire); err != nil {
 		return "", fmt.Errorf("remove the previous proxy %s: %w", name, err)
@@ -382,8 +420,11 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	if private != "" {
 		env = append(env, "MAF_SANDBOX_PRIVATE_CIDRS="+private)
 	}
+	if prove {
+		env = append(env, proxy.EnvSealTargets+"="+proxy.FormatSealTargets(a.b.sealTargets(ctx, nets)))
+	}
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
-		Network: docker.NetworkName(a.name), Env: env, Labels: labels})
+		Network: docker.NetworkName(a.name), Env: env, Labels: labels, Sealed: true})
 	if errors.Is(err, docker.ErrImageMissing) {
 		return "", &sandbox.ImageMissingError{Backend: BackendName, Image: a.b.cfg.EgressProxyImage,
 			Hint: "it is the egress proxy's; build it with `engine images build`"}
@@ -397,30 +438,77 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		}
 		return "", err
 	}
+	if err := nets.ProxyStart(ctx, id); err != nil {
+		return fail(fmt.Errorf("start proxy %s: %w", name, err))
+	}
+	out, err := a.awaitProxy(ctx, nets, id, prove)
+	if err != nil {
+		return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
+	}
+	if prove {
+		verdict, detail := egresslog.ParseSeal(out)
+		a.b.countSeal(docker.NetworkName(a.name), verdict == egresslog.Sealed, detail)
+		if verdict != egresslog.Sealed {
+			if verdict == egresslog.SealUnknown {
+				detail = "the proxy stopped before its seal probe gave a verdict"
+			}
+			_, err := fail(nil)
+			_ = err
+			return "", &EgressSealError{Network: docker.NetworkName(a.name), Breach: detail}
+		}
+	}
 	outbound := a.b.outboundNetwork()
 	if err := nets.NetworkConnect(ctx, outbound, id); err != nil {
 		return fail(fmt.Errorf("connect proxy %s to the outbound network %s (without it the allowlist would reach nothing): %w", name, outbound, err))
 	}
-	if err := nets.ProxyStart(ctx, id); err != nil {
-		return fail(fmt.Errorf("start proxy %s: %w", name, err))
-	}
+	return id, nil
+}
+
+// awaitProxy polls the proxy's log until it says it is listening, or — when prove — until
+// its seal line says it will not, within the readiness budget. It returns the log read.
+func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, id string, prove bool) ([]byte, error) {
 	deadline := time.Now().Add(readinessBudget)
 	for pause := readinessFirst; ; pause = min(2*pause, readinessLongest) {
 		out, err := nets.ProxyLogs(ctx, id, readinessTail, readinessMaxRead)
-		if err == nil && bytes.Contains(out, []byte(egresslog.ReadyMarker)) {
-			return id, nil
+		if err == nil {
+			if bytes.Contains(out, []byte(egresslog.ReadyMarker)) {
+				return out, nil
+			}
+			if v, _ := egresslog.ParseSeal(out); prove && v == egresslog.SealBreached {
+				return out, nil
+			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			break
+			if prove {
+				return out, nil // no verdict: the caller refuses the network
+			}
+			return nil, errors.New("it never reported listening")
 		}
 		select {
 		case <-ctx.Done():
-			return fail(fmt.Errorf("wait for proxy %s: %w", name, ctx.Err()))
+			return nil, ctx.Err()
 		case <-time.After(min(pause, left)):
 		}
 	}
-	return fail(fmt.Errorf("egress proxy %s never reported listening", name))
+}
+
+// discardUnsealed tears down what an unsealed network holds — the workload, if one was
+// attached, then the network — and says what became of it. The proxy is already gone.
+func (a *containerActor) discardUnsealed(nets docker.Networks, netID string, info *docker.ContainerInfo) (*docker.ContainerInfo, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if info != nil {
+		if _, err := a.b.engine.Remove(ctx, a.name); err != nil {
+			return info, fmt.Sprintf("its workload %s could not be removed: %v; it is unclean", a.name, err)
+		}
+		a.forget()
+		info = nil
+	}
+	if _, err := nets.NetworkRemove(ctx, netID); err != nil {
+		return nil, fmt.Sprintf("the network could not be removed: %v; remove it by hand", err)
+	}
+	return nil, "the network was removed"
 }
 
 func (b *Backend) outboundNetwork() string {
@@ -456,7 +544,7 @@ func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) st
 	if err != nil {
 		return fmt.Sprintf("network %s could not be read: %v", netName, err)
 	}
-	if r := bridgeProblem(n, a.b.egress.override != nil); r != "" {
+	if r := bridgeProblem(n, a.b.topology()); r != "" {
 		return fmt.Sprintf("network %s: %s", netName, r)
 	}
 	w, err := a.b.engine.Inspect(ctx, a.name)

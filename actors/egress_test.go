@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -29,8 +29,12 @@ type netFake struct {
 	logs     map[string]string   // proxy ID → stdout
 	nextID   int
 
-	gateway      string // the IPAM gateway new networks get ("" = isolated effect)
-	createErr    error  // NetworkCreate's answer
+	gateway      string               // the IPAM gateway new networks get ("" = isolated effect)
+	createErr    error                // NetworkCreate's answer
+	overlaps     int                  // the first overlaps creates are refused as overlapping subnets
+	sealBreach   string               // a proxy asked to prove the seal reports this breach
+	created      []docker.NetworkSpec // every create asked for, refused or not
+	proxyEnv     [][]string           // every proxy's environment
 	connectErr   error
 	removeProxy  func(id string) (docker.RemoveOutcome, error) // Remove of a proxy ID
 	extraOnNet   string                                        // a foreign endpoint on N-net
@@ -62,6 +66,13 @@ func (f *netFake) id() string {
 
 func (f *netFake) NetworkCreate(_ context.Context, spec docker.NetworkSpec) (string, error) {
 	f.log("network create %s", spec.Name)
+	f.nmu.Lock()
+	f.created = append(f.created, spec)
+	overlap := len(f.created) <= f.overlaps
+	f.nmu.Unlock()
+	if overlap {
+		return "", fmt.Errorf("network create: %w", docker.ErrSubnetOverlap)
+	}
 	if f.createErr != nil {
 		return "", f.createErr
 	}
@@ -77,8 +88,11 @@ func (f *netFake) NetworkCreate(_ context.Context, spec docker.NetworkSpec) (str
 	id := f.id()
 	f.nmu.Lock()
 	defer f.nmu.Unlock()
-	f.networks[spec.Name] = &fakeNet{id: id, name: spec.Name, gateway: f.gateway,
-		options: map[string]string{docker.OptGatewayModeIPv4: "isolated", docker.OptGatewayModeIPv6: "isolated"}}
+	opts := map[string]string{docker.OptGatewayModeIPv4: "isolated", docker.OptGatewayModeIPv6: "isolated"}
+	if spec.Topology == docker.TopologyInhibitIPv4 {
+		opts = map[string]string{docker.OptInhibitIPv4: "true"}
+	}
+	f.networks[spec.Name] = &fakeNet{id: id, name: spec.Name, gateway: f.gateway, options: opts}
 	return id, nil
 }
 
@@ -155,7 +169,17 @@ func (f *netFake) ProxyCreate(ctx context.Context, spec docker.ProxySpec) (strin
 	f.nmu.Lock()
 	defer f.nmu.Unlock()
 	f.attached[spec.Name] = []string{spec.Network}
-	f.logs[id] = "2026-01-01T00:00:00.000000000Z maf-egress-proxy listening on :3128\n"
+	f.proxyEnv = append(f.proxyEnv, slices.Clone(spec.Env))
+	const ts = "2026-01-01T00:00:00.000000000Z "
+	prove := slices.ContainsFunc(spec.Env, func(e string) bool { return strings.HasPrefix(e, "MAF_SANDBOX_SEAL_TARGETS=") })
+	switch {
+	case prove && f.sealBreach != "":
+		f.logs[id] = ts + egresslog.FormatBreach(f.sealBreach)
+	case prove:
+		f.logs[id] = ts + egresslog.FormatSealed(12) + ts + "maf-egress-proxy listening on :3128\n"
+	default:
+		f.logs[id] = ts + "maf-egress-proxy listening on :3128\n"
+	}
 	return id, nil
 }
 
@@ -314,7 +338,7 @@ func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
 		createErr error
 		removed   bool
 	}{
-		{"the 20.10 answer: options echoed, gateway kept", "172.30.0.1", nil, true},
+		{"a daemon of 28 that echoes the options but keeps a gateway", "172.30.0.1", nil, true},
 		{"engine 27 rejects the option", "", &docker.CommandError{Args: []string{"network", "create"}, ExitCode: 1,
 			Stderr: []byte(`invalid gateway mode "isolated" for com.docker.network.bridge.gateway_mode_ipv4`), Class: docker.ErrGatewayModeRejected}, false},
 	}
@@ -328,7 +352,7 @@ func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
 			if !errors.Is(err, ErrEgressTopologyUnavailable) || !errors.Is(err, sandbox.ErrUnsupported) {
 				t.Fatalf("err = %v, want the floor refusal", err)
 			}
-			for _, want := range []string{docker.OptGatewayModeIPv4, "28.0.0", "'closed' or an empty allowlist"} {
+			for _, want := range []string{"isolated gateway modes", "28.0.0", "inhibit_ipv4", "'closed' or an empty allowlist"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Fatalf("message %q does not name %q", err, want)
 				}
@@ -592,23 +616,115 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 	}
 }
 
-func TestEgressOverrideStripsBridgeAndLiftsGatewayCheck(t *testing.T) {
+// The daemon's version chooses the topology: below 28 inhibit_ipv4, from 28 the isolated
+// gateway modes; either way on an explicit subnet of the pool, asked again on a cold acquire.
+func TestEgressTopologyByDaemonVersion(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tc := range []struct {
+		version string
+		want    docker.Topology
+	}{{"20.10.24+dfsg1", docker.TopologyInhibitIPv4}, {"28.2.2", docker.TopologyIsolatedGateway}} {
+		t.Run(tc.version, func(t *testing.T) {
+			f := newNetFake()
+			f.version = tc.version
+			b := egressBackend(t, f)
+			if _, err := b.Acquire(context.Background(), testKey, allowSpec(t, "a.example")); err != nil {
+				t.Fatalf("acquire: %v", err)
+			}
+			pool, _ := b.subnetPool()
+			if len(f.created) != 1 || f.created[0].Topology != tc.want || !pool.Contains(f.created[0].Subnet) {
+				t.Fatalf("creates %+v, want one %s network on a subnet of %s", f.created, tc.want, pool.Base())
+			}
+			if b.topology() != tc.want {
+				t.Fatalf("topology = %q", b.topology())
+			}
+		})
+	}
+}
+
+// A subnet another network holds is refused by the daemon; the next candidate is tried.
+func TestEgressSubnetOverlapMovesOn(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newNetFake()
-	f.gateway = "172.30.0.1"
-	var flushed []string
-	ov := egresstest.NewOverrideFunc(func(_ context.Context, bridge string) error {
-		flushed = append(flushed, bridge)
-		return nil
-	})
-	b := egressBackend(t, f, WithTopologyOverride(ov))
+	f.overlaps = 3
+	b := egressBackend(t, f)
+	if _, err := b.Acquire(context.Background(), testKey, allowSpec(t, "a.example")); err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if len(f.created) != 4 {
+		t.Fatalf("%d creates, want 4", len(f.created))
+	}
+	seen := map[string]bool{}
+	for _, c := range f.created {
+		seen[c.Subnet.String()] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("subnets tried %v, want four different ones", f.created)
+	}
+}
+
+// A pool whose every subnet is taken refuses the acquire with a typed error naming the pool.
+func TestEgressSubnetPoolExhausted(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	f.overlaps = 1 << 20
+	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local", EgressSubnetPool: netip.MustParsePrefix("10.99.0.0/28")},
+		WithEngine(f), WithoutEventWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	_, err = b.Acquire(context.Background(), testKey, allowSpec(t, "a.example"))
+	var ex *EgressSubnetsExhaustedError
+	if !errors.As(err, &ex) || ex.Tried != 2 || !errors.Is(err, ErrEgressTopologyUnavailable) {
+		t.Fatalf("err = %v, want exhaustion after the pool's 2 subnets", err)
+	}
+}
+
+// A new network is proved sealed by its proxy before the outbound leg is connected; a
+// breach discards proxy and network and refuses the acquire; a network already proved is
+// not probed again.
+func TestEgressSealProof(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	b := egressBackend(t, f)
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
-		t.Fatalf("acquire with the override: %v", err)
+		t.Fatalf("acquire: %v", err)
 	}
-	netID := f.findNet(docker.NetworkName(workloadName(b, spec))).id
-	if len(flushed) != 1 || flushed[0] != "br-"+netID[:12] {
-		t.Fatalf("flushed %v, want br-%s", flushed, netID[:12])
+	calls := f.Calls()
+	start := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "start ") })
+	connect := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "network connect bridge") })
+	if start < 0 || connect < start {
+		t.Fatalf("the outbound leg was connected before the proxy proved the seal: %v", calls)
+	}
+	if proved, broken := b.SealCounts(); proved != 1 || broken != 0 {
+		t.Fatalf("seal counts %d/%d", proved, broken)
+	}
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatalf("warm acquire: %v", err)
+	}
+	if len(f.proxyEnv) != 2 || slices.ContainsFunc(f.proxyEnv[1], func(e string) bool { return strings.HasPrefix(e, "MAF_SANDBOX_SEAL_TARGETS=") }) {
+		t.Fatalf("the warm acquire's proxy was asked to prove a network already proved: %v", f.proxyEnv)
+	}
+
+	f2 := newNetFake()
+	f2.sealBreach = "tcp 10.213.0.1:9 answered with a reset"
+	b2 := egressBackend(t, f2)
+	_, err := b2.Acquire(context.Background(), testKey, spec)
+	var se *EgressSealError
+	if !errors.As(err, &se) || !errors.Is(err, ErrEgressSealBroken) || !strings.Contains(err.Error(), "answered with a reset") {
+		t.Fatalf("err = %v, want the seal refusal naming the breach", err)
+	}
+	name := workloadName(b2, spec)
+	if f2.findNet(docker.NetworkName(name)) != nil || f2.find(docker.ProxyName(name)) != nil || f2.find(name) != nil {
+		t.Fatalf("an unsealed network left something behind: %v", f2.Calls())
+	}
+	if hasCall(f2.Calls(), "network connect") {
+		t.Fatalf("the proxy of an unsealed network was connected outbound: %v", f2.Calls())
+	}
+	if _, broken := b2.SealCounts(); broken != 1 {
+		t.Fatal("the broken seal was not counted")
 	}
 }
 

@@ -20,6 +20,7 @@ type fakeEngine struct {
 	containers map[string]*fakeContainer // by name
 	os         string
 	osErr      error
+	version    string // ServerVersion; "" reads 28.2.2
 
 	onExec  func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error)
 	onStat  func(target, p string) (*docker.Entry, error)
@@ -70,6 +71,14 @@ func (f *fakeEngine) Bind(context.Context) (docker.Binding, error) {
 func (f *fakeEngine) ServerOS(context.Context) (string, error) {
 	f.log("version")
 	return f.os, f.osErr
+}
+
+func (f *fakeEngine) ServerVersion(context.Context) (string, error) {
+	f.log("server version")
+	if f.version == "" {
+		return "28.2.2", f.osErr
+	}
+	return f.version, f.osErr
 }
 
 func (f *fakeEngine) Inspect(_ context.Context, target string) (docker.ContainerInfo, error) {

@@ -49,6 +49,10 @@ func (r retrying) ServerOS(ctx context.Context) (string, error) {
 	return retry(ctx, func() (string, error) { return r.Engine.ServerOS(ctx) })
 }
 
+func (r retrying) ServerVersion(ctx context.Context) (string, error) {
+	return retry(ctx, func() (string, error) { return r.Engine.ServerVersion(ctx) })
+}
+
 func (r retrying) ListNames(ctx context.Context, labels map[string]string, name string) ([]string, error) {
 	return retry(ctx, func() ([]string, error) { return r.Engine.ListNames(ctx, labels, name) })
 }

@@ -43,6 +43,9 @@ func apiCreateOptions(s CreateSpec) (client.ContainerCreateOptions, error) {
 	if s.CapDropAll {
 		hc.CapDrop = []string{"ALL"}
 	}
+	if s.Sealed && s.Network != "" && s.Network != "none" {
+		applySeal(hc)
+	}
 	if s.Memory != "" {
 		m, err := units.RAMInBytes(s.Memory)
 		if err != nil {

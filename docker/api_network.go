@@ -40,8 +40,11 @@ func (a *API) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, erro
 		CheckDuplicate: true,
 		Driver:         "bridge",
 		Internal:       true,
-		Options:        map[string]string{OptGatewayModeIPv4: GatewayIsolated, OptGatewayModeIPv6: GatewayIsolated},
+		Options:        networkOptions(spec.Topology),
 		Labels:         labelMap(spec.Labels),
+	}
+	if spec.Subnet.IsValid() {
+		req.IPAM = &networkIPAM{Driver: "default", Config: []networkIPAMConfig{{Subnet: spec.Subnet.String()}}}
 	}
 	var id string
 	err = a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
@@ -56,6 +59,8 @@ func (a *API) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, erro
 			return nil
 		case !errors.As(err, &ans):
 			return err
+		case isSubnetOverlap([]byte(ans.Error())):
+			return apiFailure(args, ans, ErrSubnetOverlap)
 		case cerrdefs.IsConflict(ans), cerrdefs.IsPermissionDenied(ans):
 			return apiFailure(args, ans, ErrNetworkExists)
 		case cerrdefs.IsInvalidArgument(ans):
@@ -81,6 +86,16 @@ type networkCreateRequest struct {
 	Internal       bool              `json:"Internal"`
 	Options        map[string]string `json:"Options"`
 	Labels         map[string]string `json:"Labels"`
+	IPAM           *networkIPAM      `json:"IPAM,omitempty"`
+}
+
+type networkIPAM struct {
+	Driver string              `json:"Driver"`
+	Config []networkIPAMConfig `json:"Config"`
+}
+
+type networkIPAMConfig struct {
+	Subnet string `json:"Subnet"`
 }
 
 // NetworkInspect implements [Networks]. The engine's JSON is read exactly as the CLI reads its
@@ -161,6 +176,9 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 	}
 	hc.PidsLimit = &pids
 	hc.Memory = mem
+	if spec.Sealed {
+		applySeal(hc)
+	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: hc}, nil
 }
 

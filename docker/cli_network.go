@@ -26,6 +26,9 @@ func classifyNetwork(args []string, target string, stderr []byte) error {
 		if containsFold(stderr, "already exists") {
 			return ErrNetworkExists
 		}
+		if isSubnetOverlap(stderr) {
+			return ErrSubnetOverlap
+		}
 		if containsFold(stderr, "gateway_mode_ipv4") || containsFold(stderr, "gateway_mode_ipv6") {
 			return ErrGatewayModeRejected
 		}
@@ -42,6 +45,12 @@ func classifyNetwork(args []string, target string, stderr []byte) error {
 	}
 	return nil
 }
+
+// isSubnetOverlap reads the daemon's refusal of a subnet another network holds (CLI stderr
+// and API answer alike):
+//
+//	Error response from daemon: Pool overlaps with other one on this address space
+func isSubnetOverlap(text []byte) bool { return containsFold(text, "pool overlaps") }
 
 func (c *CLI) netControl(ctx context.Context, target string, args []string) (result, error) {
 	res, err := c.control(ctx, args...)

@@ -58,6 +58,9 @@ type Config struct {
 	// EgressPrivateCIDRs are private blocks the egress proxy may dial although they are not
 	// globally routable. Never admits loopback, link-local or metadata addresses.
 	EgressPrivateCIDRs []netip.Prefix
+	// EgressSubnetPool is the IPv4 range every allowlisted sandbox's internal network takes a
+	// /29 from (subnet.go). The zero prefix means DefaultEgressSubnetPool.
+	EgressSubnetPool netip.Prefix
 	// Labels are extra labels written on every resource this driver creates, after its own.
 	// Keys under label.Prefix are refused. Tests put their session label here.
 	Labels map[string]string

@@ -24,6 +24,7 @@ type CreateSpec struct {
 	CPUs            *float64 // nil: not passed
 	Network         string   // "" or "none": --network none
 	ProxyURL        string   // with a Network other than none: the proxy variables' value
+	Sealed          bool     // the seal constraints (SealCapDrop, SealSysctls) apply
 	Labels          []Label  // in command-line order
 	Cmd             []string // nil: KeepAlive
 }
@@ -63,10 +64,11 @@ func WithNetworkNone() CreateOpt {
 	return func(s *CreateSpec) { s.Network, s.ProxyURL = "none", "" }
 }
 
-// WithNetwork places the container on network and points the four proxy variables
-// (HTTPS_PROXY, HTTP_PROXY, https_proxy, http_proxy) at proxyURL.
+// WithNetwork places the container on network, points the four proxy variables
+// (HTTPS_PROXY, HTTP_PROXY, https_proxy, http_proxy) at proxyURL, and applies the seal
+// constraints: a workload on a network runs without NET_RAW and with IPv6 disabled.
 func WithNetwork(network, proxyURL string) CreateOpt {
-	return func(s *CreateSpec) { s.Network, s.ProxyURL = network, proxyURL }
+	return func(s *CreateSpec) { s.Network, s.ProxyURL, s.Sealed = network, proxyURL, true }
 }
 
 // WithLabels appends labels, keeping their order.
@@ -139,6 +141,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 		args = append(args, "--network", s.Network)
 		for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 			args = append(args, "-e", v+"="+s.ProxyURL)
+		}
+		if s.Sealed {
+			args = append(args, sealArgs()...)
 		}
 	}
 	for _, l := range s.Labels {

@@ -19,6 +19,8 @@ type Engine interface {
 	Bind(ctx context.Context) (Binding, error)
 	// ServerOS returns the daemon's OS, trimmed and lower-cased ("linux").
 	ServerOS(ctx context.Context) (string, error)
+	// ServerVersion returns the daemon's version as it reports it ("20.10.24+dfsg1").
+	ServerVersion(ctx context.Context) (string, error)
 	// Inspect reads one container (by name or ID) in one call. [ErrNotFound] when it is absent.
 	Inspect(ctx context.Context, target string) (ContainerInfo, error)
 	// ImageExists reports whether image is present locally; absence is (false, nil).

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +30,10 @@ const (
 
 // NetworkSpec is one internal network to create.
 type NetworkSpec struct {
-	Name   string
-	Labels []Label // in command-line order; Config.Labels are appended
+	Name     string
+	Labels   []Label      // in command-line order; Config.Labels are appended
+	Topology Topology     // "" means TopologyIsolatedGateway
+	Subnet   netip.Prefix // the zero prefix leaves the subnet to the daemon's pools
 }
 
 // NetworkInfo is what one network inspect returns.
@@ -57,6 +62,7 @@ type ProxySpec struct {
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
 	Labels  []Label  // in command-line order; Config.Labels are appended
+	Sealed  bool     // the workload's seal constraints (SealCapDrop, SealSysctls) apply
 }
 
 // Proxy hardening limits (egress-and-reap.md §1.5).
@@ -67,9 +73,14 @@ const (
 )
 
 func cliNetworkCreateArgs(s NetworkSpec) []string {
-	args := []string{"network", "create", "--driver", "bridge", "--internal",
-		"--opt", OptGatewayModeIPv4 + "=" + GatewayIsolated,
-		"--opt", OptGatewayModeIPv6 + "=" + GatewayIsolated}
+	args := []string{"network", "create", "--driver", "bridge", "--internal"}
+	opts := networkOptions(s.Topology)
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		args = append(args, "--opt", k+"="+opts[k])
+	}
+	if s.Subnet.IsValid() {
+		args = append(args, "--subnet", s.Subnet.String())
+	}
 	for _, l := range s.Labels {
 		args = append(args, "--label", l.Key+"="+l.Value)
 	}
@@ -82,6 +93,9 @@ func cliProxyCreateArgs(s ProxySpec) []string {
 		"--pids-limit", proxyPidsLimit, "--memory", proxyMemory, "--user", proxyUser,
 		"--log-driver", "json-file", "--log-opt", "max-size=16m", "--log-opt", "max-file=2",
 		"--network", s.Network}
+	if s.Sealed {
+		args = append(args, sealArgs()...)
+	}
 	for _, e := range s.Env {
 		args = append(args, "-e", e)
 	}

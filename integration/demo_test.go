@@ -10,7 +10,8 @@ import (
 )
 
 // The README's run command: the demo builds, serves on embedded NATS, plays its agent over
-// the client and leaves nothing behind.
+// the client — a closed sandbox, then an allowlisted one that reaches an allowed name and is
+// refused a denied one, its window read back from JetStream — and leaves nothing behind.
 func TestDemoCommand(t *testing.T) {
 	dockertest.Busybox(t)
 	bin := filepath.Join(t.TempDir(), "engine")
@@ -26,7 +27,8 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("engine demo: %v\n%s", err, out)
 	}
 	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
-		"lists 0 containers"} {
+		"lists 0 containers", "sealed", "code=200", "Forbidden", "read back from JetStream", "durable consumer",
+		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

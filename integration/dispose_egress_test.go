@@ -10,7 +10,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -21,7 +20,7 @@ import (
 func TestDisposeEgressByInstanceRemovesProxyAndNetwork(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	b := egressBackend(t, fx.network, actors.WithEgressSink(sink))
 	key := newKey(t)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
@@ -65,7 +64,7 @@ func TestDisposeEgressScopePurgeRemovesProxyAndNetwork(t *testing.T) {
 	if err := images.EnsureProxy(ctxT(t), "docker", images.ProxyTag); err != nil {
 		t.Fatalf("build the proxy image: %v", err)
 	}
-	b := egressBackend(t, "", actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(&recordingSink{}))
+	b := egressBackend(t, "", actors.WithEgressSink(&recordingSink{}))
 	key := newKey(t)
 	spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))

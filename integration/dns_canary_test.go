@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
@@ -25,12 +23,12 @@ const (
 // TestEgressDNSCanary is the engine property of egress-and-reap.md §5.3 (2): does the
 // daemon's embedded resolver forward a query from a container on an isolated internal
 // network to an outside server? The project's canary DNS server, on a bridge of its own,
-// logs every query. A reference container on an --internal network built with the
-// allowlist's flags (and, under §5.6, with the host's address flushed from its bridge) names
-// the canary as its upstream and looks up a unique name; the canary must log nothing. The
+// logs every query. A reference container on an --internal network built with the flags this
+// daemon's allowlist topology uses (inhibit_ipv4 below 28, the isolated gateway modes from
+// 28), with the workload's constraints, names the canary as its upstream and looks up a
+// unique name; the canary must log nothing, on every daemon that serves allowlists. The
 // positive control, the same lookup from a container on the canary's ordinary bridge, must
-// be logged, or the probe would prove nothing. Below 28.0.0 the result is logged, not
-// gated: such an engine may lack the CVE-2024-29018 fix and refuses allowlists anyway (§1.4).
+// be logged, or the probe would prove nothing.
 func TestEgressDNSCanary(t *testing.T) {
 	dockertest.Require(t)
 	ctx := ctxT(t)
@@ -48,13 +46,24 @@ func TestEgressDNSCanary(t *testing.T) {
 		`{{(index .NetworkSettings.Networks "`+canaryNet+`").IPAddress}}`, canary))
 	waitLogged(t, canary, "canary listening")
 
-	refNet := "maf-e2e-isolated-" + suffix
-	refID := newTestNetwork(t, refNet, "--internal", "--subnet", referenceSubnet,
-		"--opt", docker.OptGatewayModeIPv4+"="+docker.GatewayIsolated, "--opt", docker.OptGatewayModeIPv6+"="+docker.GatewayIsolated)
-	if err := egresstest.NewOverride().PrepareBridge(ctx, refID); err != nil {
-		t.Fatalf("§5.6 setup: %v", err)
+	version, err := dockertest.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
 	}
-	reference := dockertest.RunContainer(t, images.ClientTag, "--network", refNet, "--dns", canaryIP)
+	topology, err := docker.TopologyFor(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refNet := "maf-e2e-isolated-" + suffix
+	flags := []string{"--internal", "--subnet", referenceSubnet}
+	if topology == docker.TopologyInhibitIPv4 {
+		flags = append(flags, "--opt", docker.OptInhibitIPv4+"=true")
+	} else {
+		flags = append(flags, "--opt", docker.OptGatewayModeIPv4+"="+docker.GatewayIsolated, "--opt", docker.OptGatewayModeIPv6+"="+docker.GatewayIsolated)
+	}
+	newTestNetwork(t, refNet, flags...)
+	reference := dockertest.RunContainer(t, images.ClientTag, "--network", refNet, "--dns", canaryIP,
+		"--cap-drop", "NET_RAW", "--sysctl", "net.ipv6.conf.all.disable_ipv6=1")
 	control := dockertest.RunContainer(t, images.ClientTag, "--network", canaryNet, "--dns", canaryIP)
 
 	refName := "canary-ref-" + suffix + ".maf-e2e.example"
@@ -78,28 +87,10 @@ func TestEgressDNSCanary(t *testing.T) {
 			t.Fatalf("positive control: the canary never saw %s, so the probe proves nothing:\n%s", ctlName, logs)
 		}
 	}
-	leaked := strings.Contains(logs, refName)
-
-	version, err := dockertest.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
+	if strings.Contains(logs, refName) {
+		t.Fatalf("daemon %s (%s): the embedded resolver FORWARDED the isolated container's query to the canary:\n%s", version, topology, logs)
 	}
-	verdict := "the canary saw no query from the isolated internal network"
-	if leaked {
-		verdict = "the embedded resolver FORWARDED the isolated container's query to the canary"
-	}
-	if major, _, _ := strings.Cut(version, "."); atLeast(major, 28) {
-		if leaked {
-			t.Fatalf("engine %s: %s:\n%s", version, verdict, logs)
-		}
-		return
-	}
-	t.Logf("engine %s (below the 28.0.0 floor, logged, not gated, §5.3): %s", version, verdict)
-}
-
-func atLeast(major string, floor int) bool {
-	n, err := strconv.Atoi(major)
-	return err == nil && n >= floor
+	t.Logf("daemon %s (%s): the canary saw no query from the isolated internal network", version, topology)
 }
 
 func randomHex(t testing.TB) string {

@@ -5,21 +5,20 @@ import (
 	"testing"
 
 	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// BenchmarkAllowlist measures an allowlisted sandbox on this engine through the §5.6 test
-// override: a cold acquire (internal network, proxy created, connected, started and ready,
-// the §1.7 checks, the workload) and a dispose that drains the proxy, removes it, the
+// BenchmarkAllowlist measures an allowlisted sandbox on this daemon's own topology: a cold
+// acquire (internal network on a pool subnet, proxy created, started, its seal proved, its
+// outbound leg connected, the §1.7 checks, the workload) and a dispose that drains the proxy, removes it, the
 // workload and the network, and hands the window to a sink. Run with
 //
 //	go test -run '^$' -bench Allowlist -benchtime 5x ./integration
 func BenchmarkAllowlist(b *testing.B) {
 	fx := newEgressFixture(b)
 	sink := &recordingSink{}
-	be := egressBackend(b, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	be := egressBackend(b, fx.network, actors.WithEgressSink(sink))
 	spec := allowlistSpec(b, images.ClientTag, allowedHost)
 	ctx := context.Background()
 	b.Run("acquire_cold", func(b *testing.B) {

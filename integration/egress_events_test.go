@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/egresslog/natspub"
-	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/reaper"
@@ -50,7 +49,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	}
 	t.Cleanup(func() { box.Close(context.Background()) })
 	sink := box.WindowSink(prefix, eventsEngineID)
-	owner := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()))
+	owner := egressBackend(t, fx.network)
 
 	// A subscriber in any language sees core NATS deliveries of the stream's subject.
 	subNC := natstest.Connect(t, srv)
@@ -62,7 +61,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	first := newKey(t)
 	useAllowlist(t, owner, first, fx)
 	// Another process, knowing nothing of the key, purges the conversation.
-	fresh := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	fresh := egressBackend(t, fx.network, actors.WithEgressSink(sink))
 	if p := fresh.DisposeScope(ctx, first.Scope, first.ThreadID); p.Disposed != 1 || p.Undisposed != nil {
 		t.Fatalf("fresh scope purge: %+v", p)
 	}
@@ -168,13 +167,13 @@ func freePort(t testing.TB) int {
 func TestEgressFreshReapPublishesOnce(t *testing.T) {
 	fx := newEgressFixture(t)
 	ctx := ctxT(t)
-	owner := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()))
+	owner := egressBackend(t, fx.network)
 	key := newKey(t)
 	useAllowlist(t, owner, key, fx)
 	time.Sleep(1200 * time.Millisecond) // older than the one-second lifetime below
 
 	sink := &recordingSink{}
-	fresh := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	fresh := egressBackend(t, fx.network, actors.WithEgressSink(sink))
 	for sweep := 1; sweep <= 2; sweep++ {
 		got, err := fresh.Reap(ctx, time.Second, reaper.WithScope(key.Scope))
 		if err != nil || len(got.Failures) != 0 {

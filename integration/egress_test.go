@@ -2,17 +2,13 @@ package integration
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net/netip"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +29,7 @@ import (
 // image holding the same static program as its client (no curl: "get" prints code=NNN, 000
 // when no origin answered).
 const (
-	egressSubnet = "10.213.0.0/24"
+	egressSubnet = "10.214.0.0/24" // outside the engine's default egress subnet pool
 	allowedHost  = "allowed.maf-e2e.example"
 	deniedHost   = "denied.maf-e2e.example"
 )
@@ -74,27 +70,11 @@ func newEgressFixture(t testing.TB) *egressFixture {
 
 func testCA(t testing.TB, names ...string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "maf-e2e test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	caPEM, certPEM, keyPEM, err := images.TargetCertificates(names...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	return caPEM, certPEM, keyPEM
 }
 
 // recordingSink keeps every window it is handed.
@@ -150,23 +130,154 @@ func leftovers(t *testing.T, n string) string {
 	return strings.TrimSpace(ctrs + nets)
 }
 
-func TestEgressRefusedBelowTheFloorWithoutOverride(t *testing.T) {
-	b := egressBackend(t, "")
+// The topology this daemon gets, read back from the daemon and the host: an internal bridge
+// on a subnet of the pool, with inhibit_ipv4 below 28 (and then no IPv4 address on the host's
+// bridge) or the isolated gateway modes from 28; and a workload without NET_RAW and with
+// IPv6 disabled in its namespace.
+func TestEgressTopologyOnThisDaemon(t *testing.T) {
+	fx := newEgressFixture(t)
+	b := egressBackend(t, fx.network)
 	key := newKey(t)
-	spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	sb := acquire(t, b, key, spec)
+	version, err := dockertest.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := docker.TopologyFor(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := dockertest.Docker(t, "network", "inspect", "--format", "{{.Id}} {{.Internal}} {{range .IPAM.Config}}{{.Subnet}}{{end}} {{json .Options}}", docker.NetworkName(n))
+	f := strings.Fields(info)
+	if len(f) != 4 || f[1] != "true" {
+		t.Fatalf("network %s: %s", docker.NetworkName(n), info)
+	}
+	pool, _ := docker.NewSubnetPool(netip.MustParsePrefix(docker.DefaultEgressSubnetPool), docker.EgressSubnetBits)
+	if sub, err := netip.ParsePrefix(f[2]); err != nil || !pool.Contains(sub) {
+		t.Fatalf("subnet %s is not one of the pool's", f[2])
+	}
+	switch want {
+	case docker.TopologyInhibitIPv4:
+		if !strings.Contains(f[3], docker.OptInhibitIPv4+`":"true"`) {
+			t.Fatalf("options %s lack inhibit_ipv4", f[3])
+		}
+		bridge := "br-" + f[0][:12]
+		if out, err := exec.Command("ip", "-4", "addr", "show", "dev", bridge).CombinedOutput(); err != nil || strings.Contains(string(out), "inet ") {
+			t.Fatalf("the host's bridge %s holds an IPv4 address (%v):\n%s", bridge, err, out)
+		}
+	case docker.TopologyIsolatedGateway:
+		if !strings.Contains(f[3], docker.OptGatewayModeIPv4) {
+			t.Fatalf("options %s lack the isolated gateway modes", f[3])
+		}
+	}
+	ctx := ctxT(t)
+	res, err := sb.Exec(ctx, sandbox.Shell("cat /proc/sys/net/ipv6/conf/all/disable_ipv6; grep CapEff /proc/self/status"), "/", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(res.StdoutBytes))
+	if len(lines) != 3 || lines[0] != "1" {
+		t.Fatalf("IPv6 not disabled in the workload: %q", res.StdoutBytes)
+	}
+	capEff, err := strconv.ParseUint(lines[2], 16, 64)
+	if err != nil || capEff&(1<<13) != 0 || capEff&(1<<12) != 0 {
+		t.Fatalf("the workload holds NET_RAW or NET_ADMIN: CapEff %s", lines[2])
+	}
+}
+
+// The attacks of the egress issue from a root workload with Docker's default capabilities but
+// NET_RAW: raw sockets (ARP for the host's addresses, ICMPv6 echo to all-nodes, a crafted SYN)
+// are refused by the kernel; ordinary TCP and UDP to every host address and direct TCP to the
+// targets bypassing the proxy get nothing; an unlisted name does not resolve.
+func TestEgressAttacksFromARootWorkload(t *testing.T) {
+	fx := newEgressFixture(t)
+	b := egressBackend(t, fx.network)
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	sb := acquire(t, b, key, spec)
+	ctx := ctxT(t)
+	run := func(line string) (string, int) {
+		t.Helper()
+		res, err := sb.Exec(ctx, sandbox.Shell(line), "/", time.Minute)
+		if err != nil {
+			t.Fatalf("exec %q: %v", line, err)
+		}
+		return strings.TrimSpace(string(res.StdoutBytes) + string(res.StderrBytes)), res.ExitCode
+	}
+	if out, _ := run("id -u"); out != "0" {
+		t.Fatalf("premise: the workload runs as root, got %q", out)
+	}
+	subnet := strings.TrimSpace(dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", docker.NetworkName(n)))
+	gw := netip.MustParsePrefix(subnet).Addr().Next().String()
+	hostAddrs := []string{gw, "172.17.0.1"}
+	for _, nw := range []string{"bridge", fx.network} {
+		hostAddrs = append(hostAddrs, strings.Fields(dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", nw))...)
+	}
+	// Raw sockets: refused, whatever the target.
+	for _, line := range []string{"busybox arping -c 1 -w 1 -I eth0 " + gw, "busybox arping -c 1 -w 1 -I eth0 172.17.0.1",
+		"busybox ping -c 1 -W 1 " + gw, "busybox ping6 -c 1 -W 1 ff02::1%eth0", "busybox ping6 -c 1 -W 1 fe80::1%eth0"} {
+		if out, code := run(line); code == 0 {
+			t.Errorf("%s succeeded from the sandbox: %s", line, out)
+		} else if !strings.Contains(out, "ermission denied") && !strings.Contains(out, "not permitted") && !strings.Contains(out, "nreachable") &&
+			!strings.Contains(out, "ddress") {
+			t.Errorf("%s failed for another reason than a refusal: %s", line, out)
+		}
+	}
+	// Ordinary TCP and UDP to every host address, and straight to the targets.
+	var direct []string
+	for _, a := range hostAddrs {
+		direct = append(direct, a+":22", a+":53", a+":80", a+":2375")
+	}
+	direct = append(direct, fx.targets[allowedHost]+":443", fx.targets[deniedHost]+":443")
+	for _, addr := range direct {
+		if out, code := run("maf-e2e dial " + addr); code == 0 {
+			t.Errorf("direct TCP to %s from the sandbox: %s", addr, out)
+		}
+		if out, code := run("echo x | busybox nc -u -w 1 " + strings.Replace(addr, ":", " ", 1) + " && echo sent"); code == 0 && strings.Contains(out, "refused") {
+			t.Errorf("UDP to %s drew an answer: %s", addr, out)
+		}
+	}
+	if out, code := run("maf-e2e resolve " + deniedHost); code == 0 {
+		t.Errorf("the sandbox resolved the unlisted %s: %s", deniedHost, out)
+	}
+	// The positive control: through the proxy the allowed host answers.
+	if out, _ := run("maf-e2e get https://" + allowedHost + "/ " + fx.caB64); out != "code=200" {
+		t.Fatalf("allowed host through the proxy: %s", out)
+	}
+}
+
+// A network whose seal fails — the test gives the host an address on the new bridge, as a
+// misconfigured host could — is discarded and the acquire refused, before any workload or
+// outbound leg exists.
+func TestEgressSealBreachDiscardsTheNetwork(t *testing.T) {
+	fx := newEgressFixture(t)
+	var bridged []string
+	hook := actors.WithEgressNetworkHook(func(ctx context.Context, id string) error {
+		addr, err := egresstest.GiveBridgeAHostAddress(ctx, id)
+		bridged = append(bridged, addr)
+		return err
+	})
+	b := egressBackend(t, fx.network, hook)
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
 	t.Cleanup(func() { b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 	_, err := b.Acquire(ctxT(t), key, spec)
-	if !errors.Is(err, actors.ErrEgressTopologyUnavailable) {
-		t.Fatalf("acquire on this engine: %v, want the floor refusal", err)
+	var se *actors.EgressSealError
+	if !errors.As(err, &se) || !errors.Is(err, actors.ErrEgressSealBroken) {
+		t.Fatalf("acquire on a bridge the host holds an address on (%v): %v, want the seal refusal", bridged, err)
 	}
-	for _, want := range []string{docker.OptGatewayModeIPv4, "28.0.0", "'closed' or an empty allowlist", "the network was removed"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("refusal %q does not say %q", err, want)
-		}
+	if !strings.Contains(se.Breach, bridged[0]) || !strings.Contains(err.Error(), "the network was removed") {
+		t.Fatalf("the refusal does not name the host address %s or the cleanup: %v", bridged[0], err)
 	}
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)
+	}
+	if proved, broken := b.SealCounts(); proved != 0 || broken != 1 {
+		t.Fatalf("seal counts %d proved, %d broken", proved, broken)
 	}
 }
 
@@ -182,10 +293,10 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 	}
 }
 
-func TestEgressAllowlistWithOverride(t *testing.T) {
+func TestEgressAllowlist(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithTopologyOverride(egresstest.NewOverride()), actors.WithEgressSink(sink))
+	b := egressBackend(t, fx.network, actors.WithEgressSink(sink))
 	key := newKey(t)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))

@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
@@ -58,7 +59,32 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Shutdown()
-	backend, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath, Labels: labels}, actors.WithLogger(log))
+	cfg := docker.Config{DockerPath: *dockerPath, Labels: labels}
+	step("starting a target server of ours on a private network for the allowlisted step")
+	target, err := startDemoTarget(ctx, *dockerPath, labels)
+	if err != nil {
+		return err
+	}
+	defer target.stop()
+	cfg = target.egressConfig(cfg)
+	engineConn, err := nats.Connect(srv.ClientURL(), nats.Name("maf-sandbox-engine"))
+	if err != nil {
+		return err
+	}
+	defer engineConn.Close()
+	// Events go on a connection of their own: JetStream's acknowledgement subscription must not
+	// count among the service's, whose stop waits for its own to drain.
+	eventsConn, err := nats.Connect(srv.ClientURL(), nats.Name("maf-sandbox-engine events"))
+	if err != nil {
+		return err
+	}
+	defer eventsConn.Close()
+	box, egressSink, err := egressEvents(ctx, eventsConn, cfg, egresslog.DefaultSubjectPrefix, log)
+	if err != nil {
+		return err
+	}
+	defer box.Close(context.WithoutCancel(ctx))
+	backend, err := actors.Create(ctx, cfg, actors.WithLogger(log), actors.WithEgressSink(egressSink))
 	if err != nil {
 		return err
 	}
@@ -67,11 +93,6 @@ func demoCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	engineConn, err := nats.Connect(srv.ClientURL(), nats.Name("maf-sandbox-engine"))
-	if err != nil {
-		return err
-	}
-	defer engineConn.Close()
 	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(buildVersion()))
 	if err != nil {
 		return err
@@ -131,11 +152,11 @@ func demoCmd(ctx context.Context, args []string) error {
 	if res, err := sb.Exec(ctx, sandbox.Shell("ls /sys/class/net"), ".", 30*time.Second); err == nil {
 		step("the sandbox's network interfaces: %s — loopback only, no route out", strings.Join(strings.Fields(res.Stdout()), " "))
 	}
-	if d.EgressModes.Has(sandbox.EgressAllowlist) {
-		step("allowlisted egress is available on this engine")
-	} else {
-		step("allowlisted egress is not served here: no egress proxy image is configured, and allowlists with hosts " +
-			"need a Docker daemon of version 28.0.0 or later for isolated bridge gateways, so no egress events are produced")
+	if !d.EgressModes.Has(sandbox.EgressAllowlist) {
+		step("allowlisted egress is not served here: the daemon is not a Linux daemon the engine can seal an internal network on, " +
+			"so no egress events are produced")
+	} else if err := demoEgress(ctx, step, agentConn, remote, target); err != nil {
+		return err
 	}
 
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {

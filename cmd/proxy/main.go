@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/proxy"
 )
 
@@ -33,10 +35,35 @@ func main() {
 	// As PID 1 the process gets no default signal handling; stop on SIGTERM and SIGINT.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if targets, probe := os.LookupEnv(proxy.EnvSealTargets); probe {
+		if !proveSeal(ctx, targets) {
+			os.Exit(3)
+		}
+	}
 	if err := proxy.Run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
 		os.Exit(1)
 	}
+}
+
+// proveSeal runs the seal probe before the proxy listens (the engine connects the outbound
+// leg only after reading "sealed") and writes its line; false means a breach or a probe that
+// could not run, and the process stops without serving.
+func proveSeal(ctx context.Context, targets string) bool {
+	addrs, err := proxy.SealTargetsFromEnv(targets)
+	if err == nil {
+		var rep proxy.SealReport
+		if rep, err = proxy.ProbeSeal(ctx, proxy.SealConfig{Targets: addrs}); err == nil {
+			if rep.Sealed() {
+				fmt.Fprint(os.Stdout, egresslog.FormatSealed(rep.Attempts))
+				return true
+			}
+			fmt.Fprint(os.Stdout, egresslog.FormatBreach(strings.Join(rep.Breaches, "; ")))
+			return false
+		}
+	}
+	fmt.Fprint(os.Stdout, egresslog.FormatBreach("the probe could not run: "+err.Error()))
+	return false
 }
 
 // memoryLimit returns the soft memory limit to set: [proxy.MemoryLimit], which keeps the

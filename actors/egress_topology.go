@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+// The allowlist topology as this backend serves it: chosen by what the daemon can do when the
+// backend binds (docker.TopologyFor on a Linux daemon's version), asked again on every cold
+// allowlisted acquire like the OS family, with every network's subnet from the egress pool
+// and every new network's seal proved by the proxy before its outbound leg exists
+// (docs/architecture.md, "Allowlisted egress").
+
+// ErrEgressSealBroken: the seal probe reached the host from a new internal network; the
+// network was discarded and the acquire refused.
+var ErrEgressSealBroken = errors.New("egress network seal broken")
+
+// EgressSealError is a failed seal proof: what answered, and what became of the network.
+// It matches [ErrEgressSealBroken] and [ErrEgressTopologyUnavailable].
+type EgressSealError struct {
+	Network string
+	Breach  string // what answered the probe, or why the probe gave no verdict
+	Cleanup string
+}
+
+func (e *EgressSealError) Error() string {
+	return fmt.Sprintf("egress network %s is not sealed from the host: %s (%s); refusing the allowlisted sandbox: "+
+		"check the host's addresses and routes on Docker's bridges", e.Network, e.Breach, e.Cleanup)
+}
+
+// Is reports [ErrEgressSealBroken] and [ErrEgressTopologyUnavailable].
+func (e *EgressSealError) Is(target error) bool {
+	return target == ErrEgressSealBroken || target == ErrEgressTopologyUnavailable
+}
+
+// EgressSubnetsExhaustedError: every candidate subnet of the pool was taken.
+type EgressSubnetsExhaustedError struct {
+	Network string
+	Pool    netip.Prefix
+	Tried   int
+}
+
+func (e *EgressSubnetsExhaustedError) Error() string {
+	return fmt.Sprintf("egress network %s: the daemon refused all %d candidate subnets of the egress pool %s as overlapping; "+
+		"dispose allowlisted sandboxes, reap leftovers, or give the engine a wider pool (docker.Config.EgressSubnetPool, engine serve --egress-subnet-pool)",
+		e.Network, e.Tried, e.Pool)
+}
+
+// Is reports [ErrEgressTopologyUnavailable]: no network can be built for the sandbox now.
+func (e *EgressSubnetsExhaustedError) Is(target error) bool {
+	return target == ErrEgressTopologyUnavailable
+}
+
+// topologyState is what the backend knows of the daemon's allowlist topology.
+type topologyState struct {
+	mu       sync.Mutex
+	topology docker.Topology // "" until a Linux daemon's version was read
+	targets  []netip.Addr    // the seal probe's host addresses, read once
+	flight   flight[docker.Topology]
+	sealed   sealCounts
+}
+
+type sealCounts struct{ proved, broken int }
+
+// servesAllowlist reports whether the bound daemon can serve an allowlist with hosts: a
+// proxy image is configured and a Linux daemon's topology is known. Declarations say so only
+// then, so a declaration never offers what the daemon cannot serve.
+func (b *Backend) servesAllowlist() bool {
+	return b.cfg.EgressProxyImage != "" && b.topology() != ""
+}
+
+// topology is the last topology learned, "" when none (not bound, or not a Linux daemon).
+func (b *Backend) topology() docker.Topology {
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	return b.topo.topology
+}
+
+// learnTopology reads the daemon's OS and version — once for concurrent cold acquires, and
+// never an answer older than began — and records the topology it allows.
+func (b *Backend) learnTopology(ctx context.Context, began time.Time) (docker.Topology, error) {
+	return b.topo.flight.do(ctx, "", began, func(ctx context.Context) (docker.Topology, error) {
+		osName, err := b.engine.ServerOS(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read the daemon's OS: %w", err)
+		}
+		if osName != "linux" {
+			return "", &EgressTopologyError{Network: "-", Reason: fmt.Sprintf("the daemon runs %q, not linux", osName)}
+		}
+		v, err := b.engine.ServerVersion(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read the daemon's version: %w", err)
+		}
+		t, err := docker.TopologyFor(v)
+		if err != nil {
+			return "", &EgressTopologyError{Network: "-", Reason: err.Error()}
+		}
+		b.topo.mu.Lock()
+		if b.topo.topology != t {
+			b.log.Info("allowlist topology", zap.String("daemon_version", v), zap.String("topology", string(t)))
+		}
+		b.topo.topology = t
+		b.topo.mu.Unlock()
+		return t, nil
+	})
+}
+
+// subnetPool is the configured egress subnet pool.
+func (b *Backend) subnetPool() (docker.SubnetPool, error) {
+	base := b.cfg.EgressSubnetPool
+	if !base.IsValid() {
+		base = netip.MustParsePrefix(docker.DefaultEgressSubnetPool)
+	}
+	return docker.NewSubnetPool(base, docker.EgressSubnetBits)
+}
+
+// sealTargets are the host addresses the seal probe tries besides its own segment: the
+// gateways of the default bridge and of the outbound network, read once. A read that fails
+// leaves them out and is logged; the segment's own addresses are still tried.
+func (b *Backend) sealTargets(ctx context.Context, nets docker.Networks) []netip.Addr {
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	if b.topo.targets != nil {
+		return b.topo.targets
+	}
+	seen := map[netip.Addr]bool{}
+	out := []netip.Addr{}
+	for _, ref := range []string{docker.DefaultOutboundNetwork, b.outboundNetwork()} {
+		n, err := b.inspectNetwork(ctx, nets, ref)
+		if err != nil {
+			b.log.Warn("seal targets: read network", zap.String("network", ref), zap.Error(err))
+			return out // not cached: asked again next time
+		}
+		for _, c := range n.IPAM {
+			if a, err := netip.ParseAddr(c.Gateway); err == nil && !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	b.topo.targets = out
+	return out
+}
+
+// countSeal records one seal proof's outcome and logs the running counts.
+func (b *Backend) countSeal(network string, ok bool, detail string) {
+	b.topo.mu.Lock()
+	if ok {
+		b.topo.sealed.proved++
+	} else {
+		b.topo.sealed.broken++
+	}
+	c := b.topo.sealed
+	b.topo.mu.Unlock()
+	log := b.log.With(zap.String("network", network), zap.String("seal", detail),
+		zap.Int("seals_proved", c.proved), zap.Int("seals_broken", c.broken))
+	if ok {
+		log.Info("egress network sealed")
+		return
+	}
+	log.Error("egress network not sealed: discarded")
+}
+
+// SealCounts reports how many new egress networks this backend proved sealed and how many
+// it discarded because the probe reached the host.
+func (b *Backend) SealCounts() (proved, broken int) {
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	return b.topo.sealed.proved, b.topo.sealed.broken
+}
