@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,8 @@ func serveCmd(ctx context.Context, args []string) error {
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
 	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
+	outbound := fs.String("egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
+	subnetPool := fs.String("egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
 	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
@@ -119,7 +122,15 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	defer events.Close()
 
-	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels}
+	pool, err := netip.ParsePrefix(*subnetPool)
+	if err != nil {
+		return fmt.Errorf("serve: --egress-subnet-pool %q: %w", *subnetPool, err)
+	}
+	if _, err := docker.NewSubnetPool(pool, docker.EgressSubnetBits); err != nil {
+		return fmt.Errorf("serve: --egress-subnet-pool: %w", err)
+	}
+	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels, EgressSubnetPool: pool,
+		OutboundNetwork: *outbound}
 	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
 		box, sink, err := egressEvents(ctx, events, cfg, *eventPrefix, log)
