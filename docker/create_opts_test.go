@@ -34,7 +34,9 @@ func TestCLIRunArgs(t *testing.T) {
 			NewCreateSpec("N", "img", WithNoNewPrivileges(), WithPidsLimit(512), WithNetwork("N-net", ProxyURL("N"))),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network N-net" +
 				" -e HTTPS_PROXY=http://N-proxy:3128 -e HTTP_PROXY=http://N-proxy:3128" +
-				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128 --pull never img sleep infinity"},
+				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128" +
+				" --cap-drop NET_RAW --sysctl net.ipv6.conf.all.disable_ipv6=1 --sysctl net.ipv6.conf.default.disable_ipv6=1" +
+				" --pull never img sleep infinity"},
 		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
 			"run -d --name N --network none --pull never img sleep infinity"},
 		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{Key: "b", Value: "1"}), WithLabels(Label{Key: "a", Value: "2"})),

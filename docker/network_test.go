@@ -2,6 +2,7 @@ package docker
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +22,17 @@ func TestNetworkArgs(t *testing.T) {
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv4=isolated",
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv6=isolated",
 				"--label", "a=1", "--label", "b=2", "n-net"}},
+		{"below 28: --internal with inhibit_ipv4 on an explicit subnet",
+			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Topology: TopologyInhibitIPv4, Subnet: netip.MustParsePrefix("10.213.4.8/29")}),
+			[]string{"network", "create", "--driver", "bridge", "--internal",
+				"--opt", "com.docker.network.bridge.inhibit_ipv4=true", "--subnet", "10.213.4.8/29", "n-net"}},
+		{"a sealed proxy carries the workload's constraints",
+			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net", Sealed: true}),
+			[]string{"create", "--name", "n-proxy", "--pull", "never", "--read-only", "--cap-drop", "ALL",
+				"--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "64m",
+				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",
+				"--log-opt", "max-file=2", "--network", "n-net", "--cap-drop", "NET_RAW",
+				"--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "net.ipv6.conf.default.disable_ipv6=1", "img:local"}},
 		{"proxy create is hardened, never pulls and joins N-net only",
 			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net",
 				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []Label{{Key: label.Role, Value: label.RoleProxy}}}),

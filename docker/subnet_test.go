@@ -62,3 +62,17 @@ func TestSubnetPoolRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestTopologyFor(t *testing.T) {
+	for v, want := range map[string]Topology{"20.10.24+dfsg1": TopologyInhibitIPv4, "27.5.1": TopologyInhibitIPv4,
+		"28.0.0": TopologyIsolatedGateway, "29.1.0-rc.1": TopologyIsolatedGateway} {
+		if got, err := TopologyFor(v); err != nil || got != want {
+			t.Errorf("TopologyFor(%q) = %q, %v; want %q", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "dev", "v28"} {
+		if _, err := TopologyFor(v); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TopologyFor(%q) accepted", v)
+		}
+	}
+}
