@@ -109,21 +109,6 @@ func (a *API) settle(ctx, cctx context.Context, args []string, err error) error 
 	return err
 }
 
-// ServerOS implements [Engine].
-func (a *API) ServerOS(ctx context.Context) (string, error) {
-	args := []string{"version", "--format", "{{.Server.Os}}"}
-	var osName string
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		v, err := b.client.ServerVersion(ctx, client.ServerVersionOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		osName = strings.ToLower(strings.TrimSpace(v.Os))
-		return nil
-	})
-	return osName, err
-}
-
 // Inspect implements [Engine].
 func (a *API) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
 	if err := checkTarget(target); err != nil {

@@ -50,19 +50,6 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 // Config returns the configuration the CLI runs with, defaults filled in.
 func (c *CLI) Config() Config { return c.cfg.withDefaults() }
 
-// ServerOS implements [Engine].
-func (c *CLI) ServerOS(ctx context.Context) (string, error) {
-	args := []string{"version", "--format", "{{.Server.Os}}"}
-	res, err := c.control(ctx, args...)
-	if err != nil {
-		return "", err
-	}
-	if res.ExitCode != 0 {
-		return "", fail(args, "", res)
-	}
-	return strings.ToLower(strings.TrimSpace(string(res.Stdout))), nil
-}
-
 // inspectDoc is the part of `container inspect` this package reads.
 type inspectDoc struct {
 	ID      string `json:"Id"`

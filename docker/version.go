@@ -7,9 +7,23 @@ import (
 	"github.com/moby/moby/client"
 )
 
+// The daemon's version answer, read by both drivers the same way: ServerOS for the guest OS
+// family, ServerVersion for the allowlist topology.
+
+// ServerOS implements [Engine].
+func (c *CLI) ServerOS(ctx context.Context) (string, error) {
+	name, err := c.serverField(ctx, "{{.Server.Os}}")
+	return strings.ToLower(name), err
+}
+
 // ServerVersion implements [Engine].
 func (c *CLI) ServerVersion(ctx context.Context) (string, error) {
-	args := []string{"version", "--format", "{{.Server.Version}}"}
+	return c.serverField(ctx, "{{.Server.Version}}")
+}
+
+// serverField runs `docker version --format format` and returns its trimmed output.
+func (c *CLI) serverField(ctx context.Context, format string) (string, error) {
+	args := []string{"version", "--format", format}
 	res, err := c.control(ctx, args...)
 	if err != nil {
 		return "", err
@@ -20,17 +34,29 @@ func (c *CLI) ServerVersion(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(res.Stdout)), nil
 }
 
+// ServerOS implements [Engine].
+func (a *API) ServerOS(ctx context.Context) (string, error) {
+	name, err := a.serverField(ctx, "{{.Server.Os}}", func(v client.ServerVersionResult) string { return v.Os })
+	return strings.ToLower(name), err
+}
+
 // ServerVersion implements [Engine].
 func (a *API) ServerVersion(ctx context.Context) (string, error) {
-	args := []string{"version", "--format", "{{.Server.Version}}"}
-	var version string
+	return a.serverField(ctx, "{{.Server.Version}}", func(v client.ServerVersionResult) string { return v.Version })
+}
+
+// serverField asks the daemon's version endpoint and returns one field of it, trimmed; format
+// names the same question on the CLI's command line, for errors and logs.
+func (a *API) serverField(ctx context.Context, format string, field func(client.ServerVersionResult) string) (string, error) {
+	args := []string{"version", "--format", format}
+	var out string
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
 		v, err := b.client.ServerVersion(ctx, client.ServerVersionOptions{})
 		if err != nil {
 			return apiError(args, err, nil)
 		}
-		version = strings.TrimSpace(v.Version)
+		out = strings.TrimSpace(field(v))
 		return nil
 	})
-	return version, err
+	return out, err
 }

@@ -47,22 +47,13 @@ func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 		keys[i] = newKey(t)
 	}
 	disposeAll := func() {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, k := range keys {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				if f := b.Dispose(ctx, k, sandbox.DisposeOptions{}); f != nil {
-					t.Errorf("dispose %s: %v", k, f)
-				}
-			}()
-		}
-		wg.Wait()
+		eachAtOnce(len(keys), func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if f := b.Dispose(ctx, keys[i], sandbox.DisposeOptions{}); f != nil {
+				t.Errorf("dispose %s: %v", keys[i], f)
+			}
+		})
 	}
 	t.Cleanup(disposeAll)
 
@@ -71,18 +62,7 @@ func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 	began := time.Now()
 	sbs := make([]sandbox.Sandbox, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sbs[i], errs[i] = b.Acquire(ctx, k, spec)
-		}()
-	}
-	wg.Wait()
+	eachAtOnce(n, func(i int) { sbs[i], errs[i] = b.Acquire(ctx, keys[i], spec) })
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("acquire %d of %d: %v", i+1, n, err)
@@ -92,22 +72,15 @@ func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 	if proved, broken := b.SealCounts(); proved != n || broken != 0 {
 		t.Fatalf("seals: %d proved, %d broken, want %d proved", proved, broken, n)
 	}
-	for i := range sbs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res, err := sbs[i].Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
-			switch {
-			case err != nil:
-				errs[i] = err
-			case strings.TrimSpace(res.Stdout()) != "code=200":
-				errs[i] = fmt.Errorf("through the proxy: %s %s", res.Stdout(), res.Stderr())
-			}
-		}()
-	}
-	wg.Wait()
+	eachAtOnce(n, func(i int) {
+		res, err := sbs[i].Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case strings.TrimSpace(res.Stdout()) != "code=200":
+			errs[i] = fmt.Errorf("through the proxy: %s %s", res.Stdout(), res.Stderr())
+		}
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("sandbox %d of %d: %v", i+1, n, err)
@@ -126,4 +99,20 @@ func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 		t.Fatalf("after dispose: %d networks and %d containers of the sandboxes are left", len(left), len(ctrs))
 	}
 	t.Logf("%d allowlisted sandboxes: acquired in %s, all reached the target, disposed in %s", n, acquired.Round(time.Second), disposed.Round(time.Second))
+}
+
+// eachAtOnce runs fn for 0..n-1, eight at a time, and returns when all have.
+func eachAtOnce(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

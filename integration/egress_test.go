@@ -130,17 +130,23 @@ func leftovers(t *testing.T, n string) string {
 	return strings.TrimSpace(ctrs + nets)
 }
 
+// allowedSandbox acquires, on a backend of its own, a sandbox allowed to reach allowedHost
+// through fx, and returns it with its container name.
+func allowedSandbox(t *testing.T, fx *egressFixture) (sandbox.Sandbox, string) {
+	t.Helper()
+	b := egressBackend(t, fx.network)
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	return acquire(t, b, key, spec), docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+}
+
 // The topology this daemon gets, read back from the daemon and the host: an internal bridge
 // on a subnet of the pool, with inhibit_ipv4 below 28 (and then no IPv4 address on the host's
 // bridge) or the isolated gateway modes from 28; and a workload without NET_RAW and with
 // IPv6 disabled in its namespace.
 func TestEgressTopologyOnThisDaemon(t *testing.T) {
 	fx := newEgressFixture(t)
-	b := egressBackend(t, fx.network)
-	key := newKey(t)
-	spec := allowlistSpec(t, images.ClientTag, allowedHost)
-	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
-	sb := acquire(t, b, key, spec)
+	sb, n := allowedSandbox(t, fx)
 	version, err := dockertest.ServerVersion()
 	if err != nil {
 		t.Fatal(err)
@@ -193,11 +199,7 @@ func TestEgressTopologyOnThisDaemon(t *testing.T) {
 // targets bypassing the proxy get nothing; an unlisted name does not resolve.
 func TestEgressAttacksFromARootWorkload(t *testing.T) {
 	fx := newEgressFixture(t)
-	b := egressBackend(t, fx.network)
-	key := newKey(t)
-	spec := allowlistSpec(t, images.ClientTag, allowedHost)
-	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
-	sb := acquire(t, b, key, spec)
+	sb, n := allowedSandbox(t, fx)
 	ctx := ctxT(t)
 	run := func(line string) (string, int) {
 		t.Helper()
