@@ -565,3 +565,32 @@ func TestStashSurvivesARestart(t *testing.T) {
 	}
 	b.Close(ctx)
 }
+
+// A pause refused as "already paused" while no freeze of this process is on the container
+// (the daemon's stale state, or a dead host's leftover) is lifted and the freeze taken again.
+func TestFreezeLiftsAStalePausedState(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	defer b.Close(ctx)
+	sb, err := b.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := true
+	f.onPause = func(string) error {
+		if stale {
+			stale = false
+			return docker.ErrPaused
+		}
+		return nil
+	}
+	if _, err := sb.StatFile(ctx, "x", "."); err != nil {
+		t.Fatalf("stat under a stale paused state: %v", err)
+	}
+	calls := strings.Join(f.Calls(), " | ")
+	if !strings.Contains(calls, "pause | unpause") {
+		t.Fatalf("no lift before the second pause: %s", calls)
+	}
+}

@@ -297,7 +297,18 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 	}
 	a.b.freezes.claim(k)
 	defer a.b.freezes.release(k)
-	if err := a.b.engine.Pause(ctx, target); err != nil {
+	err = a.b.engine.Pause(ctx, target)
+	if errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) {
+		// No freeze of this process is on it. Either a dead host left it frozen, or the
+		// daemon's state is stale: 20.10 applies a late "paused" event of an earlier freeze
+		// after the unpause that followed it, so a container that runs is reported paused. In
+		// both cases lifting it and freezing again is right, once.
+		a.log.Info("the daemon reports the container paused with no freeze of this process; lifting it and freezing again")
+		if a.thaw(target) {
+			err = a.b.engine.Pause(ctx, target)
+		}
+	}
+	if err != nil {
 		if !daemonAnswered(err) {
 			// A pause that timed out or was cancelled may still have frozen the guest.
 			a.thaw(target)

@@ -54,6 +54,15 @@ func (f *Freezes) unconfirm(k freezeKey) {
 	f.with(k, func(r *freezeRecord) { f.tick++; r.confirmed, r.gen = false, f.tick })
 }
 
+// sole reports whether the caller's own claim is the only one on k and nothing in this process
+// has k confirmed frozen: a "paused" answer from the daemon then is not this process's freeze.
+func (f *Freezes) sole(k freezeKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.m[k]
+	return r != nil && r.claims == 1 && !r.confirmed
+}
+
 // claimed reports whether any code in this process owes k a thaw.
 func (f *Freezes) claimed(k freezeKey) bool {
 	f.mu.Lock()
