@@ -143,7 +143,7 @@ func AssertNothingLeftBehind(ctx context.Context, subject FingerprintSubject, ca
 		return nil, fmt.Errorf("nothing-left-behind baseline: %w", cerr)
 	}
 	if err != nil {
-		rs := []Result{result(probeBaselinePristine, fmt.Errorf("the baseline could not be measured: %w", err))}
+		rs := []Result{result(probeBaselinePristine, fmt.Errorf("the baseline was refused or could not be measured: %w", err))}
 		return rs, verdict(suiteName, rs)
 	}
 	if changed := before.ChangedPaths(); len(changed) > 0 {
