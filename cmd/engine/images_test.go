@@ -119,7 +119,7 @@ func TestImagesBuildInstalled(t *testing.T) {
 	}
 	// The observer runs: with an argument it does not take it says so and exits 2.
 	stdout, stderr, err = dockertest.DockerErr(ctx, append(args, observerTag, "bogus")...)
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(stderr), "observer: unexpected arguments") {
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(stderr), "unexpected arguments") {
 		t.Fatalf("observer container: %v, stdout %q, stderr %q; want exit 2 and its refusal", err, stdout, stderr)
 	}
 }

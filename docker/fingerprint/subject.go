@@ -275,11 +275,10 @@ func (s *Subject) confinement(ctx context.Context) (docker.Confinement, error) {
 	if err != nil {
 		return c, &UnreadableError{What: "the workload's inspect", Err: err}
 	}
+	// The shape of the workload is refused first: it is what no state of it can cure.
 	switch {
 	case s.id != "" && c.ID != s.id:
 		return c, &RefusedError{Reason: fmt.Sprintf("%s is now container %s, not the sandbox's %s", s.name, c.ID, s.id)}
-	case !c.Running:
-		return c, &RefusedError{Reason: s.name + " is not running"}
 	case c.PidMode != "" && c.PidMode != "private":
 		return c, &RefusedError{Reason: fmt.Sprintf("%s shares its PID namespace (%s): processes outside it would be counted, or it inside others", s.name, c.PidMode)}
 	case c.Privileged:
@@ -289,6 +288,9 @@ func (s *Subject) confinement(ctx context.Context) (docker.Confinement, error) {
 		if m.RW {
 			return c, &RefusedError{Reason: fmt.Sprintf("%s has a writable declared mount at %s (%s), storage shared beyond the sandbox", s.name, m.Destination, m.Type)}
 		}
+	}
+	if !c.Running {
+		return c, &RefusedError{Reason: s.name + " is not running"}
 	}
 	if s.id == "" {
 		s.id = c.ID

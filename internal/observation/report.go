@@ -40,7 +40,7 @@ const (
 // Error classes of a measurement.
 var (
 	// ErrUsage is the observer program called with arguments it does not take.
-	ErrUsage = errors.New("observation: usage")
+	ErrUsage = errors.New("usage")
 	// ErrLimit is a measurement that went over one of its [Limits].
 	ErrLimit = errors.New("observation: measurement bound exceeded")
 	// ErrChanged is a measurement that saw its subject change while it read.
