@@ -406,3 +406,35 @@ func differingEntries(a, b map[string]observation.Entry, noCtime map[string]bool
 	}
 	return out
 }
+
+// Factory builds a [Subject] per sandbox on one engine with the same options: what the NATS
+// service's fingerprint call uses (service.WithFingerprinter).
+type Factory struct {
+	eng  Engine
+	opts []Option
+}
+
+// NewFactory returns a factory of subjects on eng with opts. It fails with
+// [*sandbox.InvalidArgumentError] for a nil engine.
+func NewFactory(eng Engine, opts ...Option) (*Factory, error) {
+	if eng == nil {
+		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the factory needs an engine"}
+	}
+	return &Factory{eng: eng, opts: slices.Clone(opts)}, nil
+}
+
+// NewSubject builds the subject of sb, addressed by its instance ID (the engine's container
+// ID), with the observer image resolved now. It fails as [New].
+func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error) {
+	if sb == nil {
+		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: no sandbox"}
+	}
+	id := sb.InstanceID()
+	return New(ctx, f.eng, byID(id), f.opts...)
+}
+
+// byID is a container addressed by its ID alone.
+type byID string
+
+func (b byID) ContainerName() string { return string(b) }
+func (b byID) InstanceID() string    { return string(b) }
