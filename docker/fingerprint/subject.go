@@ -1,8 +1,9 @@
 // Package fingerprint is the Docker fingerprint subject (docker-backend §12.5): the
 // engine-side [conformance.FingerprintSubject] a kind claiming ConfinedToGuestCallPath proves
-// its claim with, through [conformance.AssertNothingLeftBehind]. It is test support, beside
-// the backend: production code never needs it, and the NATS service uses it only to answer a
-// host that asks for the same proof from another language.
+// its claim with, through [conformance.AssertNothingLeftBehind]. It sits beside the backend
+// and needs only the docker package, not the actors: a kind's tests use it directly, and
+// engine serve hands a [Factory] to the NATS service, whose fingerprint call gives a host in
+// another language the same proof. No other call of the engine uses it.
 //
 // # What one fingerprint is
 //
