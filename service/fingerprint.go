@@ -49,6 +49,12 @@ func (fingerprintUnsupportedError) Error() string {
 
 func (fingerprintUnsupportedError) Is(target error) bool { return target == sandbox.ErrUnsupported }
 
+// fingerprintWhy says why each phase's failure fails the proof.
+var fingerprintWhy = map[string]string{
+	"the-baseline-is-pristine":    "a sandbox already changed, or one that cannot be measured, proves nothing about the call",
+	"the-final-state-is-measured": "a final state that could not be read is not a clean one",
+}
+
 // nothingLeftBehind is the suite name a failed proof is reported under, as the Go probe does.
 const nothingLeftBehind = "NOTHING_LEFT_BEHIND"
 
@@ -71,7 +77,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 	resp := &messages.APIFingerprintResponse{Phase: req.Phase}
 	failed := func(probe string, err error) error {
 		return &sandbox.ConformanceFailure{Suite: nothingLeftBehind, Total: 1,
-			Failures: []sandbox.ProbeFailure{{Name: probe, Reason: err.Error()}}}
+			Failures: []sandbox.ProbeFailure{{Name: probe, Reason: err.Error(), Why: fingerprintWhy[probe]}}}
 	}
 	switch req.Phase {
 	case messages.FingerprintBaseline:
