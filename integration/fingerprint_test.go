@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/fingerprint"
@@ -326,4 +329,88 @@ func plainContainer(t *testing.T, flags ...string) container {
 	args = append(append(args, flags...), fingerprintWorkload(t), "sleep", "infinity")
 	id := dockertest.Docker(t, args...)
 	return container{name: name, id: strings.TrimSpace(id)}
+}
+
+// The observer container is removed when its run outlives its timeout, and when the calling
+// goroutine panics after the container ran (a logger core panics on the run's own log line,
+// which comes before the removal on the API driver, whose containers are not auto-removed).
+func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
+	c := plainContainer(t)
+	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", fingerprintWorkload(t))
+	spec := func(name string, args []string, timeout time.Duration) docker.ObserverSpec {
+		return docker.ObserverSpec{Name: fingerprint.ObserverNamePrefix + name + "-" + dockertest.Process(), Image: imageID,
+			Target: c.id, Args: args, Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			MaxOutputBytes: 1 << 10, Timeout: timeout}
+	}
+	gone := func(t *testing.T, name string) {
+		t.Helper()
+		out, _, err := dockertest.DockerErr(context.Background(), "ps", "-a", "-q", "--filter", "name=^/"+name+"$")
+		if err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Fatalf("observer container %s is still there: %q %v", name, out, err)
+		}
+	}
+	t.Run("timeout", func(t *testing.T) {
+		noObserverOutlives(t)
+		s := spec("timeout", []string{"sleep", "60"}, 2*time.Second)
+		start := time.Now()
+		_, err := fingerprintEngine(t).RunObserver(ctxT(t), s)
+		if !errors.Is(err, docker.ErrTimeout) {
+			t.Fatalf("got %v, want ErrTimeout", err)
+		}
+		t.Logf("timed out and removed in %v", time.Since(start).Round(time.Millisecond))
+		gone(t, s.Name)
+	})
+	t.Run("panic", func(t *testing.T) {
+		noObserverOutlives(t)
+		s := spec("panic", []string{"true"}, time.Minute)
+		existed := false
+		core := &panicOnRun{Core: zapcore.NewNopCore(), at: func() {
+			_, _, err := dockertest.DockerErr(context.Background(), "inspect", "--format", "{{.Id}}", s.Name)
+			existed = err == nil
+			panic("boom in the middle of an observer run")
+		}}
+		e, err := docker.NewEngine(docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
+			docker.WithLogger(zap.New(core)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe := e.(fingerprint.Engine)
+		func() {
+			defer func() {
+				if v := recover(); v == nil {
+					t.Fatal("the run did not panic")
+				}
+			}()
+			_, _ = fe.RunObserver(ctxT(t), s)
+		}()
+		// The CLI's run is --rm, so its container may be gone by the time the panic comes; the
+		// API's never is until RunObserver removes it.
+		if testDriver() != docker.DriverCLI && !existed {
+			t.Fatal("the observer container was not there when the panic came: the test proves nothing")
+		}
+		t.Logf("the container existed when the panic came: %v", existed)
+		gone(t, s.Name)
+	})
+}
+
+// panicOnRun is a logger core that calls at when the driver logs its observer run (op "run").
+type panicOnRun struct {
+	zapcore.Core
+	at func()
+}
+
+func (p *panicOnRun) Enabled(zapcore.Level) bool        { return true }
+func (p *panicOnRun) With([]zapcore.Field) zapcore.Core { return p }
+func (p *panicOnRun) Sync() error                       { return nil }
+func (p *panicOnRun) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, p)
+}
+
+func (p *panicOnRun) Write(_ zapcore.Entry, fields []zapcore.Field) error {
+	for _, f := range fields {
+		if f.Key == "op" && f.String == "run" {
+			p.at()
+		}
+	}
+	return nil
 }
