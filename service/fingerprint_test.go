@@ -34,7 +34,9 @@ func (f *fakeFingerprinter) NewSubject(context.Context, sandbox.Sandbox) (confor
 
 func (s *fakeSubject) Fingerprint(context.Context) (conformance.Fingerprint, error) {
 	a := s.answers[0]
-	s.answers = s.answers[1:]
+	if len(s.answers) > 1 {
+		s.answers = s.answers[1:]
+	}
 	return a.fp, a.err
 }
 
@@ -169,4 +171,39 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// TestFingerprintBaselinesAreBounded checks that an engine keeps at most 1024 baselines
+// waiting for their final, and refuses the next as unavailable.
+func TestFingerprintBaselinesAreBounded(t *testing.T) {
+	clean := conformance.NewFingerprint(nil, nil)
+	e := startEngine(t, newFake(t), service.WithFingerprinter(&fakeFingerprinter{answers: []fpAnswer{{fp: clean}}}))
+	nc := natstest.Connect(t, e.srv)
+	for i := range 1025 {
+		key := fmt.Sprintf(`{"scope":"s%d","thread_id":"t","agent_id":"a"}`, i)
+		msg, err := nc.Request(service.Shared(service.SubjectAcquireT, service.DefaultPrefix),
+			[]byte(`{"type":"`+messages.APIAcquireRequestType+`","key":`+key+`,"spec":{"kind":"shell"}}`), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ar messages.APIAcquireResponse
+		if err := json.Unmarshal(msg.Data, &ar); err != nil || ar.Sandbox == nil {
+			t.Fatalf("acquire %d: %s", i, msg.Data)
+		}
+		msg, err = nc.Request(service.Engine(service.SubjectFingerprintT, service.DefaultPrefix, e.svc.EngineID()),
+			[]byte(`{"type":"`+messages.APIFingerprintRequestType+`","key":`+key+`,"sandbox":"`+ar.Sandbox.ID+`","phase":"baseline"}`), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fr messages.APIFingerprintResponse
+		if err := json.Unmarshal(msg.Data, &fr); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < 1024 && fr.Error != nil:
+			t.Fatalf("baseline %d refused: %+v", i, fr.Error)
+		case i == 1024 && (fr.Error == nil || fr.Error.Code != service.CodeEngineUnavailable):
+			t.Fatalf("baseline 1025 answered %+v, want engine_unavailable", fr.Error)
+		}
+	}
 }
