@@ -55,7 +55,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			acq := env(messages.APIAcquireRequestType, "")
 			acq["spec"] = map[string]any{"kind": "shell", "image": fingerprintWorkload(t), "work_dir": fingerprintWorkDir}
 			var ar messages.APIAcquireResponse
-			rawCall(t, nc, service.Shared(service.SubjectAcquireT, service.DefaultPrefix), acq, &ar)
+			jsonCall(t, nc, service.Shared(service.SubjectAcquireT, service.DefaultPrefix), acq, &ar)
 			if ar.Error != nil || ar.Sandbox == nil {
 				t.Fatalf("acquire: %+v", ar.Error)
 			}
@@ -68,7 +68,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			base := env(messages.APIFingerprintRequestType, h)
 			base["phase"] = messages.FingerprintBaseline
 			var br messages.APIFingerprintResponse
-			rawCall(t, nc, subject, base, &br)
+			jsonCall(t, nc, subject, base, &br)
 			if br.Error != nil || br.Passed || br.Skipped || len(br.ChangedPaths) != 0 || len(br.RunningPrograms) == 0 {
 				t.Fatalf("baseline %+v (error %+v)", br, br.Error)
 			}
@@ -76,7 +76,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			ex := env(messages.APIExecRequestType, h)
 			ex["shell"], ex["work_dir"], ex["timeout_ms"] = tc.script, "/", 60000
 			var er messages.APIExecResponse
-			rawCall(t, nc, service.Engine(service.SubjectExecT, service.DefaultPrefix, engine), ex, &er)
+			jsonCall(t, nc, service.Engine(service.SubjectExecT, service.DefaultPrefix, engine), ex, &er)
 			if er.Error != nil {
 				t.Fatalf("exec: %+v", er.Error)
 			}
@@ -84,7 +84,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			final := env(messages.APIFingerprintRequestType, h)
 			final["phase"] = messages.FingerprintFinal
 			var fr messages.APIFingerprintResponse
-			rawCall(t, nc, subject, final, &fr)
+			jsonCall(t, nc, subject, final, &fr)
 			if fr.Error != nil || fr.Comparison == nil {
 				t.Fatalf("final %+v (error %+v)", fr, fr.Error)
 			}
@@ -97,8 +97,8 @@ func TestFingerprintOverNATS(t *testing.T) {
 	}
 }
 
-// rawCall sends req as JSON to subject and decodes the reply into resp.
-func rawCall(t *testing.T, nc *nats.Conn, subject string, req, resp any) {
+// jsonCall sends req as JSON to subject and decodes the reply into resp.
+func jsonCall(t *testing.T, nc *nats.Conn, subject string, req, resp any) {
 	t.Helper()
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -116,7 +116,7 @@ func rawCall(t *testing.T, nc *nats.Conn, subject string, req, resp any) {
 // disposeRaw purges the test's conversation over NATS.
 func disposeRaw(t *testing.T, nc *nats.Conn, scope string) {
 	var resp messages.APIDisposeScopeResponse
-	rawCall(t, nc, service.Shared(service.SubjectDisposeScopeT, service.DefaultPrefix),
+	jsonCall(t, nc, service.Shared(service.SubjectDisposeScopeT, service.DefaultPrefix),
 		map[string]any{"type": messages.APIDisposeScopeRequestType, "key": map[string]string{"scope": scope, "thread_id": "thread"}}, &resp)
 	if resp.Error != nil || resp.Undisposed != nil {
 		t.Errorf("dispose scope %s: %+v %+v", scope, resp.Error, resp.Undisposed)
