@@ -48,23 +48,27 @@ staticcheck:
 	echo "$$sc ./..."; "$$sc" ./...
 
 # engine builds the engine binary as an installer would, at ENGINE_BIN (default ./engine), with
-# the egress proxy's static binary for PROXY_GOOS/PROXY_GOARCH (default linux and this machine's
-# architecture: the daemon's platform) embedded, so that "engine images build" needs neither
-# this source tree nor a Go toolchain. The proxy binary is laid over internal/images/embedded
-# with go build -overlay: the tree is never written, and a plain go build embeds nothing. The
-# engine is stamped with the checkout's VCS revision (BUILDVCS=false turns that off), which
-# "engine version" reports.
+# the static binaries of the egress proxy and of the fingerprint observer for
+# PROXY_GOOS/PROXY_GOARCH (default linux and this machine's architecture: the daemon's platform)
+# embedded, so that "engine images build" needs neither this source tree nor a Go toolchain.
+# The binaries are laid over internal/images/embedded with go build -overlay: the tree is never
+# written, and a plain go build embeds nothing. The engine is stamped with the checkout's VCS
+# revision (BUILDVCS=false turns that off), which "engine version" reports.
 ENGINE_BIN ?= engine
 BUILDVCS ?= auto
 PROXY_GOOS ?= linux
 PROXY_GOARCH ?= $(shell $(GO) env GOARCH)
 engine:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	name=maf-egress-proxy-$(PROXY_GOOS)-$(PROXY_GOARCH); \
-	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$name" ./cmd/proxy; \
-	printf '{"Replace":{"%s":"%s"}}\n' "$(CURDIR)/internal/images/embedded/$$name" "$$tmp/$$name" > "$$tmp/overlay.json"; \
+	proxy=maf-egress-proxy-$(PROXY_GOOS)-$(PROXY_GOARCH); \
+	observer=maf-fingerprint-observer-$(PROXY_GOOS)-$(PROXY_GOARCH); \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$proxy" ./cmd/proxy; \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$observer" ./cmd/observer; \
+	printf '{"Replace":{"%s":"%s","%s":"%s"}}\n' \
+		"$(CURDIR)/internal/images/embedded/$$proxy" "$$tmp/$$proxy" \
+		"$(CURDIR)/internal/images/embedded/$$observer" "$$tmp/$$observer" > "$$tmp/overlay.json"; \
 	$(GO) build -buildvcs=$(BUILDVCS) -overlay "$$tmp/overlay.json" -o "$(ENGINE_BIN)" ./cmd/engine; \
-	echo "built $(ENGINE_BIN), embedding the egress proxy for $(PROXY_GOOS)/$(PROXY_GOARCH)"
+	echo "built $(ENGINE_BIN), embedding the egress proxy and the fingerprint observer for $(PROXY_GOOS)/$(PROXY_GOARCH)"
 
 # install puts that binary at $(DESTDIR)$(PREFIX)/bin/engine.
 PREFIX ?= /usr/local

@@ -35,7 +35,7 @@ const (
 	UserPrefix = Prefix + "label."
 	// WorkDir records the storage base, raw (not digested); workload only.
 	WorkDir = Prefix + "work-dir.v1"
-	// Role marks the egress proxy ([RoleProxy]); proxy only.
+	// Role marks the egress proxy ([RoleProxy]) and the fingerprint observer ([RoleObserver]).
 	Role = Prefix + "role"
 	// KeyV1 is the proxy's lossless key attribution: [EncodeKey] of the key that ran behind it,
 	// or empty when that encoding does not fit [KeyBudget]; proxy only.
@@ -46,6 +46,10 @@ const (
 
 // RoleProxy is the value of [Role] on an egress proxy.
 const RoleProxy = "proxy"
+
+// RoleObserver is the value of [Role] on a fingerprint observer container (docker-backend
+// §12.5), which lives only while it measures one workload.
+const RoleObserver = "observer"
 
 // MaxBytes bounds one label's key plus value.
 const MaxBytes = 4096

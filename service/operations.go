@@ -22,5 +22,6 @@ var operations = []operation{
 	{"list_dir", "", SubjectListDirT, messages.APIListDirRequestType, messages.APIListDirResponseType, listDir, "lists a directory"},
 	{"reclaim", "", SubjectReclaimT, messages.APIReclaimRequestType, messages.APIReclaimResponseType, reclaim, "removes a framework-created directory"},
 	{"reset", "", SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
+	{"fingerprint", "", SubjectFingerprintT, messages.APIFingerprintRequestType, messages.APIFingerprintResponseType, fingerprint, "fingerprints a sandbox before (baseline) and after (final) a kind's call; the final reply compares them"},
 	{"collect_outputs", "", SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
 }

@@ -27,6 +27,7 @@ type options struct {
 	maxFileBytes    int64
 	transferMemory  int64
 	transferTTL     time.Duration
+	fingerprints    *fingerprints // fingerprint.go; nil: the call is refused as unsupported
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.

@@ -129,6 +129,11 @@ const (
 	// APICollectOutputsRequest → APICollectOutputsResponse; no queue group.
 	SubjectCollectOutputs  = DefaultPrefix + ".v1.engine.*.collect_outputs"
 	SubjectCollectOutputsT = "%s.v1.engine.%s.collect_outputs"
+	// SubjectFingerprint fingerprints a sandbox the engine holds: phase baseline keeps the
+	// measurement, phase final compares the sandbox with it (docker-backend §12.5).
+	// APIFingerprintRequest → APIFingerprintResponse; no queue group.
+	SubjectFingerprint  = DefaultPrefix + ".v1.engine.*.fingerprint"
+	SubjectFingerprintT = "%s.v1.engine.%s.fingerprint"
 )
 
 // Shared formats the subject of a shared template for prefix.

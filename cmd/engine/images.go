@@ -12,10 +12,11 @@ import (
 const imagesUsage = `Usage: engine images build [flags]
 
 Builds, on the local Docker daemon, the images the engine and its tests use, pulling nothing:
-the busybox workload image (from Debian's busybox-static at /bin/busybox) and the egress proxy
-image (FROM scratch around the proxy's static binary). An engine built with "make engine"
-carries that binary for the daemon's platform (embedded: %s), so it needs neither the source
-tree nor a Go toolchain; any other build compiles the proxy from the source tree it is run in.
+the busybox workload image (from Debian's busybox-static at /bin/busybox), the egress proxy
+image and the fingerprint observer image (each FROM scratch around one static binary). An
+engine built with "make engine" carries those binaries for the daemon's platform, so it
+needs neither the source tree nor a Go toolchain; any other build compiles them from the
+source tree it is run in. This one embeds the proxy for: %s; the observer for: %s.
 An image that is already current is left alone unless --force.
 
 Flags:
@@ -27,12 +28,10 @@ func imagesCmd(ctx context.Context, args []string) error {
 	force := fs.Bool("force", false, "rebuild images that already exist")
 	busyboxTag := fs.String("busybox-tag", images.BusyboxTag, "tag of the busybox workload image")
 	proxyTag := fs.String("proxy-tag", images.ProxyTag, "tag of the egress proxy image")
+	observerTag := fs.String("observer-tag", images.ObserverTag, "tag of the fingerprint observer image")
 	fs.Usage = func() {
-		embedded := strings.Join(images.EmbeddedProxyPlatforms(), ", ")
-		if embedded == "" {
-			embedded = "none"
-		}
-		fmt.Fprintf(fs.Output(), imagesUsage, embedded)
+		fmt.Fprintf(fs.Output(), imagesUsage, platforms(images.EmbeddedProxyPlatforms()),
+			platforms(images.EmbeddedObserverPlatforms()))
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || args[0] != "build" {
@@ -55,6 +54,7 @@ func imagesCmd(ctx context.Context, args []string) error {
 	for _, b := range []build{
 		{*busyboxTag, images.EnsureBusybox, images.BuildBusybox},
 		{*proxyTag, images.EnsureProxy, images.BuildProxy},
+		{*observerTag, images.EnsureObserver, images.BuildObserver},
 	} {
 		fmt.Printf("building %s ... ", b.tag)
 		do := b.ensure
@@ -68,6 +68,14 @@ func imagesCmd(ctx context.Context, args []string) error {
 		fmt.Println("done")
 	}
 	return nil
+}
+
+// platforms lists embedded platforms for the usage text.
+func platforms(p []string) string {
+	if len(p) == 0 {
+		return "none"
+	}
+	return strings.Join(p, ", ")
 }
 
 // isHelp reports whether arg asks for help, as the flag package spells it.

@@ -16,8 +16,8 @@ import (
 
 // An installed engine builds every image it needs with no source tree and no Go toolchain:
 // the binary "make engine" builds, run from a directory outside the module with a PATH that
-// holds no go, builds the busybox and the proxy image (under tags of this test's own). The
-// proxy it embeds is the one this source builds, and it runs.
+// holds no go, builds the busybox, the proxy and the observer image (under tags of this test's
+// own). The proxy and the observer it embeds are the ones this source builds, and they run.
 func TestImagesBuildInstalled(t *testing.T) {
 	dockertest.Require(t)
 	dockerPath, err := exec.LookPath("docker")
@@ -29,10 +29,11 @@ func TestImagesBuildInstalled(t *testing.T) {
 	}
 	busyboxTag := "maf-sandbox-test/busybox:installed-" + dockertest.Process()
 	proxyTag := "maf-sandbox/egress-proxy:installed-" + dockertest.Process()
+	observerTag := "maf-sandbox/fingerprint-observer:installed-" + dockertest.Process()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, stderr, err := dockertest.DockerErr(ctx, "image", "rm", "--force", busyboxTag, proxyTag); err != nil {
+		if _, stderr, err := dockertest.DockerErr(ctx, "image", "rm", "--force", busyboxTag, proxyTag, observerTag); err != nil {
 			t.Errorf("remove the test images: %v: %s", err, stderr)
 		}
 	})
@@ -67,7 +68,7 @@ func TestImagesBuildInstalled(t *testing.T) {
 	}
 	env = append(env, "PATH="+noGo)
 	cmd := exec.CommandContext(ctx, bin, "images", "build", "--force", "--docker", dockerPath,
-		"--busybox-tag", busyboxTag, "--proxy-tag", proxyTag)
+		"--busybox-tag", busyboxTag, "--proxy-tag", proxyTag, "--observer-tag", observerTag)
 	cmd.Dir, cmd.Env = t.TempDir(), env
 	start = time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -95,11 +96,30 @@ func TestImagesBuildInstalled(t *testing.T) {
 		t.Fatalf("the embedded proxy differs from the source's: EnsureProxy rebuilt %s as %s", built, now)
 	}
 
+	// Likewise the observer, which is FROM scratch: one layer, no volume.
+	got = dockertest.Docker(t, "image", "inspect", "--format",
+		`{{index .Config.Labels "`+images.LabelImage+`"}}|{{json .Config.Entrypoint}}|{{.Config.User}}|{{json .Config.Volumes}}|{{len .RootFS.Layers}}`, observerTag)
+	if want := `observer|["/maf-fingerprint-observer","measure"]|0:0|null|1`; got != want {
+		t.Fatalf("observer image config %s, want %s", got, want)
+	}
+	built = dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", observerTag)
+	if err := images.EnsureObserver(ctx, "docker", observerTag); err != nil {
+		t.Fatalf("EnsureObserver: %v", err)
+	}
+	if now := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", observerTag); now != built {
+		t.Fatalf("the embedded observer differs from the source's: EnsureObserver rebuilt %s as %s", built, now)
+	}
+
 	// The proxy runs: with an argument it does not take it prints its usage and exits 2.
 	args := append([]string{"run", "--rm", "--network", "none"}, dockertest.LabelArgs()...)
 	stdout, stderr, err := dockertest.DockerErr(ctx, append(args, proxyTag, "bogus")...)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(stderr), "usage: maf-egress-proxy") {
 		t.Fatalf("proxy container: %v, stdout %q, stderr %q; want exit 2 and its usage", err, stdout, stderr)
+	}
+	// The observer runs: with an argument it does not take it says so and exits 2.
+	stdout, stderr, err = dockertest.DockerErr(ctx, append(args, observerTag, "bogus")...)
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(stderr), "unexpected arguments") {
+		t.Fatalf("observer container: %v, stdout %q, stderr %q; want exit 2 and its refusal", err, stdout, stderr)
 	}
 }

@@ -20,8 +20,10 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/docker/fingerprint"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -60,6 +62,8 @@ func serveCmd(ctx context.Context, args []string) error {
 	engineID := fs.String("engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
 	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
+	observerImage := fs.String("observer-image", envOr("MAF_SANDBOX_DOCKER_OBSERVER_IMAGE", images.ObserverTag),
+		"fingerprint observer image, resolved to its ID per baseline (env MAF_SANDBOX_DOCKER_OBSERVER_IMAGE; engine images build makes the default)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
 	outbound := fs.String("egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	subnetPool := fs.String("egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
@@ -174,6 +178,11 @@ func serveCmd(ctx context.Context, args []string) error {
 	if *engineID != "" {
 		opts = append(opts, service.WithEngineID(*engineID))
 	}
+	fpOpt, err := fingerprinter(cfg, *observerImage, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	opts = append(opts, fpOpt)
 	svc, err := service.New(nc, router, opts...)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -510,4 +519,22 @@ func defaultDataDir() string {
 		return filepath.Join(home, ".local", "state", "maf-sandbox")
 	}
 	return filepath.Join(os.TempDir(), "maf-sandbox")
+}
+
+// fingerprinter answers the fingerprint call on an engine of its own to the same daemon,
+// with the observer image observerImage.
+func fingerprinter(cfg docker.Config, observerImage string, log *zap.Logger) (service.Option, error) {
+	eng, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("fingerprint")))
+	if err != nil {
+		return nil, err
+	}
+	fe, ok := eng.(fingerprint.Engine)
+	if !ok {
+		return nil, fmt.Errorf("the %s driver cannot fingerprint", cfg.Driver)
+	}
+	f, err := fingerprint.NewFactory(fe, fingerprint.WithObserverImage(observerImage), fingerprint.WithLogger(log.Named("fingerprint")))
+	if err != nil {
+		return nil, err
+	}
+	return service.WithFingerprinter(f), nil
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, name string, newEngine func(t *testing.T) docker.Engine) 
 			{"StatKinds", s.testStatKinds},
 			{"ReadCap", s.testReadCap},
 			{"Events", s.testEvents},
+			{"Fingerprinting", s.testFingerprinting},
 		} {
 			t.Run(tc.name, tc.fn)
 		}

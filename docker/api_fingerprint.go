@@ -1,0 +1,214 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/go-units"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"go.uber.org/zap"
+)
+
+var _ Fingerprinting = (*API)(nil)
+
+// Changes implements [Fingerprinting] with the container changes endpoint (GET
+// /containers/{id}/changes), which `docker diff` prints.
+func (a *API) Changes(ctx context.Context, id string) ([]Change, error) {
+	if err := checkID("diff", id); err != nil {
+		return nil, err
+	}
+	args := []string{"diff", id}
+	var changes []Change
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ContainerDiff(ctx, id, client.ContainerDiffOptions{})
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		for _, ch := range res.Changes {
+			kind, ok := map[container.ChangeType]ChangeKind{
+				container.ChangeAdd: ChangeAdded, container.ChangeModify: ChangeModified, container.ChangeDelete: ChangeDeleted,
+			}[ch.Kind]
+			if !ok {
+				return fmt.Errorf("%w: change kind %d of %q", ErrMalformedAnswer, ch.Kind, ch.Path)
+			}
+			c, err := newChange(string(kind), ch.Path)
+			if err != nil {
+				return err
+			}
+			changes = append(changes, c)
+		}
+		return nil
+	})
+	return changes, err
+}
+
+// InspectConfinement implements [Fingerprinting].
+func (a *API) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
+	if err := checkTarget(target); err != nil {
+		return Confinement{}, fmt.Errorf("inspect: %w", err)
+	}
+	args := []string{"container", "inspect", target}
+	var out Confinement
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ContainerInspect(ctx, target, client.ContainerInspectOptions{})
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		doc := res.Container
+		var cd confinementDoc
+		cd.ID, cd.HostsPath, cd.HostnamePath, cd.ResolvConfPath = doc.ID, doc.HostsPath, doc.HostnamePath, doc.ResolvConfPath
+		if doc.State == nil || doc.HostConfig == nil {
+			return fmt.Errorf("inspect %s: %w: no state or host configuration", target, ErrMalformedAnswer)
+		}
+		cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
+		cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
+		for _, m := range doc.Mounts {
+			cd.Mounts = append(cd.Mounts, struct {
+				Type        string `json:"Type"`
+				Destination string `json:"Destination"`
+				RW          bool   `json:"RW"`
+			}{string(m.Type), m.Destination, m.RW})
+		}
+		out, err = cd.confinement(target)
+		return err
+	})
+	return out, err
+}
+
+// InspectImage implements [Fingerprinting].
+func (a *API) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
+	if ref == "" || ref[0] == '-' {
+		return ImageRecord{}, fmt.Errorf("image inspect: %w: image reference %q", ErrInvalid, ref)
+	}
+	args := []string{"image", "inspect", ref}
+	var rec ImageRecord
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ImageInspect(ctx, ref)
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		var volumes map[string]struct{}
+		if res.Config != nil {
+			volumes = res.Config.Volumes
+		}
+		rec, err = ImageRecord{ID: res.ID}.withVolumes(ref, volumes)
+		return err
+	})
+	return rec, err
+}
+
+// apiObserverCreateOptions renders spec as the create request of [cliObserverRunArgs].
+func apiObserverCreateOptions(spec ObserverSpec) (client.ContainerCreateOptions, error) {
+	mem, err := units.RAMInBytes(observerMemory)
+	if err != nil {
+		return client.ContainerCreateOptions{}, err
+	}
+	pids := int64(observerPidsLimit)
+	cfg := &container.Config{
+		Image:        spec.Image,
+		User:         "0:0",
+		Cmd:          append([]string(nil), spec.Args...),
+		Labels:       labelMap(spec.Labels),
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		CapAdd:         []string{"SYS_PTRACE"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		PidMode:        container.PidMode("container:" + spec.Target),
+	}
+	hc.PidsLimit = &pids
+	hc.Memory = mem
+	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: hc}, nil
+}
+
+// errObserverBudget is the cause of an observer run's own deadline.
+var errObserverBudget = errors.New("docker: observer run budget spent")
+
+// RunObserver implements [Fingerprinting]: create, attach, start, read both streams to their
+// end, wait for the exit code; the container is force-removed on every path, under a context
+// that outlives ctx.
+func (a *API) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
+	spec, err = spec.withLabels(a.cfg.Labels, a.cfg.CommandTimeout)
+	if err != nil {
+		return ObserverOutput{}, err
+	}
+	opts, err := apiObserverCreateOptions(spec)
+	if err != nil {
+		return ObserverOutput{}, fmt.Errorf("run observer %s: %w", spec.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ObserverOutput{}, fmt.Errorf("docker run: %w", err)
+	}
+	defer func() { err = errors.Join(err, removeObserver(ctx, a, a.log, spec.Name)) }()
+	args := cliObserverRunArgs(spec)
+	start := time.Now()
+	rctx, cancel := context.WithTimeoutCause(ctx, spec.Timeout, errObserverBudget)
+	defer cancel()
+	b, err := a.ready(rctx)
+	if err == nil {
+		out, err = b.runObserver(rctx, args, opts, spec.MaxOutputBytes)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("docker run: %w", ctx.Err())
+		} else if errors.Is(context.Cause(rctx), errObserverBudget) {
+			err = &TimeoutError{Args: args, Timeout: spec.Timeout}
+		}
+	}
+	a.log.Debug("docker api call", zap.String("op", "run"), zap.String("container", spec.Name),
+		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+	return out, err
+}
+
+func (b *apiBound) runObserver(ctx context.Context, args []string, opts client.ContainerCreateOptions, maxStdout int64) (ObserverOutput, error) {
+	created, err := b.client.ContainerCreate(ctx, opts)
+	if err != nil {
+		var class error
+		if isAnswer(err) && cerrdefs.IsConflict(err) {
+			class = ErrConflict
+		} else if isAnswer(err) && cerrdefs.IsNotFound(err) {
+			class = ErrImageMissing
+		}
+		return ObserverOutput{}, apiError(args, err, class)
+	}
+	att, err := b.client.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return ObserverOutput{}, apiError(args, err, nil)
+	}
+	defer att.Close()
+	stop := context.AfterFunc(ctx, att.Close)
+	defer stop()
+	if _, err := b.client.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return ObserverOutput{}, apiError(args, err, nil)
+	}
+	stdout := &boundedBuffer{max: int(maxStdout)}
+	stderr := &boundedBuffer{max: observerStderrMax}
+	_, cerr := stdcopy.StdCopy(stdout, stderr, att.Reader)
+	switch {
+	case ctx.Err() != nil:
+		return ObserverOutput{}, ctx.Err()
+	case errors.Is(cerr, errLogsFull) && stdout.buf.Len() >= int(maxStdout):
+		return ObserverOutput{}, &OutputLimitError{Limit: maxStdout}
+	case cerr != nil && !errors.Is(cerr, errLogsFull):
+		return ObserverOutput{}, fmt.Errorf("%w: docker run: the output stream broke: %w", ErrUnreachable, cerr)
+	}
+	waited := b.client.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case res := <-waited.Result:
+		if res.Error != nil {
+			return ObserverOutput{}, fmt.Errorf("docker run: wait: %s", res.Error.Message)
+		}
+		return ObserverOutput{ExitCode: int(res.StatusCode), Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}, nil
+	case err := <-waited.Error:
+		return ObserverOutput{}, apiError(args, err, nil)
+	}
+}

@@ -1,0 +1,94 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// testFingerprinting holds the driver to the fingerprint seam: the change list, the
+// confinement inspect, the image ID, and the observer run with its exit code, separate
+// streams, output bound and removal.
+func (s *suite) testFingerprinting(t *testing.T) {
+	e := s.newEngine(t)
+	f, ok := e.(docker.Fingerprinting)
+	if !ok {
+		t.Fatalf("%T does not implement docker.Fingerprinting", e)
+	}
+	name, id := Workload(t, e, s.image, Key(t))
+
+	t.Run("changes", func(t *testing.T) {
+		if cs, err := f.Changes(ctx(t), id); err != nil || len(cs) != 0 {
+			t.Fatalf("a fresh container's changes: %v, %v; want none", cs, err)
+		}
+		res, err := e.Exec(ctx(t), docker.ExecRequest{Target: id, Argv: []string{"sh", "-c", "echo x > /tmp/planted"}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("plant: %v %+v", err, res)
+		}
+		cs, err := f.Changes(ctx(t), id)
+		if err != nil || !slices.Contains(cs, docker.Change{Kind: docker.ChangeAdded, Path: "/tmp/planted"}) {
+			t.Fatalf("changes %v, %v; want A /tmp/planted among them", cs, err)
+		}
+		if _, err := f.Changes(ctx(t), strings.Repeat("f", 64)); !errors.Is(err, docker.ErrNotFound) {
+			t.Fatalf("changes of an absent container: %v, want ErrNotFound", err)
+		}
+		if _, err := f.Changes(ctx(t), name); !errors.Is(err, docker.ErrInvalid) {
+			t.Fatalf("changes by name: %v, want ErrInvalid", err)
+		}
+	})
+
+	t.Run("confinement", func(t *testing.T) {
+		c, err := f.InspectConfinement(ctx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ID != id || !c.Running || c.StartedAt == "" || (c.PidMode != "" && c.PidMode != "private") || c.Privileged ||
+			len(c.Mounts) != 0 || !strings.HasSuffix(c.HostsPath, "/"+id+"/hosts") || c.HostnamePath == "" || c.ResolvConfPath == "" {
+			t.Fatalf("confinement %+v", c)
+		}
+		if _, err := f.InspectConfinement(ctx(t), "maf-sandbox-enginetest-absent"); !errors.Is(err, docker.ErrNotFound) {
+			t.Fatalf("inspect of an absent container: %v, want ErrNotFound", err)
+		}
+	})
+
+	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", s.image)
+	t.Run("image", func(t *testing.T) {
+		rec, err := f.InspectImage(ctx(t), s.image)
+		if err != nil || rec.ID != imageID || len(rec.Volumes) != 0 {
+			t.Fatalf("image %+v, %v; want %s and no volumes", rec, err, imageID)
+		}
+		if _, err := f.InspectImage(ctx(t), "maf-sandbox-test/absent:never"); !errors.Is(err, docker.ErrNotFound) {
+			t.Fatalf("an absent image: %v, want ErrNotFound", err)
+		}
+	})
+
+	run := func(t *testing.T, suffix string, max int64, script string) (docker.ObserverOutput, error) {
+		t.Helper()
+		spec := docker.ObserverSpec{Name: "maf-fingerprint-enginetest-" + suffix + "-" + dockertest.Process(), Image: imageID,
+			Target: id, Args: []string{"sh", "-c", script}, MaxOutputBytes: max, Timeout: time.Minute}
+		out, err := f.RunObserver(ctx(t), spec)
+		left, _, lerr := dockertest.DockerErr(context.Background(), "ps", "-a", "-q", "--filter", "name=^/"+spec.Name+"$")
+		if lerr != nil || strings.TrimSpace(string(left)) != "" {
+			t.Fatalf("observer %s outlived its run: %q %v", spec.Name, left, lerr)
+		}
+		return out, err
+	}
+	t.Run("observer run", func(t *testing.T) {
+		// It sees the workload's processes: pid 1 of its namespace is the workload's sleep.
+		out, err := run(t, "streams", 1<<10, "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo err >&2; exit 3")
+		if err != nil || out.ExitCode != 3 || string(out.Stdout) != "sleep infinity \n" || string(out.Stderr) != "err\n" {
+			t.Fatalf("observer run: %+v (stdout %q, stderr %q), %v", out, out.Stdout, out.Stderr, err)
+		}
+	})
+	t.Run("observer output bound", func(t *testing.T) {
+		if _, err := run(t, "bound", 100, "yes | head -c 5000"); !errors.Is(err, docker.ErrOutputLimit) {
+			t.Fatalf("an observer over its bound: %v, want ErrOutputLimit", err)
+		}
+	})
+}

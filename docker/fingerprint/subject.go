@@ -1,0 +1,441 @@
+// Package fingerprint is the Docker fingerprint subject (docker-backend §12.5): the
+// engine-side [conformance.FingerprintSubject] a kind claiming ConfinedToGuestCallPath proves
+// its claim with, through [conformance.AssertNothingLeftBehind]. It sits beside the backend
+// and needs only the docker package, not the actors: a kind's tests use it directly, and
+// engine serve hands a [Factory] to the NATS service, whose fingerprint call gives a host in
+// another language the same proof. No other call of the engine uses it.
+//
+// # What one fingerprint is
+//
+// On a Linux daemon, one [Subject.Fingerprint] is:
+//
+//   - one inspect of the workload, refusing a replaced or stopped container, a PID namespace
+//     shared with anything, a privileged workload and any writable declared mount;
+//   - the engine's root-filesystem change list (`docker diff`, the API's changes endpoint),
+//     which must be empty on the baseline;
+//   - one run of the observer container, from the observer image pinned by ID when the
+//     subject was built, joined to the workload's PID namespace with no network, a read-only
+//     root and no capability but SYS_PTRACE, removed on every exit path: the processes' birth
+//     identities, and the SHA-256 and metadata of every entry of the writable mounts the
+//     change list cannot see (/dev, /dev/shm and other tmpfs, the engine-managed
+//     /etc/hosts, /etc/hostname and /etc/resolv.conf);
+//   - a second inspect (the container must not have restarted meanwhile) and a second
+//     change list.
+//
+// The changed paths are the union of both change lists and of every mounted entry that
+// differs from the baseline (added, removed, or any measured attribute). The three
+// engine-managed files, once checked to be the engine's mounts of this container, are
+// compared without their ctime, which the engine's archive handling bumps even on a read.
+//
+// # Refusals and the skip
+//
+// A refusal is an error, never a fingerprint: [*RefusedError] (errors.Is
+// [sandbox.ErrRefused]) for a dirty baseline, writable declared mounts, a shared PID
+// namespace, a privileged workload or a replaced container; [*UnreadableError] for a
+// measurement that could not be read (an exceeded bound among them, [ErrLimit]). A daemon
+// that does not run Linux gives [conformance.ErrFingerprintUnsupported] on the baseline, which
+// the probe reports as a skip; after a baseline it is an error.
+//
+// A Subject holds its baseline: build one per probe.
+package fingerprint
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/internal/observation"
+	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/conformance"
+)
+
+// Engine is what the subject needs of the engine: the daemon's OS and the fingerprint seam.
+// [*docker.CLI] and [*docker.API] implement it.
+type Engine interface {
+	ServerOS(ctx context.Context) (string, error)
+	docker.Fingerprinting
+}
+
+// Container is the workload a subject measures; the Docker backend's sandbox
+// (actors.Sandbox) is one.
+type Container interface {
+	ContainerName() string
+	InstanceID() string
+}
+
+// ObserverNamePrefix starts the name of every observer container.
+const ObserverNamePrefix = "maf-fingerprint-"
+
+// Defaults of the options.
+const (
+	DefaultTimeout        = 60 * time.Second
+	DefaultMaxOutputBytes = 16 << 20
+)
+
+// Option configures a [Subject].
+type Option func(*options) error
+
+type options struct {
+	image     string
+	limits    observation.Limits
+	timeout   time.Duration
+	maxOutput int64
+	log       *zap.Logger
+}
+
+// WithObserverImage names the observer image (default [images.ObserverTag]). It is resolved
+// to its ID once, by [New], and used by that ID only.
+func WithObserverImage(ref string) Option {
+	return func(o *options) error {
+		if ref == "" || strings.HasPrefix(ref, "-") {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("fingerprint: observer image %q", ref)}
+		}
+		o.image = ref
+		return nil
+	}
+}
+
+// WithLimits bounds each observation: file bytes hashed and entries recorded (defaults
+// [observation.DefaultMaxBytes], [observation.DefaultMaxEntries]). Going over either fails the
+// fingerprint.
+func WithLimits(maxBytes int64, maxEntries int) Option {
+	return func(o *options) error {
+		if maxBytes <= 0 || maxEntries <= 0 {
+			return &sandbox.InvalidArgumentError{Reason: "fingerprint: observer limits must be positive"}
+		}
+		o.limits = observation.Limits{MaxBytes: maxBytes, MaxEntries: maxEntries}
+		return nil
+	}
+}
+
+// WithTimeout bounds each observer run (default [DefaultTimeout]).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return &sandbox.InvalidArgumentError{Reason: "fingerprint: the timeout must be positive"}
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default none).
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) error {
+		if l != nil {
+			o.log = l
+		}
+		return nil
+	}
+}
+
+// Subject is the Docker [conformance.FingerprintSubject] of one workload. It is safe for
+// concurrent use, though fingerprints of one workload are meant to be taken one at a time.
+type Subject struct {
+	eng       Engine
+	name, id  string
+	imageID   string
+	limits    observation.Limits
+	timeout   time.Duration
+	maxOutput int64
+	log       *zap.Logger
+
+	mu       sync.Mutex
+	baseline *state // nil until the first fingerprint
+}
+
+// state is what the baseline keeps for the final comparison.
+type state struct {
+	entries map[string]observation.Entry
+	mounts  []observation.Mount
+	managed map[string]bool // engine-managed mounts, verified: compared without ctime
+}
+
+var _ conformance.FingerprintSubject = (*Subject)(nil)
+
+// New builds the subject of c on eng and resolves the observer image to its ID, which every
+// observation then runs. It fails with [*sandbox.InvalidArgumentError] for a missing engine or
+// container or a bad option, and with [*UnreadableError] when the observer image cannot be
+// resolved or declares a volume (a volume would be a writable mount of the observer's own).
+func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject, error) {
+	if eng == nil || c == nil || c.ContainerName() == "" {
+		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the subject needs an engine and a container"}
+	}
+	o := options{image: images.ObserverTag, timeout: DefaultTimeout, maxOutput: DefaultMaxOutputBytes, log: zap.NewNop(),
+		limits: observation.Limits{MaxBytes: observation.DefaultMaxBytes, MaxEntries: observation.DefaultMaxEntries}}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	rec, err := eng.InspectImage(ctx, o.image)
+	if err != nil {
+		return nil, &UnreadableError{What: "the observer image " + o.image + " (engine images build makes it)", Err: err}
+	}
+	if len(rec.Volumes) > 0 {
+		return nil, &UnreadableError{What: "the observer image " + o.image,
+			Err: fmt.Errorf("it declares volumes %v, which would give the observer writable storage", rec.Volumes)}
+	}
+	return &Subject{eng: eng, name: c.ContainerName(), id: c.InstanceID(), imageID: rec.ID, limits: o.limits,
+		timeout: o.timeout, maxOutput: o.maxOutput,
+		log: o.log.With(zap.String("container", c.ContainerName()))}, nil
+}
+
+// ObserverImageID is the observer image's ID, resolved by [New].
+func (s *Subject) ObserverImageID() string { return s.imageID }
+
+// Fingerprint implements [conformance.FingerprintSubject]. The first call is the baseline.
+func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	osName, err := s.eng.ServerOS(ctx)
+	if err != nil {
+		return conformance.Fingerprint{}, &UnreadableError{What: "the daemon's OS", Err: err}
+	}
+	if osName != "linux" {
+		if s.baseline == nil {
+			return conformance.Fingerprint{}, fmt.Errorf("%w: the daemon runs %q; the Docker fingerprint reads Linux namespaces",
+				conformance.ErrFingerprintUnsupported, osName)
+		}
+		return conformance.Fingerprint{}, &UnreadableError{What: "the daemon's OS", Err: fmt.Errorf("it now says %q", osName)}
+	}
+
+	before, err := s.confinement(ctx)
+	if err != nil {
+		return conformance.Fingerprint{}, err
+	}
+	changed := map[string]bool{}
+	if err := s.changes(ctx, before.ID, changed); err != nil {
+		return conformance.Fingerprint{}, err
+	}
+	if s.baseline == nil && len(changed) > 0 {
+		// An already changed path can hide a second write to it.
+		return conformance.Fingerprint{}, &RefusedError{Reason: "the baseline is not pristine: the root filesystem changed at " +
+			strings.Join(slices.Sorted(maps.Keys(changed)), ", ")}
+	}
+	report, err := s.observe(ctx, before.ID)
+	if err != nil {
+		return conformance.Fingerprint{}, err
+	}
+	managed := verifiedManagedMounts(before, report.Mounts)
+	if s.baseline == nil {
+		if len(report.TmpfsEntries) > 0 {
+			return conformance.Fingerprint{}, &RefusedError{Reason: "the baseline is not pristine: tmpfs holds " +
+				strings.Join(report.TmpfsEntries, ", ")}
+		}
+		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed}
+	} else {
+		if !slices.Equal(report.Mounts, s.baseline.mounts) {
+			return conformance.Fingerprint{}, &UnreadableError{What: "the workload's mounts",
+				Err: errors.New("the mount table changed since the baseline, so the entries cannot be compared")}
+		}
+		for p := range differingEntries(s.baseline.entries, report.Entries, s.baseline.managed) {
+			changed[p] = true
+		}
+	}
+
+	after, err := s.confinement(ctx)
+	if err != nil {
+		return conformance.Fingerprint{}, err
+	}
+	if after.ID != before.ID || after.StartedAt != before.StartedAt {
+		return conformance.Fingerprint{}, &UnreadableError{What: "the workload",
+			Err: errors.New("the container restarted or was replaced during the observation")}
+	}
+	if err := s.changes(ctx, before.ID, changed); err != nil {
+		return conformance.Fingerprint{}, err
+	}
+	programs := make([]string, 0, len(report.Processes))
+	for _, p := range report.Processes {
+		programs = append(programs, p.Identity())
+	}
+	return conformance.NewFingerprint(slices.Collect(maps.Keys(changed)), programs), nil
+}
+
+// confinement inspects the workload and refuses what the fingerprint cannot vouch for.
+func (s *Subject) confinement(ctx context.Context) (docker.Confinement, error) {
+	c, err := s.eng.InspectConfinement(ctx, s.name)
+	if err != nil {
+		return c, &UnreadableError{What: "the workload's inspect", Err: err}
+	}
+	// The shape of the workload is refused first: it is what no state of it can cure.
+	switch {
+	case s.id != "" && c.ID != s.id:
+		return c, &RefusedError{Reason: fmt.Sprintf("%s is now container %s, not the sandbox's %s", s.name, c.ID, s.id)}
+	case c.PidMode != "" && c.PidMode != "private":
+		return c, &RefusedError{Reason: fmt.Sprintf("%s shares its PID namespace (%s): processes outside it would be counted, or it inside others", s.name, c.PidMode)}
+	case c.Privileged:
+		return c, &RefusedError{Reason: s.name + " is privileged: it can reach storage and processes no observation of it sees"}
+	}
+	for _, m := range c.Mounts {
+		if m.RW {
+			return c, &RefusedError{Reason: fmt.Sprintf("%s has a writable declared mount at %s (%s), storage shared beyond the sandbox", s.name, m.Destination, m.Type)}
+		}
+	}
+	if !c.Running {
+		return c, &RefusedError{Reason: s.name + " is not running"}
+	}
+	if s.id == "" {
+		s.id = c.ID
+	}
+	return c, nil
+}
+
+// changes adds the engine's root-filesystem change list to into.
+func (s *Subject) changes(ctx context.Context, id string, into map[string]bool) error {
+	cs, err := s.eng.Changes(ctx, id)
+	if err != nil {
+		return &UnreadableError{What: "the root filesystem's change list", Err: err}
+	}
+	for _, c := range cs {
+		into[c.Path] = true
+	}
+	return nil
+}
+
+// observe runs the observer once and reads its report.
+func (s *Subject) observe(ctx context.Context, id string) (observation.Report, error) {
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix)
+	spec := docker.ObserverSpec{
+		Name:   ObserverNamePrefix + hex.EncodeToString(suffix),
+		Image:  s.imageID,
+		Target: id,
+		Args: []string{"-max-bytes", strconv.FormatInt(s.limits.MaxBytes, 10),
+			"-max-entries", strconv.Itoa(s.limits.MaxEntries)},
+		Labels:         []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+		MaxOutputBytes: s.maxOutput,
+		Timeout:        s.timeout,
+	}
+	start := time.Now()
+	out, err := s.eng.RunObserver(ctx, spec)
+	s.log.Debug("observer ran", zap.String("observer", spec.Name), zap.Duration("elapsed", time.Since(start)),
+		zap.Int("exit_code", out.ExitCode), zap.Error(err))
+	if err != nil {
+		if errors.Is(err, docker.ErrOutputLimit) {
+			err = fmt.Errorf("%w: %w", ErrLimit, err)
+		}
+		return observation.Report{}, &UnreadableError{What: "the observation", Err: err}
+	}
+	if out.ExitCode != 0 {
+		msg := strings.TrimSpace(string(out.Stderr))
+		var cause error = errors.New(msg)
+		switch out.ExitCode {
+		case observation.ExitLimit:
+			cause = fmt.Errorf("%w: %s", ErrLimit, msg)
+		case observation.ExitUnobservable:
+			return observation.Report{}, &RefusedError{Reason: "the observer refused a writable mount: " + msg}
+		}
+		return observation.Report{}, &UnreadableError{What: fmt.Sprintf("the observation (observer exited %d)", out.ExitCode), Err: cause}
+	}
+	var r observation.Report
+	if err := json.Unmarshal(out.Stdout, &r); err != nil {
+		return r, &UnreadableError{What: "the observer's report", Err: err}
+	}
+	if r.Version != observation.Version || r.Entries == nil {
+		return r, &UnreadableError{What: "the observer's report", Err: fmt.Errorf("format %d, want %d", r.Version, observation.Version)}
+	}
+	return r, nil
+}
+
+// managedFiles maps each engine-managed mount point to its file name in the engine's
+// container directory.
+var managedFiles = map[string]func(docker.Confinement) string{
+	"/etc/hosts":       func(c docker.Confinement) string { return c.HostsPath },
+	"/etc/hostname":    func(c docker.Confinement) string { return c.HostnamePath },
+	"/etc/resolv.conf": func(c docker.Confinement) string { return c.ResolvConfPath },
+}
+
+// verifiedManagedMounts returns the engine-managed mount points that are what the engine says
+// they are: a mount at that path, of a file whose source is the inspect's path for it in this
+// container's own directory (the mount's root is that host path, or its tail when the
+// engine's data root is a filesystem of its own).
+func verifiedManagedMounts(c docker.Confinement, mounts []observation.Mount) map[string]bool {
+	byPath := map[string]observation.Mount{}
+	for _, m := range mounts {
+		byPath[m.Path] = m
+	}
+	out := map[string]bool{}
+	for p, hostPath := range managedFiles {
+		host := hostPath(c)
+		m, ok := byPath[p]
+		if !ok || host == "" || m.Root == "" || m.Root == "/" {
+			continue
+		}
+		if strings.HasSuffix(host, m.Root) && path.Base(path.Dir(m.Root)) == c.ID && path.Base(m.Root) == path.Base(host) {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// differingEntries yields every path present in only one of a and b, or measured differently;
+// the paths in noCtime are compared without their ctime.
+func differingEntries(a, b map[string]observation.Entry, noCtime map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for p, ea := range a {
+		eb, ok := b[p]
+		if ok && noCtime[p] {
+			ea, eb = ea.WithoutCtime(), eb.WithoutCtime()
+		}
+		if !ok || ea != eb {
+			out[p] = true
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// Factory builds a [Subject] per sandbox on one engine with the same options: what the NATS
+// service's fingerprint call uses (service.WithFingerprinter).
+type Factory struct {
+	eng  Engine
+	opts []Option
+}
+
+// NewFactory returns a factory of subjects on eng with opts. It fails with
+// [*sandbox.InvalidArgumentError] for a nil engine.
+func NewFactory(eng Engine, opts ...Option) (*Factory, error) {
+	if eng == nil {
+		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the factory needs an engine"}
+	}
+	return &Factory{eng: eng, opts: slices.Clone(opts)}, nil
+}
+
+// NewSubject builds the subject of sb, addressed by its instance ID (the engine's container
+// ID), with the observer image resolved now. It fails as [New].
+func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error) {
+	if sb == nil {
+		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: no sandbox"}
+	}
+	id := sb.InstanceID()
+	return New(ctx, f.eng, byID(id), f.opts...)
+}
+
+// byID is a container addressed by its ID alone.
+type byID string
+
+func (b byID) ContainerName() string { return string(b) }
+func (b byID) InstanceID() string    { return string(b) }
