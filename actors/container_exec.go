@@ -124,6 +124,8 @@ func checkExecText(cmd sandbox.Command) error {
 func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
 	var limitErr *docker.OutputLimitError
 	switch {
+	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):
+		return sandbox.ExecResult{}, unavailable(fmt.Errorf("exec in %s: %w", a.name, docker.ErrUnreachable))
 	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
 		// The daemon's "no such container", not the program's failure: nothing ran.
 		return sandbox.ExecResult{}, a.gone(target, goneRemoved)

@@ -142,6 +142,14 @@ func classify(args []string, target string, stderr []byte) error {
 	return nil
 }
 
+// ExecAnswersUnreachable reports whether a failed exec's output has the shape of the docker
+// client's failure to reach the daemon: a non-zero exit, nothing on stdout, and stderr that
+// reads as the unreachable class ("Cannot connect to the Docker daemon at …"). A guest program
+// can print the same, so the caller confirms with a call to the daemon before believing it.
+func ExecAnswersUnreachable(out ExecOutput) bool {
+	return out.ExitCode != 0 && len(out.Stdout) == 0 && isUnreachable(out.Stderr)
+}
+
 // ExecAnswersAbsent reports whether a failed exec's output has the shape of the daemon's answer
 // that the target container does not exist: exit 1, nothing on stdout, and stderr naming the
 // target in a "no such container" line. The CLI prints it as the client got it, the [API]

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"path/filepath"
 	"sync"
@@ -47,9 +46,7 @@ func newSocketRelay(t *testing.T, target string) *socketRelay {
 			r.mu.Lock()
 			r.conns = append(r.conns, c, d)
 			r.mu.Unlock()
-			r.wg.Add(2)
-			go func() { defer r.wg.Done(); _, _ = io.Copy(d, c); d.Close() }()
-			go func() { defer r.wg.Done(); _, _ = io.Copy(c, d); c.Close() }()
+			relay(&r.wg, c, d, nil)
 		}
 	}()
 	t.Cleanup(r.cut)
@@ -87,18 +84,30 @@ func TestDaemonUnreachableMidRun(t *testing.T) {
 		t.Fatalf("acquire through the relay: %v", err)
 	}
 	sh(t, sb, "true")
+	// A guest that prints the client's words is still the guest: the daemon answers.
+	forged, err := sb.Exec(ctxT(t), sandbox.Shell("echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2; exit 1"), ".", 10*time.Second)
+	if err != nil || forged.ExitCode != 1 {
+		t.Fatalf("a guest printing the unreachable line = %+v, %v; want its own result", forged, err)
+	}
 	relay.cut()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Every call says the daemon is gone, typed, never as a result of the guest's: an exec's
+	// client that cannot reach the daemon is not the program failing.
+	var ua *sandbox.BackendUnavailableError
 	st, err := sb.StatFile(ctx, "x", ".")
-	if !errors.Is(err, docker.ErrUnreachable) || st != nil {
-		t.Fatalf("stat with the daemon gone = %+v, %v; want the unreachable class", st, err)
+	if !errors.Is(err, docker.ErrUnreachable) || !errors.As(err, &ua) || st != nil {
+		t.Fatalf("stat with the daemon gone = %+v, %v; want BackendUnavailableError of the unreachable class", st, err)
 	}
-	// An exec's stderr is the guest's channel too, so the client's failure to reach the
-	// daemon comes back as the non-zero result it is (spec: a result, not a Go error).
-	if res, err := sb.Exec(ctx, sandbox.Argv("true"), ".", 10*time.Second); err == nil && res.ExitCode == 0 {
-		t.Fatal("exec with the daemon gone must not succeed")
+	if err := sb.WriteFile(ctx, "x", []byte("x"), "."); !errors.As(err, &ua) {
+		t.Fatalf("write with the daemon gone = %v; want BackendUnavailableError", err)
+	}
+	if res, err := sb.Exec(ctx, sandbox.Argv("true"), ".", 10*time.Second); !errors.As(err, &ua) {
+		t.Fatalf("exec with the daemon gone = %+v, %v; want BackendUnavailableError, never a result", res, err)
+	}
+	if err := sb.Remove(ctx, "x", ".", false); !errors.As(err, &ua) {
+		t.Fatalf("remove with the daemon gone = %v; want BackendUnavailableError", err)
 	}
 	if _, err := b.Acquire(ctx, key, spec); err == nil {
 		t.Fatal("acquire with the daemon gone must fail")

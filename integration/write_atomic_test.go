@@ -54,13 +54,6 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		return
 	}
 	dockertest.Require(t)
-	if testDriver() == docker.DriverCLI {
-		// Killing a CLI-driver writer while it holds a freeze reproducibly leaves an exec's
-		// runc init inside the frozen cgroup on this daemon (20.10), which then holds the
-		// container's lock: every later call on the daemon for it hangs (docs/testing.md).
-		// The staging itself is the driver-independent actor code the API pass proves.
-		t.Skip("the crash test runs on the API driver only: a SIGKILLed CLI-driver writer wedges the 20.10 daemon (docs/testing.md)")
-	}
 	b := newBackend(t)
 	key := newKey(t)
 	spec := filesSpec(t)
@@ -237,9 +230,7 @@ func newCutProxy(t *testing.T, cutAt int64) *cutProxy {
 			}
 			p.conns = append(p.conns, c, d)
 			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, d); c.Close() }()
-			go func() { defer p.wg.Done(); p.upload(d, c); d.Close() }()
+			relay(&p.wg, c, d, p.upload)
 		}
 	}()
 	t.Cleanup(p.Close)
