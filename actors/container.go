@@ -298,14 +298,18 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 	a.b.freezes.claim(k)
 	defer a.b.freezes.release(k)
 	err = a.b.engine.Pause(ctx, target)
-	if errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) {
-		// No freeze of this process is on it. Either a dead host left it frozen, or the
-		// daemon's state is stale: 20.10 applies a late "paused" event of an earlier freeze
-		// after the unpause that followed it, so a container that runs is reported paused. In
-		// both cases lifting it and freezing again is right, once.
-		a.log.Info("the daemon reports the container paused with no freeze of this process; lifting it and freezing again")
-		if a.thaw(target) {
+	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
+		// No freeze of this process is on it. 20.10 applies containerd's events late: the
+		// "paused" of an earlier freeze can land after the unpause that followed it, and the
+		// daemon reports a running container paused until the matching "resumed" lands. Ask
+		// again for a moment; a pause someone else really holds is still refused after it.
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
 			err = a.b.engine.Pause(ctx, target)
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	if err != nil {
