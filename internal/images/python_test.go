@@ -30,4 +30,3 @@ func TestDebianMirrorFromEnv(t *testing.T) {
 		t.Fatalf("debianMirror = %q, %v", m, err)
 	}
 }
-
