@@ -318,7 +318,9 @@ func (s *supervisor) completed(ctx context.Context, marker []byte) (sandbox.Exec
 	if err != nil {
 		code = 1 // a marker that is not a number is not a success
 	}
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLookGrace)
+	// What is left of the run, or the final look's grace when less is left: a finished
+	// run's output is its result.
+	gctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), later(s.deadline, time.Now().Add(finalLookGrace)))
 	defer cancel()
 	res := sandbox.ExecResult{ExitCode: code}
 	out, note := s.output(gctx)
