@@ -23,4 +23,5 @@ var operations = []operation{
 	{"reclaim", "", SubjectReclaimT, messages.APIReclaimRequestType, messages.APIReclaimResponseType, reclaim, "removes a framework-created directory"},
 	{"reset", "", SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
 	{"collect_outputs", "", SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
+	{"run_program", "", SubjectRunProgramT, messages.APIRunProgramRequestType, messages.APIRunProgramResponseType, runProgram, "runs a host-tools program; each tool call is a request to the subject the tool names"},
 }

@@ -129,6 +129,11 @@ const (
 	// APICollectOutputsRequest → APICollectOutputsResponse; no queue group.
 	SubjectCollectOutputs  = DefaultPrefix + ".v1.engine.*.collect_outputs"
 	SubjectCollectOutputsT = "%s.v1.engine.%s.collect_outputs"
+	// SubjectRunProgram runs a host-tools program in a sandbox and serves its tool calls,
+	// each as an APIHostToolCall request to the subject the request names for the tool.
+	// APIRunProgramRequest → APIRunProgramResponse; no queue group.
+	SubjectRunProgram  = DefaultPrefix + ".v1.engine.*.run_program"
+	SubjectRunProgramT = "%s.v1.engine.%s.run_program"
 )
 
 // Shared formats the subject of a shared template for prefix.
