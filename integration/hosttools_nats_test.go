@@ -15,9 +15,11 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/service"
 )
 
 // envToolServer makes TestHelperToolServer serve tools on the NATS URL it holds, under the
@@ -94,10 +96,19 @@ func pythonHostToolsSpec(t *testing.T, agg sandbox.HostToolAggregate) sandbox.Sp
 // is served by a separate process on NATS; the engine enforces the registry the request
 // describes and the spec's caps.
 func TestHostToolsRunProgramOverNATS(t *testing.T) {
-	e := startNATSEngine(t)
+	b := newBackend(t)
+	srv := natstest.Run(t)
+	svc, _ := serveBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
+	e := &natsEngine{srv: srv, backend: b, svc: svc}
 	c := e.remote(t)
 	prefix := "tools." + newKey(t).Scope
 	startToolServer(t, e, prefix)
+	events := make(chan *nats.Msg, 64)
+	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = evSub.Unsubscribe() }()
 	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: 4,
 		ResponseLimits: sandbox.DefaultTransferLimits()}
 	sb := acquireRemote(t, c, e.backend, newKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
@@ -136,6 +147,27 @@ except h.HostToolError as e:
 	}
 	if strings.Contains(out, "10.1.2.3") || strings.Contains(out, fmt.Sprint(os.Getpid())) || res.ExitCode != 0 || res.Calls != 5 {
 		t.Fatalf("exit %d, %d calls, output:\n%s", res.ExitCode, res.Calls, out)
+	}
+	// One event per call, next to the egress events, refusals by code only.
+	var codes []string
+	for range res.Calls {
+		select {
+		case m := <-events:
+			var ev service.HostToolCalledEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil || m.Header.Get("Maf-Event-Type") != service.TypeHostToolCalled ||
+				m.Header.Get("Nats-Msg-Id") != ev.ID || ev.Kind != "codeact" || ev.Key.Scope == "" || ev.RunDir != res.RunDir {
+				t.Fatalf("event %s %s: %v", m.Subject, m.Data, err)
+			}
+			if strings.Contains(string(m.Data), "10.1.2.3") {
+				t.Fatalf("an event carries the tool's detail: %s", m.Data)
+			}
+			codes = append(codes, ev.Tool+":"+ev.Refusal)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events so far %v, want %d", codes, res.Calls)
+		}
+	}
+	if want := "search: broken:failed nobody:failed search:binding search:cap"; strings.Join(codes, " ") != want {
+		t.Fatalf("events %v, want %s", codes, want)
 	}
 	if st, err := sb.StatFile(ctxT(t), res.RunDir, "/"); err != nil || st != nil {
 		t.Fatalf("the run directory after run_program: %+v, %v; want it reclaimed", st, err)

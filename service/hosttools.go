@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -250,14 +249,6 @@ func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle
 			return nil, fmt.Errorf("reply from %s has neither value nor error", subject)
 		}
 		return reply.Value, nil
-	}
-}
-
-// hostToolReporter reports each call of a run; see hostToolEvent.
-func (s *Service) hostToolReporter(h *handle, l hosttools.Layout) func(hosttools.Called) {
-	return func(c hosttools.Called) {
-		s.log.Debug("host tool called", zap.String("key", h.key.String()), zap.String("tool", c.Tool),
-			zap.Int("call", c.Number), zap.String("refusal", c.Code), zap.String("run", path.Base(l.Dir)))
 	}
 }
 

@@ -60,7 +60,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
 	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
-	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the egress events published to JetStream when --egress-proxy-image is set, and of the host-tool call events (core NATS); empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	labels := labelFlag{}
@@ -133,7 +133,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
-		service.WithReaper(backendReaper(backend)), service.WithVersion(buildVersion())}
+		service.WithReaper(backendReaper(backend)), service.WithVersion(buildVersion()), service.WithHostToolEvents(*eventPrefix)}
 	if *engineID != "" {
 		opts = append(opts, service.WithEngineID(*engineID))
 	}

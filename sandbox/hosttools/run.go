@@ -83,9 +83,9 @@ type Called struct {
 // Run is one program's ledger over a sealed registry: the call cap and the response budgets.
 // It is safe for concurrent use.
 type Run struct {
-	reg    *Registry
-	logger *zap.Logger
-	report func(Called)
+	reg     *Registry
+	logger  *zap.Logger
+	reports []func(Called)
 
 	mu             sync.Mutex
 	calls          int
@@ -99,7 +99,24 @@ type RunOption func(*Run)
 // WithCallReport calls report after every call, refused or not, on the calling goroutine. A
 // panicking report is contained and logged.
 func WithCallReport(report func(Called)) RunOption {
-	return func(r *Run) { r.report = report }
+	return func(r *Run) {
+		if report != nil {
+			r.reports = append(r.reports, report)
+		}
+	}
+}
+
+// WithObserver reports every call to obs as a [sandbox.HostToolCalled] of key and kind
+// (protocol §12), synchronously on the calling goroutine; a panicking observer is contained
+// and logged and never alters the call. A nil obs builds no event.
+func WithObserver(obs sandbox.Observer, key sandbox.Key, kind string) RunOption {
+	if obs == nil {
+		return nil
+	}
+	return WithCallReport(func(c Called) {
+		obs.HostToolCalled(sandbox.HostToolCalled{Key: key, Kind: kind, Tool: c.Tool, Call: c.Number,
+			Refusal: c.Code, Bytes: c.Bytes, Seconds: c.Seconds})
+	})
 }
 
 // NewRun seals the registry and starts a fresh ledger.
@@ -152,23 +169,25 @@ func (r *Run) CallJSON(ctx context.Context, name, arguments json.RawMessage) Ans
 		shown = bounded(s)
 	}
 	a := r.call(ctx, number, name, arguments)
-	if r.report != nil {
+	if len(r.reports) > 0 {
 		c := Called{Number: number, Tool: shown, Code: a.Code, Seconds: time.Since(start).Seconds()}
 		if !a.Refused() {
 			c.Bytes = len(a.Value) + Framing
 		}
-		r.safeReport(c)
+		for _, report := range r.reports {
+			r.safeReport(report, c)
+		}
 	}
 	return a
 }
 
-func (r *Run) safeReport(c Called) {
+func (r *Run) safeReport(report func(Called), c Called) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.logger.Warn("host tools: the call report panicked", zap.Any("panic", p))
+			r.logger.Warn("host tools: an observer of calls panicked", zap.Any("panic", p))
 		}
 	}()
-	r.report(c)
+	report(c)
 }
 
 func refuse(code, format string, args ...any) Answer {

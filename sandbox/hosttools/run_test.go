@@ -172,3 +172,43 @@ func TestAnswerFrame(t *testing.T) {
 		t.Fatalf("Frame = %q", got)
 	}
 }
+
+type calledEvents struct {
+	sandbox.NopObserver
+	got []sandbox.HostToolCalled
+}
+
+func (o *calledEvents) HostToolCalled(ev sandbox.HostToolCalled) { o.got = append(o.got, ev) }
+
+type panickingObserver struct{ sandbox.NopObserver }
+
+func (panickingObserver) HostToolCalled(sandbox.HostToolCalled) { panic("observer bug") }
+
+// TestRunObserver: every call, refused or not, reaches the observer with its refusal code
+// only; a panicking observer changes nothing.
+func TestRunObserver(t *testing.T) {
+	obs := &calledEvents{}
+	key := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
+	reg, _ := hosttools.NewRegistry(hosttools.WithoutRegistrationWarning())
+	_ = reg.Register(echoTool(nil, nil))
+	run := reg.NewRun(hosttools.WithObserver(obs, key, "codeact"), hosttools.WithObserver(panickingObserver{}, key, "codeact"),
+		hosttools.WithObserver(nil, key, "codeact"))
+	ctx := context.Background()
+	if a := run.Call(ctx, "echo", hosttools.Arguments{"x": json.RawMessage(`"hi"`)}); a.Refused() {
+		t.Fatalf("echo = %+v", a)
+	}
+	run.Call(ctx, `a secret "name" at 10.0.0.1`, nil)
+	want := []sandbox.HostToolCalled{
+		{Key: key, Kind: "codeact", Tool: "echo", Call: 1, Bytes: len(`"hi"`) + hosttools.Framing},
+		{Key: key, Kind: "codeact", Tool: `a secret "name" at 10.0.0.1`, Call: 2, Refusal: hosttools.RefusedUnknown},
+	}
+	if len(obs.got) != 2 {
+		t.Fatalf("events %+v", obs.got)
+	}
+	for i := range want {
+		obs.got[i].Seconds = 0
+		if obs.got[i] != want[i] {
+			t.Fatalf("event %d = %+v, want %+v", i, obs.got[i], want[i])
+		}
+	}
+}
