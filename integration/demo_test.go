@@ -10,9 +10,11 @@ import (
 )
 
 // The README's run command: the demo builds, serves on embedded NATS, plays its agent over
-// the client and leaves nothing behind.
+// the client, runs model-written Python that calls a host tool served by the agent's host on
+// NATS, and leaves nothing behind.
 func TestDemoCommand(t *testing.T) {
 	dockertest.Busybox(t)
+	dockertest.Python(t)
 	bin := filepath.Join(t.TempDir(), "engine")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -26,7 +28,7 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("engine demo: %v\n%s", err, out)
 	}
 	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
-		"lists 0 containers"} {
+		"lists 0 containers", `result 2 for "otters", from the host`, `refused: Error: "drop_tables" is not a registered host tool`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -46,7 +46,8 @@ func TestHelperToolServer(t *testing.T) {
 		_ = json.Unmarshal(m.Data, &call)
 		var args struct{ Query string }
 		_ = json.Unmarshal(call.Arguments, &args)
-		v, _ := json.Marshal([]string{"pid " + fmt.Sprint(os.Getpid()) + " found " + args.Query, call.Tool, fmt.Sprint(call.Call)})
+		v, _ := json.Marshal([]string{"pid " + fmt.Sprint(os.Getpid()) + " found " + args.Query, call.Tool, fmt.Sprint(call.Call),
+			fmt.Sprint(strings.HasPrefix(call.RunDir, "/maf-sandbox/work/ht-"), call.Key != nil && call.Key.Scope != "")})
 		b, _ := json.Marshal(messages.APIHostToolReply{Value: v})
 		_ = m.Respond(b)
 	}); err != nil {
@@ -139,7 +140,7 @@ except h.HostToolError as e:
 		t.Fatalf("run_program: %v", err)
 	}
 	out := string(res.Output)
-	for _, want := range []string{"found otters', 'search', '1']", `"broken" failed; the reason is in the host's log`, `"nobody" failed`,
+	for _, want := range []string{"found otters', 'search', '1', 'true true']", `"broken" failed; the reason is in the host's log`, `"nobody" failed`,
 		`unexpected keyword argument "extra"`, "cap (4) is exhausted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -24,6 +24,10 @@ type hostToolsEnv struct {
 }
 
 func newHostToolsEnv(t *testing.T, regOpts []hosttools.Option, tools ...hosttools.Tool) hostToolsEnv {
+	return newHostToolsEnvB(t, regOpts, tools...)
+}
+
+func newHostToolsEnvB(t testing.TB, regOpts []hosttools.Option, tools ...hosttools.Tool) hostToolsEnv {
 	t.Helper()
 	image := dockertest.Python(t)
 	b := newBackend(t)
@@ -50,7 +54,9 @@ func newHostToolsEnv(t *testing.T, regOpts []hosttools.Option, tools ...hosttool
 }
 
 // acquire gets a sandbox for a fresh key through the router, disposed when the test ends.
-func (e hostToolsEnv) acquire(t *testing.T) sandbox.Sandbox {
+func (e hostToolsEnv) acquire(t *testing.T) sandbox.Sandbox { return e.acquireB(t) }
+
+func (e hostToolsEnv) acquireB(t testing.TB) sandbox.Sandbox {
 	t.Helper()
 	key := newKey(t)
 	t.Cleanup(func() {

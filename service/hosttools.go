@@ -42,10 +42,6 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 	if req.TimeoutMS <= 0 {
 		return nil, &BadRequestError{Reason: "run_program needs a positive timeout_ms"}
 	}
-	reg, err := s.registryFor(ctx, req, h, spec)
-	if err != nil {
-		return nil, err
-	}
 	base := defaultRunBase
 	if spec.WorkDir != nil {
 		base = *spec.WorkDir
@@ -57,6 +53,10 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 		runDir = hosttools.RandomRunDir(base)
 	}
 	l, err := hosttools.NewLayout(runDir, req.Program)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := s.registryFor(ctx, req, h, spec, l.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 }
 
 // registryFor builds the request's registry, each tool a NATS request to its subject.
-func (s *Service) registryFor(ctx context.Context, req *messages.APIRunProgramRequest, h *handle, spec sandbox.Spec) (*hosttools.Registry, error) {
+func (s *Service) registryFor(ctx context.Context, req *messages.APIRunProgramRequest, h *handle, spec sandbox.Spec, runDir string) (*hosttools.Registry, error) {
 	opts := []hosttools.Option{hosttools.WithLogger(s.callLog(ctx)), hosttools.WithoutRegistrationWarning()}
 	if req.RequireDeclared {
 		opts = append(opts, hosttools.WithRequireDeclared())
@@ -142,7 +142,7 @@ func (s *Service) registryFor(ctx context.Context, req *messages.APIRunProgramRe
 			wait = millis(req.TimeoutMS)
 		}
 		tool := hosttools.Tool{Name: t.Name, Declaration: decl, Params: params, AnyArguments: t.AnyArguments,
-			Func: s.remoteTool(t.Name, t.Subject, wait, h)}
+			Func: s.remoteTool(t.Name, t.Subject, wait, h, runDir)}
 		if err := reg.Register(tool); err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func (s *Service) checkToolSubject(subject string) error {
 var errToolFailed = errors.New("service: the tool server answered with an error")
 
 // remoteTool is a tool whose body is a NATS request to subject.
-func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle) hosttools.Func {
+func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle, runDir string) hosttools.Func {
 	var calls atomic.Int64
 	return func(ctx context.Context, args hosttools.Arguments) (any, error) {
 		call := int(calls.Add(1))
@@ -223,7 +223,7 @@ func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle
 			return nil, err
 		}
 		body, err := json.Marshal(messages.APIHostToolCall{Type: messages.APIHostToolCallType, Tool: name, Arguments: raw,
-			Call: call, Key: KeyToWire(h.key)})
+			Call: call, RunDir: runDir, Key: KeyToWire(h.key)})
 		if err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ import (
 func demoCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	image := fs.String("image", images.BusyboxTag, "workload image; built when it is the default and missing")
+	pythonImage := fs.String("python-image", images.PythonTag, "image of the codeact step (python3, sh, setsid, nohup); built with debootstrap when it is the default and missing; empty skips the step")
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
 	verbose := fs.Bool("v", false, "log the engine's work")
 	labels := labelFlag{}
@@ -136,6 +137,12 @@ func demoCmd(ctx context.Context, args []string) error {
 	} else {
 		step("allowlisted egress is not served here: no egress proxy image is configured, and allowlists with hosts " +
 			"need a Docker daemon of version 28.0.0 or later for isolated bridge gateways, so no egress events are produced")
+	}
+
+	if *pythonImage != "" {
+		if err := codeactStep(ctx, step, remote, agentConn, key, *pythonImage, *dockerPath); err != nil {
+			return fmt.Errorf("codeact step: %w", err)
+		}
 	}
 
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
