@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkHostToolsRoundTrip(b *testing.B) {
 		Func: func(context.Context, hosttools.Arguments) (any, error) { return "pong", nil }}
 	env := newHostToolsEnvB(b, []hosttools.Option{hosttools.WithMaxCallsPerRun(64)}, ping)
 	sb := env.acquireB(b)
-	for _, poll := range []time.Duration{200 * time.Millisecond, 50 * time.Millisecond, 10 * time.Millisecond} {
+	for _, poll := range []time.Duration{hosttools.DefaultPollInterval, 50 * time.Millisecond} {
 		b.Run(fmt.Sprintf("poll_%s", poll), func(b *testing.B) {
 			var all []float64
 			for b.Loop() {
@@ -64,5 +65,65 @@ func BenchmarkHostToolsRoundTrip(b *testing.B) {
 			b.ReportMetric(all[len(all)*95/100], "p95-ms/call")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// spinProgram spins a counter for its whole life while, with calls set, the main thread calls
+// a tool 50 times; it prints the spins per second.
+const spinProgram = `
+import threading, time, json
+calls = %s
+stop = False
+count = [0]
+def spin():
+    while not stop:
+        count[0] += 1
+t = threading.Thread(target=spin); t.start()
+start = time.perf_counter()
+if calls:
+    import maf_host_tools
+    for i in range(50):
+        maf_host_tools.ping(i=i)
+else:
+    time.sleep(%f)
+stop = True; t.join()
+print(json.dumps(count[0] / (time.perf_counter() - start)))
+`
+
+// BenchmarkHostToolsGuestShare reports the guest's share of its wall clock while a program
+// calls a tool 50 times under supervision (the file plane freezes the guest around each call),
+// as its spin rate against the same spin run by one plain exec.
+func BenchmarkHostToolsGuestShare(b *testing.B) {
+	ping := hosttools.Tool{Name: "ping", Declaration: &hosttools.Declaration{}, AnyArguments: true,
+		Func: func(context.Context, hosttools.Arguments) (any, error) { return "pong", nil }}
+	env := newHostToolsEnvB(b, []hosttools.Option{hosttools.WithMaxCallsPerRun(64)}, ping)
+	sb := env.acquireB(b)
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		l, _ := hosttools.NewLayout(hosttools.RandomRunDir("/maf-sandbox/work"), "")
+		start := time.Now()
+		res, err := hosttools.RunProgram(ctx, sb, env.reg.NewRun(), l, []byte(fmt.Sprintf(spinProgram, "True", 0.0)), 4*time.Minute)
+		elapsed := time.Since(start)
+		_ = hosttools.ReclaimRun(ctx, sb, l, time.Minute)
+		if err != nil {
+			cancel()
+			b.Fatalf("supervised: %v", err)
+		}
+		var supervised, alone float64
+		if json.Unmarshal([]byte(strings.TrimSpace(res.Stdout())), &supervised) != nil || res.ExitCode != 0 {
+			cancel()
+			b.Fatalf("supervised: exit %d, %q", res.ExitCode, res.Stdout())
+		}
+		if err := sb.WriteFile(ctx, "spin.py", []byte(fmt.Sprintf(spinProgram, "False", elapsed.Seconds()/2)), "."); err != nil {
+			cancel()
+			b.Fatal(err)
+		}
+		plain, err := sb.Exec(ctx, sandbox.Argv("python3", "spin.py"), ".", 4*time.Minute)
+		cancel()
+		if err != nil || json.Unmarshal([]byte(strings.TrimSpace(plain.Stdout())), &alone) != nil || alone == 0 {
+			b.Fatalf("unsupervised: %v %q", err, plain.Stdout())
+		}
+		b.ReportMetric(100*supervised/alone, "guest-%")
+		b.ReportMetric(0, "ns/op")
 	}
 }

@@ -29,6 +29,8 @@ type fakeGuest struct {
 	launchResult *sandbox.ExecResult
 
 	mu      sync.Mutex
+	failReq int   // fail this many host reads of request files with failErr; -1 fails them all
+	failErr error // what those reads fail with
 	kills   []string
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -87,6 +89,22 @@ func (f *fakeGuest) Exec(ctx context.Context, cmd sandbox.Command, wd string, ti
 		return sandbox.ExecResultFromText("", "", 0), nil
 	}
 	return f.Sandbox.Exec(ctx, cmd, wd, timeout)
+}
+
+// ReadFile fails the host's reads of request files as failReq says.
+func (f *fakeGuest) ReadFile(ctx context.Context, p, wd string, maxBytes int64) ([]byte, error) {
+	if strings.HasSuffix(p, ".request.json") {
+		f.mu.Lock()
+		fail := f.failReq != 0
+		if f.failReq > 0 {
+			f.failReq--
+		}
+		f.mu.Unlock()
+		if fail {
+			return nil, f.failErr
+		}
+	}
+	return f.Sandbox.ReadFile(ctx, p, wd, maxBytes)
 }
 
 func (f *fakeGuest) start(dir string) {

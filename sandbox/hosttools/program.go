@@ -10,7 +10,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,10 +21,13 @@ import (
 // RunProgram runs source as the guest program of a fresh run directory and serves its
 // host-tool calls until it leaves its exit marker or timeout, which bounds the whole program,
 // passes. It writes the shim, the program and the launcher into l.Transport, starts the
-// launcher with one Exec, checks its receipt, opens the start gate, and then polls: the exit
-// marker and up to [MaxReadAhead] request numbers at a time, served strictly in number order,
-// at most MaxCallsPerRun+1 requests (the last one hears that the cap is gone). A running tool
-// is never cancelled, but the run's bound still holds: the supervisor stops waiting for it.
+// launcher with one Exec, checks its receipt, opens the start gate, and then polls: the next
+// request numbers in order, up to [MaxReadAhead] at a look while they keep coming, and the
+// exit marker when no request is waiting; requests are served strictly in number order, at
+// most MaxCallsPerRun+1 of them (the last one hears that the cap is gone). After a served
+// request it looks again within 10 ms, backing off to the poll interval while nothing comes;
+// a look that fails is retried at the next poll, up to three in a row. A running tool is never
+// cancelled, but the run's bound still holds: the supervisor stops waiting for it.
 //
 // It returns the program's combined output and the exit code its marker claims; the marker
 // is the guest's claim, so a program can write it and keep running (dispose to be sure). When
@@ -136,7 +138,7 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 		defer stop()
 		hint = s.o.hint(hctx, s.sb, s.l)
 	}
-	served, window := 0, 1
+	served, window, pause, failures := 0, 1, s.o.poll, 0
 	bound := s.run.reg.opts.maxCalls + 1
 	for {
 		if !time.Now().Before(s.deadline) {
@@ -144,9 +146,21 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 		}
 		count := min(window, bound-served)
 		marker, reqs, err := s.look(dctx, served, count)
+		if err != nil && !s.expiredBy(ctx, err) && failures < maxLookFailures-1 {
+			// A look that failed acted on nothing, so it is retried at the next poll: Docker's
+			// freezer can refuse a busy guest for a moment ("unable to freeze"). A failure
+			// that persists ends the run as itself.
+			failures++
+			s.logger.Warn("host tools: a look failed; retrying at the next poll", zap.Int("attempt", failures), zap.Error(err))
+			if !s.sleep(ctx, s.o.poll, nil) {
+				return s.failed(ctx, ctx.Err(), "wait")
+			}
+			continue
+		}
 		if err != nil {
 			return s.failed(ctx, err, "look for requests")
 		}
+		failures = 0
 		if marker != nil {
 			return s.completed(ctx, marker)
 		}
@@ -161,19 +175,31 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 		case count == window && served < bound:
 			window = min(MaxReadAhead, window*2)
 		}
+		// A program that just got an answer often calls again at once: look again soon, and
+		// back off to the poll interval while nothing comes.
 		if n > 0 {
-			continue // the next request may already be waiting
+			pause = quickLook
+		} else {
+			pause = min(s.o.poll, pause*2)
 		}
-		wait := time.NewTimer(min(s.o.poll, max(0, time.Until(s.deadline))))
-		select {
-		case <-wait.C:
-		case <-hint:
-			wait.Stop()
-		case <-ctx.Done():
-			wait.Stop()
+		if !s.sleep(ctx, pause, hint) {
 			return s.failed(ctx, ctx.Err(), "wait")
 		}
 	}
+}
+
+// sleep waits d (never past the deadline, never more than the poll interval) or until hint
+// fires; false when ctx ended first.
+func (s *supervisor) sleep(ctx context.Context, d time.Duration, hint <-chan struct{}) bool {
+	wait := time.NewTimer(min(d, s.o.poll, max(0, time.Until(s.deadline))))
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-hint:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // probe is one file looked at: absent, a body, or too large to read.
@@ -184,31 +210,35 @@ type probe struct {
 	err      error
 }
 
-// look stats the exit marker and the requests served+1..served+count at once.
+// look reads the requests served+1..served+count in order, stopping at the first that is not
+// there (strict order: nothing past a missing number can be served yet), and, only when the
+// first is not there, the exit marker: a program waiting on an answer has not exited. One call
+// at a time: a backend that freezes the guest around each file-plane call serialises them
+// anyway, and every look is one more freeze.
 func (s *supervisor) look(ctx context.Context, served, count int) (marker []byte, reqs []probe, err error) {
-	reqs = make([]probe, count)
-	var m probe
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); m = s.read(ctx, s.l.ExitCode, markerCap) }()
 	for i := range count {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs[i] = s.read(ctx, requestPath(s.l, served+1+i), s.run.reg.opts.limits.MaxBytesPerFile)
-		}()
-	}
-	wg.Wait()
-	if m.err != nil {
-		return nil, nil, m.err
-	}
-	if m.present {
-		if m.tooLarge {
-			return []byte("x"), nil, nil // a marker that is not a number claims failure
+		r := s.read(ctx, requestPath(s.l, served+1+i), s.run.reg.opts.limits.MaxBytesPerFile)
+		if r.err != nil {
+			return nil, nil, r.err
 		}
+		reqs = append(reqs, r)
+		if !r.present {
+			break
+		}
+	}
+	if len(reqs) > 0 && reqs[0].present {
+		return nil, reqs, nil
+	}
+	m := s.read(ctx, s.l.ExitCode, markerCap)
+	switch {
+	case m.err != nil:
+		return nil, nil, m.err
+	case m.present && m.tooLarge:
+		return []byte("x"), nil, nil // a marker that is not a number claims failure
+	case m.present:
 		return m.body, nil, nil
 	}
-	return nil, reqs, nil
+	return nil, nil, nil
 }
 
 func requestPath(l Layout, n int) string {
@@ -219,28 +249,23 @@ func responsePath(l Layout, n int) string {
 	return path.Join(l.Calls, fmt.Sprintf("%04d.response.json", n))
 }
 
-// read stats p and reads it within limit. An entry that is not a regular file, or an empty
-// one (a writer that did not rename into place), has not arrived yet.
+// read reads p within limit in one call, with no stat first: a file that is there costs one
+// round trip, not two, and a missing one the same one a stat would. Anything but a non-empty
+// regular file (missing, a directory, a link, an empty file a writer has not renamed into
+// place) has not arrived yet.
 func (s *supervisor) read(ctx context.Context, p string, limit int64) probe {
-	rel := s.l.rel(p)
-	st, err := s.sb.StatFile(ctx, rel, s.l.Dir)
-	switch {
-	case err != nil:
-		return probe{err: fmt.Errorf("stat %s: %w", path.Base(p), err)}
-	case st == nil || st.Kind != sandbox.EntryFile || st.Size == nil || *st.Size == 0:
-		return probe{}
-	case *st.Size > limit:
-		return probe{present: true, tooLarge: true}
-	}
-	b, err := s.sb.ReadFile(ctx, rel, s.l.Dir, limit)
+	b, err := s.sb.ReadFile(ctx, s.l.rel(p), s.l.Dir, limit)
 	var capErr *sandbox.TransferCapExceededError
+	var notRegular *sandbox.NotRegularError
 	switch {
 	case errors.As(err, &capErr):
 		return probe{present: true, tooLarge: true}
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrIsDirectory), errors.As(err, &notRegular):
 		return probe{}
 	case err != nil:
 		return probe{err: fmt.Errorf("read %s: %w", path.Base(p), err)}
+	case len(b) == 0:
+		return probe{}
 	case int64(len(b)) > limit:
 		return probe{present: true, tooLarge: true}
 	}
@@ -268,8 +293,16 @@ func (s *supervisor) serve(ctx, dctx context.Context, served int, reqs []probe) 
 			s.logger.Debug("host tools: stepping over an abandoned request", zap.Int("call", number))
 			continue
 		}
+		// The tool has acted: its answer is worth a few attempts (see maxLookFailures).
 		wctx, cancel := context.WithDeadline(ctx, later(s.deadline, time.Now().Add(answerGrace)))
-		err := s.sb.WriteFile(wctx, s.l.rel(responsePath(s.l, number)), a.Frame(), s.l.Dir)
+		var err error
+		for attempt := range maxLookFailures {
+			if err = s.sb.WriteFile(wctx, s.l.rel(responsePath(s.l, number)), a.Frame(), s.l.Dir); err == nil || wctx.Err() != nil {
+				break
+			}
+			s.logger.Warn("host tools: writing an answer failed; retrying", zap.Int("call", number), zap.Int("attempt", attempt+1), zap.Error(err))
+			time.Sleep(quickLook)
+		}
 		cancel()
 		if err != nil {
 			return n, false, fmt.Errorf("write the answer to %04d: %w", number, err)

@@ -25,6 +25,12 @@ const (
 	reclaimGrace   = 10 * time.Second
 	answerGrace    = 2 * time.Second
 	markerCap      = 32
+	// quickLook is the first pause after a served request; it doubles up to the poll
+	// interval while no request comes.
+	quickLook = 10 * time.Millisecond
+	// maxLookFailures is how many file-plane failures in a row a run absorbs before it
+	// ends with the last one.
+	maxLookFailures = 3
 )
 
 // Hint wakes the supervisor before its next poll: a send means "look now". It is only a

@@ -374,3 +374,42 @@ func TestNewLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestRunProgramFileFailures: a look that fails is retried at the next poll (Docker's freezer
+// can refuse a busy guest for a moment); one that keeps failing ends the run with its error,
+// after the program is signalled.
+func TestRunProgramFileFailures(t *testing.T) {
+	freezer := errors.New("docker could not freeze: unable to freeze")
+	cases := []struct {
+		name    string
+		fail    int
+		wantErr bool
+	}{
+		{"two failures in a row are absorbed", 2, false},
+		{"failures that persist end the run", -1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []string
+			var mu sync.Mutex
+			run := newRun(t, nil, echoTool(&calls, &mu))
+			f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
+				r := g.call(ctx, "echo", map[string]any{"x": "ok"})
+				g.print(fmt.Sprint(r["value"]))
+				return 0
+			})
+			f.failReq, f.failErr = tc.fail, freezer
+			l := layoutFor(t)
+			res, err := hosttools.RunProgram(context.Background(), f, run, l, nil, 5*time.Second, fast)
+			switch {
+			case tc.wantErr:
+				if !errors.Is(err, freezer) || len(f.killed()) != 1 {
+					t.Fatalf("RunProgram = %v, signals %v; want the failure, after a kill", err, f.killed())
+				}
+			case err != nil || res.Stdout() != "ok":
+				t.Fatalf("RunProgram = %q, %v; want the call served", res.Stdout(), err)
+			}
+			assertTransportGone(t, f, l)
+		})
+	}
+}
