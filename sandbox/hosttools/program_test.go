@@ -413,3 +413,46 @@ func TestRunProgramFileFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestRunProgramHint: a hint wakes the supervisor before its poll; requests are still read
+// through the file plane.
+func TestRunProgramHint(t *testing.T) {
+	var calls []string
+	var mu sync.Mutex
+	run := newRun(t, nil, echoTool(&calls, &mu))
+	f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
+		time.Sleep(50 * time.Millisecond) // after the supervisor's first look
+		g.call(ctx, "echo", map[string]any{"x": 1})
+		return 0
+	})
+	hint := func(ctx context.Context, _ sandbox.Sandbox, _ hosttools.Layout) <-chan struct{} {
+		ch := make(chan struct{})
+		go func() {
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+		return ch
+	}
+	l := layoutFor(t)
+	start := time.Now()
+	_, err := hosttools.RunProgram(context.Background(), f, run, l, nil, 30*time.Second,
+		hosttools.WithPollInterval(10*time.Second), hosttools.WithHint(hint))
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("RunProgram = %v with %d calls", err, len(calls))
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("took %s: the hint did not wake the 10 s poll", el)
+	}
+	assertTransportGone(t, f, l)
+}
