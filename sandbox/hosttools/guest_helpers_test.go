@@ -28,13 +28,14 @@ type fakeGuest struct {
 	launchErr    error
 	launchResult *sandbox.ExecResult
 
-	mu      sync.Mutex
-	failReq int   // fail this many host reads of request files with failErr; -1 fails them all
-	failErr error // what those reads fail with
-	kills   []string
-	cancel  context.CancelFunc
-	done    chan struct{}
-	running bool
+	mu       sync.Mutex
+	failReq  int   // fail this many host reads of request files with failErr; -1 fails them all
+	failGate int   // fail this many host writes of the start gate with failErr
+	failErr  error // what those calls fail with
+	kills    []string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	running  bool
 }
 
 func newFakeGuest(t *testing.T, program func(ctx context.Context, g *guest) int) *fakeGuest {
@@ -89,6 +90,22 @@ func (f *fakeGuest) Exec(ctx context.Context, cmd sandbox.Command, wd string, ti
 		return sandbox.ExecResultFromText("", "", 0), nil
 	}
 	return f.Sandbox.Exec(ctx, cmd, wd, timeout)
+}
+
+// WriteFile fails the host's writes of the start gate as failGate says.
+func (f *fakeGuest) WriteFile(ctx context.Context, p string, content []byte, wd string) error {
+	if strings.HasSuffix(p, hosttools.GateFile) {
+		f.mu.Lock()
+		fail := f.failGate > 0
+		if fail {
+			f.failGate--
+		}
+		f.mu.Unlock()
+		if fail {
+			return f.failErr
+		}
+	}
+	return f.Sandbox.WriteFile(ctx, p, content, wd)
 }
 
 // ReadFile fails the host's reads of request files as failReq says.

@@ -128,7 +128,7 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 	}
 	s.receipt = &rc
 	s.logger.Debug("host tools: program launched", zap.Int("pid", rc.PID), zap.Int("pgid", rc.PGID))
-	if err := s.sb.WriteFile(dctx, s.l.rel(s.l.Gate), []byte("start\n"), s.l.Dir); err != nil {
+	if err := s.write(dctx, s.l.Gate, []byte("start\n"), "open the start gate"); err != nil {
 		return s.failed(ctx, err, "open the start gate")
 	}
 
@@ -293,22 +293,35 @@ func (s *supervisor) serve(ctx, dctx context.Context, served int, reqs []probe) 
 			s.logger.Debug("host tools: stepping over an abandoned request", zap.Int("call", number))
 			continue
 		}
-		// The tool has acted: its answer is worth a few attempts (see maxLookFailures).
+		// The tool has acted: its answer gets a grace past the deadline.
 		wctx, cancel := context.WithDeadline(ctx, later(s.deadline, time.Now().Add(answerGrace)))
-		var err error
-		for attempt := range maxLookFailures {
-			if err = s.sb.WriteFile(wctx, s.l.rel(responsePath(s.l, number)), a.Frame(), s.l.Dir); err == nil || wctx.Err() != nil {
-				break
-			}
-			s.logger.Warn("host tools: writing an answer failed; retrying", zap.Int("call", number), zap.Int("attempt", attempt+1), zap.Error(err))
-			time.Sleep(quickLook)
-		}
+		err := s.write(wctx, responsePath(s.l, number), a.Frame(), "write an answer")
 		cancel()
 		if err != nil {
 			return n, false, fmt.Errorf("write the answer to %04d: %w", number, err)
 		}
 	}
 	return n, true, nil
+}
+
+// write writes a file of the transport, trying up to maxLookFailures times: Docker's freezer
+// can refuse a guest that is busy forking ("unable to freeze"), as it is right after launch.
+func (s *supervisor) write(ctx context.Context, p string, b []byte, what string) error {
+	var err error
+	for attempt := range maxLookFailures {
+		if err = s.sb.WriteFile(ctx, s.l.rel(p), b, s.l.Dir); err == nil || ctx.Err() != nil {
+			return err
+		}
+		s.logger.Warn("host tools: a write failed; retrying", zap.String("op", what), zap.Int("attempt", attempt+1), zap.Error(err))
+		t := time.NewTimer(time.Duration(attempt+1) * 2 * quickLook)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+	return err
 }
 
 func later(a, b time.Time) time.Time {

@@ -375,18 +375,21 @@ func TestNewLayout(t *testing.T) {
 	}
 }
 
-// TestRunProgramFileFailures: a look that fails is retried at the next poll (Docker's freezer
-// can refuse a busy guest for a moment); one that keeps failing ends the run with its error,
-// after the program is signalled.
+// TestRunProgramFileFailures: a look that fails is retried at the next poll, and a write of
+// the transport's own files a few times (Docker's freezer can refuse a busy guest for a
+// moment); a look that keeps failing ends the run with its error, after the program is
+// signalled.
 func TestRunProgramFileFailures(t *testing.T) {
 	freezer := errors.New("docker could not freeze: unable to freeze")
 	cases := []struct {
-		name    string
-		fail    int
-		wantErr bool
+		name     string
+		fail     int
+		failGate int
+		wantErr  bool
 	}{
-		{"two failures in a row are absorbed", 2, false},
-		{"failures that persist end the run", -1, true},
+		{"two failed looks in a row are absorbed", 2, 0, false},
+		{"looks that keep failing end the run", -1, 0, true},
+		{"two failed writes of the start gate are absorbed", 0, 2, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,7 +401,7 @@ func TestRunProgramFileFailures(t *testing.T) {
 				g.print(fmt.Sprint(r["value"]))
 				return 0
 			})
-			f.failReq, f.failErr = tc.fail, freezer
+			f.failReq, f.failGate, f.failErr = tc.fail, tc.failGate, freezer
 			l := layoutFor(t)
 			res, err := hosttools.RunProgram(context.Background(), f, run, l, nil, 5*time.Second, fast)
 			switch {
