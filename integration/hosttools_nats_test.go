@@ -188,7 +188,7 @@ except h.HostToolError as e:
 		t.Fatalf("a user tool: %v, want invalid", err)
 	}
 	// The run's bound crosses NATS as a program timeout with its fields.
-	_, err = sb.RunProgram(ctxT(t), messages.APIRunProgramRequest{TimeoutMS: 2000, PollMS: 50, Source: "import time\nprint('zzz', flush=True)\ntime.sleep(600)\n"})
+	_, err = sb.RunProgram(ctxT(t), messages.APIRunProgramRequest{TimeoutMS: 8000, PollMS: 50, Source: "import time\nprint('zzz', flush=True)\ntime.sleep(600)\n"})
 	var pt *sandbox.ProgramTimeoutError
 	if !errors.As(err, &pt) || pt.Signal != sandbox.SignalSent || pt.Reach != sandbox.ReachGroup || !strings.Contains(pt.Output, "zzz") {
 		t.Fatalf("a program past its bound: %#v, want a program timeout", err)

@@ -253,13 +253,14 @@ while True:
 // TestHostToolsPythonBadTools: a tool that panics is a refusal and the program carries on; a
 // tool that hangs is never cancelled, yet the run's bound holds.
 func TestHostToolsPythonBadTools(t *testing.T) {
-	release := make(chan struct{})
+	release, started := make(chan struct{}), make(chan struct{})
 	var toolErr atomic.Value
 	tools := []hosttools.Tool{
 		{Name: "panics", Declaration: &hosttools.Declaration{}, AnyArguments: true,
 			Func: func(context.Context, hosttools.Arguments) (any, error) { panic("the tool broke") }},
 		{Name: "hangs", Declaration: &hosttools.Declaration{}, AnyArguments: true,
 			Func: func(ctx context.Context, _ hosttools.Arguments) (any, error) {
+				close(started)
 				<-release
 				toolErr.Store(fmt.Sprint(ctx.Err()))
 				return nil, nil
@@ -280,13 +281,18 @@ print("carried on")
 		t.Fatalf("panicking tool: %q, %v", res.Stdout(), err)
 	}
 	start := time.Now()
-	_, err = runPython(t, sb, env.reg.NewRun(), "import maf_host_tools\nmaf_host_tools.hangs()\n", 3*time.Second)
+	_, err = runPython(t, sb, env.reg.NewRun(), "import maf_host_tools\nmaf_host_tools.hangs()\n", 10*time.Second)
 	var pt *sandbox.ProgramTimeoutError
 	if !errors.As(err, &pt) || pt.Signal != sandbox.SignalSent {
 		t.Fatalf("hanging tool: %v, want the run's timeout", err)
 	}
-	if el := time.Since(start); el > 3*time.Second+25*time.Second {
+	if el := time.Since(start); el > 10*time.Second+25*time.Second {
 		t.Fatalf("a hanging tool held the run for %s", el)
+	}
+	select {
+	case <-started:
+	default:
+		t.Fatal("the hanging tool never started within the run's bound")
 	}
 	close(release)
 	deadline := time.Now().Add(5 * time.Second)
