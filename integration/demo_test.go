@@ -10,10 +10,12 @@ import (
 )
 
 // The README's run command: the demo builds, serves on embedded NATS, plays its agent over
-// the client — a closed sandbox, then an allowlisted one that reaches an allowed name and is
-// refused a denied one, its window read back from JetStream — and leaves nothing behind.
+// the client — a closed sandbox; model-written Python that calls a host tool served by the
+// agent's host on NATS; an allowlisted sandbox that reaches an allowed name and is refused a
+// denied one, its window read back from JetStream — and leaves nothing behind.
 func TestDemoCommand(t *testing.T) {
 	dockertest.Busybox(t)
+	dockertest.Python(t)
 	bin := filepath.Join(t.TempDir(), "engine")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -28,7 +30,8 @@ func TestDemoCommand(t *testing.T) {
 	}
 	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
 		"lists 0 containers", "sealed", "code=200", "Forbidden", "read back from JetStream", "durable consumer",
-		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443"} {
+		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443",
+		`result 2 for "otters", from the host`, `refused: Error: "drop_tables" is not a registered host tool`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -43,6 +43,18 @@ type ScopeDisposed struct {
 	Purge           ScopePurge
 }
 
+// HostToolCalled records one call of a host-tools program, delivered or refused. A refusal
+// is recorded by its code only (the sentence may quote guest text).
+type HostToolCalled struct {
+	Key     Key
+	Kind    string
+	Tool    string // the name as the guest sent it, at most 120 characters; "" when not a string
+	Call    int    // the run's call number, refusals included
+	Refusal string // the refusal code ("cap", "unknown", …); "" when a value was delivered
+	Bytes   int    // delivered bytes, framing included
+	Seconds float64
+}
+
 // Observer receives the router's events synchronously on the calling goroutine. Embed
 // [NopObserver] so that new events never break an implementation. A panicking observer is
 // contained and never alters a call.
@@ -51,6 +63,9 @@ type Observer interface {
 	SandboxDisposed(SandboxDisposed)
 	ScopeDisposed(ScopeDisposed)
 	EgressObserved(EgressObserved)
+	// HostToolCalled is reported by a host-tools run given the observer
+	// (hosttools.WithObserver), not by the router.
+	HostToolCalled(HostToolCalled)
 }
 
 // NopObserver implements [Observer] with no-ops.
@@ -67,3 +82,6 @@ func (NopObserver) ScopeDisposed(ScopeDisposed) {}
 
 // EgressObserved does nothing.
 func (NopObserver) EgressObserved(EgressObserved) {}
+
+// HostToolCalled does nothing.
+func (NopObserver) HostToolCalled(HostToolCalled) {}

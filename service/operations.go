@@ -24,4 +24,5 @@ var operations = []operation{
 	{"reset", "", SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
 	{"fingerprint", "", SubjectFingerprintT, messages.APIFingerprintRequestType, messages.APIFingerprintResponseType, fingerprint, "fingerprints a sandbox before (baseline) and after (final) a kind's call; the final reply compares them"},
 	{"collect_outputs", "", SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
+	{"run_program", "", SubjectRunProgramT, messages.APIRunProgramRequestType, messages.APIRunProgramResponseType, runProgram, "runs a host-tools program; each tool call is a request to the subject the tool names"},
 }

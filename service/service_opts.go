@@ -28,6 +28,7 @@ type options struct {
 	transferMemory  int64
 	transferTTL     time.Duration
 	fingerprints    *fingerprints // fingerprint.go; nil: the call is refused as unsupported
+	hostToolEvents  string
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.
@@ -176,3 +177,16 @@ func ValidPrefix(prefix string) bool { return prefixRE.MatchString(prefix) }
 // ValidToken reports whether id can be one subject token (an engine ID, a transfer ID): 1 to
 // 64 letters, digits, '-' or '_'.
 func ValidToken(id string) bool { return tokenRE.MatchString(id) }
+
+// WithHostToolEvents publishes one event per host-tool call of a run_program under prefix
+// (egress events' prefix, by default maf.sandbox.docker), on core NATS; empty publishes none,
+// the default.
+func WithHostToolEvents(prefix string) Option {
+	return func(o *options) error {
+		if prefix != "" && !prefixRE.MatchString(prefix) {
+			return errOption("host-tool event prefix %q is not dot-separated plain tokens", prefix)
+		}
+		o.hostToolEvents = prefix
+		return nil
+	}
+}

@@ -134,6 +134,11 @@ const (
 	// APIFingerprintRequest → APIFingerprintResponse; no queue group.
 	SubjectFingerprint  = DefaultPrefix + ".v1.engine.*.fingerprint"
 	SubjectFingerprintT = "%s.v1.engine.%s.fingerprint"
+	// SubjectRunProgram runs a host-tools program in a sandbox and serves its tool calls,
+	// each as an APIHostToolCall request to the subject the request names for the tool.
+	// APIRunProgramRequest → APIRunProgramResponse; no queue group.
+	SubjectRunProgram  = DefaultPrefix + ".v1.engine.*.run_program"
+	SubjectRunProgramT = "%s.v1.engine.%s.run_program"
 )
 
 // Shared formats the subject of a shared template for prefix.

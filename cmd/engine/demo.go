@@ -29,6 +29,7 @@ import (
 func demoCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	image := fs.String("image", images.BusyboxTag, "workload image; built when it is the default and missing")
+	pythonImage := fs.String("python-image", images.PythonTag, "image of the codeact step (python3, sh, setsid, nohup); built with debootstrap when it is the default and missing; empty skips the step")
 	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
 	verbose := fs.Bool("v", false, "log the engine's work")
 	labels := labelFlag{}
@@ -157,6 +158,12 @@ func demoCmd(ctx context.Context, args []string) error {
 			"so no egress events are produced")
 	} else if err := demoEgress(ctx, step, agentConn, remote, target); err != nil {
 		return err
+	}
+
+	if *pythonImage != "" {
+		if err := codeactStep(ctx, step, remote, agentConn, key, *pythonImage, *dockerPath); err != nil {
+			return fmt.Errorf("codeact step: %w", err)
+		}
 	}
 
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {

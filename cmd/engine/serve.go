@@ -67,7 +67,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
 	outbound := fs.String("egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	subnetPool := fs.String("egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
-	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	labels := labelFlag{}
@@ -174,7 +174,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		}()
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
-		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion())}
+		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(*eventPrefix)}
 	if *engineID != "" {
 		opts = append(opts, service.WithEngineID(*engineID))
 	}

@@ -1,0 +1,171 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// PythonTag is the tag of the Python workload image that host-tools tests and the demo run.
+const PythonTag = "maf-sandbox-test/python:local"
+
+// LabelInputs is the label holding a hash of the inputs an image was built from; an image
+// whose label matches the current inputs is current and is not rebuilt.
+const LabelInputs = "maf-sandbox.test-image-inputs"
+
+// EnvDebianMirror names the Debian mirror the Python image is bootstrapped from; unset, the
+// first deb.debian.org-style URI of apt's configured sources is used.
+const EnvDebianMirror = "MAF_SANDBOX_DEBIAN_MIRROR"
+
+// pythonRecipe is the Python image's recipe; changing any field changes the inputs hash.
+type pythonRecipe struct {
+	Suite    string
+	Variant  string
+	Packages []string
+	Mirror   string
+	Version  int // bump when the steps below change
+}
+
+func currentPythonRecipe() (pythonRecipe, error) {
+	mirror, err := debianMirror()
+	if err != nil {
+		return pythonRecipe{}, err
+	}
+	return pythonRecipe{Suite: "bookworm", Variant: "minbase", Packages: []string{"python3"}, Mirror: mirror, Version: 1}, nil
+}
+
+func (r pythonRecipe) hash() string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%s|%d", r.Suite, r.Variant, strings.Join(r.Packages, ","), r.Mirror, r.Version)))
+	return hex.EncodeToString(h[:8])
+}
+
+// debianMirror is [EnvDebianMirror], else the first Debian (not security) URI in apt's
+// sources.
+func debianMirror() (string, error) {
+	if m := os.Getenv(EnvDebianMirror); m != "" {
+		return m, nil
+	}
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*")
+	files = append([]string{"/etc/apt/sources.list"}, files...)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			for _, field := range strings.Fields(sc.Text()) {
+				if strings.HasPrefix(field, "#") {
+					break
+				}
+				if (strings.HasPrefix(field, "http://") || strings.HasPrefix(field, "https://")) &&
+					strings.HasSuffix(strings.TrimSuffix(field, "/"), "/debian") {
+					return field, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no Debian mirror in apt's sources; set %s", EnvDebianMirror)
+}
+
+// EnsurePython builds the Python image under tag with [BuildPython] unless the engine already
+// has one whose [LabelInputs] matches the current recipe (suite, variant, packages, mirror).
+func EnsurePython(ctx context.Context, dockerPath, tag string) error {
+	r, err := currentPythonRecipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--quiet", "--filter", "label="+LabelInputs+"="+r.hash(), tag)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if len(bytes.TrimSpace(out)) > 0 {
+		return nil
+	}
+	return buildPython(ctx, dockerPath, tag, r)
+}
+
+// BuildPython bootstraps Debian (bookworm, --variant=minbase, with python3) with debootstrap
+// from the mirror of [EnvDebianMirror] or apt's sources, trims documentation and caches, and
+// imports it as tag with CMD /bin/sh, [LabelTestImage]=python and [LabelInputs]. It needs
+// root and debootstrap on the host, and the mirror; it fails saying which is missing.
+func BuildPython(ctx context.Context, dockerPath, tag string) error {
+	r, err := currentPythonRecipe()
+	if err != nil {
+		return err
+	}
+	return buildPython(ctx, dockerPath, tag, r)
+}
+
+func buildPython(ctx context.Context, dockerPath, tag string, r pythonRecipe) error {
+	if os.Geteuid() != 0 {
+		return errors.New("build the python image: debootstrap needs root")
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		return fmt.Errorf("build the python image: %w (apt-get install debootstrap)", err)
+	}
+	dir, err := os.MkdirTemp("", "maf-python-rootfs-")
+	if err != nil {
+		return fmt.Errorf("build the python image: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	root := filepath.Join(dir, "rootfs")
+	boot := exec.CommandContext(ctx, "debootstrap", "--variant="+r.Variant, "--include="+strings.Join(r.Packages, ","),
+		r.Suite, root, r.Mirror)
+	if out, err := boot.CombinedOutput(); err != nil {
+		return fmt.Errorf("debootstrap %s from %s: %w: %s", r.Suite, r.Mirror, err, lastLines(out, 10))
+	}
+	// Trimmed: what a sandbox never reads makes every container creation slower.
+	for _, p := range []string{"var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+		"usr/share/info", "usr/share/locale", "var/log"} {
+		full := filepath.Join(root, p)
+		entries, _ := os.ReadDir(full)
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(full, e.Name()))
+		}
+	}
+	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "-C", root, "-c", ".")
+	imp := exec.CommandContext(ctx, dockerPath, "import",
+		"--change", `CMD ["/bin/sh"]`,
+		"--change", "LABEL "+LabelTestImage+"=python",
+		"--change", "LABEL "+LabelInputs+"="+r.hash(),
+		"-", tag)
+	pipe, err := tarCmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("import %s: %w", tag, err)
+	}
+	imp.Stdin = pipe
+	var stderr, tarErr bytes.Buffer
+	imp.Stderr, tarCmd.Stderr = &stderr, &tarErr
+	if err := tarCmd.Start(); err != nil {
+		return fmt.Errorf("import %s: tar: %w", tag, err)
+	}
+	if err := imp.Run(); err != nil {
+		_ = tarCmd.Process.Kill()
+		_ = tarCmd.Wait()
+		return fmt.Errorf("import %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if err := tarCmd.Wait(); err != nil {
+		return fmt.Errorf("import %s: tar: %w: %s", tag, err, bytes.TrimSpace(tarErr.Bytes()))
+	}
+	return nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

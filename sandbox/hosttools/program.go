@@ -1,0 +1,463 @@
+package hosttools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// RunProgram runs source as the guest program of a fresh run directory and serves its
+// host-tool calls until it leaves its exit marker or timeout, which bounds the whole program,
+// passes. It writes the shim, the program and the launcher into l.Transport, starts the
+// launcher with one Exec, checks its receipt, opens the start gate, and then polls: the next
+// request numbers in order, up to [MaxReadAhead] at a look while they keep coming, and the
+// exit marker when no request is waiting; requests are served strictly in number order, at
+// most MaxCallsPerRun+1 of them (the last one hears that the cap is gone). After a served
+// request it looks again within 10 ms, backing off to the poll interval while nothing comes;
+// a look that fails is retried at the next poll, up to three in a row. A running tool is never
+// cancelled, but the run's bound still holds: the supervisor stops waiting for it.
+//
+// It returns the program's combined output and the exit code its marker claims; the marker
+// is the guest's claim, so a program can write it and keep running (dispose to be sure). When
+// the bound passes it takes a final look for the marker, reads the output so far, sends
+// SIGKILL (to the process group only when the receipt named one) and fails with
+// [*sandbox.ProgramTimeoutError]. Sandbox failures are returned as they are, after the
+// program is signalled. host_tools/ is removed with [sandbox.Sandbox.Reclaim] on every path;
+// l.Work is the caller's to collect from and then reclaim ([ReclaimRun]).
+//
+// The sandbox must serve exec, files_in and files_out; files_list is never needed.
+func RunProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, source []byte,
+	timeout time.Duration, opts ...ProgramOption) (sandbox.ExecResult, error) {
+	o := defaultProgramOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return sandbox.ExecResult{}, err
+		}
+	}
+	switch {
+	case timeout <= 0:
+		return sandbox.ExecResult{}, invalid("the run's timeout %s must be positive", timeout)
+	case run == nil || sb == nil:
+		return sandbox.ExecResult{}, invalid("RunProgram needs a sandbox and a run")
+	case l.Dir == "":
+		return sandbox.ExecResult{}, invalid("RunProgram needs a layout from NewLayout")
+	}
+	o.callTimeout = max(o.callTimeout, timeout+finalLookGrace)
+	s := &supervisor{sb: sb, run: run, l: l, o: o, timeout: timeout, logger: o.logger.With(zap.String("run", l.Dir))}
+	defer s.reclaim(ctx)
+	return s.supervise(ctx, source)
+}
+
+// ReclaimRun removes a run directory, work/ included, once the caller has collected from it.
+func ReclaimRun(ctx context.Context, sb sandbox.Sandbox, l Layout, timeout time.Duration) error {
+	return sb.Reclaim(ctx, path.Base(l.Dir), path.Dir(l.Dir), timeout)
+}
+
+type supervisor struct {
+	sb      sandbox.Sandbox
+	run     *Run
+	l       Layout
+	o       programOptions
+	timeout time.Duration
+	logger  *zap.Logger
+
+	deadline time.Time
+	receipt  *Receipt
+}
+
+// expiredBy reports whether err (or the clock) says the run's own bound passed, as against
+// the caller abandoning the call.
+func (s *supervisor) expiredBy(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var te *sandbox.TimeoutError
+	return !time.Now().Before(s.deadline) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te)
+}
+
+func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.ExecResult, error) {
+	s.deadline = time.Now().Add(s.timeout)
+	dctx, cancel := context.WithDeadline(ctx, s.deadline)
+	defer cancel()
+
+	uploads := []struct {
+		p string
+		b []byte
+	}{{s.l.Shim, Shim}, {s.l.Program, source},
+		{s.l.Launcher, []byte(launcherScript(s.l, s.o.interpreter, s.o.callTimeout.Seconds()))}}
+	for _, u := range uploads {
+		if err := s.sb.WriteFile(dctx, s.l.rel(u.p), u.b, s.l.Dir); err != nil {
+			if s.expiredBy(ctx, err) {
+				return sandbox.ExecResult{}, s.timeoutError(nil, sandbox.SignalAbsent, sandbox.ReachNothing)
+			}
+			return sandbox.ExecResult{}, fmt.Errorf("write %s: %w", path.Base(u.p), err)
+		}
+	}
+	started, err := s.sb.Exec(dctx, sandbox.Shell("sh "+shq(s.l.Launcher)), s.l.Dir, time.Until(s.deadline))
+	switch {
+	case err != nil && s.expiredBy(ctx, err):
+		// No receipt, so no gate: whatever the launcher detached waits, and leaves once
+		// host_tools/ is gone. Nothing here can say more than that.
+		return sandbox.ExecResult{}, s.timeoutError(nil, sandbox.SignalUnrecorded, sandbox.ReachNothing)
+	case err != nil:
+		return sandbox.ExecResult{}, fmt.Errorf("start the launcher: %w", err)
+	case started.ExitCode != 0:
+		if len(started.StderrBytes) == 0 {
+			started.StderrBytes = []byte("the launcher did not start the program")
+		}
+		return started, nil
+	}
+	rc, ok := parseReceipt(started.Stdout())
+	if !ok {
+		return sandbox.ExecResult{}, ErrNoReceipt
+	}
+	s.receipt = &rc
+	s.logger.Debug("host tools: program launched", zap.Int("pid", rc.PID), zap.Int("pgid", rc.PGID))
+	if err := s.write(dctx, s.l.Gate, []byte("start\n"), "open the start gate"); err != nil {
+		return s.failed(ctx, err, "open the start gate")
+	}
+
+	var hint <-chan struct{}
+	if s.o.hint != nil {
+		hctx, stop := context.WithCancel(dctx)
+		defer stop()
+		hint = s.o.hint(hctx, s.sb, s.l)
+	}
+	served, window, pause, failures := 0, 1, s.o.poll, 0
+	bound := s.run.reg.opts.maxCalls + 1
+	for {
+		if !time.Now().Before(s.deadline) {
+			return s.expired(ctx)
+		}
+		count := min(window, bound-served)
+		marker, reqs, err := s.look(dctx, served, count)
+		if err != nil && !s.expiredBy(ctx, err) && failures < maxLookFailures-1 {
+			// A look that failed acted on nothing, so it is retried at the next poll: Docker's
+			// freezer can refuse a busy guest for a moment ("unable to freeze"). A failure
+			// that persists ends the run as itself.
+			failures++
+			s.logger.Warn("host tools: a look failed; retrying at the next poll", zap.Int("attempt", failures), zap.Error(err))
+			if !s.sleep(ctx, s.o.poll, nil) {
+				return s.failed(ctx, ctx.Err(), "wait")
+			}
+			continue
+		}
+		if err != nil {
+			return s.failed(ctx, err, "look for requests")
+		}
+		failures = 0
+		if marker != nil {
+			return s.completed(ctx, marker)
+		}
+		n, full, err := s.serve(ctx, dctx, served, reqs)
+		served += n
+		if err != nil {
+			return s.failed(ctx, err, "serve a request")
+		}
+		switch {
+		case !full:
+			window = 1
+		case count == window && served < bound:
+			window = min(MaxReadAhead, window*2)
+		}
+		// A program that just got an answer often calls again at once: look again soon, and
+		// back off to the poll interval while nothing comes.
+		if n > 0 {
+			pause = quickLook
+		} else {
+			pause = min(s.o.poll, pause*2)
+		}
+		if !s.sleep(ctx, pause, hint) {
+			return s.failed(ctx, ctx.Err(), "wait")
+		}
+	}
+}
+
+// sleep waits d (never past the deadline, never more than the poll interval) or until hint
+// fires; false when ctx ended first.
+func (s *supervisor) sleep(ctx context.Context, d time.Duration, hint <-chan struct{}) bool {
+	wait := time.NewTimer(min(d, s.o.poll, max(0, time.Until(s.deadline))))
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-hint:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// probe is one file looked at: absent, a body, or too large to read.
+type probe struct {
+	body     []byte
+	present  bool
+	tooLarge bool
+	err      error
+}
+
+// look reads the requests served+1..served+count in order, stopping at the first that is not
+// there (strict order: nothing past a missing number can be served yet), and, only when the
+// first is not there, the exit marker: a program waiting on an answer has not exited. One call
+// at a time: a backend that freezes the guest around each file-plane call serialises them
+// anyway, and every look is one more freeze.
+func (s *supervisor) look(ctx context.Context, served, count int) (marker []byte, reqs []probe, err error) {
+	for i := range count {
+		r := s.read(ctx, requestPath(s.l, served+1+i), s.run.reg.opts.limits.MaxBytesPerFile)
+		if r.err != nil {
+			return nil, nil, r.err
+		}
+		reqs = append(reqs, r)
+		if !r.present {
+			break
+		}
+	}
+	if len(reqs) > 0 && reqs[0].present {
+		return nil, reqs, nil
+	}
+	m := s.read(ctx, s.l.ExitCode, markerCap)
+	switch {
+	case m.err != nil:
+		return nil, nil, m.err
+	case m.present && m.tooLarge:
+		return []byte("x"), nil, nil // a marker that is not a number claims failure
+	case m.present:
+		return m.body, nil, nil
+	}
+	return nil, nil, nil
+}
+
+func requestPath(l Layout, n int) string {
+	return path.Join(l.Calls, fmt.Sprintf("%04d.request.json", n))
+}
+
+func responsePath(l Layout, n int) string {
+	return path.Join(l.Calls, fmt.Sprintf("%04d.response.json", n))
+}
+
+// read reads p within limit in one call, with no stat first: a file that is there costs one
+// round trip, not two, and a missing one the same one a stat would. Anything but a non-empty
+// regular file (missing, a directory, a link, an empty file a writer has not renamed into
+// place) has not arrived yet.
+func (s *supervisor) read(ctx context.Context, p string, limit int64) probe {
+	b, err := s.sb.ReadFile(ctx, s.l.rel(p), s.l.Dir, limit)
+	var capErr *sandbox.TransferCapExceededError
+	var notRegular *sandbox.NotRegularError
+	switch {
+	case errors.As(err, &capErr):
+		return probe{present: true, tooLarge: true}
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrIsDirectory), errors.As(err, &notRegular):
+		return probe{}
+	case err != nil:
+		return probe{err: fmt.Errorf("read %s: %w", path.Base(p), err)}
+	case len(b) == 0:
+		return probe{}
+	case int64(len(b)) > limit:
+		return probe{present: true, tooLarge: true}
+	}
+	return probe{present: true, body: b}
+}
+
+// serve answers the contiguous prefix of found requests in number order and returns how
+// many numbers it consumed and whether the whole window was found.
+func (s *supervisor) serve(ctx, dctx context.Context, served int, reqs []probe) (int, bool, error) {
+	n := 0
+	for _, r := range reqs {
+		if !r.present {
+			return n, false, nil
+		}
+		if !time.Now().Before(s.deadline) {
+			return n, false, nil // left unserved: the bound is gone
+		}
+		number := served + n + 1
+		a, answer := s.answer(dctx, number, r)
+		if a.Code == RefusedUnfinished {
+			return n, false, nil // the bound passed while the tool ran; the loop reports it
+		}
+		n++
+		if !answer {
+			s.logger.Debug("host tools: stepping over an abandoned request", zap.Int("call", number))
+			continue
+		}
+		// The tool has acted: its answer gets a grace past the deadline.
+		wctx, cancel := context.WithDeadline(ctx, later(s.deadline, time.Now().Add(answerGrace)))
+		err := s.write(wctx, responsePath(s.l, number), a.Frame(), "write an answer")
+		cancel()
+		if err != nil {
+			return n, false, fmt.Errorf("write the answer to %04d: %w", number, err)
+		}
+	}
+	return n, true, nil
+}
+
+// write writes a file of the transport, trying up to maxLookFailures times: Docker's freezer
+// can refuse a guest that is busy forking ("unable to freeze"), as it is right after launch.
+func (s *supervisor) write(ctx context.Context, p string, b []byte, what string) error {
+	var err error
+	for attempt := range maxLookFailures {
+		if err = s.sb.WriteFile(ctx, s.l.rel(p), b, s.l.Dir); err == nil || ctx.Err() != nil {
+			return err
+		}
+		s.logger.Warn("host tools: a write failed; retrying", zap.String("op", what), zap.Int("attempt", attempt+1), zap.Error(err))
+		t := time.NewTimer(time.Duration(attempt+1) * 2 * quickLook)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+	return err
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// answer turns one request file into its answer; false for an abandoned number, which gets
+// none.
+func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, bool) {
+	if r.tooLarge {
+		return refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory"), true
+	}
+	body := bytes.TrimSpace(r.body)
+	if !utf8.Valid(body) || !json.Valid(body) {
+		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+	}
+	if len(body) == 0 || body[0] != '{' {
+		return refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object"), true
+	}
+	var req struct {
+		Name      json.RawMessage `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Abandoned json.RawMessage `json:"abandoned"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+	}
+	if bytes.Equal(bytes.TrimSpace(req.Abandoned), []byte("true")) {
+		return Answer{}, false
+	}
+	return s.run.CallJSON(ctx, req.Name, req.Arguments), true
+}
+
+// completed reads the output of a program whose exit marker is present.
+func (s *supervisor) completed(ctx context.Context, marker []byte) (sandbox.ExecResult, error) {
+	code, err := strconv.Atoi(strings.TrimSpace(string(marker)))
+	if err != nil {
+		code = 1 // a marker that is not a number is not a success
+	}
+	// What is left of the run, or the final look's grace when less is left: a finished
+	// run's output is its result.
+	gctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), later(s.deadline, time.Now().Add(finalLookGrace)))
+	defer cancel()
+	res := sandbox.ExecResult{ExitCode: code}
+	out, note := s.output(gctx)
+	res.StdoutBytes = out
+	if note != "" {
+		res.StderrBytes = []byte(note)
+	}
+	return res, nil
+}
+
+// output reads what the program printed, within the run's total response budget.
+func (s *supervisor) output(ctx context.Context) ([]byte, string) {
+	limit := s.run.reg.opts.limits.MaxTotalBytes
+	p := s.read(ctx, s.l.Output, limit)
+	switch {
+	case p.err != nil:
+		s.logger.Warn("host tools: the program's output could not be read", zap.Error(p.err))
+		return nil, "the program's output could not be read"
+	case p.tooLarge:
+		return nil, fmt.Sprintf("the program printed more than %d bytes, which the host does not read", limit)
+	}
+	return p.body, ""
+}
+
+// expired is the run's own bound passing: a final look for the marker, the output so far,
+// the signal, the error.
+func (s *supervisor) expired(ctx context.Context) (sandbox.ExecResult, error) {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLookGrace)
+	m := s.read(gctx, s.l.ExitCode, markerCap)
+	if m.err == nil && m.present && !m.tooLarge {
+		cancel()
+		return s.completed(ctx, m.body)
+	}
+	out, _ := s.output(gctx)
+	cancel()
+	fate, reach := s.stop(ctx)
+	return sandbox.ExecResult{}, s.timeoutError(out, fate, reach)
+}
+
+// failed ends a run that started a program on a failure other than its bound: the program is
+// signalled unless its marker is already there, and err is returned.
+func (s *supervisor) failed(ctx context.Context, err error, what string) (sandbox.ExecResult, error) {
+	if s.expiredBy(ctx, err) {
+		return s.expired(ctx)
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLookGrace)
+	m := s.read(gctx, s.l.ExitCode, markerCap)
+	cancel()
+	if !m.present {
+		fate, reach := s.stop(ctx)
+		s.logger.Warn("host tools: the run failed; the program was signalled", zap.String("op", what),
+			zap.String("signal", string(fate)), zap.String("reach", string(reach)), zap.Error(err))
+	}
+	return sandbox.ExecResult{}, fmt.Errorf("host tools: %s: %w", what, err)
+}
+
+// stop sends SIGKILL: to the process group when the receipt named one, else to the pid.
+func (s *supervisor) stop(ctx context.Context) (sandbox.SignalOutcome, sandbox.SignalReach) {
+	if s.receipt == nil {
+		return sandbox.SignalUnrecorded, sandbox.ReachNothing
+	}
+	target, reach := strconv.Itoa(s.receipt.PID), sandbox.ReachProgram
+	if s.receipt.PGID > 0 {
+		target, reach = "-"+strconv.Itoa(s.receipt.PGID), sandbox.ReachGroup
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	res, err := s.sb.Exec(kctx, sandbox.Shell("kill -KILL "+target), "/", killGrace)
+	switch {
+	case err != nil:
+		s.logger.Warn("host tools: the signal could not be sent", zap.Error(err))
+		return sandbox.SignalUnknown, sandbox.ReachNothing
+	case res.ExitCode != 0:
+		return sandbox.SignalRefused, sandbox.ReachNothing
+	}
+	return sandbox.SignalSent, reach
+}
+
+func (s *supervisor) timeoutError(out []byte, fate sandbox.SignalOutcome, reach sandbox.SignalReach) error {
+	shown := sandbox.DecodeReplace(out)
+	if r := []rune(shown); len(r) > 2000 {
+		shown = string(r[:2000])
+	}
+	return &sandbox.ProgramTimeoutError{Timeout: s.timeout, Output: shown, OutputBytes: out, Signal: fate, Reach: reach}
+}
+
+// reclaim removes host_tools/ on every path, on a grace of its own.
+func (s *supervisor) reclaim(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reclaimGrace)
+	defer cancel()
+	if err := s.sb.Reclaim(rctx, TransportDir, s.l.Dir, reclaimGrace); err != nil {
+		s.logger.Warn("host tools: host_tools/ could not be removed; later runs in this sandbox can read it", zap.Error(err))
+	}
+}
