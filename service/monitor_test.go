@@ -133,8 +133,8 @@ func TestMicroInfoListsEveryEndpointWithItsMetadata(t *testing.T) {
 	if one.ID != e.svc.EngineID() || len(one.Endpoints) != len(info.Endpoints) {
 		t.Errorf("the engine's own INFO subject answered %s with %d endpoints", one.ID, len(one.Endpoints))
 	}
-	if len(info.Endpoints) != 6*2+13+1 {
-		t.Errorf("%d endpoints, want 26 (6 shared operations twice, 13 per-engine, alive)", len(info.Endpoints))
+	if len(info.Endpoints) != 6*2+14+1 {
+		t.Errorf("%d endpoints, want 27 (6 shared operations twice, 14 per-engine with fingerprint and run_program, alive)", len(info.Endpoints))
 	}
 }
 
