@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -129,63 +127,6 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	}
 }
 
-// execStarted says an exec's process runs (or the exec ended): a freeze can no longer race
-// its start.
-type execStarted struct{ seq uint64 }
-
-// started forgets a starting exec and runs what waited for it.
-func (a *containerActor) started(actx actor.Context, seq uint64) {
-	if _, ok := a.tenure.starting[seq]; !ok {
-		return
-	}
-	delete(a.tenure.starting, seq)
-	a.drain(actx)
-}
-
-// handle runs one request, or stashes it: a freeze never begins while an exec of this actor
-// may still be starting. On this engine an exec whose start races a pause deadlocks the
-// container (the daemon checks "paused" before it takes the container's lock, then runc
-// joins a frozen cgroup holding it). A driver that reports when an exec's process runs
-// (docker.ExecStarter, the API driver) lets file calls wait only for that; the CLI cannot
-// tell, so there they wait for the execs in flight. Whatever arrives behind a stashed
-// request waits too, so calls keep their order.
-func (a *containerActor) handle(actx actor.Context, r *request) {
-	sender := actx.Sender()
-	if len(a.tenure.stash) > 0 || (len(a.tenure.starting) > 0 && needsFreeze(r.msg)) {
-		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
-		return
-	}
-	a.run(actx, r, sender)
-}
-
-// stashed is a request waiting for the execs in flight to end.
-type stashed struct {
-	r      *request
-	sender *actor.PID
-}
-
-// needsFreeze reports the requests whose work is frozen.
-func needsFreeze(msg any) bool {
-	switch msg.(type) {
-	case *messages.StatRequest, *messages.ReadRequest, *messages.WriteRequest:
-		return true
-	}
-	return false
-}
-
-// drain runs stashed requests in order once no exec is in flight; it stops again at the
-// first freeze that an exec it started would race.
-func (a *containerActor) drain(actx actor.Context) {
-	for len(a.tenure.stash) > 0 {
-		next := a.tenure.stash[0]
-		if len(a.tenure.starting) > 0 && needsFreeze(next.r.msg) {
-			return
-		}
-		a.tenure.stash = a.tenure.stash[1:]
-		a.run(actx, next.r, next.sender)
-	}
-}
-
 func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) {
 	reply := func(m any) {
 		if sender != nil {
@@ -277,81 +218,4 @@ func (a *containerActor) observe(m *messages.ContainerChanged) {
 // forget drops everything known about the instance: it was removed or is about to be made.
 func (a *containerActor) forget() {
 	a.info, a.facts, a.factsKey, a.probed, a.probedID = nil, nil, "", nil, ""
-}
-
-// freezeKey is this container's key in the process-wide freeze record.
-func (a *containerActor) freezeKey(ctx context.Context) (freezeKey, error) {
-	bnd, err := a.b.engine.Bind(ctx)
-	if err != nil {
-		return freezeKey{}, err
-	}
-	return freezeKey{endpoint: bnd.Endpoint, name: a.name}, nil
-}
-
-// frozen runs body with the container frozen: claim, pause, body, unconfirm, thaw, release.
-// The thaw completes even when ctx is cancelled; body's outcome is returned after it.
-func (a *containerActor) frozen(ctx context.Context, target string, body func() error) error {
-	k, err := a.freezeKey(ctx)
-	if err != nil {
-		return err
-	}
-	a.b.freezes.claim(k)
-	defer a.b.freezes.release(k)
-	if err := a.b.engine.Pause(ctx, target); err != nil {
-		if !daemonAnswered(err) {
-			// A pause that timed out or was cancelled may still have frozen the guest.
-			a.thaw(target)
-		}
-		return fmt.Errorf("docker could not freeze %s for a file call: %w", a.name, err)
-	}
-	a.b.freezes.confirm(k)
-	a.holding = target
-	a.ownPause++
-	defer func() {
-		a.b.freezes.unconfirm(k)
-		a.thaw(target)
-		a.holding = ""
-	}()
-	return body()
-}
-
-// daemonAnswered reports whether err is the engine's own refusal (nothing was frozen), as
-// opposed to a call that ended without an answer.
-func daemonAnswered(err error) bool {
-	return !errors.Is(err, docker.ErrTimeout) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, docker.ErrUnreachable)
-}
-
-// thaw lifts a freeze on target, on its own bounded context so that a cancelled caller
-// still leaves the guest running. It never fails the guarded call; it logs.
-func (a *containerActor) thaw(target string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
-	defer cancel()
-	var err error
-	for range 3 {
-		if err = a.b.engine.Unpause(ctx, target); err == nil {
-			a.ownUnpause++
-			return true
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	a.log.Warn("thaw failed; the next acquire lifts it", zap.Error(err))
-	return false
-}
-
-// thawHeld thaws the freeze this actor owes, if any: the first thing a restart or a stop does.
-func (a *containerActor) thawHeld() {
-	if a.holding == "" {
-		return
-	}
-	target := a.holding
-	a.holding = ""
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
-	defer cancel()
-	if k, err := a.freezeKey(ctx); err == nil {
-		a.b.freezes.unconfirm(k)
-	}
-	a.thaw(target)
 }

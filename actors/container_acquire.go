@@ -172,23 +172,6 @@ func checkBase(info *docker.ContainerInfo, base string) error {
 	return nil
 }
 
-// recoverFrozen thaws a container found paused when no freeze of this process claims it: a
-// host died inside a file call. A claimed freeze is a live call's and is never lifted.
-func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
-	k, err := a.freezeKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if a.b.freezes.claimed(k) {
-		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
-	}
-	if !a.thaw(info.ID) {
-		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
-	}
-	a.log.Info("thawed before reuse: a host left it frozen")
-	return a.refresh(ctx)
-}
-
 // recheckOS asks the daemon's OS again before anything is created or restarted, when the
 // backend declared a family: the daemon behind the bound endpoint may have been replaced.
 func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec, began time.Time) error {

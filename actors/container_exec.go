@@ -65,12 +65,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	}
 	deadline := time.Now().Add(m.Timeout)
 	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
-	a.tenure.execSeq++
-	seq := a.tenure.execSeq
-	if a.tenure.starting == nil {
-		a.tenure.starting = map[uint64]struct{}{}
-	}
-	a.tenure.starting[seq] = struct{}{}
+	seq := a.beginExec()           // a freeze waits for its start (freeze.go)
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
 	go func() {

@@ -98,7 +98,7 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 	var st *sandbox.FileStat
 	err = a.frozen(ctx, target, func() error {
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, nil)
 		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
 		if err != nil {
@@ -136,7 +136,7 @@ func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]b
 			entry, body, readErr = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
 		}()
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(parentOf(abs)))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(parentOf(abs)))
 		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), m.Path, wd)
 		<-done
 		if err != nil {
@@ -192,7 +192,7 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	err = a.frozen(ctx, target, func() error {
 		present := map[string]bool{}
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, func(p string, e *docker.Entry) {
 			if e.Type == docker.EntryDir {
 				present[p] = true
@@ -205,7 +205,7 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 		// the guest's identity: an entry for an existing one would re-stamp its mode, and one
 		// Docker made implicitly would be root's.
 		var entries []docker.TarEntry
-		for _, d := range prefixes(parentOf(abs)) {
+		for _, d := range paths.Prefixes(parentOf(abs)) {
 			if _, inside := paths.RelativeTo(d, wd); inside && !present[d] {
 				entries = append(entries, docker.DirEntry(d, 0o755, uid, gid))
 			}
@@ -261,7 +261,7 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 		// Not started: no guest process, nothing to freeze.
 		return a.createBase(ctx, target, base, missing, f)
 	}
-	if len(a.tenure.starting) > 0 {
+	if a.execsStarting() {
 		// A freeze now could race an exec's start (see handle); the base went missing under
 		// running commands, which only the guest can have done.
 		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
@@ -295,7 +295,7 @@ func (a *containerActor) createBase(ctx context.Context, target, base string, mi
 // missingBase walks the base's components from the top: a link or non-directory fails, an
 // absent one and everything below it is missing.
 func (a *containerActor) missingBase(ctx context.Context, target, base string, memo *statMemo) ([]string, error) {
-	comps := prefixes(base)
+	comps := paths.Prefixes(base)
 	memo.prefetch(ctx, a.b.engine, target, comps)
 	for i, c := range comps {
 		e, err := memo.stat(ctx, a.b.engine, target, c)

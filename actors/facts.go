@@ -17,7 +17,6 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
 // facts are what acquire learns about an instance before handing it out.
@@ -59,22 +58,6 @@ func capsDropped(info *docker.ContainerInfo) bool {
 		}
 	}
 	return false
-}
-
-// prefixes lists every prefix of an absolute path from its first component down, "/"
-// excluded: "/a/b" gives "/a", "/a/b".
-func prefixes(p string) []string {
-	p = paths.Normalize(p)
-	if p == "/" {
-		return nil
-	}
-	var out []string
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			out = append(out, p[:i])
-		}
-	}
-	return out
 }
 
 // resolveIdentity finds the guest's uid and gid: Config.User, then /etc/passwd and /etc/group
