@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -8,8 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/sandbox"
 )
 
 // containerActor owns one container, named by the derived container name. Its mailbox
@@ -99,7 +98,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.disarmIdle()
 		a.thawHeld()
 		for _, st := range a.tenure.stash {
-			ctx.Send(st.sender, failureFor(st.r.msg, ErrEngineStopped))
+			ctx.Send(st.sender, st.r.msg.fail(ErrEngineStopped))
 		}
 		a.tenure.stash = nil
 	case *actor.Stopped:
@@ -109,7 +108,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.touch()
 		a.handle(ctx, m)
 		a.settle(ctx)
-	case *messages.ContainerChanged:
+	case *containerChanged:
 		a.observe(m)
 	case *watchReset:
 		a.info = nil
@@ -127,6 +126,20 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// containerRequest is one kind of call to a container actor. Each kind is one type, in the
+// file of its work, that says how it runs, how it fails and whether it runs frozen; the
+// mailbox only orders them (handle and drain, freeze.go). Adding a call is adding a type.
+type containerRequest interface {
+	// run does the work on the actor and answers through reply. env is the envelope the
+	// request came in (a handle's binding; the output function of a streaming exec).
+	run(ctx context.Context, a *containerActor, actx actor.Context, env *request, reply func(any))
+	// fail is the answer of this kind that carries err: a panic's, or an engine stop's.
+	fail(err error) any
+	// needsFreeze reports whether the work runs frozen: then it waits for the execs that may
+	// still be starting (freeze.go).
+	needsFreeze() bool
+}
+
 func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) {
 	reply := func(m any) {
 		if sender != nil {
@@ -136,75 +149,25 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 	defer func() {
 		if p := recover(); p != nil {
 			// Answer the caller before the supervisor restarts us, so no call hangs.
-			reply(failureFor(r.msg, fmt.Errorf("container actor %s failed: %v", a.name, p)))
+			reply(r.msg.fail(fmt.Errorf("container actor %s failed: %v", a.name, p)))
 			panic(p)
 		}
 	}()
-	ctx := r.ctx
-	switch r.msg.(type) {
-	case *messages.AcquireRequest, *messages.DisposeRequest:
-	default:
-		a.adopt(r.bound) // a handle's call: its acquire's binding, if this actor has none
-	}
-	switch m := r.msg.(type) {
-	case *messages.AcquireRequest:
-		res := a.acquire(ctx, m)
-		if res.Err == nil {
-			r.bound = a.binding() // read by the caller once the reply arrived
-		}
-		reply(res)
-	case *messages.StatRequest:
-		st, err := a.stat(ctx, m)
-		reply(&messages.StatResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
-	case *messages.ReadRequest:
-		b, err := a.read(ctx, m)
-		reply(&messages.ReadResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
-	case *messages.WriteRequest:
-		reply(&messages.WriteResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
-	case *messages.ExecRequest:
-		a.exec(actx, ctx, m, r.output, reply)
-	case *messages.RemoveRequest:
-		reply(&messages.RemoveResponse{Err: a.vanished(m.InstanceID, a.remove(ctx, m))})
-	case *messages.ReclaimRequest:
-		reply(&messages.ReclaimResponse{Err: a.vanished(m.InstanceID, a.reclaim(ctx, m))})
-	case *messages.DisposeRequest:
-		res := a.dispose(ctx, m)
-		reply(res)
-		if res.Failure == nil && (m.InstanceID == "" || res.Removed) {
-			// Everything under the name is gone: what this actor knows is worth nothing.
-			a.disposed = true
-		}
-	default:
-		reply(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
-	}
+	r.msg.run(r.ctx, a, actx, r, reply)
 }
 
-// failureFor builds the response type that matches a request, carrying err.
-func failureFor(msg any, err error) any {
-	switch msg.(type) {
-	case *messages.AcquireRequest:
-		return &messages.AcquireResponse{Err: err}
-	case *messages.StatRequest:
-		return &messages.StatResponse{Err: err}
-	case *messages.ReadRequest:
-		return &messages.ReadResponse{Err: err}
-	case *messages.WriteRequest:
-		return &messages.WriteResponse{Err: err}
-	case *messages.ExecRequest:
-		return &messages.ExecResponse{Err: err}
-	case *messages.RemoveRequest:
-		return &messages.RemoveResponse{Err: err}
-	case *messages.ReclaimRequest:
-		return &messages.ReclaimResponse{Err: err}
-	case *messages.DisposeRequest:
-		return &messages.DisposeResponse{Failure: &sandbox.DisposalFailure{Code: sandbox.DisposalUnknown, Detail: err.Error()}}
-	}
-	return err
+// containerChanged is an engine lifecycle event of one container (start, die, pause,
+// unpause, destroy), sent by the watch (watch.go) through the supervisor to the name's actor.
+type containerChanged struct {
+	Name   string
+	ID     string
+	Action string
+	At     time.Time
 }
 
 // observe applies an engine event. Our own freezes produce pause and unpause events that
 // say nothing new; anything else means the engine's state moved, so the next acquire asks.
-func (a *containerActor) observe(m *messages.ContainerChanged) {
+func (a *containerActor) observe(m *containerChanged) {
 	switch {
 	case m.Action == "pause" && a.ownPause > 0:
 		a.ownPause--

@@ -8,17 +8,43 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
+
+// acquireRequest asks a container actor to get or create its container for Key and Spec.
+type acquireRequest struct {
+	Key      sandbox.Key
+	Spec     sandbox.Spec
+	EgressID string
+}
+
+// acquireResponse carries the instance the acquire handed out.
+type acquireResponse struct {
+	InstanceID string
+	WorkDir    string // the storage base the sandbox is bound to
+	Created    bool   // this acquire created the instance
+	Err        error
+}
+
+func (*acquireRequest) needsFreeze() bool  { return false }
+func (*acquireRequest) fail(err error) any { return &acquireResponse{Err: err} }
+
+func (m *acquireRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	res := a.acquire(ctx, m)
+	if res.Err == nil {
+		env.bound = a.binding() // read by the caller once the reply arrived
+	}
+	reply(res)
+}
 
 // acquire gets or creates the container in the spec's step order: bind, storage-base
 // pre-check, thaw a container a dead host left frozen, OS re-check before any create or
 // restart, reuse / restart / create (adopting on a name conflict), then the instance's facts,
 // identity refusal, command probes and the storage base.
-func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest) *messages.AcquireResponse {
+func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquireResponse {
 	spec := m.Spec
 	base := DefaultWorkDir
 	if spec.WorkDir != nil {
@@ -28,7 +54,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if imageRef == "" {
 		imageRef = spec.Image
 	}
-	fail := func(err error) *messages.AcquireResponse { return &messages.AcquireResponse{Err: err} }
+	fail := func(err error) *acquireResponse { return &acquireResponse{Err: err} }
 	began := time.Now()
 	if k := m.Key.String(); a.key != k {
 		a.key = k
@@ -122,7 +148,7 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
 		return fail(err)
 	}
-	return &messages.AcquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
+	return &acquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
 }
 
 func errOrAbsent(err error) error {

@@ -6,11 +6,77 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
+
+// statRequest asks for a no-follow description of Path under WorkDir.
+type statRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+}
+
+// statResponse carries the entry, nil when the engine says it is absent.
+type statResponse struct {
+	Stat *sandbox.FileStat
+	Err  error
+}
+
+func (*statRequest) needsFreeze() bool  { return true }
+func (*statRequest) fail(err error) any { return &statResponse{Err: err} }
+
+func (m *statRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound) // a handle's call: its acquire's binding, if this actor has none
+	st, err := a.stat(ctx, m)
+	reply(&statResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
+}
+
+// readRequest asks for a regular file's bytes, refused above MaxBytes.
+type readRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+	MaxBytes   int64
+}
+
+// readResponse carries the file's bytes.
+type readResponse struct {
+	Content []byte
+	Err     error
+}
+
+func (*readRequest) needsFreeze() bool  { return true }
+func (*readRequest) fail(err error) any { return &readResponse{Err: err} }
+
+func (m *readRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	b, err := a.read(ctx, m)
+	reply(&readResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
+}
+
+// writeRequest asks to write Content at Path, replacing any file there.
+type writeRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+	Content    []byte
+}
+
+// writeResponse says whether the write landed.
+type writeResponse struct {
+	Err error
+}
+
+func (*writeRequest) needsFreeze() bool  { return true }
+func (*writeRequest) fail(err error) any { return &writeResponse{Err: err} }
+
+func (m *writeRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	reply(&writeResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
+}
 
 // The file surface. Every member that makes more than one engine call holds one freeze across
 // its check and its copy: docker cp resolves paths daemon-side with root authority and has no
@@ -90,7 +156,7 @@ func fileStat(rel string, e *docker.Entry) *sandbox.FileStat {
 	return sandbox.NewFileStat(rel, sandbox.EntryOther, 0)
 }
 
-func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sandbox.FileStat, error) {
+func (a *containerActor) stat(ctx context.Context, m *statRequest) (*sandbox.FileStat, error) {
 	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "")
 	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
@@ -113,7 +179,7 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 	return st, err
 }
 
-func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]byte, error) {
+func (a *containerActor) read(ctx context.Context, m *readRequest) ([]byte, error) {
 	if m.MaxBytes < 0 {
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("max bytes must not be negative, got %d", m.MaxBytes)}
 	}
@@ -169,7 +235,7 @@ func isProtocolError(err error) bool {
 	return errors.Is(err, sandbox.ErrInvalid) || errors.Is(err, sandbox.ErrOS) || errors.Is(err, sandbox.ErrOutput)
 }
 
-func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) error {
+func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 	if _, err := paths.CheckWrite(m.Path, paths.Normalize(a.workingDir(m.WorkDir))); err != nil {
 		return err // before any freeze: a path spelled as a directory, too long, with a NUL
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/proxy"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -189,7 +188,7 @@ type egressRun struct {
 // network this actor has not proved yet before its outbound leg is connected. It returns nil
 // for a sandbox on --network none, and info as it stands after a discard (nil when N was
 // removed).
-func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
+func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
 	if m.EgressID == "" {
 		return nil, info, nil
 	}

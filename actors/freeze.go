@@ -38,7 +38,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 )
 
 // Freezes is the process-wide record of container freezes, keyed by the daemon endpoint and
@@ -217,7 +216,7 @@ func (a *containerActor) started(actx actor.Context, seq uint64) {
 // request waits too, so calls keep their order.
 func (a *containerActor) handle(actx actor.Context, r *request) {
 	sender := actx.Sender()
-	if len(a.tenure.stash) > 0 || (a.execsStarting() && needsFreeze(r.msg)) {
+	if len(a.tenure.stash) > 0 || (a.execsStarting() && r.msg.needsFreeze()) {
 		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
 		return
 	}
@@ -230,21 +229,12 @@ type stashed struct {
 	sender *actor.PID
 }
 
-// needsFreeze reports the requests whose work is frozen.
-func needsFreeze(msg any) bool {
-	switch msg.(type) {
-	case *messages.StatRequest, *messages.ReadRequest, *messages.WriteRequest:
-		return true
-	}
-	return false
-}
-
 // drain runs stashed requests in order once no exec is in flight; it stops again at the
 // first freeze that an exec it started would race.
 func (a *containerActor) drain(actx actor.Context) {
 	for len(a.tenure.stash) > 0 {
 		next := a.tenure.stash[0]
-		if a.execsStarting() && needsFreeze(next.r.msg) {
+		if a.execsStarting() && next.r.msg.needsFreeze() {
 			return
 		}
 		a.tenure.stash = a.tenure.stash[1:]

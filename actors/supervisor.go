@@ -5,8 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/messages"
 )
 
 // lookupContainer asks the supervisor for the actor of one container name.
@@ -111,7 +109,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		s.final = true
 		s.quiet = append(s.quiet, ctx.Sender())
 		s.settled(ctx)
-	case *messages.ContainerChanged:
+	case *containerChanged:
 		// A retiring actor may already be gone: it gets a reset if it stays instead.
 		if c, ok := s.children[m.Name]; ok && !c.retiring {
 			ctx.Send(c.pid, m)
