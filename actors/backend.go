@@ -37,7 +37,7 @@ const (
 // family), and Close it when done.
 type Backend struct {
 	cfg        docker.Config
-	engine     docker.Engine
+	engine     retrying // the driver, under the read retries of retry.go
 	log        *zap.Logger
 	freezes    *Freezes
 	osFamilies []sandbox.OSFamily

@@ -151,10 +151,7 @@ func (a *containerActor) removeWorkload(ctx context.Context, target string) *dis
 // sweepNetwork is the last step of a purge: remove N-net by its inspected ID, never forced;
 // "not found" is a no-op, any other failure a logged leak.
 func (a *containerActor) sweepNetwork(ctx context.Context) {
-	nets, ok := a.b.networks()
-	if !ok {
-		return
-	}
+	nets := a.b.engine
 	name := docker.NetworkName(a.name)
 	n, err := a.b.inspectNetwork(ctx, nets, name)
 	if isNotFound(err) {
@@ -172,10 +169,7 @@ func (a *containerActor) sweepNetwork(ctx context.Context) {
 // when the engine did not report it), never forced; "not found" is a no-op, any other
 // failure a logged leak.
 func (a *containerActor) removeRecordedNetwork(ctx context.Context, id string) {
-	nets, ok := a.b.networks()
-	if !ok {
-		return
-	}
+	nets := a.b.engine
 	name := docker.NetworkName(a.name)
 	var err error
 	if id == "" {

@@ -101,7 +101,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		started := func() { once.Do(func() { root.Send(self, &execStarted{seq: seq}) }) }
 		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit, Output: output}
 		var done execDone
-		if es, ok := a.b.execStarter(); ok {
+		if es, ok := a.b.engine.ExecStarter(); ok {
 			done.out, done.err = es.ExecWithStart(ectx, req, started)
 		} else {
 			done.out, done.err = a.b.engine.Exec(ectx, req)

@@ -117,16 +117,6 @@ func WithEgressNetworkHook(hook func(ctx context.Context, networkID string) erro
 	return func(o *options) error { o.egress.networkHook = hook; return nil }
 }
 
-// networks is the engine's network seam, looked up through the retrying wrapper.
-func (b *Backend) networks() (docker.Networks, bool) {
-	e := b.engine
-	if r, ok := e.(retrying); ok {
-		e = r.Engine
-	}
-	n, ok := e.(docker.Networks)
-	return n, ok
-}
-
 // inspectNetwork is the one read-only network question; it survives a transient failure.
 func (b *Backend) inspectNetwork(ctx context.Context, nets docker.Networks, ref string) (docker.NetworkInfo, error) {
 	return retry(ctx, func() (docker.NetworkInfo, error) { return nets.NetworkInspect(ctx, ref) })
@@ -196,10 +186,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 	if err := checkEgressEntries(hosts); err != nil {
 		return nil, info, err
 	}
-	nets, ok := a.b.networks()
-	if !ok {
-		return nil, info, &EgressTopologyError{Network: docker.NetworkName(a.name), Reason: "the engine seam cannot build networks"}
-	}
+	nets := a.b.engine
 	t := a.b.topology()
 	if info == nil || t == "" {
 		var err error
@@ -653,10 +640,7 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 			zap.String("attribution", string(status)))
 		return nil, info.ID, nil
 	}
-	nets, ok := b.networks()
-	if !ok {
-		return nil, info.ID, nil
-	}
+	nets := b.engine
 	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[label.Kind], Key: key,
 		Attribution: status, PrivateCIDRs: info.Labels[label.PrivateCIDRs], Trigger: trigger, Closed: true}
 	stopNote := ""

@@ -34,6 +34,7 @@ func reapCmd(ctx context.Context, args []string) error {
 	dryRun := fs.Bool("dry-run", false, "take the inventory and decide, remove nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
+	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
 	natsURL := fs.String("nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
@@ -60,16 +61,16 @@ func reapCmd(ctx context.Context, args []string) error {
 	if *verbose {
 		log, _ = zap.NewDevelopment()
 	}
-	cfg := docker.Config{DockerPath: *dockerPath}
-	cli, err := docker.NewCLI(cfg, docker.WithLogger(log))
+	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver}
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
-		return err
+		return fmt.Errorf("reap: %w", err)
 	}
-	binding, err := cli.Bind(ctx)
+	binding, err := drv.Bind(ctx)
 	if err != nil {
 		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
-	backend, err := actors.NewBackend(cfg, actors.WithEngine(cli), actors.WithLogger(log), actors.WithoutEventWatch())
+	backend, err := actors.NewBackend(cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch())
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func reapCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	if *natsURL != "" && !res.DryRun {
-		if err := publishReap(ctx, cli, log, res, *natsURL, *natsPrefix, *natsCore, *natsWait); err != nil {
+		if err := publishReap(ctx, drv, log, res, *natsURL, *natsPrefix, *natsCore, *natsWait); err != nil {
 			return err
 		}
 	}
@@ -242,8 +243,8 @@ func reapMessage(prefix, engineID string, res reaper.Result) (egresslog.Message,
 // publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
 // unreachable, for at most wait; not delivered by then is an error (the command exits
 // non-zero), never a silent loss.
-func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
-	engineID, err := cli.EngineID(ctx)
+func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
+	engineID, err := ids.EngineID(ctx)
 	if err != nil {
 		return fmt.Errorf("reap summary: %w", err)
 	}

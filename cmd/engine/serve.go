@@ -131,9 +131,14 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels, EgressSubnetPool: pool,
 		OutboundNetwork: *outbound}
-	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
+	// One driver serves the backend and answers the daemon's ID the events carry.
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
 	if *proxyImage != "" && *eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, events, cfg, *eventPrefix, log)
+		box, sink, err := egressEvents(ctx, events, drv, *eventPrefix, log)
 		if err != nil {
 			return err
 		}
@@ -158,7 +163,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	var reaps *reapEvents
 	if *eventPrefix != "" {
-		if reaps, err = newReapEvents(events, cfg, *eventPrefix, log); err != nil {
+		if reaps, err = newReapEvents(events, drv, *eventPrefix, log); err != nil {
 			return err
 		}
 		defer func() {
@@ -243,15 +248,13 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 
 // egressEvents publishes the egress windows the backend drains (docs/events.md) to the
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
-// is away. The events carry the Docker daemon's ID.
-func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
+// is away. The events carry the Docker daemon's ID, which ids answers.
+func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
 	engineID := "unknown"
-	if cli, err := docker.NewCLI(cfg); err == nil {
-		if id, err := cli.EngineID(ctx); err == nil {
-			engineID = id
-		} else {
-			log.Warn("egress events will carry no daemon ID", zap.Error(err))
-		}
+	if id, err := ids.EngineID(ctx); err == nil {
+		engineID = id
+	} else {
+		log.Warn("egress events will carry no daemon ID", zap.Error(err))
 	}
 	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
 	if err != nil {
@@ -280,15 +283,16 @@ func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) 
 type reapEvents struct {
 	box    *natspub.Outbox
 	prefix string
-	cli    *docker.CLI // asks the daemon's ID, which the summary carries
+	ids    engineIdentity // asks the daemon's ID, which the summary carries
 	log    *zap.Logger
 }
 
-func newReapEvents(nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*reapEvents, error) {
-	cli, err := docker.NewCLI(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("serve: reap summaries: %w", err)
-	}
+// engineIdentity is what the event publishers ask of the driver: the daemon's ID.
+type engineIdentity interface {
+	EngineID(ctx context.Context) (string, error)
+}
+
+func newReapEvents(nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*reapEvents, error) {
 	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
 	if err != nil {
 		return nil, fmt.Errorf("serve: reap summaries: %w", err)
@@ -298,7 +302,7 @@ func newReapEvents(nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Log
 	if err != nil {
 		return nil, fmt.Errorf("serve: reap summaries: %w", err)
 	}
-	return &reapEvents{box: box, prefix: prefix, cli: cli, log: log}, nil
+	return &reapEvents{box: box, prefix: prefix, ids: ids, log: log}, nil
 }
 
 // publish hands the summary of res to the outbox; a nil r publishes nothing.
@@ -307,7 +311,7 @@ func (r *reapEvents) publish(ctx context.Context, res reaper.Result) {
 		return
 	}
 	engineID := "unknown"
-	if id, err := r.cli.EngineID(ctx); err == nil {
+	if id, err := r.ids.EngineID(ctx); err == nil {
 		engineID = id
 	} else {
 		r.log.Warn("reap summary will carry no daemon ID", zap.Error(err))
