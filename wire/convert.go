@@ -15,6 +15,20 @@ import (
 // protocol's defaults and a bad value is refused with the error NewSpec gives (an
 // [*sandbox.InvalidArgumentError] for an unknown egress mode, capability, rung or scope).
 func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
+	opts := append(placementFromWire(w), capabilitiesFromWire(w)...)
+	if w.HostTools != nil {
+		agg, err := hostToolsFromWire(*w.HostTools)
+		if err != nil {
+			return sandbox.Spec{}, err
+		}
+		opts = append(opts, sandbox.WithHostTools(agg))
+	}
+	opts = append(opts, admissionFromWire(w)...)
+	return sandbox.NewSpec(w.Kind, opts...)
+}
+
+// placementFromWire is the options of what runs where: image, egress, storage base, labels.
+func placementFromWire(w messages.APISpec) []sandbox.SpecOption {
 	var opts []sandbox.SpecOption
 	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.Image != "" {
@@ -44,6 +58,14 @@ func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
 	if len(w.Labels) > 0 {
 		add(sandbox.WithLabels(w.Labels))
 	}
+	return opts
+}
+
+// capabilitiesFromWire is the options of what the sandbox must offer: capabilities, the
+// isolation floor, the declared outputs and transfer limits, the OS family.
+func capabilitiesFromWire(w messages.APISpec) []sandbox.SpecOption {
+	var opts []sandbox.SpecOption
+	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.Requires != nil {
 		caps := make([]sandbox.Capability, len(w.Requires))
 		for i, c := range w.Requires {
@@ -69,13 +91,14 @@ func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
 	if w.RequiresOSFamily != nil {
 		add(sandbox.WithRequiresOSFamily(sandbox.OSFamily(*w.RequiresOSFamily)))
 	}
-	if w.HostTools != nil {
-		agg, err := hostToolsFromWire(*w.HostTools)
-		if err != nil {
-			return sandbox.Spec{}, err
-		}
-		add(sandbox.WithHostTools(agg))
-	}
+	return opts
+}
+
+// admissionFromWire is the options of how the sandbox is admitted and shared: isolation
+// scope, cleanup floor, confinement of the guest call path, exclusive admission.
+func admissionFromWire(w messages.APISpec) []sandbox.SpecOption {
+	var opts []sandbox.SpecOption
+	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.IsolationScope != "" {
 		add(sandbox.WithIsolationScope(sandbox.IsolationScope(w.IsolationScope)))
 	}
@@ -88,7 +111,7 @@ func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
 	if w.ExclusiveAdmission {
 		add(sandbox.WithExclusiveAdmission())
 	}
-	return sandbox.NewSpec(w.Kind, opts...)
+	return opts
 }
 
 func hostToolsFromWire(w messages.APIHostTools) (sandbox.HostToolAggregate, error) {
