@@ -153,7 +153,7 @@ func (a *containerActor) removeWorkload(ctx context.Context, target string) *dis
 func (a *containerActor) sweepNetwork(ctx context.Context) {
 	nets := a.b.engine
 	name := docker.NetworkName(a.name)
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
 		return
 	}
@@ -174,7 +174,7 @@ func (a *containerActor) removeRecordedNetwork(ctx context.Context, id string) {
 	var err error
 	if id == "" {
 		var n docker.NetworkInfo
-		if n, err = a.b.inspectNetwork(ctx, nets, name); err == nil {
+		if n, err = nets.NetworkInspect(ctx, name); err == nil {
 			id = n.ID
 		}
 	}

@@ -117,11 +117,6 @@ func WithEgressNetworkHook(hook func(ctx context.Context, networkID string) erro
 	return func(o *options) error { o.egress.networkHook = hook; return nil }
 }
 
-// inspectNetwork is the one read-only network question; it survives a transient failure.
-func (b *Backend) inspectNetwork(ctx context.Context, nets docker.Networks, ref string) (docker.NetworkInfo, error) {
-	return retry(ctx, func() (docker.NetworkInfo, error) { return nets.NetworkInspect(ctx, ref) })
-}
-
 // egressIDFor is the egress identity Acquire folds into the name ("" for --network none).
 func egressIDFor(cfg docker.Config, spec sandbox.Spec) string {
 	if spec.Egress != sandbox.EgressAllowlist {
@@ -294,7 +289,7 @@ func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks
 // checkCreated reads a network just created back and removes it when it fails the check.
 func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, bool, error) {
 	reason := ""
-	n, err := a.b.inspectNetwork(ctx, nets, id)
+	n, err := nets.NetworkInspect(ctx, id)
 	if err != nil {
 		reason = "it could not be read back: " + err.Error()
 	} else {
@@ -314,7 +309,7 @@ func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks,
 
 // adoptNetwork takes over an existing N-net once its bridge check passes.
 func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, error) {
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
 		return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
 	}
@@ -332,7 +327,7 @@ func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks,
 // fresh. It returns what is left of the workload (nil when removed).
 func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo, t docker.Topology) (*docker.ContainerInfo, error) {
 	name := docker.NetworkName(a.name)
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	reason := ""
 	switch {
 	case isNotFound(err) && info == nil:
@@ -526,7 +521,7 @@ func (a *containerActor) verifyEgress(ctx context.Context, run *egressRun) error
 
 func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) string {
 	netName, proxyName := docker.NetworkName(a.name), docker.ProxyName(a.name)
-	n, err := a.b.inspectNetwork(ctx, run.nets, netName)
+	n, err := run.nets.NetworkInspect(ctx, netName)
 	if err != nil {
 		return fmt.Sprintf("network %s could not be read: %v", netName, err)
 	}

@@ -64,6 +64,11 @@ func (r retrying) Stat(ctx context.Context, target, guestPath string) (*docker.E
 	return retry(ctx, func() (*docker.Entry, error) { return r.Driver.Stat(ctx, target, guestPath) })
 }
 
+// NetworkInspect is the one read-only network question (the allowlist topology's).
+func (r retrying) NetworkInspect(ctx context.Context, ref string) (docker.NetworkInfo, error) {
+	return retry(ctx, func() (docker.NetworkInfo, error) { return r.Driver.NetworkInspect(ctx, ref) })
+}
+
 // StatType answers from the engine's cheaper kind-only stat when the driver has one
 // ([docker.Driver.TypeStater]), else from Stat; the entry's owner is then unknown (-1).
 func (r retrying) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
