@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -38,7 +37,7 @@ const (
 // family), and Close it when done.
 type Backend struct {
 	cfg        docker.Config
-	engine     docker.Engine
+	engine     retrying // the driver, under the read retries of retry.go
 	log        *zap.Logger
 	freezes    *Freezes
 	osFamilies []sandbox.OSFamily
@@ -201,8 +200,8 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	env := &request{msg: &messages.AcquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
-	res, err := ask[*messages.AcquireResponse](ctx, b, name, pid, env, 0)
+	env := &request{msg: &acquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
+	res, err := ask[*acquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -242,22 +241,18 @@ func (b *Backend) container(ctx context.Context, name string) (*actor.PID, error
 // actor fills it in before it replies.
 type request struct {
 	ctx    context.Context
-	msg    any
+	msg    containerRequest
 	output func(stream int, p []byte)
 	bound  *binding
 }
 
-// ask sends msg (a message, or a request envelope carrying one) to pid, the actor of the
+// ask sends env to pid, the actor of the
 // container name, and waits for the reply, for the caller's ctx, or for the ask bound plus
 // extra (the call's own timeout, for execs). A request that no actor ran — pid had stopped,
 // passivated, before it was dispatched — comes back as a dead letter at once and is sent
 // again, once, through the supervisor, which delivers it to the name's current actor.
-func ask[T any](ctx context.Context, b *Backend, name string, pid *actor.PID, msg any, extra time.Duration) (T, error) {
+func ask[T any](ctx context.Context, b *Backend, name string, pid *actor.PID, env *request, extra time.Duration) (T, error) {
 	var zero T
-	env, ok := msg.(*request)
-	if !ok {
-		env = &request{msg: msg}
-	}
 	env.ctx = ctx
 	res, err := b.request(ctx, pid, env, extra)
 	if errors.Is(err, actor.ErrDeadLetter) {

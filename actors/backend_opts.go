@@ -13,7 +13,7 @@ type Option func(*options) error
 
 type options struct {
 	logger      *zap.Logger
-	engine      docker.Engine
+	engine      docker.Driver
 	freezes     *Freezes
 	askTimeout  time.Duration
 	idleTimeout time.Duration
@@ -36,8 +36,10 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithEngine replaces the engine seam (default: the Docker CLI driver built from the config).
-func WithEngine(e docker.Engine) Option {
+// WithEngine replaces the engine seam (default: the driver the config's Driver selects). A
+// [docker.Driver] is everything the backend asks of a daemon, so a value that compiles here
+// serves closed and allowlisted sandboxes and the reaper alike.
+func WithEngine(e docker.Driver) Option {
 	return func(o *options) error { o.engine = e; return nil }
 }
 

@@ -382,6 +382,8 @@ type starterEngine struct {
 	release chan struct{}
 }
 
+func (s starterEngine) ExecStarter() (docker.ExecStarter, bool) { return s, true }
+
 func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
 	s.log("exec %s", strings.Join(req.Argv, " "))
 	started()

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/sandbox"
 )
 
 // containerActor owns one container, named by the derived container name. Its mailbox
@@ -101,7 +98,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.disarmIdle()
 		a.thawHeld()
 		for _, st := range a.tenure.stash {
-			ctx.Send(st.sender, failureFor(st.r.msg, ErrEngineStopped))
+			ctx.Send(st.sender, st.r.msg.fail(ErrEngineStopped))
 		}
 		a.tenure.stash = nil
 	case *actor.Stopped:
@@ -111,7 +108,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.touch()
 		a.handle(ctx, m)
 		a.settle(ctx)
-	case *messages.ContainerChanged:
+	case *containerChanged:
 		a.observe(m)
 	case *watchReset:
 		a.info = nil
@@ -129,61 +126,18 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	}
 }
 
-// execStarted says an exec's process runs (or the exec ended): a freeze can no longer race
-// its start.
-type execStarted struct{ seq uint64 }
-
-// started forgets a starting exec and runs what waited for it.
-func (a *containerActor) started(actx actor.Context, seq uint64) {
-	if _, ok := a.tenure.starting[seq]; !ok {
-		return
-	}
-	delete(a.tenure.starting, seq)
-	a.drain(actx)
-}
-
-// handle runs one request, or stashes it: a freeze never begins while an exec of this actor
-// may still be starting. On this engine an exec whose start races a pause deadlocks the
-// container (the daemon checks "paused" before it takes the container's lock, then runc
-// joins a frozen cgroup holding it). A driver that reports when an exec's process runs
-// (docker.ExecStarter, the API driver) lets file calls wait only for that; the CLI cannot
-// tell, so there they wait for the execs in flight. Whatever arrives behind a stashed
-// request waits too, so calls keep their order.
-func (a *containerActor) handle(actx actor.Context, r *request) {
-	sender := actx.Sender()
-	if len(a.tenure.stash) > 0 || (len(a.tenure.starting) > 0 && needsFreeze(r.msg)) {
-		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
-		return
-	}
-	a.run(actx, r, sender)
-}
-
-// stashed is a request waiting for the execs in flight to end.
-type stashed struct {
-	r      *request
-	sender *actor.PID
-}
-
-// needsFreeze reports the requests whose work is frozen.
-func needsFreeze(msg any) bool {
-	switch msg.(type) {
-	case *messages.StatRequest, *messages.ReadRequest, *messages.WriteRequest:
-		return true
-	}
-	return false
-}
-
-// drain runs stashed requests in order once no exec is in flight; it stops again at the
-// first freeze that an exec it started would race.
-func (a *containerActor) drain(actx actor.Context) {
-	for len(a.tenure.stash) > 0 {
-		next := a.tenure.stash[0]
-		if len(a.tenure.starting) > 0 && needsFreeze(next.r.msg) {
-			return
-		}
-		a.tenure.stash = a.tenure.stash[1:]
-		a.run(actx, next.r, next.sender)
-	}
+// containerRequest is one kind of call to a container actor. Each kind is one type, in the
+// file of its work, that says how it runs, how it fails and whether it runs frozen; the
+// mailbox only orders them (handle and drain, freeze.go). Adding a call is adding a type.
+type containerRequest interface {
+	// run does the work on the actor and answers through reply. env is the envelope the
+	// request came in (a handle's binding; the output function of a streaming exec).
+	run(ctx context.Context, a *containerActor, actx actor.Context, env *request, reply func(any))
+	// fail is the answer of this kind that carries err: a panic's, or an engine stop's.
+	fail(err error) any
+	// needsFreeze reports whether the work runs frozen: then it waits for the execs that may
+	// still be starting (freeze.go).
+	needsFreeze() bool
 }
 
 func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) {
@@ -195,75 +149,25 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 	defer func() {
 		if p := recover(); p != nil {
 			// Answer the caller before the supervisor restarts us, so no call hangs.
-			reply(failureFor(r.msg, fmt.Errorf("container actor %s failed: %v", a.name, p)))
+			reply(r.msg.fail(fmt.Errorf("container actor %s failed: %v", a.name, p)))
 			panic(p)
 		}
 	}()
-	ctx := r.ctx
-	switch r.msg.(type) {
-	case *messages.AcquireRequest, *messages.DisposeRequest:
-	default:
-		a.adopt(r.bound) // a handle's call: its acquire's binding, if this actor has none
-	}
-	switch m := r.msg.(type) {
-	case *messages.AcquireRequest:
-		res := a.acquire(ctx, m)
-		if res.Err == nil {
-			r.bound = a.binding() // read by the caller once the reply arrived
-		}
-		reply(res)
-	case *messages.StatRequest:
-		st, err := a.stat(ctx, m)
-		reply(&messages.StatResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
-	case *messages.ReadRequest:
-		b, err := a.read(ctx, m)
-		reply(&messages.ReadResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
-	case *messages.WriteRequest:
-		reply(&messages.WriteResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
-	case *messages.ExecRequest:
-		a.exec(actx, ctx, m, r.output, reply)
-	case *messages.RemoveRequest:
-		reply(&messages.RemoveResponse{Err: a.vanished(m.InstanceID, a.remove(ctx, m))})
-	case *messages.ReclaimRequest:
-		reply(&messages.ReclaimResponse{Err: a.vanished(m.InstanceID, a.reclaim(ctx, m))})
-	case *messages.DisposeRequest:
-		res := a.dispose(ctx, m)
-		reply(res)
-		if res.Failure == nil && (m.InstanceID == "" || res.Removed) {
-			// Everything under the name is gone: what this actor knows is worth nothing.
-			a.disposed = true
-		}
-	default:
-		reply(failureFor(r.msg, fmt.Errorf("container actor: unexpected message %T", r.msg)))
-	}
+	r.msg.run(r.ctx, a, actx, r, reply)
 }
 
-// failureFor builds the response type that matches a request, carrying err.
-func failureFor(msg any, err error) any {
-	switch msg.(type) {
-	case *messages.AcquireRequest:
-		return &messages.AcquireResponse{Err: err}
-	case *messages.StatRequest:
-		return &messages.StatResponse{Err: err}
-	case *messages.ReadRequest:
-		return &messages.ReadResponse{Err: err}
-	case *messages.WriteRequest:
-		return &messages.WriteResponse{Err: err}
-	case *messages.ExecRequest:
-		return &messages.ExecResponse{Err: err}
-	case *messages.RemoveRequest:
-		return &messages.RemoveResponse{Err: err}
-	case *messages.ReclaimRequest:
-		return &messages.ReclaimResponse{Err: err}
-	case *messages.DisposeRequest:
-		return &messages.DisposeResponse{Failure: &sandbox.DisposalFailure{Code: sandbox.DisposalUnknown, Detail: err.Error()}}
-	}
-	return err
+// containerChanged is an engine lifecycle event of one container (start, die, pause,
+// unpause, destroy), sent by the watch (watch.go) through the supervisor to the name's actor.
+type containerChanged struct {
+	Name   string
+	ID     string
+	Action string
+	At     time.Time
 }
 
 // observe applies an engine event. Our own freezes produce pause and unpause events that
 // say nothing new; anything else means the engine's state moved, so the next acquire asks.
-func (a *containerActor) observe(m *messages.ContainerChanged) {
+func (a *containerActor) observe(m *containerChanged) {
 	switch {
 	case m.Action == "pause" && a.ownPause > 0:
 		a.ownPause--
@@ -277,96 +181,4 @@ func (a *containerActor) observe(m *messages.ContainerChanged) {
 // forget drops everything known about the instance: it was removed or is about to be made.
 func (a *containerActor) forget() {
 	a.info, a.facts, a.factsKey, a.probed, a.probedID = nil, nil, "", nil, ""
-}
-
-// freezeKey is this container's key in the process-wide freeze record.
-func (a *containerActor) freezeKey(ctx context.Context) (freezeKey, error) {
-	bnd, err := a.b.engine.Bind(ctx)
-	if err != nil {
-		return freezeKey{}, err
-	}
-	return freezeKey{endpoint: bnd.Endpoint, name: a.name}, nil
-}
-
-// frozen runs body with the container frozen: claim, pause, body, unconfirm, thaw, release.
-// The thaw completes even when ctx is cancelled; body's outcome is returned after it.
-func (a *containerActor) frozen(ctx context.Context, target string, body func() error) error {
-	k, err := a.freezeKey(ctx)
-	if err != nil {
-		return err
-	}
-	a.b.freezes.claim(k)
-	defer a.b.freezes.release(k)
-	err = a.b.engine.Pause(ctx, target)
-	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
-		// No freeze of this process is on it. 20.10 applies containerd's events late: the
-		// "paused" of an earlier freeze can land after the unpause that followed it, and the
-		// daemon reports a running container paused until the matching "resumed" lands. Ask
-		// again for a moment; a pause someone else really holds is still refused after it.
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			err = a.b.engine.Pause(ctx, target)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		if !daemonAnswered(err) {
-			// A pause that timed out or was cancelled may still have frozen the guest.
-			a.thaw(target)
-		}
-		return fmt.Errorf("docker could not freeze %s for a file call: %w", a.name, err)
-	}
-	a.b.freezes.confirm(k)
-	a.holding = target
-	a.ownPause++
-	defer func() {
-		a.b.freezes.unconfirm(k)
-		a.thaw(target)
-		a.holding = ""
-	}()
-	return body()
-}
-
-// daemonAnswered reports whether err is the engine's own refusal (nothing was frozen), as
-// opposed to a call that ended without an answer.
-func daemonAnswered(err error) bool {
-	return !errors.Is(err, docker.ErrTimeout) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, docker.ErrUnreachable)
-}
-
-// thaw lifts a freeze on target, on its own bounded context so that a cancelled caller
-// still leaves the guest running. It never fails the guarded call; it logs.
-func (a *containerActor) thaw(target string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
-	defer cancel()
-	var err error
-	for range 3 {
-		if err = a.b.engine.Unpause(ctx, target); err == nil {
-			a.ownUnpause++
-			return true
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	a.log.Warn("thaw failed; the next acquire lifts it", zap.Error(err))
-	return false
-}
-
-// thawHeld thaws the freeze this actor owes, if any: the first thing a restart or a stop does.
-func (a *containerActor) thawHeld() {
-	if a.holding == "" {
-		return
-	}
-	target := a.holding
-	a.holding = ""
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
-	defer cancel()
-	if k, err := a.freezeKey(ctx); err == nil {
-		a.b.freezes.unconfirm(k)
-	}
-	a.thaw(target)
 }

@@ -8,17 +8,43 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
+
+// acquireRequest asks a container actor to get or create its container for Key and Spec.
+type acquireRequest struct {
+	Key      sandbox.Key
+	Spec     sandbox.Spec
+	EgressID string
+}
+
+// acquireResponse carries the instance the acquire handed out.
+type acquireResponse struct {
+	InstanceID string
+	WorkDir    string // the storage base the sandbox is bound to
+	Created    bool   // this acquire created the instance
+	Err        error
+}
+
+func (*acquireRequest) needsFreeze() bool  { return false }
+func (*acquireRequest) fail(err error) any { return &acquireResponse{Err: err} }
+
+func (m *acquireRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	res := a.acquire(ctx, m)
+	if res.Err == nil {
+		env.bound = a.binding() // read by the caller once the reply arrived
+	}
+	reply(res)
+}
 
 // acquire gets or creates the container in the spec's step order: bind, storage-base
 // pre-check, thaw a container a dead host left frozen, OS re-check before any create or
 // restart, reuse / restart / create (adopting on a name conflict), then the instance's facts,
 // identity refusal, command probes and the storage base.
-func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest) *messages.AcquireResponse {
+func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquireResponse {
 	spec := m.Spec
 	base := DefaultWorkDir
 	if spec.WorkDir != nil {
@@ -28,93 +54,31 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if imageRef == "" {
 		imageRef = spec.Image
 	}
-	fail := func(err error) *messages.AcquireResponse { return &messages.AcquireResponse{Err: err} }
+	fail := func(err error) *acquireResponse { return &acquireResponse{Err: err} }
 	began := time.Now()
 	if k := m.Key.String(); a.key != k {
 		a.key = k
 		a.setLogger()
 	}
-	if _, err := a.b.engine.Bind(ctx); err != nil {
-		return fail(fmt.Errorf("acquire %s: %w", a.name, err))
-	}
-	info, err := a.current(ctx)
+	info, err := a.found(ctx, base)
 	if err != nil {
-		return fail(fmt.Errorf("inspect %s: %w", a.name, err))
-	}
-	if info != nil {
-		if err := checkBase(info, base); err != nil {
-			return fail(err)
-		}
-		if info.Paused {
-			if info, err = a.recoverFrozen(ctx, info); err != nil {
-				return fail(err)
-			}
-		}
+		return fail(err)
 	}
 	// egress hook (egress.go): the allowlist network and a fresh proxy, before any workload.
 	egress, info, err := a.ensureEgress(ctx, m, info, began)
 	if err != nil {
 		return fail(err)
 	}
-	created := false
-	if info == nil || !info.Running {
-		if err := a.recheckOS(ctx, spec, began); err != nil {
-			return fail(err)
-		}
-		if info != nil && a.restart(ctx) {
-			a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
-		} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
-			return fail(err)
-		}
-		if info, err = a.refresh(ctx); err != nil || info == nil {
-			a.removeContainer(a.name)
-			return fail(fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err)))
-		}
-	} else {
-		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
+	info, created, err := a.ensureRunning(ctx, m, info, base, imageRef, began)
+	if err != nil {
+		return fail(err)
 	}
 	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
 	if err := checkBase(info, base); err != nil {
 		return fail(err)
 	}
-	// A container just created has no guest process until it starts: its facts and its
-	// storage base are settled first, with no freeze, on a filesystem nothing can change.
-	var memo *statMemo
-	if created {
-		memo = newStatMemo()
-	}
-	f, err := a.learnFacts(ctx, info, imageRef, base)
-	if err != nil {
+	if err := a.prepare(ctx, spec, info, base, imageRef, created); err != nil {
 		return fail(err)
-	}
-	req := spec.RequiredCapabilities()
-	if !f.resolved {
-		var refused []sandbox.Capability
-		for _, c := range []sandbox.Capability{sandbox.FilesOut, sandbox.HostTools} {
-			if req.Has(c) {
-				refused = append(refused, c)
-			}
-		}
-		if len(refused) > 0 {
-			return fail(&sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: refused, Kind: spec.Kind,
-				Declared: a.b.Declarations().Capabilities, Reason: "guest access to file-plane inputs has not been established " +
-					"(the guest may be unable to write outputs or host-tool markers, or empty its call directory); give the image " +
-					"a numeric uid:gid user, account files the backend can read, or a working id command; the next acquire tries again"})
-		}
-	}
-	a.workDir = base
-	if spec.NeedsStorageBase() {
-		if err := a.prepareWorkDir(ctx, info.ID, base, f, memo); err != nil {
-			return fail(err)
-		}
-	}
-	if created {
-		if err := a.b.engine.Start(ctx, info.ID); err != nil {
-			a.removeContainer(info.ID)
-			return fail(fmt.Errorf("docker could not start container %s: %w", a.name, err))
-		}
-		a.info = nil
-		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef))
 	}
 	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
 		return fail(err)
@@ -122,7 +86,108 @@ func (a *containerActor) acquire(ctx context.Context, m *messages.AcquireRequest
 	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
 		return fail(err)
 	}
-	return &messages.AcquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
+	return &acquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
+}
+
+// found binds, reads what the engine has under the name, pre-checks its storage base and
+// thaws it when a dead host left it frozen (freeze.go). nil when the name is free.
+func (a *containerActor) found(ctx context.Context, base string) (*docker.ContainerInfo, error) {
+	if _, err := a.b.engine.Bind(ctx); err != nil {
+		return nil, fmt.Errorf("acquire %s: %w", a.name, err)
+	}
+	info, err := a.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inspect %s: %w", a.name, err)
+	}
+	if info == nil {
+		return nil, nil
+	}
+	if err := checkBase(info, base); err != nil {
+		return nil, err
+	}
+	if info.Paused {
+		return a.recoverFrozen(ctx, info)
+	}
+	return info, nil
+}
+
+// ensureRunning reuses a running container, or re-checks the OS and restarts a stopped one or
+// creates it (not started: created says so), and reads back the instance it ended with.
+func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, info *docker.ContainerInfo, base, imageRef string,
+	began time.Time) (_ *docker.ContainerInfo, created bool, err error) {
+	spec := m.Spec
+	if info != nil && info.Running {
+		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
+		return info, false, nil
+	}
+	if err := a.recheckOS(ctx, spec, began); err != nil {
+		return nil, false, err
+	}
+	if info != nil && a.restart(ctx) {
+		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
+	} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
+		return nil, false, err
+	}
+	if info, err = a.refresh(ctx); err != nil || info == nil {
+		a.removeContainer(a.name)
+		return nil, false, fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err))
+	}
+	return info, created, nil
+}
+
+// prepare learns the instance's facts, refuses what an unresolved identity cannot serve,
+// binds and prepares the storage base, and starts a container this acquire created. A
+// container just created has no guest process until it starts: its facts and its storage
+// base are settled first, with no freeze, on a filesystem nothing can change.
+func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *docker.ContainerInfo, base, imageRef string, created bool) error {
+	var memo *statMemo
+	if created {
+		memo = newStatMemo()
+	}
+	f, err := a.learnFacts(ctx, info, imageRef, base)
+	if err != nil {
+		return err
+	}
+	if !f.resolved {
+		if err := a.refuseUnresolved(spec); err != nil {
+			return err
+		}
+	}
+	a.workDir = base
+	if spec.NeedsStorageBase() {
+		if err := a.prepareWorkDir(ctx, info.ID, base, f, memo); err != nil {
+			return err
+		}
+	}
+	if !created {
+		return nil
+	}
+	if err := a.b.engine.Start(ctx, info.ID); err != nil {
+		a.removeContainer(info.ID)
+		return fmt.Errorf("docker could not start container %s: %w", a.name, err)
+	}
+	a.info = nil
+	a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef))
+	return nil
+}
+
+// refuseUnresolved refuses the capabilities that need the guest's identity when it could not
+// be established.
+func (a *containerActor) refuseUnresolved(spec sandbox.Spec) error {
+	req := spec.RequiredCapabilities()
+	var refused []sandbox.Capability
+	for _, c := range []sandbox.Capability{sandbox.FilesOut, sandbox.HostTools} {
+		if req.Has(c) {
+			refused = append(refused, c)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: refused, Kind: spec.Kind,
+		Declared: a.b.Declarations().Capabilities, Reason: "guest access to file-plane inputs has not been established " +
+			"(the guest may be unable to write outputs or host-tool markers, or empty its call directory); give the image " +
+			"a numeric uid:gid user, account files the backend can read, or a working id command; the next acquire tries again"}
 }
 
 func errOrAbsent(err error) error {
@@ -170,23 +235,6 @@ func checkBase(info *docker.ContainerInfo, base string) error {
 			info.Name, recorded, base)}
 	}
 	return nil
-}
-
-// recoverFrozen thaws a container found paused when no freeze of this process claims it: a
-// host died inside a file call. A claimed freeze is a live call's and is never lifted.
-func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
-	k, err := a.freezeKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if a.b.freezes.claimed(k) {
-		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
-	}
-	if !a.thaw(info.ID) {
-		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
-	}
-	a.log.Info("thawed before reuse: a host left it frozen")
-	return a.refresh(ctx)
 }
 
 // recheckOS asks the daemon's OS again before anything is created or restarted, when the

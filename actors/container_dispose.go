@@ -7,11 +7,46 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
+
+// disposeRequest asks a container actor to take its sandbox down in the teardown order of
+// egress-and-reap.md §1.9: proxy (drained), workload, network. With an InstanceID it removes
+// only that instance, its proxy and its network (docker-backend §14.4); without one it removes
+// whatever holds the names (a purge). Caller is the key of a key-addressed disposal, which may
+// stand in for a proxy's attribution (§3.5); nil for a sweep of a conversation. Trigger names
+// the path in the published window.
+type disposeRequest struct {
+	InstanceID string
+	Caller     *sandbox.Key
+	Trigger    egresslog.Trigger
+}
+
+// disposeResponse says what the removal found. Removed counts only a container that was
+// there; Failure is set when something may remain.
+type disposeResponse struct {
+	Removed bool
+	Failure *sandbox.DisposalFailure
+}
+
+func (*disposeRequest) needsFreeze() bool { return false }
+
+func (*disposeRequest) fail(err error) any {
+	return &disposeResponse{Failure: &sandbox.DisposalFailure{Code: sandbox.DisposalUnknown, Detail: err.Error()}}
+}
+
+func (m *disposeRequest) run(ctx context.Context, a *containerActor, _ actor.Context, _ *request, reply func(any)) {
+	res := a.dispose(ctx, m)
+	reply(res)
+	if res.Failure == nil && (m.InstanceID == "" || res.Removed) {
+		// Everything under the name is gone: what this actor knows is worth nothing.
+		a.disposed = true
+	}
+}
 
 // This file is the one teardown of a sandbox (egress-and-reap.md §1.9): drain and remove its
 // proxy, remove the workload, remove its network last. It runs inside the sandbox's container
@@ -21,7 +56,7 @@ import (
 // dispose tears the sandbox down. It never freezes, never thaws and never execs. Only the
 // workload's removal decides the answer of a purge: a proxy or network left behind is an
 // infrastructure leak, logged (§1.9).
-func (a *containerActor) dispose(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
+func (a *containerActor) dispose(ctx context.Context, m *disposeRequest) *disposeResponse {
 	if m.InstanceID != "" {
 		return a.disposeInstance(ctx, m)
 	}
@@ -47,17 +82,17 @@ func (a *containerActor) dispose(ctx context.Context, m *messages.DisposeRequest
 // ownership labels claim, remove the instance by ID, then the network the instance recorded.
 // A proxy that cannot be removed fails the call and leaves the instance, so the retained name
 // is swept whole by the next disposal; a network left behind is logged.
-func (a *containerActor) disposeInstance(ctx context.Context, m *messages.DisposeRequest) *messages.DisposeResponse {
+func (a *containerActor) disposeInstance(ctx context.Context, m *disposeRequest) *disposeResponse {
 	info, err := a.b.engine.Inspect(ctx, m.InstanceID)
 	switch {
 	case isNotFound(err):
 		// Gone already: whatever holds its proxy or network names now is a successor's.
-		return &messages.DisposeResponse{}
+		return &disposeResponse{}
 	case err != nil:
-		return &messages.DisposeResponse{Failure: disposalFailure(m.InstanceID, err)}
+		return &disposeResponse{Failure: disposalFailure(m.InstanceID, err)}
 	}
 	if err := a.removeOwnProxy(ctx, info, m); err != nil {
-		return &messages.DisposeResponse{Failure: &sandbox.DisposalFailure{Code: disposalCode(err),
+		return &disposeResponse{Failure: &sandbox.DisposalFailure{Code: disposalCode(err),
 			Detail: fmt.Sprintf("the proxy of %s could not be removed, so the instance was left for the next disposal: %v", info.ID, err)}}
 	}
 	res := a.removeWorkload(ctx, info.ID)
@@ -73,7 +108,7 @@ func (a *containerActor) disposeInstance(ctx context.Context, m *messages.Dispos
 // removeOwnProxy drains and removes N-proxy by its inspected ID when it is the instance's: a
 // proxy whose ownership labels differ from the instance's is not touched. nil when removed or
 // absent.
-func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.ContainerInfo, m *messages.DisposeRequest) error {
+func (a *containerActor) removeOwnProxy(ctx context.Context, info docker.ContainerInfo, m *disposeRequest) error {
 	name := docker.ProxyName(a.name)
 	p, err := a.b.engine.Inspect(ctx, name)
 	switch {
@@ -102,26 +137,23 @@ func sameOwner(a, b map[string]string) bool {
 }
 
 // removeWorkload removes target (the name, or an instance ID) under the command bound.
-func (a *containerActor) removeWorkload(ctx context.Context, target string) *messages.DisposeResponse {
+func (a *containerActor) removeWorkload(ctx context.Context, target string) *disposeResponse {
 	ctx, cancel := context.WithTimeout(ctx, a.b.commandTimeout())
 	defer cancel()
 	outcome, err := a.b.engine.Remove(ctx, target)
 	a.forget()
 	if err != nil {
-		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
+		return &disposeResponse{Failure: disposalFailure(target, err)}
 	}
-	return &messages.DisposeResponse{Removed: outcome == docker.Removed}
+	return &disposeResponse{Removed: outcome == docker.Removed}
 }
 
 // sweepNetwork is the last step of a purge: remove N-net by its inspected ID, never forced;
 // "not found" is a no-op, any other failure a logged leak.
 func (a *containerActor) sweepNetwork(ctx context.Context) {
-	nets, ok := a.b.networks()
-	if !ok {
-		return
-	}
+	nets := a.b.engine
 	name := docker.NetworkName(a.name)
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
 		return
 	}
@@ -137,15 +169,12 @@ func (a *containerActor) sweepNetwork(ctx context.Context) {
 // when the engine did not report it), never forced; "not found" is a no-op, any other
 // failure a logged leak.
 func (a *containerActor) removeRecordedNetwork(ctx context.Context, id string) {
-	nets, ok := a.b.networks()
-	if !ok {
-		return
-	}
+	nets := a.b.engine
 	name := docker.NetworkName(a.name)
 	var err error
 	if id == "" {
 		var n docker.NetworkInfo
-		if n, err = a.b.inspectNetwork(ctx, nets, name); err == nil {
+		if n, err = nets.NetworkInspect(ctx, name); err == nil {
 			id = n.ID
 		}
 	}

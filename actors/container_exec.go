@@ -11,10 +11,34 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
+
+// execRequest asks to run Command in WorkDir within Timeout. A positive MaxOutputBytes caps
+// stdout and stderr together.
+type execRequest struct {
+	InstanceID     string // the instance the caller acquired; a replaced one is refused
+	Command        sandbox.Command
+	WorkDir        string
+	Timeout        time.Duration
+	MaxOutputBytes int64
+}
+
+// execResponse carries the command's result.
+type execResponse struct {
+	Result sandbox.ExecResult
+	Err    error
+}
+
+// needsFreeze is false: an exec never freezes; it is what a freeze waits for (freeze.go).
+func (*execRequest) needsFreeze() bool  { return false }
+func (*execRequest) fail(err error) any { return &execResponse{Err: err} }
+
+func (m *execRequest) run(ctx context.Context, a *containerActor, actx actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	a.exec(actx, ctx, m, env.output, reply)
+}
 
 // DefaultExecOutputLimit caps a plain Exec's stdout and stderr together: an unbounded read
 // of guest output is a host memory hazard. Going over it discards the sandbox like a timeout.
@@ -31,7 +55,7 @@ type execDone struct {
 // (see handle), so a "container is paused" refusal is another party's pause and comes back as
 // the daemon's answer, the ordinary result it is; nothing is re-issued. output, when set, is
 // handed to the driver, which calls it from the exec's goroutine as it reads.
-func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messages.ExecRequest, output func(int, []byte), reply func(any)) {
+func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRequest, output func(int, []byte), reply func(any)) {
 	target, err := a.target(m.InstanceID)
 	if err == nil {
 		err = m.Command.Validate()
@@ -52,7 +76,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		err = paths.CheckGrammar(a.workingDir(m.WorkDir))
 	}
 	if err != nil {
-		reply(&messages.ExecResponse{Err: err})
+		reply(&execResponse{Err: err})
 		return
 	}
 	argv := m.Command.Argv
@@ -65,12 +89,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 	}
 	deadline := time.Now().Add(m.Timeout)
 	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
-	a.tenure.execSeq++
-	seq := a.tenure.execSeq
-	if a.tenure.starting == nil {
-		a.tenure.starting = map[uint64]struct{}{}
-	}
-	a.tenure.starting[seq] = struct{}{}
+	seq := a.beginExec()           // a freeze waits for its start (freeze.go)
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
 	go func() {
@@ -82,7 +101,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 		started := func() { once.Do(func() { root.Send(self, &execStarted{seq: seq}) }) }
 		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit, Output: output}
 		var done execDone
-		if es, ok := a.b.execStarter(); ok {
+		if es, ok := a.b.engine.ExecStarter(); ok {
 			done.out, done.err = es.ExecWithStart(ectx, req, started)
 		} else {
 			done.out, done.err = a.b.engine.Exec(ectx, req)
@@ -97,7 +116,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *messag
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
 		}
 		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
-		reply(&messages.ExecResponse{Result: r, Err: err})
+		reply(&execResponse{Result: r, Err: err})
 		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
 		a.settle(actx)
 	})
@@ -121,7 +140,7 @@ func checkExecText(cmd sandbox.Command) error {
 // finishExec judges an exec's outcome on the actor: the caller's cancellation, the caller's
 // timeout (which removes the container: no handle reaches the process inside), or the
 // output cap (the plain cap discards the sandbox like a timeout).
-func (a *containerActor) finishExec(ctx context.Context, m *messages.ExecRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
+func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
 	var limitErr *docker.OutputLimitError
 	switch {
 	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):

@@ -6,11 +6,77 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
+
+// statRequest asks for a no-follow description of Path under WorkDir.
+type statRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+}
+
+// statResponse carries the entry, nil when the engine says it is absent.
+type statResponse struct {
+	Stat *sandbox.FileStat
+	Err  error
+}
+
+func (*statRequest) needsFreeze() bool  { return true }
+func (*statRequest) fail(err error) any { return &statResponse{Err: err} }
+
+func (m *statRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound) // a handle's call: its acquire's binding, if this actor has none
+	st, err := a.stat(ctx, m)
+	reply(&statResponse{Stat: st, Err: a.vanished(m.InstanceID, err)})
+}
+
+// readRequest asks for a regular file's bytes, refused above MaxBytes.
+type readRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+	MaxBytes   int64
+}
+
+// readResponse carries the file's bytes.
+type readResponse struct {
+	Content []byte
+	Err     error
+}
+
+func (*readRequest) needsFreeze() bool  { return true }
+func (*readRequest) fail(err error) any { return &readResponse{Err: err} }
+
+func (m *readRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	b, err := a.read(ctx, m)
+	reply(&readResponse{Content: b, Err: a.vanished(m.InstanceID, err)})
+}
+
+// writeRequest asks to write Content at Path, replacing any file there.
+type writeRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+	Content    []byte
+}
+
+// writeResponse says whether the write landed.
+type writeResponse struct {
+	Err error
+}
+
+func (*writeRequest) needsFreeze() bool  { return true }
+func (*writeRequest) fail(err error) any { return &writeResponse{Err: err} }
+
+func (m *writeRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	reply(&writeResponse{Err: a.vanished(m.InstanceID, a.write(ctx, m))})
+}
 
 // The file surface. Every member that makes more than one engine call holds one freeze across
 // its check and its copy: docker cp resolves paths daemon-side with root authority and has no
@@ -90,7 +156,7 @@ func fileStat(rel string, e *docker.Entry) *sandbox.FileStat {
 	return sandbox.NewFileStat(rel, sandbox.EntryOther, 0)
 }
 
-func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sandbox.FileStat, error) {
+func (a *containerActor) stat(ctx context.Context, m *statRequest) (*sandbox.FileStat, error) {
 	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "")
 	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
@@ -98,7 +164,7 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 	var st *sandbox.FileStat
 	err = a.frozen(ctx, target, func() error {
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, nil)
 		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
 		if err != nil {
@@ -113,7 +179,7 @@ func (a *containerActor) stat(ctx context.Context, m *messages.StatRequest) (*sa
 	return st, err
 }
 
-func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]byte, error) {
+func (a *containerActor) read(ctx context.Context, m *readRequest) ([]byte, error) {
 	if m.MaxBytes < 0 {
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("max bytes must not be negative, got %d", m.MaxBytes)}
 	}
@@ -136,7 +202,7 @@ func (a *containerActor) read(ctx context.Context, m *messages.ReadRequest) ([]b
 			entry, body, readErr = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
 		}()
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(parentOf(abs)))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(parentOf(abs)))
 		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), m.Path, wd)
 		<-done
 		if err != nil {
@@ -169,7 +235,7 @@ func isProtocolError(err error) bool {
 	return errors.Is(err, sandbox.ErrInvalid) || errors.Is(err, sandbox.ErrOS) || errors.Is(err, sandbox.ErrOutput)
 }
 
-func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) error {
+func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 	if _, err := paths.CheckWrite(m.Path, paths.Normalize(a.workingDir(m.WorkDir))); err != nil {
 		return err // before any freeze: a path spelled as a directory, too long, with a NUL
 	}
@@ -192,7 +258,7 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 	err = a.frozen(ctx, target, func() error {
 		present := map[string]bool{}
 		memo := newKindMemo()
-		memo.prefetch(ctx, a.b.engine, target, prefixes(abs))
+		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, func(p string, e *docker.Entry) {
 			if e.Type == docker.EntryDir {
 				present[p] = true
@@ -205,7 +271,7 @@ func (a *containerActor) write(ctx context.Context, m *messages.WriteRequest) er
 		// the guest's identity: an entry for an existing one would re-stamp its mode, and one
 		// Docker made implicitly would be root's.
 		var entries []docker.TarEntry
-		for _, d := range prefixes(parentOf(abs)) {
+		for _, d := range paths.Prefixes(parentOf(abs)) {
 			if _, inside := paths.RelativeTo(d, wd); inside && !present[d] {
 				entries = append(entries, docker.DirEntry(d, 0o755, uid, gid))
 			}
@@ -261,7 +327,7 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string
 		// Not started: no guest process, nothing to freeze.
 		return a.createBase(ctx, target, base, missing, f)
 	}
-	if len(a.tenure.starting) > 0 {
+	if a.execsStarting() {
 		// A freeze now could race an exec's start (see handle); the base went missing under
 		// running commands, which only the guest can have done.
 		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
@@ -295,7 +361,7 @@ func (a *containerActor) createBase(ctx context.Context, target, base string, mi
 // missingBase walks the base's components from the top: a link or non-directory fails, an
 // absent one and everything below it is missing.
 func (a *containerActor) missingBase(ctx context.Context, target, base string, memo *statMemo) ([]string, error) {
-	comps := prefixes(base)
+	comps := paths.Prefixes(base)
 	memo.prefetch(ctx, a.b.engine, target, comps)
 	for i, c := range comps {
 		e, err := memo.stat(ctx, a.b.engine, target, c)

@@ -13,8 +13,9 @@
 // An actor idle for [WithIdleActorTimeout] that holds nothing is stopped (passivated) by the
 // supervisor, which spawns the name's next actor only once the old one has terminated.
 //
-// The engine is reached only through the narrow [docker.Engine] seam; nothing here knows
-// whether the CLI or the Engine API speaks.
+// The engine is reached only through the [docker.Driver] seam, wrapped once in the read
+// retries of retry.go; nothing here knows whether the CLI or the Engine API speaks, only
+// whether the driver offers a fast path (ExecStarter, TypeStater) or says it has none.
 //
 // # Status
 //

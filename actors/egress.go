@@ -16,7 +16,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/proxy"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -118,21 +117,6 @@ func WithEgressNetworkHook(hook func(ctx context.Context, networkID string) erro
 	return func(o *options) error { o.egress.networkHook = hook; return nil }
 }
 
-// networks is the engine's network seam, looked up through the retrying wrapper.
-func (b *Backend) networks() (docker.Networks, bool) {
-	e := b.engine
-	if r, ok := e.(retrying); ok {
-		e = r.Engine
-	}
-	n, ok := e.(docker.Networks)
-	return n, ok
-}
-
-// inspectNetwork is the one read-only network question; it survives a transient failure.
-func (b *Backend) inspectNetwork(ctx context.Context, nets docker.Networks, ref string) (docker.NetworkInfo, error) {
-	return retry(ctx, func() (docker.NetworkInfo, error) { return nets.NetworkInspect(ctx, ref) })
-}
-
 // egressIDFor is the egress identity Acquire folds into the name ("" for --network none).
 func egressIDFor(cfg docker.Config, spec sandbox.Spec) string {
 	if spec.Egress != sandbox.EgressAllowlist {
@@ -189,7 +173,7 @@ type egressRun struct {
 // network this actor has not proved yet before its outbound leg is connected. It returns nil
 // for a sandbox on --network none, and info as it stands after a discard (nil when N was
 // removed).
-func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
+func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
 	if m.EgressID == "" {
 		return nil, info, nil
 	}
@@ -197,10 +181,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *messages.AcquireRe
 	if err := checkEgressEntries(hosts); err != nil {
 		return nil, info, err
 	}
-	nets, ok := a.b.networks()
-	if !ok {
-		return nil, info, &EgressTopologyError{Network: docker.NetworkName(a.name), Reason: "the engine seam cannot build networks"}
-	}
+	nets := a.b.engine
 	t := a.b.topology()
 	if info == nil || t == "" {
 		var err error
@@ -308,7 +289,7 @@ func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks
 // checkCreated reads a network just created back and removes it when it fails the check.
 func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, bool, error) {
 	reason := ""
-	n, err := a.b.inspectNetwork(ctx, nets, id)
+	n, err := nets.NetworkInspect(ctx, id)
 	if err != nil {
 		reason = "it could not be read back: " + err.Error()
 	} else {
@@ -328,7 +309,7 @@ func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks,
 
 // adoptNetwork takes over an existing N-net once its bridge check passes.
 func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, error) {
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
 		return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
 	}
@@ -346,7 +327,7 @@ func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks,
 // fresh. It returns what is left of the workload (nil when removed).
 func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo, t docker.Topology) (*docker.ContainerInfo, error) {
 	name := docker.NetworkName(a.name)
-	n, err := a.b.inspectNetwork(ctx, nets, name)
+	n, err := nets.NetworkInspect(ctx, name)
 	reason := ""
 	switch {
 	case isNotFound(err) && info == nil:
@@ -540,7 +521,7 @@ func (a *containerActor) verifyEgress(ctx context.Context, run *egressRun) error
 
 func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) string {
 	netName, proxyName := docker.NetworkName(a.name), docker.ProxyName(a.name)
-	n, err := a.b.inspectNetwork(ctx, run.nets, netName)
+	n, err := run.nets.NetworkInspect(ctx, netName)
 	if err != nil {
 		return fmt.Sprintf("network %s could not be read: %v", netName, err)
 	}
@@ -654,10 +635,7 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 			zap.String("attribution", string(status)))
 		return nil, info.ID, nil
 	}
-	nets, ok := b.networks()
-	if !ok {
-		return nil, info.ID, nil
-	}
+	nets := b.engine
 	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[label.Kind], Key: key,
 		Attribution: status, PrivateCIDRs: info.Labels[label.PrivateCIDRs], Trigger: trigger, Closed: true}
 	stopNote := ""

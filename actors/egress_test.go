@@ -303,7 +303,7 @@ func (s *sink) got() []EgressWindow {
 	return slices.Clone(s.windows)
 }
 
-func egressBackend(t *testing.T, f docker.Engine, opts ...Option) *Backend {
+func egressBackend(t *testing.T, f docker.Driver, opts ...Option) *Backend {
 	t.Helper()
 	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local"}, append([]Option{WithEngine(f), WithoutEventWatch()}, opts...)...)
 	if err != nil {

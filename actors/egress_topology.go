@@ -134,7 +134,7 @@ func (b *Backend) sealTargets(ctx context.Context, nets docker.Networks) []netip
 	seen := map[netip.Addr]bool{}
 	out := []netip.Addr{}
 	for _, ref := range []string{docker.DefaultOutboundNetwork, b.outboundNetwork()} {
-		n, err := b.inspectNetwork(ctx, nets, ref)
+		n, err := nets.NetworkInspect(ctx, ref)
 		if err != nil {
 			b.log.Warn("seal targets: read network", zap.String("network", ref), zap.Error(err))
 			return out // not cached: asked again next time

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -11,7 +12,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 )
 
-// fakeEngine is an in-memory docker.Engine for the actor's unit tests: containers with a
+// fakeEngine is an in-memory docker.Driver for the actor's unit tests: containers with a
 // flat filesystem of directories, and a log of every call in order. Hooks override one
 // method. It proves sequencing and failure handling; the real engine is in integration/.
 type fakeEngine struct {
@@ -241,6 +242,74 @@ func (f *fakeEngine) Events(ctx context.Context, _ docker.EventFilter) (<-chan d
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil
 }
+
+// The rest of docker.Driver: a daemon with no networks, proxies or inventory of its own (the
+// egress fakes of egress_test.go and the reaper's of reap_test.go answer these), and neither
+// fast path, as the CLI. None of them is logged: they are not the calls a test sequences.
+
+var errFakeTopology = errors.New("fake engine: no allowlist topology")
+
+func (f *fakeEngine) NetworkCreate(context.Context, docker.NetworkSpec) (string, error) {
+	return "", errFakeTopology
+}
+
+func (f *fakeEngine) NetworkInspect(_ context.Context, ref string) (docker.NetworkInfo, error) {
+	return docker.NetworkInfo{}, fmt.Errorf("network %s: %w", ref, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) NetworkConnect(context.Context, string, string) error { return errFakeTopology }
+
+func (f *fakeEngine) NetworkRemove(context.Context, string) (docker.RemoveOutcome, error) {
+	return docker.Absent, nil
+}
+
+func (f *fakeEngine) ProxyCreate(context.Context, docker.ProxySpec) (string, error) {
+	return "", errFakeTopology
+}
+
+func (f *fakeEngine) ProxyStart(_ context.Context, id string) error {
+	return fmt.Errorf("proxy %s: %w", id, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) ProxyStop(_ context.Context, id string, _ time.Duration) error {
+	return fmt.Errorf("proxy %s: %w", id, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) ProxyLogs(_ context.Context, id string, _, _ int) ([]byte, error) {
+	return nil, fmt.Errorf("proxy %s: %w", id, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) ListContainerIDs(context.Context, map[string]string) ([]string, error) {
+	return nil, nil
+}
+
+func (f *fakeEngine) ListNetworkIDs(context.Context, map[string]string) ([]string, error) {
+	return nil, nil
+}
+
+func (f *fakeEngine) InspectContainerID(_ context.Context, id string) (docker.Resource, error) {
+	return docker.Resource{}, fmt.Errorf("container %s: %w", id, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) InspectNetworkID(_ context.Context, id string) (docker.Resource, error) {
+	return docker.Resource{}, fmt.Errorf("network %s: %w", id, docker.ErrNotFound)
+}
+
+func (f *fakeEngine) RemoveContainerID(context.Context, string) (docker.RemoveOutcome, error) {
+	return docker.Absent, nil
+}
+
+func (f *fakeEngine) RemoveNetworkID(context.Context, string) (docker.RemoveOutcome, error) {
+	return docker.Absent, nil
+}
+
+func (f *fakeEngine) EngineID(context.Context) (string, error) { return "fake-engine", nil }
+
+func (f *fakeEngine) ExecStarter() (docker.ExecStarter, bool) { return nil, false }
+
+func (f *fakeEngine) TypeStater() (docker.TypeStater, bool) { return nil, false }
+
+var _ docker.Driver = (*fakeEngine)(nil)
 
 func short(s string) string {
 	if len(s) == 64 {

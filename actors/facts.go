@@ -17,7 +17,6 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/paths"
 )
 
 // facts are what acquire learns about an instance before handing it out.
@@ -61,22 +60,6 @@ func capsDropped(info *docker.ContainerInfo) bool {
 	return false
 }
 
-// prefixes lists every prefix of an absolute path from its first component down, "/"
-// excluded: "/a/b" gives "/a", "/a/b".
-func prefixes(p string) []string {
-	p = paths.Normalize(p)
-	if p == "/" {
-		return nil
-	}
-	var out []string
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			out = append(out, p[:i])
-		}
-	}
-	return out
-}
-
 // resolveIdentity finds the guest's uid and gid: Config.User, then /etc/passwd and /etc/group
 // read through the tar plane, then id run as the guest. ok is false when the uid stays
 // unknown; an exec timeout propagates (it has discarded the container).
@@ -85,52 +68,75 @@ func (a *containerActor) resolveIdentity(ctx context.Context, info *docker.Conta
 	if user == "" || user == "0:0" {
 		return 0, 0, true, nil
 	}
+	u := parseUser(user)
+	if u.uid < 0 || (u.gid < 0 && u.groupName == "") {
+		if data := a.accountFile(ctx, info.ID, "/etc/passwd"); data != nil {
+			u.uid, u.gid = fromPasswd(data, u.userName, u.uid, u.gid, u.groupName != "")
+		}
+	}
+	if u.gid < 0 && u.groupName != "" {
+		if data := a.accountFile(ctx, info.ID, "/etc/group"); data != nil {
+			u.gid = fromGroup(data, u.groupName)
+		}
+	}
+	if err := a.askID(ctx, info.ID, &u); err != nil {
+		return 0, 0, false, err
+	}
+	switch {
+	case u.uid >= 0 && u.gid >= 0:
+		return u.uid, u.gid, true, nil
+	case u.uid >= 0:
+		return u.uid, 0, true, nil
+	}
+	return 0, 0, false, nil
+}
+
+// guestUser is Config.User taken apart: numeric halves are known ids (-1 unknown), named
+// halves are looked up.
+type guestUser struct {
+	uid, gid            int
+	userName, groupName string
+}
+
+// parseUser splits "user[:group]"; an empty user half is root.
+func parseUser(user string) guestUser {
 	userHalf, groupHalf, _ := strings.Cut(user, ":")
-	uid, gid = -1, -1
-	var userName, groupName string
+	u := guestUser{uid: -1, gid: -1}
 	switch {
 	case userHalf == "":
-		uid = 0
+		u.uid = 0
 	case isDigits(userHalf):
-		uid, _ = strconv.Atoi(userHalf)
+		u.uid, _ = strconv.Atoi(userHalf)
 	default:
-		userName = userHalf
+		u.userName = userHalf
 	}
 	switch {
 	case isDigits(groupHalf):
-		gid, _ = strconv.Atoi(groupHalf)
+		u.gid, _ = strconv.Atoi(groupHalf)
 	case groupHalf != "":
-		groupName = groupHalf
+		u.groupName = groupHalf
 	}
-	if uid < 0 || (gid < 0 && groupName == "") {
-		if data := a.accountFile(ctx, info.ID, "/etc/passwd"); data != nil {
-			uid, gid = fromPasswd(data, userName, uid, gid, groupName != "")
+	return u
+}
+
+// askID fills what the account files left unknown of a named user by running id as the
+// guest. Only an exec timeout is an error.
+func (a *containerActor) askID(ctx context.Context, target string, u *guestUser) error {
+	if u.userName == "" || (u.uid >= 0 && u.gid >= 0) {
+		return nil
+	}
+	var err error
+	if u.uid < 0 {
+		if u.uid, err = a.idOf(ctx, target, "-u"); err != nil {
+			return err
 		}
 	}
-	if gid < 0 && groupName != "" {
-		if data := a.accountFile(ctx, info.ID, "/etc/group"); data != nil {
-			gid = fromGroup(data, groupName)
+	if u.gid < 0 && u.groupName == "" {
+		if u.gid, err = a.idOf(ctx, target, "-g"); err != nil {
+			return err
 		}
 	}
-	if userName != "" && (uid < 0 || gid < 0) {
-		if uid < 0 {
-			if uid, err = a.idOf(ctx, info.ID, "-u"); err != nil {
-				return 0, 0, false, err
-			}
-		}
-		if gid < 0 && groupName == "" {
-			if gid, err = a.idOf(ctx, info.ID, "-g"); err != nil {
-				return 0, 0, false, err
-			}
-		}
-	}
-	switch {
-	case uid >= 0 && gid >= 0:
-		return uid, gid, true, nil
-	case uid >= 0:
-		return uid, 0, true, nil
-	}
-	return 0, 0, false, nil
+	return nil
 }
 
 // accountFile reads a complete regular account file, or nil: unreadable files are no error.

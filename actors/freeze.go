@@ -1,6 +1,45 @@
 package actors
 
-import "sync"
+// The freeze: everything that pauses a container lives in this file.
+//
+// Why. A file call (stat, read, write, the storage base made under running commands) reads
+// or changes the guest's filesystem through the engine's archive plane, which follows no
+// rule the guest cannot race: between the ancestor walk that clears a path and the copy that
+// uses it, a guest process could swap a directory for a link. So the walk and the copy run
+// with the container frozen (docker pause), and nothing of the guest moves in between.
+//
+// The pieces, in the order a freeze lives through them:
+//
+//   - the record ([Freezes]): process-wide, keyed by daemon endpoint and container name.
+//     A claim is taken before pause is issued (a cancelled pause may still have frozen), a
+//     confirmation once pause succeeded, and both are dropped around the thaw;
+//   - the hold (frozen): claim, pause, body, unconfirm, thaw, release. The actor remembers the
+//     target it owes a thaw on (holding) so that a restart or a stop thaws it first
+//     (thawHeld);
+//   - the thaw (thaw): on its own bounded context, so a cancelled caller still leaves the
+//     guest running; it never fails the guarded call;
+//   - the stash rule (handle, drain, execStarted): a freeze never begins while an exec of
+//     this actor may still be starting. On Docker 20.10 an exec whose start races a pause
+//     deadlocks the container (the daemon checks "paused" before it takes the container's
+//     lock, then runc joins a frozen cgroup holding it). A request whose work is frozen
+//     waits in the stash until the execs in flight have started, and whatever arrives behind
+//     it waits too, so calls keep their order;
+//   - the recovery (recoverFrozen): acquire finds a container paused that no freeze of this
+//     process claims, so a host died inside a file call; it is thawed before reuse. A claimed
+//     freeze is a live call's and is never lifted.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/docker"
+)
 
 // Freezes is the process-wide record of container freezes, keyed by the daemon endpoint and
 // the container name. Within one [Backend] the container actor's mailbox already keeps two
@@ -70,3 +109,176 @@ func (f *Freezes) claimed(k freezeKey) bool {
 	r := f.m[k]
 	return r != nil && r.claims > 0
 }
+
+// freezeKey is this container's key in the process-wide freeze record.
+func (a *containerActor) freezeKey(ctx context.Context) (freezeKey, error) {
+	bnd, err := a.b.engine.Bind(ctx)
+	if err != nil {
+		return freezeKey{}, err
+	}
+	return freezeKey{endpoint: bnd.Endpoint, name: a.name}, nil
+}
+
+// frozen runs body with the container frozen: claim, pause, body, unconfirm, thaw, release.
+// The thaw completes even when ctx is cancelled; body's outcome is returned after it.
+func (a *containerActor) frozen(ctx context.Context, target string, body func() error) error {
+	k, err := a.freezeKey(ctx)
+	if err != nil {
+		return err
+	}
+	a.b.freezes.claim(k)
+	defer a.b.freezes.release(k)
+	err = a.b.engine.Pause(ctx, target)
+	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
+		// No freeze of this process is on it. 20.10 applies containerd's events late: the
+		// "paused" of an earlier freeze can land after the unpause that followed it, and the
+		// daemon reports a running container paused until the matching "resumed" lands. Ask
+		// again for a moment; a pause someone else really holds is still refused after it.
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			err = a.b.engine.Pause(ctx, target)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		if !daemonAnswered(err) {
+			// A pause that timed out or was cancelled may still have frozen the guest.
+			a.thaw(target)
+		}
+		return fmt.Errorf("docker could not freeze %s for a file call: %w", a.name, err)
+	}
+	a.b.freezes.confirm(k)
+	a.holding = target
+	a.ownPause++
+	defer func() {
+		a.b.freezes.unconfirm(k)
+		a.thaw(target)
+		a.holding = ""
+	}()
+	return body()
+}
+
+// daemonAnswered reports whether err is the engine's own refusal (nothing was frozen), as
+// opposed to a call that ended without an answer.
+func daemonAnswered(err error) bool {
+	return !errors.Is(err, docker.ErrTimeout) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, docker.ErrUnreachable)
+}
+
+// thaw lifts a freeze on target, on its own bounded context so that a cancelled caller
+// still leaves the guest running. It never fails the guarded call; it logs.
+func (a *containerActor) thaw(target string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	var err error
+	for range 3 {
+		if err = a.b.engine.Unpause(ctx, target); err == nil {
+			a.ownUnpause++
+			return true
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	a.log.Warn("thaw failed; the next acquire lifts it", zap.Error(err))
+	return false
+}
+
+// thawHeld thaws the freeze this actor owes, if any: the first thing a restart or a stop does.
+func (a *containerActor) thawHeld() {
+	if a.holding == "" {
+		return
+	}
+	target := a.holding
+	a.holding = ""
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if k, err := a.freezeKey(ctx); err == nil {
+		a.b.freezes.unconfirm(k)
+	}
+	a.thaw(target)
+}
+
+// recoverFrozen thaws a container found paused when no freeze of this process claims it: a
+// host died inside a file call. A claimed freeze is a live call's and is never lifted.
+func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
+	k, err := a.freezeKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.b.freezes.claimed(k) {
+		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
+	}
+	if !a.thaw(info.ID) {
+		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
+	}
+	a.log.Info("thawed before reuse: a host left it frozen")
+	return a.refresh(ctx)
+}
+
+// execStarted says an exec's process runs (or the exec ended): a freeze can no longer race
+// its start.
+type execStarted struct{ seq uint64 }
+
+// started forgets a starting exec and runs what waited for it.
+func (a *containerActor) started(actx actor.Context, seq uint64) {
+	if _, ok := a.tenure.starting[seq]; !ok {
+		return
+	}
+	delete(a.tenure.starting, seq)
+	a.drain(actx)
+}
+
+// handle runs one request, or stashes it: a freeze never begins while an exec of this actor
+// may still be starting. On this engine an exec whose start races a pause deadlocks the
+// container (the daemon checks "paused" before it takes the container's lock, then runc
+// joins a frozen cgroup holding it). A driver that reports when an exec's process runs
+// (docker.ExecStarter, the API driver) lets file calls wait only for that; the CLI cannot
+// tell, so there they wait for the execs in flight. Whatever arrives behind a stashed
+// request waits too, so calls keep their order.
+func (a *containerActor) handle(actx actor.Context, r *request) {
+	sender := actx.Sender()
+	if len(a.tenure.stash) > 0 || (a.execsStarting() && r.msg.needsFreeze()) {
+		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
+		return
+	}
+	a.run(actx, r, sender)
+}
+
+// stashed is a request waiting for the execs in flight to end.
+type stashed struct {
+	r      *request
+	sender *actor.PID
+}
+
+// drain runs stashed requests in order once no exec is in flight; it stops again at the
+// first freeze that an exec it started would race.
+func (a *containerActor) drain(actx actor.Context) {
+	for len(a.tenure.stash) > 0 {
+		next := a.tenure.stash[0]
+		if a.execsStarting() && next.r.msg.needsFreeze() {
+			return
+		}
+		a.tenure.stash = a.tenure.stash[1:]
+		a.run(actx, next.r, next.sender)
+	}
+}
+
+// beginExec records an exec whose process may not have started yet; the freeze waits for it
+// (see handle) until started is called with the number returned.
+func (a *containerActor) beginExec() uint64 {
+	a.tenure.execSeq++
+	seq := a.tenure.execSeq
+	if a.tenure.starting == nil {
+		a.tenure.starting = map[uint64]struct{}{}
+	}
+	a.tenure.starting[seq] = struct{}{}
+	return seq
+}
+
+// execsStarting reports whether an exec of this actor may still be starting: a freeze now
+// could race it.
+func (a *containerActor) execsStarting() bool { return len(a.tenure.starting) > 0 }

@@ -12,13 +12,9 @@ import (
 // command timeout: nil when it answers, a [*sandbox.BackendUnavailableError] when it cannot
 // be reached, else the engine's error.
 func (b *Backend) CheckHealth(ctx context.Context) error {
-	e := b.engine
-	if r, ok := e.(retrying); ok {
-		e = r.Engine
-	}
 	ctx, cancel := context.WithTimeout(ctx, b.commandTimeout())
 	defer cancel()
-	_, err := e.ServerOS(ctx)
+	_, err := b.engine.Driver.ServerOS(ctx) // the raw driver: a health check never retries
 	return unavailable(err)
 }
 

@@ -28,18 +28,24 @@ func newStatMemo() *statMemo { return &statMemo{answers: map[string]statAnswer{}
 func newKindMemo() *statMemo { return &statMemo{answers: map[string]statAnswer{}, kindOnly: true} }
 
 // ask stats p with the engine call the memo's answers need.
-func (m *statMemo) ask(ctx context.Context, e docker.Engine, target, p string) (*docker.Entry, error) {
-	if ts, ok := e.(interface {
-		StatType(context.Context, string, string) (*docker.Entry, error)
-	}); ok && m.kindOnly {
-		return ts.StatType(ctx, target, p)
+func (m *statMemo) ask(ctx context.Context, e statter, target, p string) (*docker.Entry, error) {
+	if m.kindOnly {
+		return e.StatType(ctx, target, p)
 	}
 	return e.Stat(ctx, target, p)
 }
 
+// statter is what a walk's memo asks of the engine: the full stat (owner included) and the
+// kind-only one, which falls back on the full stat where the driver has no cheaper one
+// (retrying.StatType).
+type statter interface {
+	Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error)
+	StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error)
+}
+
 // prefetch stats every path not yet known, all at once: one docker client process each,
 // so the walk's wall clock is one stat rather than one per component.
-func (m *statMemo) prefetch(ctx context.Context, e docker.Engine, target string, paths []string) {
+func (m *statMemo) prefetch(ctx context.Context, e statter, target string, paths []string) {
 	if m == nil {
 		return
 	}
@@ -76,7 +82,7 @@ func (m *statMemo) prefetch(ctx context.Context, e docker.Engine, target string,
 }
 
 // stat answers from the memo, asking the engine for what was not prefetched.
-func (m *statMemo) stat(ctx context.Context, e docker.Engine, target, path string) (*docker.Entry, error) {
+func (m *statMemo) stat(ctx context.Context, e statter, target, path string) (*docker.Entry, error) {
 	if m == nil {
 		return e.Stat(ctx, target, path)
 	}

@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -206,7 +205,7 @@ func TestRequestBehindAStopIsDeadLettered(t *testing.T) {
 	go func() { wrote <- sb.WriteFile(ctx, "a", []byte("x"), ".") }()
 	<-inCopy // the actor is busy inside the write's freeze
 	// Posted synchronously: it waits in the mailbox behind the write, then the stop overtakes it.
-	fut := b.system.Root.RequestFuture(h.pid, h.envelope(&messages.StatRequest{InstanceID: h.id, Path: "a", WorkDir: "."}), time.Minute)
+	fut := b.system.Root.RequestFuture(h.pid, h.envelope(&statRequest{InstanceID: h.id, Path: "a", WorkDir: "."}), time.Minute)
 	b.system.Root.Stop(h.pid)
 	n := len(f.Calls())
 	close(release)

@@ -10,7 +10,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -90,7 +89,7 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 	}
 	disposed := 0
 	for _, n := range purgeTargets(append(listed, fallback...)) {
-		res := b.teardown(ctx, n, &messages.DisposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
+		res := b.teardown(ctx, n, &disposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
 		if res.Failure != nil {
 			failures = append(failures, *res.Failure)
 			b.retain(owner, n)
@@ -105,18 +104,18 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 }
 
 // teardown asks the actor of the workload name n to tear its sandbox down.
-func (b *Backend) teardown(ctx context.Context, n string, req *messages.DisposeRequest) *messages.DisposeResponse {
+func (b *Backend) teardown(ctx context.Context, n string, req *disposeRequest) *disposeResponse {
 	target := n
 	if req.InstanceID != "" {
 		target = req.InstanceID
 	}
 	pid, err := b.container(ctx, n)
-	var res *messages.DisposeResponse
+	var res *disposeResponse
 	if err == nil {
-		res, err = ask[*messages.DisposeResponse](ctx, b, n, pid, req, 0)
+		res, err = ask[*disposeResponse](ctx, b, n, pid, &request{msg: req}, 0)
 	}
 	if err != nil {
-		return &messages.DisposeResponse{Failure: disposalFailure(target, err)}
+		return &disposeResponse{Failure: disposalFailure(target, err)}
 	}
 	return res
 }
@@ -169,7 +168,7 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 		}
 	}
 	caller := &key
-	res := b.teardown(ctx, info.Name, &messages.DisposeRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
+	res := b.teardown(ctx, info.Name, &disposeRequest{InstanceID: info.ID, Caller: caller, Trigger: egresslog.TriggerDispose})
 	if res.Failure != nil {
 		b.retain(key, info.Name)
 	}

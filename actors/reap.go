@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,7 +10,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
-	"github.com/mafsandbox/engine/sandbox"
 )
 
 // ErrReapInProgress is returned by [Backend.Reap] while another Reap of the same backend is
@@ -20,17 +18,12 @@ var ErrReapInProgress = errors.New("actors: a reap of this engine is already in 
 
 // Reap runs one age-based sweep of the backend's engine (egress-and-reap.md §4): see
 // [reaper.Reap] for the rules, the options and what the error means. It fails with
-// [sandbox.ErrUnsupported] when the engine implementation cannot take an inventory
-// ([docker.Inventory]), and with [ErrReapInProgress] while another Reap of this backend runs.
+// [ErrReapInProgress] while another Reap of this backend runs.
 // The sweep logs through the backend's logger. When the backend has an egress sink
 // ([WithEgressSink]), every proxy is drained before its removal by the same inspected ID and
 // its window reaches the sink only after that removal succeeded or found it absent (§4.8),
 // filed under the key its own labels carry; a [reaper.WithDrainer] among opts replaces that.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...reaper.Option) (reaper.Result, error) {
-	inv, ok := b.inventory()
-	if !ok {
-		return reaper.Result{}, fmt.Errorf("reap: %w: the engine implementation cannot list resources by ID", sandbox.ErrUnsupported)
-	}
 	if !b.reaping.CompareAndSwap(false, true) {
 		return reaper.Result{}, ErrReapInProgress
 	}
@@ -40,19 +33,9 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...rea
 		all = append(all, reaper.WithDrainer(reapDrainer{b}))
 	}
 	all = append(all, opts...)
-	return reaper.Reap(ctx, inv, olderThan, all...)
-}
-
-// inventory returns the raw engine (under the read retries of retry.go) as a
-// [docker.Inventory], when it is one. The reaper never retries: a failed inventory call must
-// stop the sweep, and the next sweep is the retry.
-func (b *Backend) inventory() (docker.Inventory, bool) {
-	e := b.engine
-	if r, ok := e.(retrying); ok {
-		e = r.Engine
-	}
-	inv, ok := e.(docker.Inventory)
-	return inv, ok
+	// The raw driver: the reaper never retries. A failed inventory call must stop the sweep,
+	// and the next sweep is the retry.
+	return reaper.Reap(ctx, b.engine.Driver, olderThan, all...)
 }
 
 // reapDrainer drains a proxy the reaper is about to remove through the backend's own drain

@@ -17,7 +17,7 @@ import (
 // inventoryEngine is an engine seam that can also take an inventory; only the inventory is
 // used. gate, when set, holds every listing until it is closed.
 type inventoryEngine struct {
-	docker.Engine
+	docker.Driver
 	mu     sync.Mutex
 	lists  int
 	gate   chan struct{}
@@ -55,19 +55,15 @@ func (e *inventoryEngine) RemoveNetworkID(context.Context, string) (docker.Remov
 	return docker.Absent, nil
 }
 
-// plainEngine is an engine seam without an inventory.
-type plainEngine struct{ docker.Engine }
-
 func TestBackendReap(t *testing.T) {
 	cases := []struct {
 		name    string
-		engine  docker.Engine
+		engine  docker.Driver
 		age     time.Duration
 		wantErr error
 	}{
 		{"reaps through the engine's inventory", &inventoryEngine{}, time.Hour, nil},
 		{"an invalid age is the reaper's refusal", &inventoryEngine{}, 0, reaper.ErrInvalid},
-		{"an engine without an inventory is unsupported", plainEngine{}, time.Hour, sandbox.ErrUnsupported},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,8 +112,7 @@ func TestBackendReapInProgress(t *testing.T) {
 // proxyEngine holds one old orphan proxy and answers the reaper's inventory, the drain's
 // inspect, stop and log read, and the removal, recording every ID each step addressed.
 type proxyEngine struct {
-	docker.Engine
-	docker.Networks
+	docker.Driver
 	mu       sync.Mutex
 	proxy    docker.Resource
 	gone     bool

@@ -9,11 +9,53 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
+
+// removeRequest asks to remove Path (recursively when Recursive).
+type removeRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Path       string
+	WorkDir    string
+	Recursive  bool
+}
+
+// removeResponse says whether the removal landed.
+type removeResponse struct {
+	Err error
+}
+
+func (*removeRequest) needsFreeze() bool  { return false }
+func (*removeRequest) fail(err error) any { return &removeResponse{Err: err} }
+
+func (m *removeRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	reply(&removeResponse{Err: a.vanished(m.InstanceID, a.remove(ctx, m))})
+}
+
+// reclaimRequest asks to remove the framework-created directory Dir within Timeout.
+type reclaimRequest struct {
+	InstanceID string // the instance the caller acquired; a replaced one is refused
+	Dir        string
+	WorkDir    string
+	Timeout    time.Duration
+}
+
+// reclaimResponse says whether the reclaim landed.
+type reclaimResponse struct {
+	Err error
+}
+
+func (*reclaimRequest) needsFreeze() bool  { return false }
+func (*reclaimRequest) fail(err error) any { return &reclaimResponse{Err: err} }
+
+func (m *reclaimRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	a.adopt(env.bound)
+	reply(&reclaimResponse{Err: a.vanished(m.InstanceID, a.reclaim(ctx, m))})
+}
 
 // Every removal the engine makes inside a guest — Remove, Reclaim, and any framework cleanup —
 // goes through removeGuarded, the one place the reach rule (protocol §6.5) is applied: a
@@ -60,7 +102,7 @@ func (r removal) failed(out removalOutcome) error {
 }
 
 // remove deletes one path (protocol §4.7): the string check, then the guarded removal.
-func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) error {
+func (a *containerActor) remove(ctx context.Context, m *removeRequest) error {
 	target, abs, wd, err := a.locate(m.InstanceID, m.Path, m.WorkDir, "remove")
 	if err != nil {
 		return err
@@ -69,7 +111,7 @@ func (a *containerActor) remove(ctx context.Context, m *messages.RemoveRequest) 
 }
 
 // reclaim removes a framework-created directory below the working directory (protocol §4.9).
-func (a *containerActor) reclaim(ctx context.Context, m *messages.ReclaimRequest) error {
+func (a *containerActor) reclaim(ctx context.Context, m *reclaimRequest) error {
 	target, err := a.target(m.InstanceID)
 	if err != nil {
 		return err

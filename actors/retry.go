@@ -10,14 +10,17 @@ import (
 	"github.com/mafsandbox/engine/docker"
 )
 
-// retrying wraps the engine seam so that read-only questions survive a transient failure
-// (a daemon restarting, a call that outlived its budget) while permanent answers — absent,
+// retrying wraps the driver so that read-only questions survive a transient failure (a
+// daemon restarting, a call that outlived its budget) while permanent answers — absent,
 // refused, invalid — come back at once. Calls that change the container are not retried
 // here: a create or copy that timed out may have landed, and repeating it is the caller's
-// decision.
+// decision. Every other member of [docker.Driver] passes through unchanged; the raw driver,
+// for a caller that must not retry (the reaper, the health check), is its Driver field.
 type retrying struct {
-	docker.Engine
+	docker.Driver
 }
+
+var _ docker.Driver = retrying{}
 
 // transient is the one classifier: only an unreachable daemon or a call that ran out of its
 // own budget is worth asking again.
@@ -38,45 +41,40 @@ func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 }
 
 func (r retrying) Inspect(ctx context.Context, target string) (docker.ContainerInfo, error) {
-	return retry(ctx, func() (docker.ContainerInfo, error) { return r.Engine.Inspect(ctx, target) })
+	return retry(ctx, func() (docker.ContainerInfo, error) { return r.Driver.Inspect(ctx, target) })
 }
 
 func (r retrying) ImageExists(ctx context.Context, image string) (bool, error) {
-	return retry(ctx, func() (bool, error) { return r.Engine.ImageExists(ctx, image) })
+	return retry(ctx, func() (bool, error) { return r.Driver.ImageExists(ctx, image) })
 }
 
 func (r retrying) ServerOS(ctx context.Context) (string, error) {
-	return retry(ctx, func() (string, error) { return r.Engine.ServerOS(ctx) })
+	return retry(ctx, func() (string, error) { return r.Driver.ServerOS(ctx) })
 }
 
 func (r retrying) ServerVersion(ctx context.Context) (string, error) {
-	return retry(ctx, func() (string, error) { return r.Engine.ServerVersion(ctx) })
+	return retry(ctx, func() (string, error) { return r.Driver.ServerVersion(ctx) })
 }
 
 func (r retrying) ListNames(ctx context.Context, labels map[string]string, name string) ([]string, error) {
-	return retry(ctx, func() ([]string, error) { return r.Engine.ListNames(ctx, labels, name) })
+	return retry(ctx, func() ([]string, error) { return r.Driver.ListNames(ctx, labels, name) })
 }
 
 func (r retrying) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
-	return retry(ctx, func() (*docker.Entry, error) { return r.Engine.Stat(ctx, target, guestPath) })
+	return retry(ctx, func() (*docker.Entry, error) { return r.Driver.Stat(ctx, target, guestPath) })
+}
+
+// NetworkInspect is the one read-only network question (the allowlist topology's).
+func (r retrying) NetworkInspect(ctx context.Context, ref string) (docker.NetworkInfo, error) {
+	return retry(ctx, func() (docker.NetworkInfo, error) { return r.Driver.NetworkInspect(ctx, ref) })
 }
 
 // StatType answers from the engine's cheaper kind-only stat when the driver has one
-// (docker.TypeStater), else from Stat; the entry's owner is then unknown (-1).
+// ([docker.Driver.TypeStater]), else from Stat; the entry's owner is then unknown (-1).
 func (r retrying) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
-	ts, ok := r.Engine.(docker.TypeStater)
+	ts, ok := r.Driver.TypeStater()
 	if !ok {
 		return r.Stat(ctx, target, guestPath)
 	}
 	return retry(ctx, func() (*docker.Entry, error) { return ts.StatType(ctx, target, guestPath) })
-}
-
-// execStarter is the driver's docker.ExecStarter, when it has one.
-func (b *Backend) execStarter() (docker.ExecStarter, bool) {
-	e := b.engine
-	if r, ok := e.(retrying); ok {
-		e = r.Engine
-	}
-	es, ok := e.(docker.ExecStarter)
-	return es, ok
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -51,7 +50,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd
 	if n := int64(len(content)); n > MaxBytesPerFile {
 		return &sandbox.TransferCapExceededError{Path: path, Cap: "per-file cap", Limit: MaxBytesPerFile, Actual: n}
 	}
-	res, err := ask[*messages.WriteResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.WriteRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}), 0)
+	res, err := ask[*writeResponse](ctx, s.b, s.name, s.pid, s.envelope(&writeRequest{InstanceID: s.id, Path: path, WorkDir: wd, Content: content}), 0)
 	if err != nil {
 		return err
 	}
@@ -60,7 +59,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd
 
 // StatFile describes path without following it, under one freeze.
 func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileStat, error) {
-	res, err := ask[*messages.StatResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.StatRequest{InstanceID: s.id, Path: path, WorkDir: wd}), 0)
+	res, err := ask[*statResponse](ctx, s.b, s.name, s.pid, s.envelope(&statRequest{InstanceID: s.id, Path: path, WorkDir: wd}), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +70,8 @@ func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileS
 // above [MaxBytesPerFile], the ceiling the backend declares, is refused whatever maxBytes
 // says: [*sandbox.TransferCapExceededError] on the archive's header, before its body moves.
 func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
-	req := &messages.ReadRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: min(maxBytes, MaxBytesPerFile)}
-	res, err := ask[*messages.ReadResponse](ctx, s.b, s.name, s.pid, s.envelope(req), 0)
+	req := &readRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: min(maxBytes, MaxBytesPerFile)}
+	res, err := ask[*readResponse](ctx, s.b, s.name, s.pid, s.envelope(req), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +85,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64)
 // Exec runs cmd; its output is capped at [DefaultExecOutputLimit], whose overflow discards
 // the sandbox like a timeout.
 func (s *Sandbox) Exec(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration) (sandbox.ExecResult, error) {
-	return s.exec(ctx, &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout})
+	return s.exec(ctx, &execRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout}, nil)
 }
 
 // ExecBounded runs cmd with a combined output budget; overflow fails with
@@ -95,7 +94,7 @@ func (s *Sandbox) ExecBounded(ctx context.Context, cmd sandbox.Command, wd strin
 	if maxOutputBytes <= 0 {
 		return sandbox.ExecResult{}, &sandbox.InvalidArgumentError{Reason: "max output bytes must be a positive integer"}
 	}
-	return s.exec(ctx, &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes})
+	return s.exec(ctx, &execRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes}, nil)
 }
 
 // ExecStreaming implements [sandbox.StreamingExec]: Exec, or ExecBounded when maxOutputBytes
@@ -104,13 +103,13 @@ func (s *Sandbox) ExecBounded(ctx context.Context, cmd sandbox.Command, wd strin
 // call returns early on ctx while the command is still being stopped.
 func (s *Sandbox) ExecStreaming(ctx context.Context, cmd sandbox.Command, wd string, timeout time.Duration, maxOutputBytes int64,
 	emit func(stream string, p []byte)) (sandbox.ExecResult, error) {
-	req := &messages.ExecRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes}
+	req := &execRequest{InstanceID: s.id, Command: cmd, WorkDir: wd, Timeout: timeout, MaxOutputBytes: maxOutputBytes}
 	if emit == nil {
-		return s.exec(ctx, req)
+		return s.exec(ctx, req, nil)
 	}
 	g := &emitGate{emit: emit}
 	defer g.close()
-	return s.exec(ctx, &request{msg: req, output: g.output})
+	return s.exec(ctx, req, g.output)
 }
 
 // emitGate serialises a streaming exec's calls of emit and stops them once the call returned.
@@ -138,24 +137,10 @@ func (g *emitGate) close() {
 	g.closed = true
 }
 
-// exec asks the actor to run msg, an *messages.ExecRequest or a request envelope carrying one.
-func (s *Sandbox) exec(ctx context.Context, msg any) (sandbox.ExecResult, error) {
-	var timeout time.Duration
-	switch m := msg.(type) {
-	case *messages.ExecRequest:
-		timeout = m.Timeout
-	case *request:
-		timeout = m.msg.(*messages.ExecRequest).Timeout
-	}
-	var env *request
-	switch m := msg.(type) {
-	case *request:
-		env = m
-	default:
-		env = &request{msg: msg}
-	}
-	env.bound = s.bound
-	res, err := ask[*messages.ExecResponse](ctx, s.b, s.name, s.pid, env, max(timeout, 0))
+// exec asks the actor to run req; output, when set, is handed the output as it is read.
+func (s *Sandbox) exec(ctx context.Context, req *execRequest, output func(stream int, p []byte)) (sandbox.ExecResult, error) {
+	env := &request{msg: req, output: output, bound: s.bound}
+	res, err := ask[*execResponse](ctx, s.b, s.name, s.pid, env, max(req.Timeout, 0))
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -164,7 +149,7 @@ func (s *Sandbox) exec(ctx context.Context, msg any) (sandbox.ExecResult, error)
 
 // Remove deletes path; absent is success.
 func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) error {
-	res, err := ask[*messages.RemoveResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.RemoveRequest{InstanceID: s.id, Path: path, WorkDir: wd, Recursive: recursive}), 0)
+	res, err := ask[*removeResponse](ctx, s.b, s.name, s.pid, s.envelope(&removeRequest{InstanceID: s.id, Path: path, WorkDir: wd, Recursive: recursive}), 0)
 	if err != nil {
 		return err
 	}
@@ -173,7 +158,7 @@ func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) e
 
 // Reclaim removes a framework-created directory below wd within timeout.
 func (s *Sandbox) Reclaim(ctx context.Context, dir, wd string, timeout time.Duration) error {
-	res, err := ask[*messages.ReclaimResponse](ctx, s.b, s.name, s.pid, s.envelope(&messages.ReclaimRequest{InstanceID: s.id, Dir: dir, WorkDir: wd, Timeout: timeout}), max(timeout, 0))
+	res, err := ask[*reclaimResponse](ctx, s.b, s.name, s.pid, s.envelope(&reclaimRequest{InstanceID: s.id, Dir: dir, WorkDir: wd, Timeout: timeout}), max(timeout, 0))
 	if err != nil {
 		return err
 	}
@@ -200,4 +185,4 @@ func (s *Sandbox) Reset(context.Context, time.Duration) error {
 }
 
 // envelope wraps a call of this handle with the binding of its acquire.
-func (s *Sandbox) envelope(msg any) *request { return &request{msg: msg, bound: s.bound} }
+func (s *Sandbox) envelope(msg containerRequest) *request { return &request{msg: msg, bound: s.bound} }

@@ -5,8 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/messages"
 )
 
 // lookupContainer asks the supervisor for the actor of one container name.
@@ -94,44 +92,65 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *forward:
 		s.route(ctx, m.name, waiter{sender: ctx.Sender(), fwd: m})
 	case *passivateRequest:
-		c := s.children[m.name]
-		if s.final || c == nil || c.gen != m.gen || c.retiring {
-			return // stale, duplicate, or the backend is closing and stops it anyway
-		}
-		c.retiring = true
-		s.retiring++
-		ctx.Send(c.pid, &passivate{gen: c.gen})
+		s.passivateAsked(ctx, m)
 	case *passivateDeclined:
-		if c := s.children[m.name]; c != nil && c.gen == m.gen && c.retiring {
-			s.retired(ctx, c)
-			ctx.Send(c.pid, &watchReset{}) // it was sent no events while it retired
-			s.release(ctx, c)
-		}
+		s.passivateDeclined(ctx, m)
 	case *quiesce:
 		s.final = true
 		s.quiet = append(s.quiet, ctx.Sender())
 		s.settled(ctx)
-	case *messages.ContainerChanged:
+	case *containerChanged:
 		// A retiring actor may already be gone: it gets a reset if it stays instead.
 		if c, ok := s.children[m.Name]; ok && !c.retiring {
 			ctx.Send(c.pid, m)
 		}
 	case *watchReset:
-		for _, c := range s.children {
-			if !c.retiring {
-				ctx.Send(c.pid, m)
-			}
-		}
+		s.broadcast(ctx, m)
 	case *actor.Terminated:
 		s.terminated(ctx, m.Who)
 	case *actor.Stopping:
-		s.closing = true
-		for _, c := range s.children {
-			for _, w := range c.waiting {
-				deadLetter(ctx, w.sender)
-			}
-			c.waiting = nil
+		s.stopping(ctx)
+	}
+}
+
+// passivateAsked retires the child that asked, unless the request is stale or duplicate or
+// the backend is closing (it stops the child anyway).
+func (s *supervisor) passivateAsked(ctx actor.Context, m *passivateRequest) {
+	c := s.children[m.name]
+	if s.final || c == nil || c.gen != m.gen || c.retiring {
+		return
+	}
+	c.retiring = true
+	s.retiring++
+	ctx.Send(c.pid, &passivate{gen: c.gen})
+}
+
+// passivateDeclined takes back a child that found work while it retired.
+func (s *supervisor) passivateDeclined(ctx actor.Context, m *passivateDeclined) {
+	if c := s.children[m.name]; c != nil && c.gen == m.gen && c.retiring {
+		s.retired(ctx, c)
+		ctx.Send(c.pid, &watchReset{}) // it was sent no events while it retired
+		s.release(ctx, c)
+	}
+}
+
+// broadcast sends m to every child that is not retiring.
+func (s *supervisor) broadcast(ctx actor.Context, m any) {
+	for _, c := range s.children {
+		if !c.retiring {
+			ctx.Send(c.pid, m)
 		}
+	}
+}
+
+// stopping dead-letters every lookup and forward still waiting for a retiring child.
+func (s *supervisor) stopping(ctx actor.Context) {
+	s.closing = true
+	for _, c := range s.children {
+		for _, w := range c.waiting {
+			deadLetter(ctx, w.sender)
+		}
+		c.waiting = nil
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/messages"
 )
 
 // watchReset tells every container actor that the event stream broke: what they cached may
@@ -95,7 +94,7 @@ func (w *watcher) run() {
 				w.b.log.Debug("event watch ended", zap.Error(ev.Err))
 				continue
 			}
-			w.b.system.Root.Send(w.b.supervisor, &messages.ContainerChanged{Name: ev.Name, ID: ev.ID, Action: ev.Action, At: ev.Time})
+			w.b.system.Root.Send(w.b.supervisor, &containerChanged{Name: ev.Name, ID: ev.ID, Action: ev.Action, At: ev.Time})
 		}
 		w.set(false)
 		sleep(life, bo.NextBackOff())

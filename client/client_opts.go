@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Backend]. Nil options are skipped; the first error stops
@@ -26,7 +26,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		logger:      zap.NewNop(),
-		prefix:      service.DefaultPrefix,
+		prefix:      wire.DefaultPrefix,
 		callTimeout: 5 * time.Minute,
 		retryWait:   30 * time.Second,
 		liveness:    2 * time.Second,
@@ -48,10 +48,10 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithPrefix sets the subject prefix of the engine pool to talk to (default
-// [service.DefaultPrefix]).
+// [wire.DefaultPrefix]).
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !service.ValidPrefix(prefix) {
+		if !wire.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -63,7 +63,7 @@ func WithPrefix(prefix string) Option {
 // pool's shared subjects (default: the pool).
 func WithEngine(id string) Option {
 	return func(o *options) error {
-		if !service.ValidToken(id) {
+		if !wire.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engine = id
@@ -85,7 +85,7 @@ func WithCallTimeout(d time.Duration) Option {
 
 // WithRetryWait bounds how long a call keeps retrying while no engine can take it (none
 // subscribed, or the one that answered is at its limit) before it fails with a
-// [*service.EngineUnavailableError] (default 30 s). A call addressed to one sandbox is not
+// [*wire.EngineUnavailableError] (default 30 s). A call addressed to one sandbox is not
 // retried when its engine is gone: that sandbox went with it.
 func WithRetryWait(d time.Duration) Option {
 	return func(o *options) error {
@@ -99,7 +99,7 @@ func WithRetryWait(d time.Duration) Option {
 
 // WithLivenessInterval sets how often a call waiting on one engine asks whether that engine
 // still runs (default 2 s; 0 never asks). When nobody answers, the engine died with the call
-// in flight, and the call fails at once with an [*service.EngineUnavailableError] instead of
+// in flight, and the call fails at once with an [*wire.EngineUnavailableError] instead of
 // waiting out its timeout. A draining engine still answers until its last call has replied.
 func WithLivenessInterval(d time.Duration) Option {
 	return func(o *options) error {

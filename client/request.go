@@ -14,7 +14,7 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // call is one request: where it goes, what it carries and what it expects back.
@@ -64,11 +64,11 @@ func (b *Backend) do(ctx context.Context, c call) error {
 // retryable is the one classifier of the client: only an engine that did not take the
 // call is worth asking again, and a pinned call's engine being gone is final.
 func retryable(err error, pinned bool) bool {
-	var ue *service.EngineUnavailableError
+	var ue *wire.EngineUnavailableError
 	if !errors.As(err, &ue) {
 		return false
 	}
-	var re *service.RemoteError
+	var re *wire.RemoteError
 	fromEngine := errors.As(err, &re) // busy or stopping: the engine answered
 	return fromEngine || !pinned
 }
@@ -85,10 +85,10 @@ func (b *Backend) once(ctx context.Context, c call) error {
 	msg, gone, err := b.request(ctx, c, data)
 	switch {
 	case gone:
-		return &service.EngineUnavailableError{Subject: c.subject, Reason: fmt.Sprintf(
+		return &wire.EngineUnavailableError{Subject: c.subject, Reason: fmt.Sprintf(
 			"engine %s stopped answering with the call in flight; whether it ran is unknown", c.engine)}
 	case errors.Is(err, nats.ErrNoResponders):
-		return &service.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}
+		return &wire.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Errorf("request %s: %w", c.subject, err)
 	case err != nil:
@@ -99,7 +99,7 @@ func (b *Backend) once(ctx context.Context, c call) error {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine's reply on %s is not JSON: %v", c.subject, err)}
 	}
 	if head.Error != nil {
-		return service.DecodeError(head.Error)
+		return wire.DecodeError(head.Error)
 	}
 	if head.Type != c.respType {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine answered %s with type %q, want %q", c.subject, head.Type, c.respType)}
@@ -113,7 +113,7 @@ func (b *Backend) once(ctx context.Context, c call) error {
 type requestIDKey struct{}
 
 // ContextWithRequestID returns ctx carrying a request ID: every call made with it sends id in
-// the [service.RequestIDHeader] header, so the engine's replies and log lines carry it (an id
+// the [wire.RequestIDHeader] header, so the engine's replies and log lines carry it (an id
 // that is not 1-128 visible ASCII characters is replaced by one the engine mints).
 func ContextWithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
@@ -123,7 +123,7 @@ func ContextWithRequestID(ctx context.Context, id string) context.Context {
 func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
 	m := &nats.Msg{Subject: subject, Data: data}
 	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
-		m.Header = nats.Header{service.RequestIDHeader: {id}}
+		m.Header = nats.Header{wire.RequestIDHeader: {id}}
 	}
 	return b.nc.RequestMsgWithContext(ctx, m)
 }
@@ -142,7 +142,7 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (msg *nats.M
 	probeDone := make(chan struct{})
 	go func() {
 		defer close(probeDone)
-		alive := service.Engine(service.SubjectEngineAliveT, b.o.prefix, c.engine)
+		alive := wire.Engine(wire.SubjectEngineAliveT, b.o.prefix, c.engine)
 		t := time.NewTicker(b.o.liveness)
 		defer t.Stop()
 		for {

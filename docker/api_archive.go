@@ -27,6 +27,9 @@ func (a *API) Stat(ctx context.Context, target, guestPath string) (*Entry, error
 	return e, err
 }
 
+// TypeStater returns the API itself: its archive-stat HEAD is cheaper than Stat's GET.
+func (a *API) TypeStater() (TypeStater, bool) { return a, true }
+
 // StatType implements [TypeStater] with the archive-stat HEAD: the engine's stat of guestPath
 // (no-follow) from the X-Docker-Container-Path-Stat header, no archive at all. Its 404 is
 // confirmed on the instance as the GET's is.

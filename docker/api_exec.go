@@ -29,6 +29,9 @@ func (a *API) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 	return a.exec(ctx, req, nil)
 }
 
+// ExecStarter returns the API itself: it can tell when an exec's process started.
+func (a *API) ExecStarter() (ExecStarter, bool) { return a, true }
+
 // ExecWithStart implements [ExecStarter]: Exec, calling started once the engine reports the
 // exec's process running (its pid is known), or the exec ended or was refused without a
 // process. It polls exec inspect while the start is in flight: the daemon holds the exec's lock

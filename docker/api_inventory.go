@@ -154,8 +154,7 @@ func (a *API) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 	return out, nil
 }
 
-// EngineID returns the daemon's ID (system info's ID), as [CLI.EngineID] does. It is not part
-// of [Inventory].
+// EngineID returns the daemon's ID (system info's ID), as [CLI.EngineID] does; see [Driver].
 func (a *API) EngineID(ctx context.Context) (string, error) {
 	args := []string{"info", "--format", "{{.ID}}"}
 	var id string

@@ -24,7 +24,12 @@ type CLI struct {
 	bound   atomic.Pointer[bound]
 }
 
-var _ Engine = (*CLI)(nil)
+// ExecStarter reports that the CLI cannot tell when an exec's process started: its client
+// says nothing until the command ends.
+func (c *CLI) ExecStarter() (ExecStarter, bool) { return nil, false }
+
+// TypeStater reports that the CLI has no stat cheaper than [CLI.Stat].
+func (c *CLI) TypeStater() (TypeStater, bool) { return nil, false }
 
 // NewCLI returns a CLI for cfg (zero fields take their defaults) and snapshots the process
 // environment: every child it spawns gets that snapshot, never the live environment. It makes

@@ -155,8 +155,7 @@ func (c *CLI) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 
 var _ Inventory = (*CLI)(nil)
 
-// EngineID returns the daemon's ID (`docker info --format {{.ID}}`), the "engineId" of the
-// events this engine publishes. It is not part of [Inventory].
+// EngineID returns the daemon's ID (`docker info --format {{.ID}}`); see [Driver].
 func (c *CLI) EngineID(ctx context.Context) (string, error) {
 	args := []string{"info", "--format", "{{.ID}}"}
 	res, err := c.control(ctx, args...)

@@ -11,11 +11,12 @@
 //
 // The package holds no sandbox policy. It offers:
 //
-//   - [Engine], the narrow seam the actor engine drives (inspect, create, start, remove, pause,
-//     unpause, exec, the tar plane, listing and events), with two implementations, [CLI] and
-//     [API], that pass one shared suite (docker/enginetest); the smaller seams [Networks]
-//     (allowlist topology) and [Inventory] (the reaper), and the optional [ExecStarter] and
-//     [TypeStater] that only the API can offer;
+//   - [Driver], the one seam the actor engine drives, with two implementations, [CLI] and
+//     [API], that pass one shared suite (docker/enginetest). It is composed of [Engine] (inspect,
+//     create, start, remove, pause, unpause, exec, the tar plane, listing and events),
+//     [Networks] (allowlist topology), [Inventory] (the reaper), the daemon's EngineID, and the
+//     fast paths [ExecStarter] and [TypeStater], which only the API has and which the CLI says
+//     it has not;
 //   - the names ([ContainerName], [EgressID]) that create, dispose, purge and the reaper must
 //     all compute the same way (the labels they share live in package label; this package
 //     only refuses configured labels that would collide with them, [MergeLabels]);

@@ -5,9 +5,33 @@ import (
 	"time"
 )
 
-// Engine is the seam between the actor engine and one Docker engine: exactly what the engine
-// needs, nothing more. A consumer that needs less declares a smaller interface where it uses it.
-// Every method binds first (see [CLI.Bind]) and so may also return what Bind returns.
+// Driver is the whole seam between the actor engine and one Docker engine, composed of the
+// parts below: the container calls ([Engine]), the allowlist topology ([Networks]), the
+// reaper's inventory ([Inventory]), the daemon's identity (EngineID), and the fast paths a
+// driver may lack, each an explicit member that says when it is not available. [CLI] and [API]
+// both implement all of it, so a value that is a Driver can do everything the engine asks of
+// a daemon; which fast paths it has is a question with an answer, not a type assertion. A
+// consumer that needs less declares a smaller interface where it uses it (the reaper's
+// [Inventory], a walk's stat).
+type Driver interface {
+	Engine
+	Networks
+	Inventory
+	// EngineID returns the daemon's own ID (`docker info`'s ID), the "engineId" of the events
+	// this engine publishes. Errors as [Engine]'s methods; an empty or unreadable answer is an
+	// error too.
+	EngineID(ctx context.Context) (string, error)
+	// ExecStarter returns the driver's exec that reports when its process started, or ok false
+	// when the driver cannot tell ([CLI]: its client says nothing until the command ends).
+	ExecStarter() (es ExecStarter, ok bool)
+	// TypeStater returns the driver's kind-only stat, or ok false when it has none cheaper than
+	// Stat ([CLI]).
+	TypeStater() (ts TypeStater, ok bool)
+}
+
+// Engine is the container part of [Driver]: exactly what the actors ask of one container,
+// nothing more. Every method binds first (see [CLI.Bind]) and so may also return what Bind
+// returns.
 //
 // Common to every method: [ErrUnreachable] when the daemon cannot be reached, the bound context
 // is gone or the client cannot be started (never a sign of absence); [*TimeoutError] (matches
@@ -163,9 +187,9 @@ type Event struct {
 	Err error
 }
 
-// ExecStarter is an optional interface of an [Engine] whose driver can tell when an exec's
-// process has started; [API] implements it, [CLI] cannot (its client says nothing until the
-// command ends). Test for it with a type assertion.
+// ExecStarter is the fast path of a driver that can tell when an exec's process has started;
+// [Driver.ExecStarter] returns it: [API] has it, [CLI] cannot (its client says nothing until
+// the command ends).
 //
 // It exists for the freeze. On a 20.10 engine a pause that lands between the daemon's "is it
 // paused" check of an exec start and runc's exec deadlocks the container: runc joins a frozen
@@ -180,8 +204,8 @@ type ExecStarter interface {
 	ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error)
 }
 
-// TypeStater is an optional interface of an [Engine] that can describe a path more cheaply
-// when its owner is not needed; [API] implements it with the engine's archive-stat call (a
+// TypeStater is the fast path of a driver that can describe a path more cheaply when its
+// owner is not needed; [Driver.TypeStater] returns it. [API] has it with the engine's archive-stat call (a
 // 20.10 engine answers it in about a millisecond, against about 40 ms for the archive GET that
 // Stat reads, because every GET starts a chrooted tar process). Callers that decide on the kind
 // alone (the ancestor walk of a frozen stat, read or write) can use it; callers that need the
@@ -194,11 +218,10 @@ type TypeStater interface {
 	StatType(ctx context.Context, target, guestPath string) (*Entry, error)
 }
 
-// Networks is the second, separate seam the allowlist topology needs (egress-and-reap.md §1.3,
-// §1.5, §3.2): the per-sandbox internal network and the egress proxy container. It is kept
-// apart from [Engine] so that an engine that cannot build the topology still serves closed
-// sandboxes; a consumer type-asserts for it. Every method binds first and fails as [Engine]'s
-// methods do ([ErrUnreachable], [ErrTimeout], the context's error, [*CommandError]).
+// Networks is the part of [Driver] the allowlist topology needs (egress-and-reap.md §1.3,
+// §1.5, §3.2): the per-sandbox internal network and the egress proxy container. Every method
+// binds first and fails as [Engine]'s methods do ([ErrUnreachable], [ErrTimeout], the
+// context's error, [*CommandError]).
 type Networks interface {
 	// NetworkCreate runs `network create --driver bridge --internal` with both isolated
 	// gateway-mode options and spec's labels, and returns the network's ID. [ErrNetworkExists]
@@ -226,10 +249,9 @@ type Networks interface {
 	ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error)
 }
 
-// Inventory is the small seam the reaper needs (egress-and-reap.md §4): list the engine's
-// containers and networks by label, inspect one by ID, and remove one by ID. It is separate
-// from [Engine] on purpose — the reaper needs less than the actors do — and [*CLI] implements
-// it.
+// Inventory is the part of [Driver] the reaper needs (egress-and-reap.md §4): list the
+// engine's containers and networks by label, inspect one by ID, and remove one by ID. The
+// reaper asks for this alone — it needs less than the actors do.
 //
 // Common to every method, as for [Engine]: [ErrUnreachable] when the daemon cannot be reached;
 // [*TimeoutError] (matches [ErrTimeout]) when a call outlives Config.CommandTimeout; the
@@ -270,9 +292,9 @@ type Resource struct {
 	Running    bool // a container's State.Running
 }
 
-// NewEngine returns the engine seam implementation cfg.Driver selects: [DriverAPI] (the
-// default when empty) builds an [API], [DriverCLI] a [CLI]. An unknown driver is [ErrInvalid].
-func NewEngine(cfg Config, opts ...Option) (Engine, error) {
+// NewEngine returns the [Driver] cfg.Driver selects: [DriverAPI] (the default when empty)
+// builds an [API], [DriverCLI] a [CLI]. An unknown driver is [ErrInvalid].
+func NewEngine(cfg Config, opts ...Option) (Driver, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -282,3 +304,8 @@ func NewEngine(cfg Config, opts ...Option) (Engine, error) {
 	}
 	return NewCLI(cfg, opts...)
 }
+
+var (
+	_ Driver = (*CLI)(nil)
+	_ Driver = (*API)(nil)
+)

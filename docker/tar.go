@@ -177,6 +177,16 @@ func buildEntry(h []byte, size int64, pax map[string]string, longName, longLink 
 	if longLink != "" {
 		e.LinkTarget = longLink
 	}
+	if size, err = applyPAX(e, pax, size); err != nil {
+		return nil, err
+	}
+	setType(e, size)
+	return e, nil
+}
+
+// applyPAX lets the PAX records override the header's name, link target, size and owner; it
+// returns the size.
+func applyPAX(e *Entry, pax map[string]string, size int64) (int64, error) {
 	for k, v := range pax {
 		switch k {
 		case "path":
@@ -186,7 +196,7 @@ func buildEntry(h []byte, size int64, pax map[string]string, longName, longLink 
 		case "size", "uid", "gid":
 			n, err := paxNumber(k, v)
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
 			switch k {
 			case "size":
@@ -198,6 +208,11 @@ func buildEntry(h []byte, size int64, pax map[string]string, longName, longLink 
 			}
 		}
 	}
+	return size, nil
+}
+
+// setType sets the entry's kind from its type flag, and its size for a regular file.
+func setType(e *Entry, size int64) {
 	switch e.Typeflag {
 	case tar.TypeReg:
 		e.Type, e.Size = EntryFile, size
@@ -214,7 +229,6 @@ func buildEntry(h []byte, size int64, pax map[string]string, longName, longLink 
 	default:
 		e.Type = EntryOther
 	}
-	return e, nil
 }
 
 // parsePAX parses PAX records ("<len> <key>=<value>\n") into into, refusing anything malformed

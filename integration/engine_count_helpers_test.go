@@ -16,7 +16,7 @@ import (
 // container (exec, freeze, archive reads and writes) and noting the largest byte cap a read
 // asked for, so a test can show a refusal came before any of them.
 type countingEngine struct {
-	docker.Engine
+	docker.Driver
 	mu      sync.Mutex
 	calls   []string
 	readCap int64
@@ -44,17 +44,23 @@ func (e *countingEngine) seen() []string {
 
 func (e *countingEngine) Exec(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
 	e.note("exec")
-	return e.Engine.Exec(ctx, req)
+	return e.Driver.Exec(ctx, req)
 }
+
+// ExecStarter and TypeStater say the fast paths are not available, so that every exec and
+// every stat goes through the counted Exec and Stat above.
+func (e *countingEngine) ExecStarter() (docker.ExecStarter, bool) { return nil, false }
+
+func (e *countingEngine) TypeStater() (docker.TypeStater, bool) { return nil, false }
 
 func (e *countingEngine) Pause(ctx context.Context, target string) error {
 	e.note("pause")
-	return e.Engine.Pause(ctx, target)
+	return e.Driver.Pause(ctx, target)
 }
 
 func (e *countingEngine) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
 	e.note("stat")
-	return e.Engine.Stat(ctx, target, guestPath)
+	return e.Driver.Stat(ctx, target, guestPath)
 }
 
 func (e *countingEngine) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*docker.Entry, []byte, error) {
@@ -62,12 +68,12 @@ func (e *countingEngine) Read(ctx context.Context, target, guestPath string, max
 	e.mu.Lock()
 	e.readCap = max(e.readCap, maxBytes)
 	e.mu.Unlock()
-	return e.Engine.Read(ctx, target, guestPath, maxBytes)
+	return e.Driver.Read(ctx, target, guestPath, maxBytes)
 }
 
 func (e *countingEngine) CopyIn(ctx context.Context, target string, tarball []byte) error {
 	e.note("copy in")
-	return e.Engine.CopyIn(ctx, target, tarball)
+	return e.Driver.CopyIn(ctx, target, tarball)
 }
 
 // newCountingBackend is newBackend on a counting wrapper of the driver under test.
@@ -79,6 +85,6 @@ func newCountingBackend(t testing.TB) (*actors.Backend, *countingEngine) {
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}
-	ce := &countingEngine{Engine: real}
+	ce := &countingEngine{Driver: real}
 	return newBackend(t, actors.WithEngine(ce), actors.WithLogger(zaptest.NewLogger(t))), ce
 }

@@ -1,7 +1,7 @@
-// Package messages holds the requests, responses and events that the engine's parts exchange:
-// the sandbox handles and the backend adapter send the in-process ones to container actors
-// (container.go), and the NATS service and client exchange the JSON wire types (wire.go,
-// the API... names).
+// Package messages holds the wire types the NATS service and client exchange: the JSON
+// bodies of every request, reply and event (wire.go, the API... names). The container
+// actor's own requests are not here: they are unexported types in package actors, each with
+// the behaviour of its call.
 //
 // Messages are data, not behaviour: exported structs, always sent and matched as pointers. A
 // request that expects a reply is named XxxRequest and gets exactly one XxxResponse whose Err

@@ -164,32 +164,11 @@ func (s *sweep) run(ctx context.Context, now time.Time) error {
 		return err
 	}
 	groups := classify(containers, networks)
-	for _, g := range groups {
-		g.expired = !retainAll && g.anchor.created.Before(s.res.Cutoff)
-		for _, m := range g.members() {
-			d := &Decision{Group: g.base, Kind: m.kind, ID: m.res.ID, Name: m.res.Name, Created: m.created,
-				Anchor: m == g.anchor, Expired: g.expired, Action: ActionKept}
-			g.decision[m.res.ID] = d
-		}
-	}
+	s.decide(groups, retainAll)
 	s.log.Info("reap inventory taken", zap.Int("containers", len(containers)), zap.Int("networks", len(networks)),
 		zap.Int("groups", len(groups)), zap.Time("cutoff", s.res.Cutoff))
-
-	// Revalidate the anchor of every expired group before the first removal (§4.5).
-	for _, g := range groups {
-		if !g.expired {
-			continue
-		}
-		gone, ok, err := s.revalidate(ctx, g)
-		if err != nil || !ok {
-			return err
-		}
-		if gone {
-			g.expired = false
-			for _, d := range g.decision {
-				d.Action = ActionReplaced
-			}
-		}
+	if ok, err := s.revalidateExpired(ctx, groups); err != nil || !ok {
+		return err
 	}
 	if s.o.dryRun {
 		for _, g := range groups {
@@ -215,6 +194,40 @@ func (s *sweep) run(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// decide marks each group expired or not by its anchor's age and records a kept decision for
+// every member.
+func (s *sweep) decide(groups []*group, retainAll bool) {
+	for _, g := range groups {
+		g.expired = !retainAll && g.anchor.created.Before(s.res.Cutoff)
+		for _, m := range g.members() {
+			d := &Decision{Group: g.base, Kind: m.kind, ID: m.res.ID, Name: m.res.Name, Created: m.created,
+				Anchor: m == g.anchor, Expired: g.expired, Action: ActionKept}
+			g.decision[m.res.ID] = d
+		}
+	}
+}
+
+// revalidateExpired re-reads the anchor of every expired group before the first removal
+// (§4.5); a group whose anchor was replaced is kept. ok and err as for revalidate.
+func (s *sweep) revalidateExpired(ctx context.Context, groups []*group) (ok bool, err error) {
+	for _, g := range groups {
+		if !g.expired {
+			continue
+		}
+		gone, ok, err := s.revalidate(ctx, g)
+		if err != nil || !ok {
+			return ok, err
+		}
+		if gone {
+			g.expired = false
+			for _, d := range g.decision {
+				d.Action = ActionReplaced
+			}
+		}
+	}
+	return true, nil
 }
 
 // snapshot copies the decisions out in removal order.
@@ -349,21 +362,7 @@ func classify(containers, networks []docker.Resource) []*group {
 		out = append(out, &group{base: base, networks: []*member{m}, anchor: m, decision: map[string]*Decision{}})
 	}
 	for _, g := range byBase {
-		g.anchor = g.workload
-		if g.anchor == nil {
-			g.anchor = g.proxy
-		}
-		// Members whose identity differs from the anchor's are not this group's: never removed.
-		if g.proxy != nil && g.proxy != g.anchor && !sameIdentity(g.proxy.res.Labels, g.anchor.res.Labels) {
-			g.proxy = nil
-		}
-		kept := g.networks[:0]
-		for _, n := range g.networks {
-			if sameIdentity(n.res.Labels, g.anchor.res.Labels) {
-				kept = append(kept, n)
-			}
-		}
-		g.networks = kept
+		g.anchorMembers()
 		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -373,6 +372,26 @@ func classify(containers, networks []docker.Resource) []*group {
 		return out[i].anchor.res.ID < out[j].anchor.res.ID
 	})
 	return out
+}
+
+// anchorMembers names the group's anchor (its workload, else its proxy) and drops the
+// members whose identity differs from the anchor's: they are not this group's, and are never
+// removed.
+func (g *group) anchorMembers() {
+	g.anchor = g.workload
+	if g.anchor == nil {
+		g.anchor = g.proxy
+	}
+	if g.proxy != nil && g.proxy != g.anchor && !sameIdentity(g.proxy.res.Labels, g.anchor.res.Labels) {
+		g.proxy = nil
+	}
+	kept := g.networks[:0]
+	for _, n := range g.networks {
+		if sameIdentity(n.res.Labels, g.anchor.res.Labels) {
+			kept = append(kept, n)
+		}
+	}
+	g.networks = kept
 }
 
 var identityLabels = []string{label.Scope, label.Thread, label.Agent, label.Kind}

@@ -1,353 +1,59 @@
 package service
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
 )
 
-// The conversions between the wire messages and package sandbox's values. The engine and
-// the Go client both use them, so the two ends agree by construction.
+// The conversions between the wire messages and package sandbox's values live in package
+// wire (wire/convert.go), which the Go client imports too; these call them under the names
+// this package has always given them.
 
-// SpecFromWire builds the spec w describes with [sandbox.NewSpec]: omitted fields take the
-// protocol's defaults and a bad value is refused with the error NewSpec gives (an
-// [*sandbox.InvalidArgumentError] for an unknown egress mode, capability, rung or scope).
-func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
-	var opts []sandbox.SpecOption
-	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
-	if w.Image != "" {
-		add(sandbox.WithImage(w.Image))
-	}
-	if w.ImageID != "" {
-		add(sandbox.WithImageID(w.ImageID))
-	}
-	if w.Egress != "" {
-		add(sandbox.WithEgress(sandbox.Egress(w.Egress)))
-	}
-	if len(w.EgressAllow) > 0 {
-		rules := make([]sandbox.EgressRule, len(w.EgressAllow))
-		for i, r := range w.EgressAllow {
-			rules[i] = sandbox.EgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority}
-		}
-		mode := sandbox.EgressAllowlist
-		if w.Egress != "" {
-			mode = sandbox.Egress(w.Egress)
-		}
-		add(sandbox.WithAllowlist(rules...))
-		add(sandbox.WithEgress(mode)) // a contradiction stays one for NewSpec to refuse
-	}
-	if w.WorkDir != nil {
-		add(sandbox.WithWorkDir(*w.WorkDir))
-	}
-	if len(w.Labels) > 0 {
-		add(sandbox.WithLabels(w.Labels))
-	}
-	if w.Requires != nil {
-		caps := make([]sandbox.Capability, len(w.Requires))
-		for i, c := range w.Requires {
-			caps[i] = sandbox.Capability(c)
-		}
-		add(sandbox.WithRequires(caps...))
-	}
-	if w.MinIsolation != nil {
-		add(sandbox.WithIsolationFloor(sandbox.Isolation(*w.MinIsolation)))
-	}
-	if len(w.DeclaredOutputs) > 0 {
-		add(sandbox.WithDeclaredOutputs(OutputsFromWire(w.DeclaredOutputs)...))
-	}
-	if w.FilesIn != nil {
-		add(sandbox.WithFilesIn(limitsFromWire(*w.FilesIn)))
-	}
-	if w.FilesOut != nil {
-		add(sandbox.WithFilesOut(limitsFromWire(*w.FilesOut)))
-	}
-	if w.OutputsNamedAtCallTime {
-		add(sandbox.WithOutputsNamedAtCallTime())
-	}
-	if w.RequiresOSFamily != nil {
-		add(sandbox.WithRequiresOSFamily(sandbox.OSFamily(*w.RequiresOSFamily)))
-	}
-	if w.HostTools != nil {
-		agg, err := hostToolsFromWire(*w.HostTools)
-		if err != nil {
-			return sandbox.Spec{}, err
-		}
-		add(sandbox.WithHostTools(agg))
-	}
-	if w.IsolationScope != "" {
-		add(sandbox.WithIsolationScope(sandbox.IsolationScope(w.IsolationScope)))
-	}
-	if w.MinCleanup != nil {
-		add(sandbox.WithCleanupFloor(sandbox.Cleanup(*w.MinCleanup)))
-	}
-	if w.ConfinedToGuestCallPath {
-		add(sandbox.WithConfinedToGuestCallPath())
-	}
-	if w.ExclusiveAdmission {
-		add(sandbox.WithExclusiveAdmission())
-	}
-	return sandbox.NewSpec(w.Kind, opts...)
-}
+// SpecFromWire is [wire.SpecFromWire].
+func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) { return wire.SpecFromWire(w) }
 
-func hostToolsFromWire(w messages.APIHostTools) (sandbox.HostToolAggregate, error) {
-	agg := sandbox.HostToolAggregate{
-		OutboundCaps:     slices.Clone(w.OutboundCaps),
-		RequiresApproval: w.RequiresApproval,
-		HasUndeclared:    w.HasUndeclared,
-		ResponseLimits:   limitsFromWire(w.ResponseLimits),
-		MaxCallsPerRun:   w.MaxCallsPerRun,
-	}
-	if w.ResultIntegrity != nil {
-		si, err := sandbox.ParseSourceIntegrity(*w.ResultIntegrity)
-		if err != nil {
-			return agg, err
-		}
-		agg.ResultIntegrity = &si
-	}
-	for _, id := range w.Identities {
-		ti, err := sandbox.ParseToolIdentity(id)
-		if err != nil {
-			return agg, err
-		}
-		agg.Identities = append(agg.Identities, ti)
-	}
-	return agg, nil
-}
+// SpecToWire is [wire.SpecToWire].
+func SpecToWire(s sandbox.Spec) messages.APISpec { return wire.SpecToWire(s) }
 
-// SpecToWire describes spec on the wire; [SpecFromWire] of the result builds an equal spec.
-func SpecToWire(s sandbox.Spec) messages.APISpec {
-	w := messages.APISpec{
-		Kind:                    s.Kind,
-		Image:                   s.Image,
-		ImageID:                 s.ImageID,
-		Egress:                  string(s.Egress),
-		WorkDir:                 cloneString(s.WorkDir),
-		Labels:                  maps.Clone(s.Labels),
-		Requires:                []string{},
-		DeclaredOutputs:         OutputsToWire(s.DeclaredOutputs),
-		OutputsNamedAtCallTime:  s.OutputsNamedAtCallTime,
-		IsolationScope:          string(s.IsolationScope),
-		ConfinedToGuestCallPath: s.ConfinedToGuestCallPath,
-		ExclusiveAdmission:      s.ExclusiveAdmission,
-	}
-	fi, fo := limitsToWire(s.FilesIn), limitsToWire(s.FilesOut)
-	w.FilesIn, w.FilesOut = &fi, &fo
-	for _, r := range s.EgressAllow {
-		w.EgressAllow = append(w.EgressAllow, messages.APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority})
-	}
-	for _, c := range s.Requires.Sorted() {
-		w.Requires = append(w.Requires, string(c))
-	}
-	if s.MinIsolation != nil {
-		v := string(*s.MinIsolation)
-		w.MinIsolation = &v
-	}
-	if s.RequiresOSFamily != nil {
-		v := string(*s.RequiresOSFamily)
-		w.RequiresOSFamily = &v
-	}
-	if s.MinCleanup != nil {
-		v := string(*s.MinCleanup)
-		w.MinCleanup = &v
-	}
-	if h := s.HostTools; h != nil {
-		wh := &messages.APIHostTools{
-			OutboundCaps:     slices.Clone(h.OutboundCaps),
-			RequiresApproval: h.RequiresApproval,
-			HasUndeclared:    h.HasUndeclared,
-			ResponseLimits:   limitsToWire(h.ResponseLimits),
-			MaxCallsPerRun:   h.MaxCallsPerRun,
-		}
-		if h.ResultIntegrity != nil {
-			v := string(*h.ResultIntegrity)
-			wh.ResultIntegrity = &v
-		}
-		for _, id := range h.Identities {
-			wh.Identities = append(wh.Identities, string(id))
-		}
-		w.HostTools = wh
-	}
-	return w
-}
-
-// OutputsFromWire converts declared outputs; an omitted required is true and an omitted
-// disposition land.
+// OutputsFromWire is [wire.OutputsFromWire].
 func OutputsFromWire(ws []messages.APIDeclaredOutput) []sandbox.DeclaredOutput {
-	if ws == nil {
-		return nil
-	}
-	out := make([]sandbox.DeclaredOutput, len(ws))
-	for i, w := range ws {
-		o := sandbox.Output(w.Path)
-		if w.Disposition != "" {
-			o.Disposition = sandbox.OutputDisposition(w.Disposition)
-		}
-		o.MediaType = w.MediaType
-		if w.Required != nil {
-			o.Required = *w.Required
-		}
-		o.Name = cloneString(w.Name)
-		out[i] = o
-	}
-	return out
+	return wire.OutputsFromWire(ws)
 }
 
-// OutputsToWire converts declared outputs for the wire.
+// OutputsToWire is [wire.OutputsToWire].
 func OutputsToWire(os []sandbox.DeclaredOutput) []messages.APIDeclaredOutput {
-	if os == nil {
-		return nil
-	}
-	out := make([]messages.APIDeclaredOutput, len(os))
-	for i, o := range os {
-		req := o.Required
-		out[i] = messages.APIDeclaredOutput{Path: o.Path, Disposition: string(o.Disposition), MediaType: o.MediaType,
-			Required: &req, Name: cloneString(o.Name)}
-	}
-	return out
+	return wire.OutputsToWire(os)
 }
 
-func limitsFromWire(w messages.APITransferLimits) sandbox.TransferLimits {
-	return sandbox.TransferLimits{MaxBytesPerFile: w.MaxBytesPerFile, MaxTotalBytes: w.MaxTotalBytes, MaxFiles: w.MaxFiles}
-}
+// KeyFromWire is [wire.KeyFromWire].
+func KeyFromWire(w *messages.APIKey) sandbox.Key { return wire.KeyFromWire(w) }
 
-func limitsToWire(l sandbox.TransferLimits) messages.APITransferLimits {
-	return messages.APITransferLimits{MaxBytesPerFile: l.MaxBytesPerFile, MaxTotalBytes: l.MaxTotalBytes, MaxFiles: l.MaxFiles}
-}
+// KeyToWire is [wire.KeyToWire].
+func KeyToWire(k sandbox.Key) *messages.APIKey { return wire.KeyToWire(k) }
 
-// KeyFromWire converts a wire key; nil gives the zero key.
-func KeyFromWire(w *messages.APIKey) sandbox.Key {
-	if w == nil {
-		return sandbox.Key{}
-	}
-	return sandbox.Key{Scope: w.Scope, ThreadID: w.ThreadID, AgentID: w.AgentID, CallID: w.CallID}
-}
+// StatToWire is [wire.StatToWire].
+func StatToWire(st *sandbox.FileStat) *messages.APIFileStat { return wire.StatToWire(st) }
 
-// KeyToWire converts a key for the wire.
-func KeyToWire(k sandbox.Key) *messages.APIKey {
-	return &messages.APIKey{Scope: k.Scope, ThreadID: k.ThreadID, AgentID: k.AgentID, CallID: k.CallID}
-}
+// StatFromWire is [wire.StatFromWire].
+func StatFromWire(w *messages.APIFileStat) (*sandbox.FileStat, error) { return wire.StatFromWire(w) }
 
-// StatToWire converts a file stat; nil stays nil.
-func StatToWire(st *sandbox.FileStat) *messages.APIFileStat {
-	if st == nil {
-		return nil
-	}
-	w := &messages.APIFileStat{Path: st.Path, Kind: string(st.Kind)}
-	if st.Size != nil {
-		n := *st.Size
-		w.Size = &n
-	}
-	return w
-}
-
-// StatFromWire converts a wire stat; nil stays nil. An unknown kind is refused.
-func StatFromWire(w *messages.APIFileStat) (*sandbox.FileStat, error) {
-	if w == nil {
-		return nil, nil
-	}
-	kind, err := sandbox.ParseEntryKind(w.Kind)
-	if err != nil {
-		return nil, err
-	}
-	st := &sandbox.FileStat{Path: w.Path, Kind: kind}
-	if w.Size != nil {
-		n := *w.Size
-		st.Size = &n
-	}
-	return st, nil
-}
-
-// FailureToWire converts a disposal failure; nil stays nil.
+// FailureToWire is [wire.FailureToWire].
 func FailureToWire(f *sandbox.DisposalFailure) *messages.APIDisposalFailure {
-	if f == nil {
-		return nil
-	}
-	return &messages.APIDisposalFailure{Code: string(f.Code), Detail: f.Detail}
+	return wire.FailureToWire(f)
 }
 
-// FailureFromWire converts a wire disposal failure; nil stays nil. An unknown code is
-// kept as it came (FoldDisposalFailures counts it as unknown).
+// FailureFromWire is [wire.FailureFromWire].
 func FailureFromWire(w *messages.APIDisposalFailure) *sandbox.DisposalFailure {
-	if w == nil {
-		return nil
-	}
-	return &sandbox.DisposalFailure{Code: sandbox.DisposalCode(w.Code), Detail: w.Detail}
+	return wire.FailureFromWire(w)
 }
 
-// DeclarationsToWire converts a backend's declarations, keeping a nil set or limits (the
-// defaults) apart from an empty one.
+// DeclarationsToWire is [wire.DeclarationsToWire].
 func DeclarationsToWire(d sandbox.Declarations) messages.APIDeclarations {
-	w := messages.APIDeclarations{
-		EgressModes:                []string{},
-		OSFamilies:                 []string{},
-		IsolationScopes:            []string{},
-		ObservesEgress:             d.ObservesEgress,
-		EgressMethodTokens:         slices.Clone(d.EgressMethodTokens),
-		RequiresExclusiveAdmission: d.RequiresExclusiveAdmission,
-	}
-	if d.Capabilities != nil {
-		w.Capabilities = []string{}
-		for _, c := range d.Capabilities.Sorted() {
-			w.Capabilities = append(w.Capabilities, string(c))
-		}
-	}
-	if d.Limits != nil {
-		w.Limits = &messages.APISandboxLimits{FilesIn: limitsToWire(d.Limits.FilesIn), FilesOut: limitsToWire(d.Limits.FilesOut)}
-	}
-	for _, m := range d.EgressModes.Sorted() {
-		w.EgressModes = append(w.EgressModes, string(m))
-	}
-	for _, f := range d.OSFamilies {
-		w.OSFamilies = append(w.OSFamilies, string(f))
-	}
-	for _, s := range d.IsolationScopes {
-		w.IsolationScopes = append(w.IsolationScopes, string(s))
-	}
-	if a := d.AttachedIdentity; a != nil {
-		w.AttachedIdentity = &messages.APIAttachedIdentity{Scope: string(a.Scope), RetentionSeconds: a.RetentionSeconds, Channels: slices.Clone(a.Channels)}
-	}
-	return w
+	return wire.DeclarationsToWire(d)
 }
 
-// DeclarationsFromWire converts wire declarations back.
+// DeclarationsFromWire is [wire.DeclarationsFromWire].
 func DeclarationsFromWire(w messages.APIDeclarations) sandbox.Declarations {
-	d := sandbox.Declarations{
-		EgressModes:                sandbox.NewEgressSet(),
-		ObservesEgress:             w.ObservesEgress,
-		EgressMethodTokens:         slices.Clone(w.EgressMethodTokens),
-		RequiresExclusiveAdmission: w.RequiresExclusiveAdmission,
-	}
-	if w.Capabilities != nil {
-		d.Capabilities = sandbox.NewCapabilitySet()
-		for _, c := range w.Capabilities {
-			d.Capabilities[sandbox.Capability(c)] = struct{}{}
-		}
-	}
-	if w.Limits != nil {
-		d.Limits = &sandbox.SandboxLimits{FilesIn: limitsFromWire(w.Limits.FilesIn), FilesOut: limitsFromWire(w.Limits.FilesOut)}
-	}
-	for _, m := range w.EgressModes {
-		d.EgressModes[sandbox.Egress(m)] = struct{}{}
-	}
-	for _, f := range w.OSFamilies {
-		d.OSFamilies = append(d.OSFamilies, sandbox.OSFamily(f))
-	}
-	for _, s := range w.IsolationScopes {
-		d.IsolationScopes = append(d.IsolationScopes, sandbox.IsolationScope(s))
-	}
-	if a := w.AttachedIdentity; a != nil {
-		d.AttachedIdentity = &sandbox.AttachedIdentityDeclaration{Scope: sandbox.IsolationScope(a.Scope),
-			RetentionSeconds: a.RetentionSeconds, Channels: slices.Clone(a.Channels)}
-	}
-	return d
-}
-
-func cloneString(s *string) *string {
-	if s == nil {
-		return nil
-	}
-	v := *s
-	return &v
+	return wire.DeclarationsFromWire(w)
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/mafsandbox/engine/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
@@ -16,8 +17,8 @@ import (
 // echoes a valid traceparent unchanged; exec chunks carry both too. The engine logs every
 // line of a call with request_id (and trace_id when a traceparent came).
 const (
-	RequestIDHeader   = "X-Request-Id"
-	TraceparentHeader = "traceparent"
+	RequestIDHeader   = wire.RequestIDHeader
+	TraceparentHeader = wire.TraceparentHeader
 )
 
 var (

@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/mafsandbox/engine/messages"
@@ -86,7 +87,7 @@ func jsonKind(t reflect.Type) string {
 	if t == nil {
 		return "a value of another kind"
 	}
-	if t == durationType {
+	if t == reflect.TypeFor[time.Duration]() {
 		return "an integer"
 	}
 	switch t.Kind() {

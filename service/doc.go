@@ -8,7 +8,8 @@
 //
 // # Subjects and engines
 //
-// Every subject is a constant in subjects.go. Cold calls (acquire, dispose, dispose_scope,
+// Every subject is a constant of package wire (wire/subjects.go), which the Go client shares;
+// this package gives them their old names too. Cold calls (acquire, dispose, dispose_scope,
 // reap, declarations, health) go to shared subjects answered in one queue group, so several
 // engines can share them; an acquire's reply names the engine that holds the sandbox and a
 // handle, and every later call on that sandbox goes to that engine's own subjects
@@ -19,7 +20,7 @@
 // # Errors
 //
 // A failed call replies with the response type and an error object {code, message,
-// detail}. The code comes from the one table in errors.go, which maps every error type of
+// detail}. The code comes from the one table in wire/errors.go, which maps every error type of
 // package sandbox (and this package's own) to a stable string; [DecodeError] rebuilds the
 // same typed error, so errors.As and errors.Is work across NATS. The code and message also
 // travel in micro's Nats-Service-Error-Code and Nats-Service-Error headers.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mafsandbox/engine/wire"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -108,7 +109,7 @@ func (s *Service) registryFor(ctx context.Context, req *messages.APIRunProgramRe
 		calls = req.MaxCallsPerRun
 	}
 	if req.ResponseLimits != nil {
-		limits = limitsFromWire(*req.ResponseLimits)
+		limits = wire.LimitsFromWire(*req.ResponseLimits)
 	}
 	// The router admitted this sandbox's traffic for the spec's aggregate; a run may ask for
 	// less, never more.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // Reaper sweeps sandboxes by age (egress-and-reap spec §4). The Docker backend does not
@@ -17,21 +17,11 @@ type Reaper interface {
 	Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)
 }
 
-// ReapResult counts what a sweep removed.
-type ReapResult struct {
-	Disposed        int // workload containers removed
-	ProxiesRemoved  int // proxy containers removed
-	NetworksRemoved int
-	Failures        []ReapFailure
-}
+// ReapResult counts what a sweep removed ([wire.ReapResult]).
+type ReapResult = wire.ReapResult
 
-// ReapFailure is one resource a sweep could not remove.
-type ReapFailure struct {
-	Code         sandbox.DisposalCode // unlisted, unreachable, timeout or refused
-	Detail       string
-	ResourceID   string
-	ResourceKind string // "workload", "proxy", "network" or "" (inventory-wide)
-}
+// ReapFailure is one resource a sweep could not remove ([wire.ReapFailure]).
+type ReapFailure = wire.ReapFailure
 
 // ReaperFunc adapts a function to [Reaper].
 type ReaperFunc func(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)

@@ -51,7 +51,12 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := sandbox.DisposeOptions{Kind: cloneString(req.Kind), InstanceID: req.InstanceID}
+	var kind *string
+	if req.Kind != nil {
+		k := *req.Kind
+		kind = &k
+	}
+	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
 	f := s.router.Dispose(ctx, key, opts)
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&

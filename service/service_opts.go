@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Service]. Nil options are skipped; the first error stops
@@ -47,8 +48,6 @@ func defaultOptions() options {
 }
 
 var (
-	tokenRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 	semverRE  = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 	errOption = func(format string, a ...any) error {
 		return &sandbox.InvalidArgumentError{Reason: "service: " + fmt.Sprintf(format, a...)}
@@ -170,20 +169,19 @@ func WithTransfers(memory int64, ttl time.Duration) Option {
 	}
 }
 
-// ValidPrefix reports whether prefix is a subject prefix engines and clients accept:
-// dot-separated tokens of letters, digits, '-' and '_'.
-func ValidPrefix(prefix string) bool { return prefixRE.MatchString(prefix) }
+// ValidPrefix reports whether prefix is a subject prefix engines and clients accept
+// ([wire.ValidPrefix]).
+func ValidPrefix(prefix string) bool { return wire.ValidPrefix(prefix) }
 
-// ValidToken reports whether id can be one subject token (an engine ID, a transfer ID): 1 to
-// 64 letters, digits, '-' or '_'.
-func ValidToken(id string) bool { return tokenRE.MatchString(id) }
+// ValidToken reports whether id can be one subject token ([wire.ValidToken]).
+func ValidToken(id string) bool { return wire.ValidToken(id) }
 
 // WithHostToolEvents publishes one event per host-tool call of a run_program under prefix
 // (egress events' prefix, by default maf.sandbox.docker), on core NATS; empty publishes none,
 // the default.
 func WithHostToolEvents(prefix string) Option {
 	return func(o *options) error {
-		if prefix != "" && !prefixRE.MatchString(prefix) {
+		if prefix != "" && !wire.ValidPrefix(prefix) {
 			return errOption("host-tool event prefix %q is not dot-separated plain tokens", prefix)
 		}
 		o.hostToolEvents = prefix

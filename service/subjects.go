@@ -1,148 +1,72 @@
 package service
 
-import "fmt"
+import "github.com/mafsandbox/engine/wire"
 
-// DefaultPrefix starts every subject of the API. Engines that share a prefix form one pool:
-// they answer the shared subjects in one queue group, so they must drive the same Docker
-// daemon (see docs/operations.md). [WithPrefix] gives a pool its own.
-const DefaultPrefix = "maf.sandbox.api"
+// The subjects live in package wire (wire/subjects.go), which the Go client imports too;
+// these are the same constants under the names this package has always given them.
 
-// QueueGroup is the queue group of the shared subjects: each request on one of them reaches
-// one engine of the pool.
-const QueueGroup = "maf-sandbox-engines"
-
-// ServiceName is the nats micro service name: `$SRV.PING.maf-sandbox-engine` lists the
-// engines, `$SRV.INFO.maf-sandbox-engine` their endpoints, `$SRV.STATS.maf-sandbox-engine`
-// their counters.
-const ServiceName = "maf-sandbox-engine"
-
-// Subjects. Each is declared twice: the form under [DefaultPrefix] (with a * where the
-// engine ID goes, to subscribe to) and a T template that [fmt.Sprintf] fills with the prefix
-// and, for per-engine subjects, the engine ID. Shared subjects are answered in [QueueGroup];
-// per-engine subjects (…engine.<id>.…) by that engine alone, queue group disabled. Every
-// request and reply is a JSON message of package messages.
 const (
-	// SubjectAcquire gets or creates a sandbox on any engine of the pool.
-	// APIAcquireRequest → APIAcquireResponse; queue group QueueGroup.
-	SubjectAcquire  = DefaultPrefix + ".v1.acquire"
-	SubjectAcquireT = "%s.v1.acquire"
-	// SubjectDispose deletes a key's sandboxes, found by label on the pool's daemon.
-	// APIDisposeRequest → APIDisposeResponse; queue group QueueGroup.
-	SubjectDispose  = DefaultPrefix + ".v1.dispose"
-	SubjectDisposeT = "%s.v1.dispose"
-	// SubjectDisposeScope deletes every sandbox of a conversation.
-	// APIDisposeScopeRequest → APIDisposeScopeResponse; queue group QueueGroup.
-	SubjectDisposeScope  = DefaultPrefix + ".v1.dispose_scope"
-	SubjectDisposeScopeT = "%s.v1.dispose_scope"
-	// SubjectReap sweeps sandboxes older than an age.
-	// APIReapRequest → APIReapResponse; queue group QueueGroup.
-	SubjectReap  = DefaultPrefix + ".v1.reap"
-	SubjectReapT = "%s.v1.reap"
-	// SubjectDeclarations describes the pool's backends.
-	// APIDeclarationsRequest → APIDeclarationsResponse; queue group QueueGroup.
-	SubjectDeclarations  = DefaultPrefix + ".v1.declarations"
-	SubjectDeclarationsT = "%s.v1.declarations"
-	// SubjectHealth says whether an engine of the pool serves.
-	// APIHealthRequest → APIHealthResponse; queue group QueueGroup.
-	SubjectHealth  = DefaultPrefix + ".v1.health"
-	SubjectHealthT = "%s.v1.health"
-
-	// SubjectEngineAcquire acquires on one engine: the client sends a key's later acquires
-	// to the engine that served it. APIAcquireRequest → APIAcquireResponse; no queue group.
-	SubjectEngineAcquire  = DefaultPrefix + ".v1.engine.*.acquire"
-	SubjectEngineAcquireT = "%s.v1.engine.%s.acquire"
-	// SubjectEngineDispose disposes through one engine.
-	// APIDisposeRequest → APIDisposeResponse; no queue group.
-	SubjectEngineDispose  = DefaultPrefix + ".v1.engine.*.dispose"
-	SubjectEngineDisposeT = "%s.v1.engine.%s.dispose"
-	// SubjectEngineDisposeScope purges a conversation through one engine.
-	// APIDisposeScopeRequest → APIDisposeScopeResponse; no queue group.
-	SubjectEngineDisposeScope  = DefaultPrefix + ".v1.engine.*.dispose_scope"
-	SubjectEngineDisposeScopeT = "%s.v1.engine.%s.dispose_scope"
-	// SubjectEngineReap sweeps through one engine.
-	// APIReapRequest → APIReapResponse; no queue group.
-	SubjectEngineReap  = DefaultPrefix + ".v1.engine.*.reap"
-	SubjectEngineReapT = "%s.v1.engine.%s.reap"
-	// SubjectEngineDeclarations describes one engine's backends.
-	// APIDeclarationsRequest → APIDeclarationsResponse; no queue group.
-	SubjectEngineDeclarations  = DefaultPrefix + ".v1.engine.*.declarations"
-	SubjectEngineDeclarationsT = "%s.v1.engine.%s.declarations"
-	// SubjectEngineHealth asks one engine how it is.
-	// APIHealthRequest → APIHealthResponse; no queue group.
-	SubjectEngineHealth  = DefaultPrefix + ".v1.engine.*.health"
-	SubjectEngineHealthT = "%s.v1.engine.%s.health"
-
-	// SubjectEngineAlive answers, with an empty reply, as long as the engine runs: through
-	// its drain too, until its last in-flight call has replied. A client waiting on a long
-	// call asks it now and then, and gives up at once when nobody answers (the engine died).
-	// Any request → empty reply; a plain subscription, not a micro endpoint, so that it
-	// outlives the endpoints' drain; no queue group.
-	SubjectEngineAlive  = DefaultPrefix + ".v1.engine.*.alive"
-	SubjectEngineAliveT = "%s.v1.engine.%s.alive"
-
-	// SubjectExec runs a command in a sandbox the engine holds, streaming output chunks to
-	// the request's stream_to when set. APIExecRequest → APIExecResponse (and APIExecChunk
-	// messages on stream_to); no queue group.
-	SubjectExec  = DefaultPrefix + ".v1.engine.*.exec"
-	SubjectExecT = "%s.v1.engine.%s.exec"
-	// SubjectRunCode evaluates code in the guest runtime.
-	// APIRunCodeRequest → APIRunCodeResponse; no queue group.
-	SubjectRunCode  = DefaultPrefix + ".v1.engine.*.run_code"
-	SubjectRunCodeT = "%s.v1.engine.%s.run_code"
-	// SubjectWriteFile writes a file, inline or from an upload.
-	// APIWriteFileRequest → APIWriteFileResponse; no queue group.
-	SubjectWriteFile  = DefaultPrefix + ".v1.engine.*.write_file"
-	SubjectWriteFileT = "%s.v1.engine.%s.write_file"
-	// SubjectUploadChunk takes one chunk of a file to write.
-	// APIUploadChunkRequest → APIUploadChunkResponse; no queue group.
-	SubjectUploadChunk  = DefaultPrefix + ".v1.engine.*.upload_chunk"
-	SubjectUploadChunkT = "%s.v1.engine.%s.upload_chunk"
-	// SubjectReadFile reads a file, inline or as a transfer to download.
-	// APIReadFileRequest → APIReadFileResponse; no queue group.
-	SubjectReadFile  = DefaultPrefix + ".v1.engine.*.read_file"
-	SubjectReadFileT = "%s.v1.engine.%s.read_file"
-	// SubjectDownloadChunk hands out one chunk of a transfer.
-	// APIDownloadChunkRequest → APIDownloadChunkResponse; no queue group.
-	SubjectDownloadChunk  = DefaultPrefix + ".v1.engine.*.download_chunk"
-	SubjectDownloadChunkT = "%s.v1.engine.%s.download_chunk"
-	// SubjectStatFile describes a path without following it.
-	// APIStatFileRequest → APIStatFileResponse; no queue group.
-	SubjectStatFile  = DefaultPrefix + ".v1.engine.*.stat_file"
-	SubjectStatFileT = "%s.v1.engine.%s.stat_file"
-	// SubjectRemove deletes a path.
-	// APIRemoveRequest → APIRemoveResponse; no queue group.
-	SubjectRemove  = DefaultPrefix + ".v1.engine.*.remove"
-	SubjectRemoveT = "%s.v1.engine.%s.remove"
-	// SubjectListDir lists a directory.
-	// APIListDirRequest → APIListDirResponse; no queue group.
-	SubjectListDir  = DefaultPrefix + ".v1.engine.*.list_dir"
-	SubjectListDirT = "%s.v1.engine.%s.list_dir"
-	// SubjectReclaim removes a framework-created directory.
-	// APIReclaimRequest → APIReclaimResponse; no queue group.
-	SubjectReclaim  = DefaultPrefix + ".v1.engine.*.reclaim"
-	SubjectReclaimT = "%s.v1.engine.%s.reclaim"
-	// SubjectReset restores a sandbox's baseline.
-	// APIResetRequest → APIResetResponse; no queue group.
-	SubjectReset  = DefaultPrefix + ".v1.engine.*.reset"
-	SubjectResetT = "%s.v1.engine.%s.reset"
-	// SubjectCollectOutputs collects a sandbox's declared outputs.
-	// APICollectOutputsRequest → APICollectOutputsResponse; no queue group.
-	SubjectCollectOutputs  = DefaultPrefix + ".v1.engine.*.collect_outputs"
-	SubjectCollectOutputsT = "%s.v1.engine.%s.collect_outputs"
-	// SubjectFingerprint fingerprints a sandbox the engine holds: phase baseline keeps the
-	// measurement, phase final compares the sandbox with it (docker-backend §12.5).
-	// APIFingerprintRequest → APIFingerprintResponse; no queue group.
-	SubjectFingerprint  = DefaultPrefix + ".v1.engine.*.fingerprint"
-	SubjectFingerprintT = "%s.v1.engine.%s.fingerprint"
-	// SubjectRunProgram runs a host-tools program in a sandbox and serves its tool calls,
-	// each as an APIHostToolCall request to the subject the request names for the tool.
-	// APIRunProgramRequest → APIRunProgramResponse; no queue group.
-	SubjectRunProgram  = DefaultPrefix + ".v1.engine.*.run_program"
-	SubjectRunProgramT = "%s.v1.engine.%s.run_program"
+	SubjectAcquire             = wire.SubjectAcquire
+	SubjectAcquireT            = wire.SubjectAcquireT
+	SubjectDispose             = wire.SubjectDispose
+	SubjectDisposeT            = wire.SubjectDisposeT
+	SubjectDisposeScope        = wire.SubjectDisposeScope
+	SubjectDisposeScopeT       = wire.SubjectDisposeScopeT
+	SubjectReap                = wire.SubjectReap
+	SubjectReapT               = wire.SubjectReapT
+	SubjectDeclarations        = wire.SubjectDeclarations
+	SubjectDeclarationsT       = wire.SubjectDeclarationsT
+	SubjectHealth              = wire.SubjectHealth
+	SubjectHealthT             = wire.SubjectHealthT
+	SubjectEngineAcquire       = wire.SubjectEngineAcquire
+	SubjectEngineAcquireT      = wire.SubjectEngineAcquireT
+	SubjectEngineDispose       = wire.SubjectEngineDispose
+	SubjectEngineDisposeT      = wire.SubjectEngineDisposeT
+	SubjectEngineDisposeScope  = wire.SubjectEngineDisposeScope
+	SubjectEngineDisposeScopeT = wire.SubjectEngineDisposeScopeT
+	SubjectEngineReap          = wire.SubjectEngineReap
+	SubjectEngineReapT         = wire.SubjectEngineReapT
+	SubjectEngineDeclarations  = wire.SubjectEngineDeclarations
+	SubjectEngineDeclarationsT = wire.SubjectEngineDeclarationsT
+	SubjectEngineHealth        = wire.SubjectEngineHealth
+	SubjectEngineHealthT       = wire.SubjectEngineHealthT
+	SubjectEngineAlive         = wire.SubjectEngineAlive
+	SubjectEngineAliveT        = wire.SubjectEngineAliveT
+	SubjectExec                = wire.SubjectExec
+	SubjectExecT               = wire.SubjectExecT
+	SubjectRunCode             = wire.SubjectRunCode
+	SubjectRunCodeT            = wire.SubjectRunCodeT
+	SubjectWriteFile           = wire.SubjectWriteFile
+	SubjectWriteFileT          = wire.SubjectWriteFileT
+	SubjectUploadChunk         = wire.SubjectUploadChunk
+	SubjectUploadChunkT        = wire.SubjectUploadChunkT
+	SubjectReadFile            = wire.SubjectReadFile
+	SubjectReadFileT           = wire.SubjectReadFileT
+	SubjectDownloadChunk       = wire.SubjectDownloadChunk
+	SubjectDownloadChunkT      = wire.SubjectDownloadChunkT
+	SubjectStatFile            = wire.SubjectStatFile
+	SubjectStatFileT           = wire.SubjectStatFileT
+	SubjectRemove              = wire.SubjectRemove
+	SubjectRemoveT             = wire.SubjectRemoveT
+	SubjectListDir             = wire.SubjectListDir
+	SubjectListDirT            = wire.SubjectListDirT
+	SubjectReclaim             = wire.SubjectReclaim
+	SubjectReclaimT            = wire.SubjectReclaimT
+	SubjectReset               = wire.SubjectReset
+	SubjectResetT              = wire.SubjectResetT
+	SubjectCollectOutputs      = wire.SubjectCollectOutputs
+	SubjectCollectOutputsT     = wire.SubjectCollectOutputsT
+	DefaultPrefix              = wire.DefaultPrefix
+	QueueGroup                 = wire.QueueGroup
+	ServiceName                = wire.ServiceName
+	SubjectFingerprint         = wire.SubjectFingerprint
+	SubjectFingerprintT        = wire.SubjectFingerprintT
+	SubjectRunProgram          = wire.SubjectRunProgram
+	SubjectRunProgramT         = wire.SubjectRunProgramT
 )
 
-// Shared formats the subject of a shared template for prefix.
-func Shared(template, prefix string) string { return fmt.Sprintf(template, prefix) }
+// Shared formats the subject of a shared template for prefix ([wire.Shared]).
+func Shared(template, prefix string) string { return wire.Shared(template, prefix) }
 
-// Engine formats the subject of a per-engine template for prefix and engine.
-func Engine(template, prefix, engine string) string { return fmt.Sprintf(template, prefix, engine) }
+// Engine formats the subject of a per-engine template for prefix and engine ([wire.Engine]).
+func Engine(template, prefix, engine string) string { return wire.Engine(template, prefix, engine) }

@@ -97,7 +97,7 @@ func (t *transfers) fetch(handle, id string, seq int) ([]byte, bool, error) {
 // add appends chunk seq of upload id for handle. Chunks arrive in order from 0; the whole
 // may not pass the file limit.
 func (t *transfers) add(handle, id string, seq int, data []byte) (int64, error) {
-	if !tokenRE.MatchString(id) {
+	if !ValidToken(id) {
 		return 0, &BadRequestError{Reason: fmt.Sprintf("upload ID %q must be 1-64 letters, digits, '-' or '_'", id)}
 	}
 	if len(data) > t.chunk {

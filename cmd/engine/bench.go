@@ -17,36 +17,57 @@ import (
 	"github.com/mafsandbox/engine/internal/images"
 )
 
+// benchVerb is "engine bench": every operation measured against the local Docker daemon.
+type benchVerb struct {
+	image, dockerPath, driver, only string
+	reps                            int
+	asJSON                          bool
+}
+
+// benchCmd parses args into a [benchVerb] and runs it.
 func benchCmd(ctx context.Context, args []string) error {
+	v := &benchVerb{}
+	if err := v.parse(args); err != nil {
+		return err
+	}
+	return v.run(ctx)
+}
+
+func (v *benchVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	image := fs.String("image", images.BusyboxTag, "workload image (needs sh, true, echo, rm); built when it is the default and missing")
-	reps := fs.Int("reps", 20, "timed repetitions of each row, after one warm-up")
-	asJSON := fs.Bool("json", false, "print one JSON line per row instead of a table")
-	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
-	driver := fs.String("driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
-	only := fs.String("only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
+	fs.StringVar(&v.image, "image", images.BusyboxTag, "workload image (needs sh, true, echo, rm); built when it is the default and missing")
+	fs.IntVar(&v.reps, "reps", 20, "timed repetitions of each row, after one warm-up")
+	fs.BoolVar(&v.asJSON, "json", false, "print one JSON line per row instead of a table")
+	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
+	fs.StringVar(&v.driver, "driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
+	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *reps < 1 {
+	if v.reps < 1 {
 		return fmt.Errorf("--reps must be at least 1")
 	}
-	if *image == images.BusyboxTag {
-		if err := images.EnsureBusybox(ctx, *dockerPath, *image); err != nil {
+	return nil
+}
+
+// run builds the default image when it is missing, then runs the rows and prints each.
+func (v *benchVerb) run(ctx context.Context) error {
+	if v.image == images.BusyboxTag {
+		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
 			return err
 		}
 	}
-	b, err := actors.Create(ctx, docker.Config{DockerPath: *dockerPath, Driver: *driver}, actors.WithLogger(zap.NewNop()))
+	b, err := actors.Create(ctx, docker.Config{DockerPath: v.dockerPath, Driver: v.driver}, actors.WithLogger(zap.NewNop()))
 	if err != nil {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if !*asJSON {
+	if !v.asJSON {
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
 	}
 	report := func(r bench.Row) {
-		if *asJSON {
+		if v.asJSON {
 			line, _ := json.Marshal(r)
 			fmt.Println(string(line))
 			return
@@ -55,8 +76,8 @@ func benchCmd(ctx context.Context, args []string) error {
 		tw.Flush()
 	}
 	var groups []string
-	if *only != "" {
-		groups = strings.Split(*only, ",")
+	if v.only != "" {
+		groups = strings.Split(v.only, ",")
 	}
-	return bench.Run(ctx, b, bench.Config{Image: *image, Reps: *reps, DockerPath: *dockerPath, Groups: groups}, report)
+	return bench.Run(ctx, b, bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, Groups: groups}, report)
 }

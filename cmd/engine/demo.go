@@ -80,12 +80,16 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eventsConn.Close()
-	box, egressSink, err := egressEvents(ctx, eventsConn, cfg, egresslog.DefaultSubjectPrefix, log)
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	box, egressSink, err := egressEvents(ctx, eventsConn, drv, egresslog.DefaultSubjectPrefix, log)
 	if err != nil {
 		return err
 	}
 	defer box.Close(context.WithoutCancel(ctx))
-	backend, err := actors.Create(ctx, cfg, actors.WithLogger(log), actors.WithEgressSink(egressSink))
+	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(egressSink))
 	if err != nil {
 		return err
 	}

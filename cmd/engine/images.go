@@ -22,13 +22,29 @@ An image that is already current is left alone unless --force.
 Flags:
 `
 
+// imagesVerb is "engine images build": the images the engine and its tests use, built on
+// the local daemon, pulling nothing.
+type imagesVerb struct {
+	dockerPath, busyboxTag, proxyTag, observerTag string
+	force                                         bool
+}
+
+// imagesCmd parses args into an [imagesVerb] and runs it.
 func imagesCmd(ctx context.Context, args []string) error {
+	v := &imagesVerb{}
+	if err := v.parse(args); err != nil {
+		return err
+	}
+	return v.run(ctx)
+}
+
+func (v *imagesVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("images build", flag.ContinueOnError)
-	dockerPath := fs.String("docker", "docker", "the Docker CLI binary")
-	force := fs.Bool("force", false, "rebuild images that already exist")
-	busyboxTag := fs.String("busybox-tag", images.BusyboxTag, "tag of the busybox workload image")
-	proxyTag := fs.String("proxy-tag", images.ProxyTag, "tag of the egress proxy image")
-	observerTag := fs.String("observer-tag", images.ObserverTag, "tag of the fingerprint observer image")
+	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
+	fs.BoolVar(&v.force, "force", false, "rebuild images that already exist")
+	fs.StringVar(&v.busyboxTag, "busybox-tag", images.BusyboxTag, "tag of the busybox workload image")
+	fs.StringVar(&v.proxyTag, "proxy-tag", images.ProxyTag, "tag of the egress proxy image")
+	fs.StringVar(&v.observerTag, "observer-tag", images.ObserverTag, "tag of the fingerprint observer image")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), imagesUsage, platforms(images.EmbeddedProxyPlatforms()),
 			platforms(images.EmbeddedObserverPlatforms()))
@@ -47,21 +63,26 @@ func imagesCmd(ctx context.Context, args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("images build: unexpected arguments %q", fs.Args())
 	}
+	return nil
+}
+
+// run builds each image that is missing or stale (every one with --force).
+func (v *imagesVerb) run(ctx context.Context) error {
 	type build struct {
 		tag            string
 		ensure, always func(context.Context, string, string) error
 	}
 	for _, b := range []build{
-		{*busyboxTag, images.EnsureBusybox, images.BuildBusybox},
-		{*proxyTag, images.EnsureProxy, images.BuildProxy},
-		{*observerTag, images.EnsureObserver, images.BuildObserver},
+		{v.busyboxTag, images.EnsureBusybox, images.BuildBusybox},
+		{v.proxyTag, images.EnsureProxy, images.BuildProxy},
+		{v.observerTag, images.EnsureObserver, images.BuildObserver},
 	} {
 		fmt.Printf("building %s ... ", b.tag)
 		do := b.ensure
-		if *force {
+		if v.force {
 			do = b.always
 		}
-		if err := do(ctx, *dockerPath, b.tag); err != nil {
+		if err := do(ctx, v.dockerPath, b.tag); err != nil {
 			fmt.Println("failed")
 			return err
 		}

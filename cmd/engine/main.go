@@ -63,7 +63,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return code
 }
 
-// dispatch runs the verb args[0] names with the rest of args.
+// dispatch runs the verb args[0] names with the rest of args. Each verb is a small type in
+// the file named for it (serveVerb in serve.go, runVerb in run.go, …) holding its flags: parse
+// fills them from the verb's arguments, run does its work.
 func dispatch(ctx context.Context, args []string) (int, error) {
 	if len(args) == 0 {
 		fmt.Print(usage)
@@ -92,8 +94,19 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 	return 0, fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 }
 
-// versionCmd prints [buildVersion].
+// versionVerb is "engine version": prints [buildVersion].
+type versionVerb struct{}
+
+// versionCmd parses args into a [versionVerb] and runs it.
 func versionCmd(args []string) error {
+	v := versionVerb{}
+	if err := v.parse(args); err != nil {
+		return err
+	}
+	return v.run()
+}
+
+func (versionVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: engine version\n\nPrints the version, from the build's module information "+
@@ -105,6 +118,10 @@ func versionCmd(args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("version: unexpected arguments %q", fs.Args())
 	}
+	return nil
+}
+
+func (versionVerb) run() error {
 	fmt.Println(buildVersion())
 	return nil
 }

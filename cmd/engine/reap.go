@@ -26,20 +26,38 @@ import (
 // errReapFailures makes the command exit non-zero when a sweep reported failures (§4.9).
 var errReapFailures = errors.New("the sweep reported failures")
 
-// reapCmd runs one age-based sweep of the Docker daemon and exits (egress-and-reap.md §4).
+// reapVerb is "engine reap": one age-based sweep of the Docker daemon, then exit
+// (egress-and-reap.md §4).
+type reapVerb struct {
+	olderThan, callTimeout, natsWait  time.Duration
+	scope, dockerPath, driver         string
+	dryRun, asJSON, verbose, natsCore bool
+	natsURL, natsPrefix               string
+}
+
+// reapCmd parses args into a [reapVerb] and runs it.
 func reapCmd(ctx context.Context, args []string) error {
+	v := &reapVerb{}
+	if err := v.parse(args); err != nil {
+		return err
+	}
+	return v.run(ctx)
+}
+
+func (v *reapVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("reap", flag.ContinueOnError)
-	olderThan := fs.Duration("older-than", 0, "remove what was created longer ago than this (required, e.g. 24h)")
-	scope := fs.String("scope", "", "only this scope (strongly advised: without it every scope on the daemon is swept)")
-	dryRun := fs.Bool("dry-run", false, "take the inventory and decide, remove nothing")
-	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
-	dockerPath := fs.String("docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
-	callTimeout := fs.Duration("call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
-	verbose := fs.Bool("v", false, "log the sweep's work to stderr")
-	natsURL := fs.String("nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
-	natsCore := fs.Bool("nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
-	natsPrefix := fs.String("nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
-	natsWait := fs.Duration("nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
+	fs.DurationVar(&v.olderThan, "older-than", 0, "remove what was created longer ago than this (required, e.g. 24h)")
+	fs.StringVar(&v.scope, "scope", "", "only this scope (strongly advised: without it every scope on the daemon is swept)")
+	fs.BoolVar(&v.dryRun, "dry-run", false, "take the inventory and decide, remove nothing")
+	fs.BoolVar(&v.asJSON, "json", false, "print the result as JSON instead of a table")
+	fs.StringVar(&v.dockerPath, "docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
+	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
+	fs.DurationVar(&v.callTimeout, "call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
+	fs.BoolVar(&v.verbose, "v", false, "log the sweep's work to stderr")
+	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
+	fs.BoolVar(&v.natsCore, "nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
+	fs.StringVar(&v.natsPrefix, "nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
+	fs.DurationVar(&v.natsWait, "nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
 			"Removes the sandboxes, egress proxies and networks the engine created on the Docker daemon\n"+
@@ -53,40 +71,46 @@ func reapCmd(ctx context.Context, args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("reap: unexpected arguments %q", fs.Args())
 	}
-	if *olderThan <= 0 {
+	if v.olderThan <= 0 {
 		return errors.New("reap: --older-than must be a positive duration, e.g. 24h")
 	}
+	return nil
+}
+
+// run sweeps once, prints the result, publishes its summary when asked, and fails when the
+// sweep reported failures.
+func (v *reapVerb) run(ctx context.Context) error {
 	log := zap.NewNop()
-	if *verbose {
+	if v.verbose {
 		log, _ = zap.NewDevelopment()
 	}
-	cfg := docker.Config{DockerPath: *dockerPath}
-	cli, err := docker.NewCLI(cfg, docker.WithLogger(log))
+	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
-		return err
+		return fmt.Errorf("reap: %w", err)
 	}
-	binding, err := cli.Bind(ctx)
+	binding, err := drv.Bind(ctx)
 	if err != nil {
 		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
-	backend, err := actors.NewBackend(cfg, actors.WithEngine(cli), actors.WithLogger(log), actors.WithoutEventWatch())
+	backend, err := actors.NewBackend(cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch())
 	if err != nil {
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
 
-	opts := []reaper.Option{reaper.WithCallTimeout(*callTimeout)}
-	if *scope != "" {
-		opts = append(opts, reaper.WithScope(*scope))
+	opts := []reaper.Option{reaper.WithCallTimeout(v.callTimeout)}
+	if v.scope != "" {
+		opts = append(opts, reaper.WithScope(v.scope))
 	}
-	if *dryRun {
+	if v.dryRun {
 		opts = append(opts, reaper.WithDryRun())
 	}
-	res, err := backend.Reap(ctx, *olderThan, opts...)
+	res, err := backend.Reap(ctx, v.olderThan, opts...)
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
-	if *asJSON {
+	if v.asJSON {
 		err = printReapJSON(os.Stdout, binding, res)
 	} else {
 		err = printReapTable(os.Stdout, binding, res)
@@ -94,8 +118,8 @@ func reapCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *natsURL != "" && !res.DryRun {
-		if err := publishReap(ctx, cli, log, res, *natsURL, *natsPrefix, *natsCore, *natsWait); err != nil {
+	if v.natsURL != "" && !res.DryRun {
+		if err := publishReap(ctx, drv, log, res, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait); err != nil {
 			return err
 		}
 	}
@@ -242,8 +266,8 @@ func reapMessage(prefix, engineID string, res reaper.Result) (egresslog.Message,
 // publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
 // unreachable, for at most wait; not delivered by then is an error (the command exits
 // non-zero), never a silent loss.
-func publishReap(ctx context.Context, cli *docker.CLI, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
-	engineID, err := cli.EngineID(ctx)
+func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
+	engineID, err := ids.EngineID(ctx)
 	if err != nil {
 		return fmt.Errorf("reap summary: %w", err)
 	}

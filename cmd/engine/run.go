@@ -39,98 +39,94 @@ Paths in the sandbox are relative to its storage base and confined to it.
 Flags:
 `
 
-// runCmd is one shot: acquire, copy in, exec, copy out, dispose. It returns the command's
-// exit code.
+// runVerb is "engine run": one shot through a serving engine — acquire, copy in, exec, copy
+// out, dispose.
+type runVerb struct {
+	conn                                              natsFlags
+	logs                                              logFlags
+	image, kind, scope, thread, agent, shell, workDir string
+	outDir                                            string
+	replace                                           bool
+	timeout, callTimeout                              time.Duration
+	files, outputs, allow                             listFlag
+	cmd                                               sandbox.Command // from the arguments after the flags
+}
+
+// runCmd parses args into a [runVerb] and runs it. It returns the command's exit code.
 func runCmd(ctx context.Context, args []string) (int, error) {
+	v := &runVerb{}
+	if err := v.parse(args); err != nil {
+		return 0, err
+	}
+	return v.run(ctx)
+}
+
+func (v *runVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var conn natsFlags
-	conn.register(fs)
-	image := fs.String("image", envOr("MAF_SANDBOX_IMAGE", images.BusyboxTag), "workload image, which the Docker daemon of the serving engine must have (env MAF_SANDBOX_IMAGE)")
-	kind := fs.String("kind", "run", "workload kind")
-	scope := fs.String("scope", envOr("MAF_SANDBOX_SCOPE", "run"), "key scope (env MAF_SANDBOX_SCOPE)")
-	thread := fs.String("thread", "", "key thread; default a fresh one, so each run gets its own sandbox")
-	agent := fs.String("agent", "run", "key agent")
-	shell := fs.String("shell", "", "a command line for sh -c, instead of COMMAND [ARG...]")
-	timeout := fs.Duration("timeout", 60*time.Second, "the command's timeout")
-	workDir := fs.String("workdir", "", "the storage base in the sandbox (default: the engine's)")
-	outDir := fs.String("out-dir", ".", "local directory the outputs land in")
-	replace := fs.Bool("replace", false, "let an output replace a local file of its name")
-	callTimeout := fs.Duration("call-timeout", 5*time.Minute, "bound on each call to the engine besides the command")
-	var files, outputs, allow listFlag
-	fs.Var(&files, "file", "LOCAL[:GUEST] file to copy in before the command (GUEST defaults to LOCAL's name); repeatable")
-	fs.Var(&outputs, "output", "GUEST[:NAME] output to copy out after the command, landing as NAME in --out-dir; repeatable")
-	fs.Var(&allow, "allow", "host the sandbox may reach (allowlist egress; needs an engine with an egress proxy); repeatable")
-	logs := logFlags{}
-	logs.register(fs)
+	v.conn.register(fs)
+	fs.StringVar(&v.image, "image", envOr("MAF_SANDBOX_IMAGE", images.BusyboxTag), "workload image, which the Docker daemon of the serving engine must have (env MAF_SANDBOX_IMAGE)")
+	fs.StringVar(&v.kind, "kind", "run", "workload kind")
+	fs.StringVar(&v.scope, "scope", envOr("MAF_SANDBOX_SCOPE", "run"), "key scope (env MAF_SANDBOX_SCOPE)")
+	fs.StringVar(&v.thread, "thread", "", "key thread; default a fresh one, so each run gets its own sandbox")
+	fs.StringVar(&v.agent, "agent", "run", "key agent")
+	fs.StringVar(&v.shell, "shell", "", "a command line for sh -c, instead of COMMAND [ARG...]")
+	fs.DurationVar(&v.timeout, "timeout", 60*time.Second, "the command's timeout")
+	fs.StringVar(&v.workDir, "workdir", "", "the storage base in the sandbox (default: the engine's)")
+	fs.StringVar(&v.outDir, "out-dir", ".", "local directory the outputs land in")
+	fs.BoolVar(&v.replace, "replace", false, "let an output replace a local file of its name")
+	fs.DurationVar(&v.callTimeout, "call-timeout", 5*time.Minute, "bound on each call to the engine besides the command")
+	fs.Var(&v.files, "file", "LOCAL[:GUEST] file to copy in before the command (GUEST defaults to LOCAL's name); repeatable")
+	fs.Var(&v.outputs, "output", "GUEST[:NAME] output to copy out after the command, landing as NAME in --out-dir; repeatable")
+	fs.Var(&v.allow, "allow", "host the sandbox may reach (allowlist egress; needs an engine with an egress proxy); repeatable")
+	v.logs.register(fs)
 	_ = fs.Set("log-level", envOr("MAF_SANDBOX_LOG_LEVEL", "warn"))
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
-		return 0, err
+		return err
 	}
-	cmd := sandbox.Command{Argv: fs.Args(), Shell: *shell}
-	if err := cmd.Validate(); err != nil {
+	v.cmd = sandbox.Command{Argv: fs.Args(), Shell: v.shell}
+	return nil
+}
+
+// run checks everything it can before any call (the command, the outputs, the spec, the
+// inputs), then acquires, runs and disposes. It returns the command's exit code.
+func (v *runVerb) run(ctx context.Context) (int, error) {
+	if err := v.cmd.Validate(); err != nil {
 		return 0, fmt.Errorf("run: %w (give COMMAND [ARG...] after --, or --shell)", err)
 	}
-	declared, err := parseOutputs(outputs, *outDir, *replace)
+	declared, err := parseOutputs(v.outputs, v.outDir, v.replace)
 	if err != nil {
 		return 0, err
 	}
-	log, err := logs.logger()
+	log, err := v.logs.logger()
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = log.Sync() }()
-
-	specOpts := []sandbox.SpecOption{sandbox.WithImage(*image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)}
-	if *workDir != "" {
-		specOpts = append(specOpts, sandbox.WithWorkDir(*workDir))
-	}
-	if len(allow) > 0 {
-		specOpts = append(specOpts, sandbox.WithAllowlist(sandbox.Hosts(allow...)...))
-	}
-	if len(declared) > 0 {
-		specOpts = append(specOpts, sandbox.WithDeclaredOutputs(declared...))
-	}
-	spec, err := sandbox.NewSpec(*kind, specOpts...)
-	if err != nil {
-		return 0, fmt.Errorf("run: %w", err)
-	}
-	var sink *sandbox.OutputSink
-	if len(declared) > 0 {
-		var sinkOpts []sandbox.SinkOption
-		if *replace {
-			sinkOpts = append(sinkOpts, sandbox.WithReplaceExisting())
-		}
-		if sink, err = sandbox.FileSystemSink(*outDir, sinkOpts...); err != nil {
-			return 0, fmt.Errorf("run: --out-dir: %w", err)
-		}
-	}
-	inputs, err := readInputs(files)
+	spec, sink, err := v.spec(declared)
 	if err != nil {
 		return 0, err
 	}
-	if *thread == "" {
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		*thread = "run-" + hex.EncodeToString(b)
+	inputs, err := readInputs(v.files)
+	if err != nil {
+		return 0, err
 	}
-	key := sandbox.Key{Scope: *scope, ThreadID: *thread, AgentID: *agent}
-
-	nc, err := conn.connect("maf-sandbox engine run", log)
+	nc, err := v.conn.connect("maf-sandbox engine run", log)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	backend, err := client.New(ctx, nc, client.WithPrefix(conn.prefix), client.WithLogger(log), client.WithCallTimeout(*callTimeout))
+	backend, err := client.New(ctx, nc, client.WithPrefix(v.conn.prefix), client.WithLogger(log), client.WithCallTimeout(v.callTimeout))
 	if err != nil {
 		return 0, fmt.Errorf("run: %w", err)
 	}
+	key := v.key()
 	sb, err := backend.Acquire(ctx, key, spec)
 	if err != nil {
 		return 0, fmt.Errorf("run: acquire: %w", err)
 	}
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *callTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.callTimeout)
 		defer cancel()
 		if f := backend.Dispose(dctx, key, sandbox.DisposeOptions{}); f != nil {
 			fmt.Fprintf(os.Stderr, "engine run: the sandbox of %s may remain (%s): %s\n", key, f.Code, f.Detail)
@@ -138,12 +134,61 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	}()
 	rsb := sb.(*client.Sandbox)
 	log.Info("acquired", zap.String("key", key.String()), zap.String("engine", rsb.Engine()), zap.String("instance", sb.InstanceID()))
+	return v.inSandbox(ctx, rsb, inputs, sink, log)
+}
+
+// spec builds the sandbox's spec, and the sink its declared outputs land in (nil when none).
+func (v *runVerb) spec(declared []sandbox.DeclaredOutput) (sandbox.Spec, *sandbox.OutputSink, error) {
+	specOpts := []sandbox.SpecOption{sandbox.WithImage(v.image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)}
+	if v.workDir != "" {
+		specOpts = append(specOpts, sandbox.WithWorkDir(v.workDir))
+	}
+	if len(v.allow) > 0 {
+		specOpts = append(specOpts, sandbox.WithAllowlist(sandbox.Hosts(v.allow...)...))
+	}
+	if len(declared) > 0 {
+		specOpts = append(specOpts, sandbox.WithDeclaredOutputs(declared...))
+	}
+	spec, err := sandbox.NewSpec(v.kind, specOpts...)
+	if err != nil {
+		return sandbox.Spec{}, nil, fmt.Errorf("run: %w", err)
+	}
+	if len(declared) == 0 {
+		return spec, nil, nil
+	}
+	var sinkOpts []sandbox.SinkOption
+	if v.replace {
+		sinkOpts = append(sinkOpts, sandbox.WithReplaceExisting())
+	}
+	sink, err := sandbox.FileSystemSink(v.outDir, sinkOpts...)
+	if err != nil {
+		return sandbox.Spec{}, nil, fmt.Errorf("run: --out-dir: %w", err)
+	}
+	return spec, sink, nil
+}
+
+// key is the run's sandbox key; without --thread, a fresh thread so each run gets its own
+// sandbox.
+func (v *runVerb) key() sandbox.Key {
+	thread := v.thread
+	if thread == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		thread = "run-" + hex.EncodeToString(b)
+	}
+	return sandbox.Key{Scope: v.scope, ThreadID: thread, AgentID: v.agent}
+}
+
+// inSandbox copies the inputs in, runs the command with its output streamed here, and
+// collects the outputs into sink. It returns the command's exit code; a failed collection
+// turns a zero one into 1.
+func (v *runVerb) inSandbox(ctx context.Context, rsb *client.Sandbox, inputs []input, sink *sandbox.OutputSink, log *zap.Logger) (int, error) {
 	for _, in := range inputs {
-		if err := sb.WriteFile(ctx, in.guest, in.content, "."); err != nil {
+		if err := rsb.WriteFile(ctx, in.guest, in.content, "."); err != nil {
 			return 0, fmt.Errorf("run: copy %s in: %w", in.local, err)
 		}
 	}
-	res, err := rsb.ExecStream(ctx, cmd, ".", *timeout, func(stream string, p []byte) {
+	res, err := rsb.ExecStream(ctx, v.cmd, ".", v.timeout, func(stream string, p []byte) {
 		w := io.Writer(os.Stdout)
 		if stream == service.StreamStderr {
 			w = os.Stderr
@@ -157,19 +202,20 @@ func runCmd(ctx context.Context, args []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("run: %w", err)
 	}
-	if sink != nil {
-		landed, err := rsb.CollectOutputs(ctx, sink, nil)
-		for _, l := range landed {
-			log.Info("output landed", zap.String("name", l.Name), zap.String("display", l.Display))
+	if sink == nil {
+		return res.ExitCode, nil
+	}
+	landed, err := rsb.CollectOutputs(ctx, sink, nil)
+	for _, l := range landed {
+		log.Info("output landed", zap.String("name", l.Name), zap.String("display", l.Display))
+	}
+	if err != nil {
+		code := res.ExitCode
+		if code == 0 {
+			code = 1
 		}
-		if err != nil {
-			code := res.ExitCode
-			if code == 0 {
-				code = 1
-			}
-			fmt.Fprintf(os.Stderr, "engine run: copy the outputs out: %v\n", err)
-			return code, nil
-		}
+		fmt.Fprintf(os.Stderr, "engine run: copy the outputs out: %v\n", err)
+		return code, nil
 	}
 	return res.ExitCode, nil
 }

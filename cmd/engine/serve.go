@@ -51,29 +51,45 @@ SIGTERM the engine drains: it stops taking requests, lets the ones in flight fin
 Flags:
 `
 
-// serveCmd runs the engine as a NATS service until ctx ends.
+// serveVerb is "engine serve": the engine as a NATS service until ctx ends.
+type serveVerb struct {
+	conn                                                     natsFlags
+	logs                                                     logFlags
+	listen, dataDir, readyFile, engineID, dockerPath, driver string
+	proxyImage, outbound, subnetPool, eventPrefix            string
+	observerImage                                            string
+	drain, idleActors                                        time.Duration
+	labels                                                   labelFlag
+}
+
+// serveCmd parses args into a [serveVerb] and runs it.
 func serveCmd(ctx context.Context, args []string) error {
+	v := &serveVerb{labels: labelFlag{}}
+	if err := v.parse(args); err != nil {
+		return err
+	}
+	return v.run(ctx)
+}
+
+func (v *serveVerb) parse(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var conn natsFlags
-	conn.register(fs)
-	listen := fs.String("listen", envOr("MAF_SANDBOX_LISTEN", defaultListen), "embedded NATS server address, loopback only; port 0 picks a free one (env MAF_SANDBOX_LISTEN)")
-	dataDir := fs.String("data-dir", envOr("MAF_SANDBOX_DATA_DIR", defaultDataDir()), "embedded NATS server's JetStream store (env MAF_SANDBOX_DATA_DIR)")
-	readyFile := fs.String("ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
-	engineID := fs.String("engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
-	dockerPath := fs.String("docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
-	driver := fs.String("driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
-	observerImage := fs.String("observer-image", envOr("MAF_SANDBOX_DOCKER_OBSERVER_IMAGE", images.ObserverTag),
+	v.conn.register(fs)
+	fs.StringVar(&v.listen, "listen", envOr("MAF_SANDBOX_LISTEN", defaultListen), "embedded NATS server address, loopback only; port 0 picks a free one (env MAF_SANDBOX_LISTEN)")
+	fs.StringVar(&v.dataDir, "data-dir", envOr("MAF_SANDBOX_DATA_DIR", defaultDataDir()), "embedded NATS server's JetStream store (env MAF_SANDBOX_DATA_DIR)")
+	fs.StringVar(&v.readyFile, "ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
+	fs.StringVar(&v.engineID, "engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
+	fs.StringVar(&v.dockerPath, "docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
+	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
+	fs.StringVar(&v.observerImage, "observer-image", envOr("MAF_SANDBOX_DOCKER_OBSERVER_IMAGE", images.ObserverTag),
 		"fingerprint observer image, resolved to its ID per baseline (env MAF_SANDBOX_DOCKER_OBSERVER_IMAGE; engine images build makes the default)")
-	proxyImage := fs.String("egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
-	outbound := fs.String("egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
-	subnetPool := fs.String("egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
-	eventPrefix := fs.String("event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
-	drain := fs.Duration("drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
-	idleActors := fs.Duration("idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
-	labels := labelFlag{}
-	fs.Var(labels, "label", "extra label k=v on every container the engine creates; repeatable")
-	var logs logFlags
-	logs.register(fs)
+	fs.StringVar(&v.proxyImage, "egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
+	fs.StringVar(&v.outbound, "egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
+	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
+	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
+	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
+	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
+	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,37 +97,21 @@ func serveCmd(ctx context.Context, args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
-	log, err := logs.logger()
+	return nil
+}
+
+// run serves until ctx ends, then drains.
+func (v *serveVerb) run(ctx context.Context) error {
+	log, err := v.logs.logger()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-
-	var (
-		url  string
-		dial func(name string) (*nats.Conn, error)
-	)
-	if conn.url == "" {
-		srv, err := startEmbedded(*listen, *dataDir, log)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			srv.Shutdown()
-			srv.WaitForShutdown()
-		}()
-		url = srv.ClientURL()
-		dial = func(name string) (*nats.Conn, error) {
-			nc, err := nats.Connect(url, nats.InProcessServer(srv), nats.Name(name))
-			if err != nil {
-				return nil, fmt.Errorf("serve: connect to the embedded server: %w", err)
-			}
-			return nc, nil
-		}
-	} else {
-		url = conn.url
-		dial = func(name string) (*nats.Conn, error) { return conn.connect(name, log) }
+	url, dial, stopEmbedded, err := v.nats(log)
+	if err != nil {
+		return err
 	}
+	defer stopEmbedded()
 	nc, err := dial("maf-sandbox engine serve")
 	if err != nil {
 		return err
@@ -125,60 +125,36 @@ func serveCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer events.Close()
-
-	pool, err := netip.ParsePrefix(*subnetPool)
+	cfg, err := v.config()
 	if err != nil {
-		return fmt.Errorf("serve: --egress-subnet-pool %q: %w", *subnetPool, err)
+		return err
 	}
-	if _, err := docker.NewSubnetPool(pool, docker.EgressSubnetBits); err != nil {
-		return fmt.Errorf("serve: --egress-subnet-pool: %w", err)
-	}
-	cfg := docker.Config{DockerPath: *dockerPath, Driver: *driver, EgressProxyImage: *proxyImage, Labels: labels, EgressSubnetPool: pool,
-		OutboundNetwork: *outbound}
-	backendOpts := []actors.Option{actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(*idleActors)}
-	if *proxyImage != "" && *eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, events, cfg, *eventPrefix, log)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
-			defer cancel()
-			if n := box.Close(wait); n > 0 {
-				log.Warn("egress events not delivered at shutdown", zap.Int("count", n))
-			}
-		}()
-		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
-	}
-	backend, err := actors.Create(ctx, cfg, backendOpts...)
+	// One driver serves the backend and answers the daemon's ID the events carry.
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer backend.Close(context.WithoutCancel(ctx))
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, events, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
 		sandbox.WithLogger(log.Named("router")))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	var reaps *reapEvents
-	if *eventPrefix != "" {
-		if reaps, err = newReapEvents(events, cfg, *eventPrefix, log); err != nil {
-			return err
-		}
-		defer func() {
-			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
-			defer cancel()
-			if n := reaps.box.Close(wait); n > 0 {
-				log.Warn("reap summaries not delivered at shutdown", zap.Int("count", n))
-			}
-		}()
+	reaps, closeReaps, err := v.reapEvents(ctx, events, drv, log)
+	if err != nil {
+		return err
 	}
-	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(conn.prefix),
-		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(*eventPrefix)}
-	if *engineID != "" {
-		opts = append(opts, service.WithEngineID(*engineID))
+	defer closeReaps()
+	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
+		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(v.eventPrefix)}
+	if v.engineID != "" {
+		opts = append(opts, service.WithEngineID(v.engineID))
 	}
-	fpOpt, err := fingerprinter(cfg, *observerImage, log)
+	fpOpt, err := fingerprinter(cfg, v.observerImage, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -189,16 +165,104 @@ func serveCmd(ctx context.Context, args []string) error {
 	}
 	log.Info("engine ready", zap.String("version", buildVersion()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
 		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())))
-	if *readyFile != "" {
-		if err := os.WriteFile(*readyFile, []byte(url+"\n"), 0o600); err != nil {
+	if v.readyFile != "" {
+		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			return fmt.Errorf("serve: write the ready file: %w", err)
 		}
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down: draining calls in flight", zap.Duration("drain_timeout", *drain))
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drain)
+	v.shutdown(ctx, svc, nc, log)
+	return nil
+}
+
+// nats returns the URL clients use and how to open a connection to it: the embedded server
+// (started here; stop shuts it down) without --nats-url, else the server it names.
+func (v *serveVerb) nats(log *zap.Logger) (url string, dial func(name string) (*nats.Conn, error), stop func(), err error) {
+	if v.conn.url != "" {
+		return v.conn.url, func(name string) (*nats.Conn, error) { return v.conn.connect(name, log) }, func() {}, nil
+	}
+	srv, err := startEmbedded(v.listen, v.dataDir, log)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	url = srv.ClientURL()
+	dial = func(name string) (*nats.Conn, error) {
+		nc, err := nats.Connect(url, nats.InProcessServer(srv), nats.Name(name))
+		if err != nil {
+			return nil, fmt.Errorf("serve: connect to the embedded server: %w", err)
+		}
+		return nc, nil
+	}
+	return url, dial, func() { srv.Shutdown(); srv.WaitForShutdown() }, nil
+}
+
+// config is the Docker configuration the flags give, the subnet pool checked.
+func (v *serveVerb) config() (docker.Config, error) {
+	pool, err := netip.ParsePrefix(v.subnetPool)
+	if err != nil {
+		return docker.Config{}, fmt.Errorf("serve: --egress-subnet-pool %q: %w", v.subnetPool, err)
+	}
+	if _, err := docker.NewSubnetPool(pool, docker.EgressSubnetBits); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: --egress-subnet-pool: %w", err)
+	}
+	return docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
+		OutboundNetwork: v.outbound}, nil
+}
+
+// backend creates the Docker backend on drv, with the egress windows published on events
+// when allowlists are served and events are on. closeAll closes it, then delivers what the
+// outbox still holds (for at most the drain timeout).
+func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, events *nats.Conn, log *zap.Logger) (b *actors.Backend, closeAll func(), err error) {
+	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors)}
+	closeBox := func() {}
+	if v.proxyImage != "" && v.eventPrefix != "" {
+		box, sink, err := egressEvents(ctx, events, drv, v.eventPrefix, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		closeBox = func() {
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
+			defer cancel()
+			if n := box.Close(wait); n > 0 {
+				log.Warn("egress events not delivered at shutdown", zap.Int("count", n))
+			}
+		}
+		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
+	}
+	b, err = actors.Create(ctx, cfg, backendOpts...)
+	if err != nil {
+		closeBox()
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	return b, func() { b.Close(context.WithoutCancel(ctx)); closeBox() }, nil
+}
+
+// reapEvents publishes the reap summaries on events, unless events are off (nil, and a
+// no-op close). closeBox delivers what the outbox still holds, for at most the drain timeout.
+func (v *serveVerb) reapEvents(ctx context.Context, events *nats.Conn, drv docker.Driver, log *zap.Logger) (*reapEvents, func(), error) {
+	if v.eventPrefix == "" {
+		return nil, func() {}, nil
+	}
+	reaps, err := newReapEvents(events, drv, v.eventPrefix, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reaps, func() {
+		wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
+		defer cancel()
+		if n := reaps.box.Close(wait); n > 0 {
+			log.Warn("reap summaries not delivered at shutdown", zap.Int("count", n))
+		}
+	}, nil
+}
+
+// shutdown stops taking requests, lets the ones in flight finish (at most the drain timeout)
+// and drains the API connection.
+func (v *serveVerb) shutdown(ctx context.Context, svc *service.Service, nc *nats.Conn, log *zap.Logger) {
+	log.Info("shutting down: draining calls in flight", zap.Duration("drain_timeout", v.drain))
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
 	defer cancel()
 	if err := svc.Stop(stopCtx); err != nil {
 		log.Warn("drain did not finish", zap.Error(err))
@@ -206,7 +270,6 @@ func serveCmd(ctx context.Context, args []string) error {
 	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		log.Debug("drain the connection", zap.Error(err))
 	}
-	return nil
 }
 
 // startEmbedded starts a NATS server with JetStream on a loopback address, logging through
@@ -252,15 +315,13 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 
 // egressEvents publishes the egress windows the backend drains (docs/events.md) to the
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
-// is away. The events carry the Docker daemon's ID.
-func egressEvents(ctx context.Context, nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
+// is away. The events carry the Docker daemon's ID, which ids answers.
+func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
 	engineID := "unknown"
-	if cli, err := docker.NewCLI(cfg); err == nil {
-		if id, err := cli.EngineID(ctx); err == nil {
-			engineID = id
-		} else {
-			log.Warn("egress events will carry no daemon ID", zap.Error(err))
-		}
+	if id, err := ids.EngineID(ctx); err == nil {
+		engineID = id
+	} else {
+		log.Warn("egress events will carry no daemon ID", zap.Error(err))
 	}
 	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
 	if err != nil {
@@ -289,15 +350,16 @@ func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) 
 type reapEvents struct {
 	box    *natspub.Outbox
 	prefix string
-	cli    *docker.CLI // asks the daemon's ID, which the summary carries
+	ids    engineIdentity // asks the daemon's ID, which the summary carries
 	log    *zap.Logger
 }
 
-func newReapEvents(nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Logger) (*reapEvents, error) {
-	cli, err := docker.NewCLI(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("serve: reap summaries: %w", err)
-	}
+// engineIdentity is what the event publishers ask of the driver: the daemon's ID.
+type engineIdentity interface {
+	EngineID(ctx context.Context) (string, error)
+}
+
+func newReapEvents(nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*reapEvents, error) {
 	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
 	if err != nil {
 		return nil, fmt.Errorf("serve: reap summaries: %w", err)
@@ -307,7 +369,7 @@ func newReapEvents(nc *nats.Conn, cfg docker.Config, prefix string, log *zap.Log
 	if err != nil {
 		return nil, fmt.Errorf("serve: reap summaries: %w", err)
 	}
-	return &reapEvents{box: box, prefix: prefix, cli: cli, log: log}, nil
+	return &reapEvents{box: box, prefix: prefix, ids: ids, log: log}, nil
 }
 
 // publish hands the summary of res to the outbox; a nil r publishes nothing.
@@ -316,7 +378,7 @@ func (r *reapEvents) publish(ctx context.Context, res reaper.Result) {
 		return
 	}
 	engineID := "unknown"
-	if id, err := r.cli.EngineID(ctx); err == nil {
+	if id, err := r.ids.EngineID(ctx); err == nil {
 		engineID = id
 	} else {
 		r.log.Warn("reap summary will carry no daemon ID", zap.Error(err))

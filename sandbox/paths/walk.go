@@ -26,9 +26,9 @@ func Ancestors(target, wd string) []string {
 	base, t := Normalize(wd), Normalize(target)
 	rel, ok := RelativeTo(t, base)
 	if !ok {
-		return prefixes(t)
+		return Prefixes(t)
 	}
-	out := prefixes(base)
+	out := Prefixes(base)
 	if rel == "" {
 		return out
 	}
@@ -40,8 +40,11 @@ func Ancestors(target, wd string) []string {
 	return out
 }
 
-// prefixes lists "/a", "/a/b", … for "/a/b"; nothing for "/" or ".".
-func prefixes(p string) []string {
+// Prefixes lists "/a", "/a/b", … for "/a/b", normalised first; nothing for "/" or ".". For a
+// target at or below wd it is exactly what [Ancestors] visits, which is why a caller that
+// prefetches the stats of a walk asks it for the list.
+func Prefixes(p string) []string {
+	p = Normalize(p)
 	if p == "/" || p == "." {
 		return nil
 	}

@@ -34,6 +34,13 @@ func TestAncestors(t *testing.T) {
 			if got := paths.Ancestors(tc.target, tc.wd); !slices.Equal(got, tc.want) {
 				t.Fatalf("Ancestors(%q, %q) = %q, want %q", tc.target, tc.wd, got, tc.want)
 			}
+			// A target at or below wd is walked along exactly its prefixes: the list the actors
+			// prefetch stats for.
+			if _, inside := paths.RelativeTo(tc.target, tc.wd); inside {
+				if got := paths.Prefixes(tc.target); !slices.Equal(got, tc.want) {
+					t.Fatalf("Prefixes(%q) = %q, want Ancestors' %q", tc.target, got, tc.want)
+				}
+			}
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestEveryErrorTypeHasACode(t *testing.T) {
 	}
 	for _, n := range names {
 		if !slices.Contains(inTable, n) {
-			t.Errorf("sandbox.%s has no code in service's error table", n)
+			t.Errorf("sandbox.%s has no code in the wire error table", n)
 		}
 	}
 }
