@@ -29,7 +29,10 @@ import (
 // image holding the same static program as its client (no curl: "get" prints code=NNN, 000
 // when no origin answered).
 const (
-	egressSubnet = "10.214.0.0/24" // outside the engine's default egress subnet pool
+	// egressSubnet is the range the fixtures' target networks take a free /24 from (several
+	// test processes may hold one at once), and the proxies' private-destination allowance:
+	// outside the engine's default egress subnet pool.
+	egressSubnet = "10.214.0.0/16"
 	allowedHost  = "allowed.maf-e2e.example"
 	deniedHost   = "denied.maf-e2e.example"
 )
@@ -56,9 +59,26 @@ func newEgressFixture(t testing.TB) *egressFixture {
 	f := &egressFixture{network: "maf-e2e-egress-" + hex.EncodeToString(b), caB64: base64.StdEncoding.EncodeToString(caPEM),
 		targets: map[string]string{}}
 	// Internal as well as private: the proxy's outbound leg reaches the targets and nothing else.
-	args := append([]string{"network", "create", "--internal", "--subnet", egressSubnet}, dockertest.LabelArgs()...)
 	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", f.network) })
-	dockertest.Docker(t, append(args, f.network)...)
+	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(egressSubnet), 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := false
+	for subnet := range pool.Candidates(f.network) {
+		args := append([]string{"network", "create", "--internal", "--subnet", subnet.String()}, dockertest.LabelArgs()...)
+		_, stderr, err := dockertest.DockerErr(ctx, append(args, f.network)...)
+		if err == nil {
+			created = true
+			break
+		}
+		if !strings.Contains(string(stderr), "overlaps") {
+			t.Fatalf("create the fixture network: %v: %s", err, stderr)
+		}
+	}
+	if !created {
+		t.Fatalf("no free /24 in %s for the fixture network", egressSubnet)
+	}
 	for _, alias := range []string{allowedHost, deniedHost} {
 		id := dockertest.RunContainer(t, images.TargetTag, "--network", f.network, "--network-alias", alias, "--dns", "127.0.0.1",
 			"--user", "0", "-e", "E2E_CERT="+string(certPEM), "-e", "E2E_KEY="+string(keyPEM))
