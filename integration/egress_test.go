@@ -21,6 +21,7 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/egresstest"
 	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -371,4 +372,31 @@ func TestEgressAllowlist(t *testing.T) {
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)
 	}
+}
+
+// An allowlisted sandbox whose engine died and whose containers went leaves its pool network
+// behind; the reaper removes it by age like any labelled network, and its /29 is free again.
+func TestReapRemovesAnOrphanedPoolNetwork(t *testing.T) {
+	fx := newEgressFixture(t)
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	acquire(t, egressBackend(t, fx.network), key, spec)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	net := docker.NetworkName(n)
+	subnet := strings.TrimSpace(dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", net))
+	// The engine is gone and so are its containers; the network is the orphan.
+	dockertest.Docker(t, "rm", "--force", n, docker.ProxyName(n))
+	time.Sleep(1100 * time.Millisecond)
+	b := newBackend(t)
+	ctx := ctxT(t)
+	got, err := b.Reap(ctx, time.Second, reaper.WithScope(key.Scope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NetworksRemoved < 1 || strings.TrimSpace(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "name="+net)) != "" {
+		t.Fatalf("reap %+v left the orphaned pool network %s", got, net)
+	}
+	// Its subnet is given back: a network can be made on it again.
+	reuse := "maf-e2e-reuse-" + randomHex(t)
+	newTestNetwork(t, reuse, "--internal", "--subnet", subnet)
 }
