@@ -215,8 +215,9 @@ var _ conformance.FingerprintSubject = (*Subject)(nil)
 // New builds the subject of c on eng and resolves the observer image to its ID, which every
 // observation then runs. The storage base is [WithStorageBase]'s, else c's WorkDir() when it
 // has that method. It fails with [*sandbox.InvalidArgumentError] for a missing engine or
-// container, a bad option or a WorkDir that is not absolute, and with [*UnreadableError] when the observer image cannot be
-// resolved or declares a volume (a volume would be a writable mount of the observer's own).
+// container, a bad option or a WorkDir that is not absolute, and with [*UnreadableError] when
+// the observer image cannot be resolved or declares a volume (a volume would be a writable
+// mount of the observer's own).
 func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject, error) {
 	if eng == nil || c == nil || c.ContainerName() == "" {
 		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the subject needs an engine and a container"}
