@@ -76,15 +76,25 @@ func noObserverOutlives(t *testing.T) {
 	})
 }
 
-// fingerprintWorkDir is the storage base of the fingerprint tests: a directory the image
-// already has, so that acquiring the sandbox changes nothing and the baseline is pristine (a
-// base the backend creates is a root-filesystem change before any call).
+// fingerprintWorkDir is the storage base of most fingerprint tests: a directory the image
+// already has, so that acquiring the sandbox changes nothing in the root filesystem. The
+// default base, which the acquire creates, has tests of its own (fingerprint_base_test.go).
 const fingerprintWorkDir = "/home/sandbox"
 
 // freshSandbox acquires a sandbox of its own on the workload image, with a subject over it.
 func freshSandbox(t *testing.T, b *actors.Backend, opts ...fingerprint.Option) (*actors.Sandbox, *fingerprint.Subject) {
 	t.Helper()
-	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(fingerprintWorkload(t)), sandbox.WithWorkDir(fingerprintWorkDir))
+	return freshSandboxOn(t, b, fingerprintWorkDir, opts...)
+}
+
+// freshSandboxOn is freshSandbox on the storage base workDir; "" is the backend's default.
+func freshSandboxOn(t *testing.T, b *actors.Backend, workDir string, opts ...fingerprint.Option) (*actors.Sandbox, *fingerprint.Subject) {
+	t.Helper()
+	specOpts := []sandbox.SpecOption{sandbox.WithImage(fingerprintWorkload(t))}
+	if workDir != "" {
+		specOpts = append(specOpts, sandbox.WithWorkDir(workDir))
+	}
+	spec, err := sandbox.NewSpec("shell", specOpts...)
 	if err != nil {
 		t.Fatalf("new spec: %v", err)
 	}

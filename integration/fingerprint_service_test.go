@@ -29,14 +29,18 @@ func TestFingerprintOverNATS(t *testing.T) {
 	nc := natstest.Connect(t, srv)
 	cases := []struct {
 		name         string
+		workDir      string // the spec's work_dir; "" is the default base, which the acquire creates
 		script       string
 		passed       bool
 		pathsAdded   []string
 		programAdded bool
 	}{
-		{name: "the clean call passes", script: "mkdir -p /tmp/c && rm -rf /tmp/c", passed: true},
-		{name: "residue comes back named", script: "echo x > /dev/shm/left; nohup sleep 1002 >/dev/null 2>&1 &",
+		{name: "the clean call passes", workDir: fingerprintWorkDir, script: "mkdir -p /tmp/c && rm -rf /tmp/c", passed: true},
+		{name: "residue comes back named", workDir: fingerprintWorkDir, script: "echo x > /dev/shm/left; nohup sleep 1002 >/dev/null 2>&1 &",
 			pathsAdded: []string{"/dev/shm", "/dev/shm/left"}, programAdded: true},
+		{name: "the clean call on the default base passes", script: "mkdir /maf-sandbox/work/c && rm -rf /maf-sandbox/work/c", passed: true},
+		{name: "a chmod of the default base comes back named", script: "chmod 0705 /maf-sandbox/work",
+			pathsAdded: []string{"/maf-sandbox/work"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +57,11 @@ func TestFingerprintOverNATS(t *testing.T) {
 				return m
 			}
 			acq := env(messages.APIAcquireRequestType, "")
-			acq["spec"] = map[string]any{"kind": "shell", "image": fingerprintWorkload(t), "work_dir": fingerprintWorkDir}
+			spec := map[string]any{"kind": "shell", "image": fingerprintWorkload(t)}
+			if tc.workDir != "" {
+				spec["work_dir"] = tc.workDir
+			}
+			acq["spec"] = spec
 			var ar messages.APIAcquireResponse
 			jsonCall(t, nc, service.Shared(service.SubjectAcquireT, service.DefaultPrefix), acq, &ar)
 			if ar.Error != nil || ar.Sandbox == nil {

@@ -12,7 +12,8 @@
 //   - one inspect of the workload, refusing a replaced or stopped container, a PID namespace
 //     shared with anything, a privileged workload and any writable declared mount;
 //   - the engine's root-filesystem change list (`docker diff`, the API's changes endpoint),
-//     which must be empty on the baseline;
+//     which on the baseline must be empty but for the sandbox's storage base and its
+//     ancestors (see below);
 //   - one run of the observer container, from the observer image pinned by ID when the
 //     subject was built, joined to the workload's PID namespace with no network, a read-only
 //     root and no capability but SYS_PTRACE, removed on every exit path: the processes' birth
@@ -26,6 +27,21 @@
 // differs from the baseline (added, removed, or any measured attribute). The three
 // engine-managed files, once checked to be the engine's mounts of this container, are
 // compared without their ctime, which the engine's archive handling bumps even on a read.
+//
+// # The storage base
+//
+// The backend creates a storage base the image lacks (the default /maf-sandbox/work) when it
+// acquires the sandbox, so the engine's change list already names it and its new or copied-up
+// ancestors before any call. An already changed path can hide a second change to it, so the
+// baseline accepts these paths, and only these, when each is a directory by the engine's
+// no-follow stat (the archive header: type, mode with its setuid, setgid and sticky bits,
+// owner and group). Their paths leave the change lists of both fingerprints; instead the final
+// fingerprint stats each again and names it when it is gone or any of those differs. What is
+// made, changed or deleted under them is a path of its own in the change list, as anywhere
+// else. Like the engine's change list for any directory, the stat carries no mtime: an entry
+// made and removed under the base leaves nothing to find. The subject learns the base from the
+// container's WorkDir method (actors.Sandbox has it) or [WithStorageBase]; without one, every
+// changed path refuses the baseline.
 //
 // # Refusals and the skip
 //
@@ -64,15 +80,18 @@ import (
 	"github.com/mafsandbox/engine/sandbox/conformance"
 )
 
-// Engine is what the subject needs of the engine: the daemon's OS and the fingerprint seam.
+// Engine is what the subject needs of the engine: the daemon's OS, the fingerprint seam and
+// the no-follow stat of a guest path ([docker.Engine]'s Stat: nil, nil when absent).
 // [*docker.CLI] and [*docker.API] implement it.
 type Engine interface {
 	ServerOS(ctx context.Context) (string, error)
+	Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error)
 	docker.Fingerprinting
 }
 
 // Container is the workload a subject measures; the Docker backend's sandbox
-// (actors.Sandbox) is one.
+// (actors.Sandbox) is one. A container that also has a WorkDir() string method names its
+// storage base with it (see [WithStorageBase]).
 type Container interface {
 	ContainerName() string
 	InstanceID() string
@@ -96,6 +115,8 @@ type options struct {
 	timeout   time.Duration
 	maxOutput int64
 	log       *zap.Logger
+	base      string
+	baseSet   bool
 }
 
 // WithObserverImage names the observer image (default [images.ObserverTag]). It is resolved
@@ -134,6 +155,19 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithStorageBase names the sandbox's storage base, an absolute guest path, which overrides
+// the container's own WorkDir. The baseline accepts that directory and its ancestors already
+// changed (see the package doc); "/" accepts nothing.
+func WithStorageBase(dir string) Option {
+	return func(o *options) error {
+		if !path.IsAbs(dir) || strings.ContainsRune(dir, 0) {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("fingerprint: storage base %q is not an absolute path", dir)}
+		}
+		o.base, o.baseSet = path.Clean(dir), true
+		return nil
+	}
+}
+
 // WithLogger sets the logger (default none).
 func WithLogger(l *zap.Logger) Option {
 	return func(o *options) error {
@@ -154,6 +188,7 @@ type Subject struct {
 	timeout   time.Duration
 	maxOutput int64
 	log       *zap.Logger
+	base      string // the storage base, "" when unknown
 
 	mu       sync.Mutex
 	baseline *state // nil until the first fingerprint
@@ -163,15 +198,26 @@ type Subject struct {
 type state struct {
 	entries map[string]observation.Entry
 	mounts  []observation.Mount
-	managed map[string]bool // engine-managed mounts, verified: compared without ctime
+	managed map[string]bool    // engine-managed mounts, verified: compared without ctime
+	pre     map[string]dirMeta // the storage base's paths already changed, by their stat
+}
+
+// dirMeta is what the engine's no-follow stat says of a path: what the final fingerprint
+// compares for a path the baseline's change list already held.
+type dirMeta struct {
+	typ      docker.EntryType
+	mode     int64
+	uid, gid int
 }
 
 var _ conformance.FingerprintSubject = (*Subject)(nil)
 
 // New builds the subject of c on eng and resolves the observer image to its ID, which every
-// observation then runs. It fails with [*sandbox.InvalidArgumentError] for a missing engine or
-// container or a bad option, and with [*UnreadableError] when the observer image cannot be
-// resolved or declares a volume (a volume would be a writable mount of the observer's own).
+// observation then runs. The storage base is [WithStorageBase]'s, else c's WorkDir() when it
+// has that method. It fails with [*sandbox.InvalidArgumentError] for a missing engine or
+// container, a bad option or a WorkDir that is not absolute, and with [*UnreadableError] when
+// the observer image cannot be resolved or declares a volume (a volume would be a writable
+// mount of the observer's own).
 func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject, error) {
 	if eng == nil || c == nil || c.ContainerName() == "" {
 		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the subject needs an engine and a container"}
@@ -186,6 +232,11 @@ func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject
 			return nil, err
 		}
 	}
+	if wd, ok := c.(interface{ WorkDir() string }); ok && !o.baseSet && wd.WorkDir() != "" {
+		if err := WithStorageBase(wd.WorkDir())(&o); err != nil {
+			return nil, err
+		}
+	}
 	rec, err := eng.InspectImage(ctx, o.image)
 	if err != nil {
 		return nil, &UnreadableError{What: "the observer image " + o.image + " (engine images build makes it)", Err: err}
@@ -195,7 +246,7 @@ func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject
 			Err: fmt.Errorf("it declares volumes %v, which would give the observer writable storage", rec.Volumes)}
 	}
 	return &Subject{eng: eng, name: c.ContainerName(), id: c.InstanceID(), imageID: rec.ID, limits: o.limits,
-		timeout: o.timeout, maxOutput: o.maxOutput,
+		timeout: o.timeout, maxOutput: o.maxOutput, base: o.base,
 		log: o.log.With(zap.String("container", c.ContainerName()))}, nil
 }
 
@@ -222,14 +273,19 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 	if err != nil {
 		return conformance.Fingerprint{}, err
 	}
+	first := s.baseline == nil
+	var pre map[string]dirMeta
+	if !first {
+		pre = s.baseline.pre
+	}
 	changed := map[string]bool{}
-	if err := s.changes(ctx, before.ID, changed); err != nil {
+	if err := s.changes(ctx, before.ID, pre, changed); err != nil {
 		return conformance.Fingerprint{}, err
 	}
-	if s.baseline == nil && len(changed) > 0 {
-		// An already changed path can hide a second write to it.
-		return conformance.Fingerprint{}, &RefusedError{Reason: "the baseline is not pristine: the root filesystem changed at " +
-			strings.Join(slices.Sorted(maps.Keys(changed)), ", ")}
+	if first {
+		if pre, err = s.preChanged(ctx, before.ID, changed); err != nil {
+			return conformance.Fingerprint{}, err
+		}
 	}
 	report, err := s.observe(ctx, before.ID)
 	if err != nil {
@@ -241,7 +297,7 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 			return conformance.Fingerprint{}, &RefusedError{Reason: "the baseline is not pristine: tmpfs holds " +
 				strings.Join(report.TmpfsEntries, ", ")}
 		}
-		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed}
+		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed, pre: pre}
 	} else {
 		if !slices.Equal(report.Mounts, s.baseline.mounts) {
 			return conformance.Fingerprint{}, &UnreadableError{What: "the workload's mounts",
@@ -260,8 +316,19 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 		return conformance.Fingerprint{}, &UnreadableError{What: "the workload",
 			Err: errors.New("the container restarted or was replaced during the observation")}
 	}
-	if err := s.changes(ctx, before.ID, changed); err != nil {
+	if err := s.changes(ctx, before.ID, pre, changed); err != nil {
 		return conformance.Fingerprint{}, err
+	}
+	if !first {
+		for p, was := range pre {
+			now, err := s.stat(ctx, before.ID, p)
+			if err != nil {
+				return conformance.Fingerprint{}, err
+			}
+			if now == nil || *now != was {
+				changed[p] = true
+			}
+		}
 	}
 	programs := make([]string, 0, len(report.Processes))
 	for _, p := range report.Processes {
@@ -299,16 +366,69 @@ func (s *Subject) confinement(ctx context.Context) (docker.Confinement, error) {
 	return c, nil
 }
 
-// changes adds the engine's root-filesystem change list to into.
-func (s *Subject) changes(ctx context.Context, id string, into map[string]bool) error {
+// changes adds the engine's root-filesystem change list to into, but for the paths of
+// skip, which are compared by their stat instead.
+func (s *Subject) changes(ctx context.Context, id string, skip map[string]dirMeta, into map[string]bool) error {
 	cs, err := s.eng.Changes(ctx, id)
 	if err != nil {
 		return &UnreadableError{What: "the root filesystem's change list", Err: err}
 	}
 	for _, c := range cs {
-		into[c.Path] = true
+		if _, ok := skip[c.Path]; !ok {
+			into[c.Path] = true
+		}
 	}
 	return nil
+}
+
+// preChanged takes the storage base and its ancestors out of the baseline's change list
+// changed, each by its stat, which must be a directory's, and refuses any other changed path:
+// an already changed path can hide a second change to it, and only these are stat'ed again.
+func (s *Subject) preChanged(ctx context.Context, id string, changed map[string]bool) (map[string]dirMeta, error) {
+	allowed := map[string]bool{}
+	for p := s.base; p != "" && p != "/"; p = path.Dir(p) {
+		allowed[p] = true
+	}
+	var others []string
+	for p := range changed {
+		if !allowed[p] {
+			others = append(others, p)
+		}
+	}
+	if len(others) > 0 {
+		return nil, &RefusedError{Reason: "the baseline is not pristine: the root filesystem changed at " +
+			strings.Join(slices.Sorted(slices.Values(others)), ", ")}
+	}
+	pre := map[string]dirMeta{}
+	for _, p := range slices.Sorted(maps.Keys(changed)) {
+		m, err := s.stat(ctx, id, p)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil || m.typ != docker.EntryDir {
+			what := "gone"
+			if m != nil {
+				what = "a " + m.typ.String()
+			}
+			return nil, &RefusedError{Reason: fmt.Sprintf("the baseline is not pristine: %s, on the path of the storage base %s, changed and is %s, not a directory",
+				p, s.base, what)}
+		}
+		pre[p] = *m
+		delete(changed, p)
+	}
+	return pre, nil
+}
+
+// stat is the engine's no-follow stat of p in the workload; nil when p is absent.
+func (s *Subject) stat(ctx context.Context, id, p string) (*dirMeta, error) {
+	e, err := s.eng.Stat(ctx, id, p)
+	if err != nil {
+		return nil, &UnreadableError{What: "the engine's stat of " + p, Err: err}
+	}
+	if e == nil {
+		return nil, nil
+	}
+	return &dirMeta{typ: e.Type, mode: e.Mode, uid: e.UID, gid: e.GID}, nil
 }
 
 // observe runs the observer once and reads its report.
@@ -425,17 +545,22 @@ func NewFactory(eng Engine, opts ...Option) (*Factory, error) {
 }
 
 // NewSubject builds the subject of sb, addressed by its instance ID (the engine's container
-// ID), with the observer image resolved now. It fails as [New].
+// ID), on sb's storage base when sb has a WorkDir() string method (actors.Sandbox), with the
+// observer image resolved now. It fails as [New].
 func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error) {
 	if sb == nil {
 		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: no sandbox"}
 	}
-	id := sb.InstanceID()
-	return New(ctx, f.eng, byID(id), f.opts...)
+	c := byID{id: sb.InstanceID()}
+	if wd, ok := sb.(interface{ WorkDir() string }); ok {
+		c.workDir = wd.WorkDir()
+	}
+	return New(ctx, f.eng, c, f.opts...)
 }
 
-// byID is a container addressed by its ID alone.
-type byID string
+// byID is a container addressed by its ID alone, on its storage base.
+type byID struct{ id, workDir string }
 
-func (b byID) ContainerName() string { return string(b) }
-func (b byID) InstanceID() string    { return string(b) }
+func (b byID) ContainerName() string { return b.id }
+func (b byID) InstanceID() string    { return b.id }
+func (b byID) WorkDir() string       { return b.workDir }

@@ -31,6 +31,7 @@ type fakeEngine struct {
 	specs    []docker.ObserverSpec
 	image    docker.ImageRecord
 	imageErr error
+	stats    map[string][]*docker.Entry // each stat of a path pops the next (the last repeats)
 }
 
 func next[T any](s *[]T) T {
@@ -47,6 +48,15 @@ func (f *fakeEngine) InspectConfinement(context.Context, string) (docker.Confine
 }
 func (f *fakeEngine) Changes(context.Context, string) ([]docker.Change, error) {
 	return next(&f.changes), nil
+}
+func (f *fakeEngine) Stat(_ context.Context, _, p string) (*docker.Entry, error) {
+	s, ok := f.stats[p]
+	if !ok {
+		return nil, nil
+	}
+	v := next(&s)
+	f.stats[p] = s
+	return v, nil
 }
 func (f *fakeEngine) InspectImage(context.Context, string) (docker.ImageRecord, error) {
 	return f.image, f.imageErr
@@ -222,5 +232,107 @@ func TestNewRefusesAnObserverImageWithVolumes(t *testing.T) {
 	_, err = New(t.Context(), &fakeEngine{imageErr: docker.ErrNotFound}, container{})
 	if !errors.Is(err, docker.ErrNotFound) || !strings.Contains(err.Error(), "engine images build") {
 		t.Fatalf("got %v, want the absent image named with how to build it", err)
+	}
+}
+
+// onBase is a container on a storage base of its own.
+type onBase string
+
+func (onBase) ContainerName() string { return "maf-sandbox-docker-test" }
+func (onBase) InstanceID() string    { return workloadID }
+func (b onBase) WorkDir() string     { return string(b) }
+
+func dir(mode int64, uid int) *docker.Entry {
+	return &docker.Entry{Type: docker.EntryDir, Mode: mode, UID: uid, GID: uid}
+}
+
+// The storage base the acquire created, and its ancestors, may already be changed at the
+// baseline, as directories; the final fingerprint compares their stat instead.
+func TestSubjectStorageBase(t *testing.T) {
+	clean := report(map[string]observation.Entry{"/etc/hosts": hosts}, nil)
+	acquired := []docker.Change{{Kind: docker.ChangeAdded, Path: "/maf-sandbox"}, {Kind: docker.ChangeAdded, Path: "/maf-sandbox/work"}}
+	baseStats := func(final ...*docker.Entry) map[string][]*docker.Entry {
+		return map[string][]*docker.Entry{"/maf-sandbox": {dir(0o755, 0)}, "/maf-sandbox/work": append([]*docker.Entry{dir(0o755, 1000)}, final...)}
+	}
+	cases := []struct {
+		name     string
+		c        Container
+		opts     []Option
+		changes  [][]docker.Change
+		stats    map[string][]*docker.Entry
+		want     []string // the final fingerprint's changed paths
+		wantBase string   // a refused baseline naming this
+	}{
+		{name: "the base and its ancestor unchanged since", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired}, stats: baseStats()},
+		{name: "a base named by the option", c: container{}, opts: []Option{WithStorageBase("/maf-sandbox/work/")},
+			changes: [][]docker.Change{acquired}, stats: baseStats()},
+		{name: "a new file under the base", c: onBase("/maf-sandbox/work"),
+			changes: [][]docker.Change{acquired, acquired, append(slices.Clone(acquired), docker.Change{Kind: docker.ChangeAdded, Path: "/maf-sandbox/work/x"})},
+			stats:   baseStats(), want: []string{"/maf-sandbox/work/x"}},
+		{name: "a chmod of the base", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats: baseStats(dir(0o777, 1000)), want: []string{"/maf-sandbox/work"}},
+		{name: "a setgid bit on the base", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats: baseStats(dir(0o2755, 1000)), want: []string{"/maf-sandbox/work"}},
+		{name: "a chown of the base", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats: baseStats(dir(0o755, 0)), want: []string{"/maf-sandbox/work"}},
+		{name: "the base removed", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats: baseStats(nil), want: []string{"/maf-sandbox/work"}},
+		{name: "the base replaced by a link", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats: baseStats(&docker.Entry{Type: docker.EntrySymlink, Mode: 0o777, UID: 1000, GID: 1000}), want: []string{"/maf-sandbox/work"}},
+		{name: "another changed path at the baseline", c: onBase("/maf-sandbox/work"),
+			changes: [][]docker.Change{append(slices.Clone(acquired), docker.Change{Kind: docker.ChangeAdded, Path: "/tmp/x"})},
+			stats:   baseStats(), wantBase: "the root filesystem changed at /tmp/x"},
+		{name: "an entry under the base at the baseline", c: onBase("/maf-sandbox/work"),
+			changes: [][]docker.Change{append(slices.Clone(acquired), docker.Change{Kind: docker.ChangeAdded, Path: "/maf-sandbox/work/x"})},
+			stats:   baseStats(), wantBase: "changed at /maf-sandbox/work/x"},
+		{name: "a base that is a file at the baseline", c: onBase("/maf-sandbox/work"), changes: [][]docker.Change{acquired},
+			stats:    map[string][]*docker.Entry{"/maf-sandbox": {dir(0o755, 0)}, "/maf-sandbox/work": {{Type: docker.EntryFile, Mode: 0o644}}},
+			wantBase: "/maf-sandbox/work, on the path of the storage base /maf-sandbox/work, changed and is a file, not a directory"},
+		{name: "no base known", c: container{}, changes: [][]docker.Change{acquired}, stats: baseStats(),
+			wantBase: "changed at /maf-sandbox, /maf-sandbox/work"},
+		{name: "the base / accepts nothing", c: onBase("/"), changes: [][]docker.Change{acquired}, stats: baseStats(),
+			wantBase: "changed at /maf-sandbox, /maf-sandbox/work"},
+		{name: "another base", c: onBase("/srv/work"), changes: [][]docker.Change{acquired}, stats: baseStats(),
+			wantBase: "changed at /maf-sandbox, /maf-sandbox/work"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeEngine{os: "linux", image: docker.ImageRecord{ID: observerID}, confs: []docker.Confinement{conf()},
+				changes: tc.changes, stats: tc.stats, outputs: []docker.ObserverOutput{clean}}
+			s, err := New(t.Context(), f, tc.c, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, err := s.Fingerprint(t.Context())
+			if tc.wantBase != "" {
+				if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), tc.wantBase) {
+					t.Fatalf("got %v, want the baseline refused naming %q", err, tc.wantBase)
+				}
+				return
+			}
+			if err != nil || len(base.ChangedPaths()) != 0 {
+				t.Fatalf("baseline %q, %v; want a pristine one", base.ChangedPaths(), err)
+			}
+			got, err := s.Fingerprint(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.ChangedPaths(), tc.want) {
+				t.Fatalf("changed %q, want %q", got.ChangedPaths(), tc.want)
+			}
+		})
+	}
+}
+
+func TestStorageBaseMustBeAbsolute(t *testing.T) {
+	f := &fakeEngine{image: docker.ImageRecord{ID: observerID}}
+	for _, c := range []struct {
+		c    Container
+		opts []Option
+	}{{container{}, []Option{WithStorageBase("work")}}, {container{}, []Option{WithStorageBase("")}}, {onBase("work"), nil}} {
+		var ia *sandbox.InvalidArgumentError
+		if _, err := New(t.Context(), f, c.c, c.opts...); !errors.As(err, &ia) {
+			t.Fatalf("%+v: got %v, want an invalid argument", c, err)
+		}
 	}
 }
