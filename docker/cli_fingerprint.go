@@ -84,8 +84,8 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 
 // InspectImage implements [Fingerprinting].
 func (c *CLI) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
-	if ref == "" || strings.HasPrefix(ref, "-") {
-		return ImageRecord{}, fmt.Errorf("image inspect: %w: image reference %q", ErrInvalid, ref)
+	if err := checkImage("image inspect", ref); err != nil {
+		return ImageRecord{}, err
 	}
 	args := []string{"image", "inspect", "--format", "{{json .Id}} {{json .Config.Volumes}}", ref}
 	res, err := c.control(ctx, args...)
