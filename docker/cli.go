@@ -80,21 +80,31 @@ type inspectDoc struct {
 	} `json:"NetworkSettings"`
 }
 
-// Inspect implements [Engine].
-func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+// inspectJSON is the answer of `container inspect --format {{json .}} target`, which the
+// container's inspect and its confinement inspect read, each its own part of it.
+func (c *CLI) inspectJSON(ctx context.Context, target string) ([]byte, error) {
 	if err := checkTarget(target); err != nil {
-		return ContainerInfo{}, fmt.Errorf("inspect: %w", err)
+		return nil, fmt.Errorf("inspect: %w", err)
 	}
 	args := []string{"container", "inspect", "--format", "{{json .}}", target}
 	res, err := c.control(ctx, args...)
 	if err != nil {
-		return ContainerInfo{}, err
+		return nil, err
 	}
 	if res.ExitCode != 0 {
-		return ContainerInfo{}, fail(args, target, res)
+		return nil, fail(args, target, res)
+	}
+	return res.Stdout, nil
+}
+
+// Inspect implements [Engine].
+func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+	answer, err := c.inspectJSON(ctx, target)
+	if err != nil {
+		return ContainerInfo{}, err
 	}
 	var doc inspectDoc
-	if err := json.Unmarshal(res.Stdout, &doc); err != nil {
+	if err := json.Unmarshal(answer, &doc); err != nil {
 		return ContainerInfo{}, fmt.Errorf("inspect %s: unreadable answer: %w", target, err)
 	}
 	if doc.ID == "" {
