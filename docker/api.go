@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,12 +30,11 @@ import (
 // [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
 // concurrent use.
 type API struct {
-	cfg     Config
-	log     *zap.Logger
-	env     []string
-	cli     *CLI // runs `docker context inspect` for binding; never anything else
-	bindSem chan struct{}
-	bound   atomic.Pointer[apiBound]
+	cfg   Config
+	log   *zap.Logger
+	env   []string
+	cli   *CLI // runs `docker context inspect` for binding; never anything else
+	bound *bindOnce[apiBound]
 }
 
 var (
@@ -61,11 +59,11 @@ func NewAPI(cfg Config, opts ...Option) (*API, error) {
 	log := o.log.Named("docker")
 	env := os.Environ()
 	return &API{
-		cfg:     cfg,
-		log:     log,
-		env:     env,
-		cli:     &CLI{cfg: cfg, log: log, env: env, bindSem: make(chan struct{}, 1)},
-		bindSem: make(chan struct{}, 1),
+		cfg:   cfg,
+		log:   log,
+		env:   env,
+		cli:   &CLI{cfg: cfg, log: log, env: env, bound: newBindOnce[bound]()},
+		bound: newBindOnce[apiBound](),
 	}, nil
 }
 
@@ -93,6 +91,23 @@ func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Co
 	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
 		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
 	return err
+}
+
+// query asks the engine one question under [API.control] and reads its answer: ask's refusal
+// is classified under args ([apiError]), and read's error is the call's as it is. It is the
+// shape of every read-only call whose answer is one document or list.
+func query[R, T any](ctx context.Context, a *API, args []string, ask func(context.Context, *client.Client) (R, error),
+	read func(R) (T, error)) (T, error) {
+	var out T
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := ask(ctx, b.client)
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		out, err = read(res)
+		return err
+	})
+	return out, err
 }
 
 // settle turns the end of ctx or of the control budget into the errors the CLI reports.
@@ -172,8 +187,8 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 
 // ImageExists implements [Engine].
 func (a *API) ImageExists(ctx context.Context, image string) (bool, error) {
-	if image == "" || strings.HasPrefix(image, "-") {
-		return false, fmt.Errorf("image exists: %w: image reference %q", ErrInvalid, image)
+	if err := checkImage("image exists", image); err != nil {
+		return false, err
 	}
 	args := []string{"image", "inspect", image}
 	present := false

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -20,11 +19,7 @@ import (
 // on a 20.10 engine, which starts a chrooted tar process for every GET (about 40 ms), but its
 // answer carries no owner, and Stat's callers (the reach rule) need the owner.
 func (a *API) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
-	e, _, err := a.copyOut(ctx, target, guestPath, -1)
-	if errors.Is(err, ErrPathAbsent) {
-		return nil, nil
-	}
-	return e, err
+	return statAnswer(a.copyOut(ctx, target, guestPath, -1))
 }
 
 // TypeStater returns the API itself: its archive-stat HEAD is cheaper than Stat's GET.
@@ -34,15 +29,13 @@ func (a *API) TypeStater() (TypeStater, bool) { return a, true }
 // (no-follow) from the X-Docker-Container-Path-Stat header, no archive at all. Its 404 is
 // confirmed on the instance as the GET's is.
 func (a *API) StatType(ctx context.Context, target, guestPath string) (*Entry, error) {
-	if err := checkTarget(target); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", guestPath, err)
+	r, err := newArchiveRead(target, guestPath, -1)
+	if err != nil {
+		return nil, err
 	}
-	if !strings.HasPrefix(guestPath, "/") || strings.ContainsRune(guestPath, 0) {
-		return nil, fmt.Errorf("stat %s: %w: guest path must be absolute", guestPath, ErrInvalid)
-	}
-	args := []string{"cp", target + ":" + guestPath, "-"}
+	args := r.args()
 	var entry *Entry
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+	err = a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
 		res, err := b.client.ContainerStatPath(ctx, target, client.ContainerStatPathOptions{Path: guestPath})
 		if err != nil {
 			return b.copyOutFailure(ctx, "stat", target, guestPath, args, err)
@@ -50,10 +43,7 @@ func (a *API) StatType(ctx context.Context, target, guestPath string) (*Entry, e
 		entry = pathStatEntry(res.Stat)
 		return nil
 	})
-	if errors.Is(err, ErrPathAbsent) {
-		return nil, nil
-	}
-	return entry, err
+	return statAnswer(entry, nil, err)
 }
 
 // pathStatEntry maps the engine's path stat to an [Entry]: the kind from the mode's type bits,
@@ -90,44 +80,27 @@ func pathStatEntry(st container.PathStat) *Entry {
 
 // Read implements [Engine].
 func (a *API) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
-	if maxBytes < 0 {
-		return nil, nil, fmt.Errorf("read %s: %w: negative byte cap", guestPath, ErrInvalid)
+	if err := checkReadCap(guestPath, maxBytes); err != nil {
+		return nil, nil, err
 	}
 	return a.copyOut(ctx, target, guestPath, maxBytes)
 }
 
-// copyOut GETs guestPath's archive and reads its first entry as it streams, with the bounds of
-// [ReadHeader] and [ReadEntry]: the header, and when maxBytes >= 0 and the entry is a regular
-// file no larger than maxBytes, its body. The stream is closed as soon as that is read.
+// copyOut GETs guestPath's archive and reads its first entry as it streams ([archiveRead]).
+// The stream is closed as soon as that is read.
 func (a *API) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
-	verb := "read"
-	if maxBytes < 0 {
-		verb = "stat"
+	r, err := newArchiveRead(target, guestPath, maxBytes)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := checkTarget(target); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", verb, guestPath, err)
-	}
-	if !strings.HasPrefix(guestPath, "/") || strings.ContainsRune(guestPath, 0) {
-		return nil, nil, fmt.Errorf("%s %s: %w: guest path must be absolute", verb, guestPath, ErrInvalid)
-	}
-	args := []string{"cp", target + ":" + guestPath, "-"}
-	var (
-		entry *Entry
-		body  []byte
-		rerr  error
-	)
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+	args := r.args()
+	err = a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
 		res, err := b.client.CopyFromContainer(ctx, target, client.CopyFromContainerOptions{SourcePath: guestPath})
 		if err != nil {
-			return b.copyOutFailure(ctx, verb, target, guestPath, args, err)
+			return b.copyOutFailure(ctx, r.verb(), target, guestPath, args, err)
 		}
 		defer res.Content.Close()
-		if maxBytes < 0 {
-			entry, rerr = ReadHeader(res.Content)
-		} else {
-			entry, body, rerr = ReadEntry(res.Content, maxBytes)
-		}
-		if rerr != nil && ctx.Err() != nil {
+		if r.consume(res.Content) != nil && ctx.Err() != nil {
 			return ctx.Err() // the stream was cut by the budget or the caller: settle says which
 		}
 		return nil
@@ -135,19 +108,7 @@ func (a *API) copyOut(ctx context.Context, target, guestPath string, maxBytes in
 	if err != nil {
 		return nil, nil, err
 	}
-	var capErr *CapExceededError
-	var shortErr *ShortBodyError
-	switch {
-	case rerr == nil:
-		return entry, body, nil
-	case errors.As(rerr, &capErr):
-		capErr.Path = guestPath
-		return entry, nil, capErr
-	case errors.As(rerr, &shortErr):
-		shortErr.Path = guestPath
-		return entry, nil, shortErr
-	}
-	return nil, nil, fmt.Errorf("%s %s: docker returned an unusable archive: %w", verb, guestPath, rerr)
+	return r.answer()
 }
 
 // copyOutFailure classifies an archive GET the engine refused. Its 404 is ambiguous: the daemon

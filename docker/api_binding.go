@@ -80,23 +80,10 @@ func (a *API) Bind(ctx context.Context) (Binding, error) {
 }
 
 func (a *API) ensureBound(ctx context.Context) (*apiBound, error) {
-	if b := a.bound.Load(); b != nil {
-		return b, nil
+	b, fresh, err := a.bound.get(ctx, a.bind)
+	if err != nil || !fresh {
+		return b, err
 	}
-	select {
-	case a.bindSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("bind docker context: %w", ctx.Err())
-	}
-	defer func() { <-a.bindSem }()
-	if b := a.bound.Load(); b != nil {
-		return b, nil
-	}
-	b, err := a.bind(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a.bound.Store(b)
 	a.log.Info("docker context bound", zap.String("driver", DriverAPI), zap.String("context", b.Context),
 		zap.String("endpoint", b.Endpoint))
 	return b, nil

@@ -22,29 +22,29 @@ func (a *API) Changes(ctx context.Context, id string) ([]Change, error) {
 	if err := checkID("diff", id); err != nil {
 		return nil, err
 	}
-	args := []string{"diff", id}
+	return query(ctx, a, []string{"diff", id},
+		func(ctx context.Context, c *client.Client) (client.ContainerDiffResult, error) {
+			return c.ContainerDiff(ctx, id, client.ContainerDiffOptions{})
+		}, apiChanges)
+}
+
+// apiChanges maps the engine's change list to [Change]s, refusing a kind it does not know.
+func apiChanges(res client.ContainerDiffResult) ([]Change, error) {
 	var changes []Change
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ContainerDiff(ctx, id, client.ContainerDiffOptions{})
+	for _, ch := range res.Changes {
+		kind, ok := map[container.ChangeType]ChangeKind{
+			container.ChangeAdd: ChangeAdded, container.ChangeModify: ChangeModified, container.ChangeDelete: ChangeDeleted,
+		}[ch.Kind]
+		if !ok {
+			return nil, fmt.Errorf("%w: change kind %d of %q", ErrMalformedAnswer, ch.Kind, ch.Path)
+		}
+		c, err := newChange(string(kind), ch.Path)
 		if err != nil {
-			return apiError(args, err, nil)
+			return nil, err
 		}
-		for _, ch := range res.Changes {
-			kind, ok := map[container.ChangeType]ChangeKind{
-				container.ChangeAdd: ChangeAdded, container.ChangeModify: ChangeModified, container.ChangeDelete: ChangeDeleted,
-			}[ch.Kind]
-			if !ok {
-				return fmt.Errorf("%w: change kind %d of %q", ErrMalformedAnswer, ch.Kind, ch.Path)
-			}
-			c, err := newChange(string(kind), ch.Path)
-			if err != nil {
-				return err
-			}
-			changes = append(changes, c)
-		}
-		return nil
-	})
-	return changes, err
+		changes = append(changes, c)
+	}
+	return changes, nil
 }
 
 // InspectConfinement implements [Fingerprinting].
@@ -52,54 +52,50 @@ func (a *API) InspectConfinement(ctx context.Context, target string) (Confinemen
 	if err := checkTarget(target); err != nil {
 		return Confinement{}, fmt.Errorf("inspect: %w", err)
 	}
-	args := []string{"container", "inspect", target}
-	var out Confinement
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ContainerInspect(ctx, target, client.ContainerInspectOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		doc := res.Container
-		var cd confinementDoc
-		cd.ID, cd.HostsPath, cd.HostnamePath, cd.ResolvConfPath = doc.ID, doc.HostsPath, doc.HostnamePath, doc.ResolvConfPath
-		if doc.State == nil || doc.HostConfig == nil {
-			return fmt.Errorf("inspect %s: %w: no state or host configuration", target, ErrMalformedAnswer)
-		}
-		cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
-		cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
-		for _, m := range doc.Mounts {
-			cd.Mounts = append(cd.Mounts, struct {
-				Type        string `json:"Type"`
-				Destination string `json:"Destination"`
-				RW          bool   `json:"RW"`
-			}{string(m.Type), m.Destination, m.RW})
-		}
-		out, err = cd.confinement(target)
-		return err
-	})
-	return out, err
+	return query(ctx, a, []string{"container", "inspect", target},
+		func(ctx context.Context, c *client.Client) (client.ContainerInspectResult, error) {
+			return c.ContainerInspect(ctx, target, client.ContainerInspectOptions{})
+		},
+		func(res client.ContainerInspectResult) (Confinement, error) {
+			return apiConfinement(target, res.Container)
+		})
+}
+
+// apiConfinement reads the inspect of target as the CLI reads its JSON ([confinementDoc]).
+func apiConfinement(target string, doc container.InspectResponse) (Confinement, error) {
+	var cd confinementDoc
+	cd.ID, cd.HostsPath, cd.HostnamePath, cd.ResolvConfPath = doc.ID, doc.HostsPath, doc.HostnamePath, doc.ResolvConfPath
+	if doc.State == nil || doc.HostConfig == nil {
+		return Confinement{}, fmt.Errorf("inspect %s: %w: no state or host configuration", target, ErrMalformedAnswer)
+	}
+	cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
+	cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
+	for _, m := range doc.Mounts {
+		cd.Mounts = append(cd.Mounts, struct {
+			Type        string `json:"Type"`
+			Destination string `json:"Destination"`
+			RW          bool   `json:"RW"`
+		}{string(m.Type), m.Destination, m.RW})
+	}
+	return cd.confinement(target)
 }
 
 // InspectImage implements [Fingerprinting].
 func (a *API) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
-	if ref == "" || ref[0] == '-' {
-		return ImageRecord{}, fmt.Errorf("image inspect: %w: image reference %q", ErrInvalid, ref)
+	if err := checkImage("image inspect", ref); err != nil {
+		return ImageRecord{}, err
 	}
-	args := []string{"image", "inspect", ref}
-	var rec ImageRecord
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ImageInspect(ctx, ref)
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		var volumes map[string]struct{}
-		if res.Config != nil {
-			volumes = res.Config.Volumes
-		}
-		rec, err = ImageRecord{ID: res.ID}.withVolumes(ref, volumes)
-		return err
-	})
-	return rec, err
+	return query(ctx, a, []string{"image", "inspect", ref},
+		func(ctx context.Context, c *client.Client) (client.ImageInspectResult, error) {
+			return c.ImageInspect(ctx, ref)
+		},
+		func(res client.ImageInspectResult) (ImageRecord, error) {
+			var volumes map[string]struct{}
+			if res.Config != nil {
+				volumes = res.Config.Volumes
+			}
+			return ImageRecord{ID: res.ID}.withVolumes(ref, volumes)
+		})
 }
 
 // apiObserverCreateOptions renders spec as the create request of [cliObserverRunArgs].

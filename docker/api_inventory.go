@@ -2,10 +2,7 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/moby/moby/client"
 )
@@ -20,18 +17,17 @@ func (a *API) ListContainerIDs(ctx context.Context, labelFilters map[string]stri
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	args := append([]string{"ps", "-a", "--no-trunc", "-q"}, filterArgs(labelFilters)...)
-	var ids []string
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: apiFilters(labelFilters)})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		for _, c := range res.Items {
-			ids = append(ids, c.ID)
-		}
-		return nil
-	})
+	ids, err := query(ctx, a, append([]string{"ps", "-a", "--no-trunc", "-q"}, filterArgs(labelFilters)...),
+		func(ctx context.Context, c *client.Client) (client.ContainerListResult, error) {
+			return c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: apiFilters(labelFilters)})
+		},
+		func(res client.ContainerListResult) ([]string, error) {
+			var ids []string
+			for _, c := range res.Items {
+				ids = append(ids, c.ID)
+			}
+			return ids, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -43,18 +39,17 @@ func (a *API) ListNetworkIDs(ctx context.Context, labelFilters map[string]string
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
-	args := append([]string{"network", "ls", "--no-trunc", "-q"}, filterArgs(labelFilters)...)
-	var ids []string
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.NetworkList(ctx, client.NetworkListOptions{Filters: apiFilters(labelFilters)})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		for _, n := range res.Items {
-			ids = append(ids, n.ID)
-		}
-		return nil
-	})
+	ids, err := query(ctx, a, append([]string{"network", "ls", "--no-trunc", "-q"}, filterArgs(labelFilters)...),
+		func(ctx context.Context, c *client.Client) (client.NetworkListResult, error) {
+			return c.NetworkList(ctx, client.NetworkListOptions{Filters: apiFilters(labelFilters)})
+		},
+		func(res client.NetworkListResult) ([]string, error) {
+			var ids []string
+			for _, n := range res.Items {
+				ids = append(ids, n.ID)
+			}
+			return ids, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
@@ -76,28 +71,17 @@ func (a *API) InspectContainerID(ctx context.Context, id string) (Resource, erro
 	if err := checkID("inspect container", id); err != nil {
 		return Resource{}, err
 	}
-	args := []string{"container", "inspect", id}
-	var r Resource
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		var doc inventoryContainerDoc
-		if err := json.Unmarshal(res.Raw, &doc); err != nil {
-			return fmt.Errorf("unreadable answer: %w", err)
-		}
-		r = Resource{ID: doc.ID, Name: strings.TrimPrefix(doc.Name, "/"), Labels: doc.Config.Labels,
-			Created: doc.Created, Running: doc.State.Running}
-		return nil
-	})
+	doc, err := query(ctx, a, []string{"container", "inspect", id},
+		func(ctx context.Context, c *client.Client) (client.ContainerInspectResult, error) {
+			return c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		},
+		func(res client.ContainerInspectResult) (inventoryContainerDoc, error) {
+			return decodeInventoryDoc[inventoryContainerDoc](res.Raw)
+		})
 	if err != nil {
 		return Resource{}, fmt.Errorf("inspect container %s: %w", id, err)
 	}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	return r, nil
+	return doc.resource(), nil
 }
 
 // InspectNetworkID implements [Inventory]. Created is the engine's text, verbatim.
@@ -105,32 +89,17 @@ func (a *API) InspectNetworkID(ctx context.Context, id string) (Resource, error)
 	if err := checkID("inspect network", id); err != nil {
 		return Resource{}, err
 	}
-	args := []string{"network", "inspect", id}
-	var r Resource
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		var doc inventoryNetworkDoc
-		if err := json.Unmarshal(res.Raw, &doc); err != nil {
-			return fmt.Errorf("unreadable answer: %w", err)
-		}
-		r = Resource{ID: doc.ID, Name: doc.Name, Labels: doc.Labels, Created: doc.Created,
-			Containers: make([]string, 0, len(doc.Containers))}
-		for cid := range doc.Containers {
-			r.Containers = append(r.Containers, cid)
-		}
-		sort.Strings(r.Containers)
-		return nil
-	})
+	doc, err := query(ctx, a, []string{"network", "inspect", id},
+		func(ctx context.Context, c *client.Client) (client.NetworkInspectResult, error) {
+			return c.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+		},
+		func(res client.NetworkInspectResult) (inventoryNetworkDoc, error) {
+			return decodeInventoryDoc[inventoryNetworkDoc](res.Raw)
+		})
 	if err != nil {
 		return Resource{}, fmt.Errorf("inspect network %s: %w", id, err)
 	}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	return r, nil
+	return doc.resource(), nil
 }
 
 // RemoveContainerID implements [Inventory]: a forced removal by ID, as [API.Remove].
@@ -156,21 +125,13 @@ func (a *API) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 
 // EngineID returns the daemon's ID (system info's ID), as [CLI.EngineID] does; see [Driver].
 func (a *API) EngineID(ctx context.Context) (string, error) {
-	args := []string{"info", "--format", "{{.ID}}"}
-	var id string
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.Info(ctx, client.InfoOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		id = strings.TrimSpace(res.Info.ID)
-		return nil
-	})
+	answer, err := query(ctx, a, []string{"info", "--format", "{{.ID}}"},
+		func(ctx context.Context, c *client.Client) (client.SystemInfoResult, error) {
+			return c.Info(ctx, client.InfoOptions{})
+		},
+		func(res client.SystemInfoResult) (string, error) { return res.Info.ID, nil })
 	if err != nil {
 		return "", fmt.Errorf("engine id: %w", err)
 	}
-	if id == "" || strings.ContainsAny(id, " \t\r\n") {
-		return "", fmt.Errorf("engine id: unreadable answer %q", id)
-	}
-	return id, nil
+	return engineID(answer)
 }

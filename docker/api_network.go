@@ -104,17 +104,11 @@ func (a *API) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, erro
 	if err := checkTarget(ref); err != nil {
 		return NetworkInfo{}, fmt.Errorf("inspect network: %w", err)
 	}
-	args := []string{"network", "inspect", ref}
-	var info NetworkInfo
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
-		if err != nil {
-			return apiError(args, err, nil)
-		}
-		info, err = parseNetworkInspect(ref, res.Raw)
-		return err
-	})
-	return info, err
+	return query(ctx, a, []string{"network", "inspect", ref},
+		func(ctx context.Context, c *client.Client) (client.NetworkInspectResult, error) {
+			return c.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
+		},
+		func(res client.NetworkInspectResult) (NetworkInfo, error) { return parseNetworkInspect(ref, res.Raw) })
 }
 
 // NetworkConnect implements [Networks].

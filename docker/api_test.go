@@ -216,7 +216,7 @@ func TestAPIDriverBinding(t *testing.T) {
 			if again, err := a.Bind(context.Background()); err != nil || again != b {
 				t.Fatalf("second Bind = %+v, %v", again, err)
 			}
-			if got := a.bound.Load().client.DaemonHost(); got != tc.wantHost {
+			if got := a.bound.load().client.DaemonHost(); got != tc.wantHost {
 				t.Fatalf("client host %q, want %q", got, tc.wantHost)
 			}
 			log := readLog(t, logPath)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -42,24 +43,46 @@ func (c *CLI) Bind(ctx context.Context) (Binding, error) {
 	return b.Binding, nil
 }
 
-func (c *CLI) ensureBound(ctx context.Context) (*bound, error) {
-	if b := c.bound.Load(); b != nil {
-		return b, nil
+// bindOnce is a driver's binding, made at most once and never changed: the first callers bind
+// one at a time (concurrent first calls resolve the context once), a failure leaves it unbound
+// for the next call to retry, later callers read it without waiting, and a caller waiting for
+// another's binding can give up with its context. Both drivers bind through it.
+type bindOnce[T any] struct {
+	sem chan struct{}
+	v   atomic.Pointer[T]
+}
+
+func newBindOnce[T any]() *bindOnce[T] { return &bindOnce[T]{sem: make(chan struct{}, 1)} }
+
+// get returns the binding, made by bind if there is none yet; fresh says this call made it.
+func (o *bindOnce[T]) get(ctx context.Context, bind func(context.Context) (*T, error)) (b *T, fresh bool, err error) {
+	if b := o.v.Load(); b != nil {
+		return b, false, nil
 	}
 	select {
-	case c.bindSem <- struct{}{}:
+	case o.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("bind docker context: %w", ctx.Err())
+		return nil, false, fmt.Errorf("bind docker context: %w", ctx.Err())
 	}
-	defer func() { <-c.bindSem }()
-	if b := c.bound.Load(); b != nil {
-		return b, nil
+	defer func() { <-o.sem }()
+	if b := o.v.Load(); b != nil {
+		return b, false, nil
 	}
-	b, err := c.bind(ctx)
-	if err != nil {
-		return nil, err
+	if b, err = bind(ctx); err != nil {
+		return nil, false, err
 	}
-	c.bound.Store(b)
+	o.v.Store(b)
+	return b, true, nil
+}
+
+// load is the binding, nil while there is none.
+func (o *bindOnce[T]) load() *T { return o.v.Load() }
+
+func (c *CLI) ensureBound(ctx context.Context) (*bound, error) {
+	b, fresh, err := c.bound.get(ctx, c.bind)
+	if err != nil || !fresh {
+		return b, err
+	}
 	c.log.Info("docker context bound", zap.String("context", b.Context), zap.String("endpoint", b.Endpoint))
 	return b, nil
 }

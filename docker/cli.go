@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,11 +16,10 @@ import (
 // (never through a shell) with the environment captured at construction. It is safe for
 // concurrent use.
 type CLI struct {
-	cfg     Config
-	log     *zap.Logger
-	env     []string
-	bindSem chan struct{}
-	bound   atomic.Pointer[bound]
+	cfg   Config
+	log   *zap.Logger
+	env   []string
+	bound *bindOnce[bound]
 }
 
 // ExecStarter reports that the CLI cannot tell when an exec's process started: its client
@@ -45,10 +43,10 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 		return nil, err
 	}
 	return &CLI{
-		cfg:     cfg,
-		log:     o.log.Named("docker"),
-		env:     os.Environ(),
-		bindSem: make(chan struct{}, 1),
+		cfg:   cfg,
+		log:   o.log.Named("docker"),
+		env:   os.Environ(),
+		bound: newBindOnce[bound](),
 	}, nil
 }
 
@@ -82,21 +80,31 @@ type inspectDoc struct {
 	} `json:"NetworkSettings"`
 }
 
-// Inspect implements [Engine].
-func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+// inspectJSON is the answer of `container inspect --format {{json .}} target`, which the
+// container's inspect and its confinement inspect read, each its own part of it.
+func (c *CLI) inspectJSON(ctx context.Context, target string) ([]byte, error) {
 	if err := checkTarget(target); err != nil {
-		return ContainerInfo{}, fmt.Errorf("inspect: %w", err)
+		return nil, fmt.Errorf("inspect: %w", err)
 	}
 	args := []string{"container", "inspect", "--format", "{{json .}}", target}
 	res, err := c.control(ctx, args...)
 	if err != nil {
-		return ContainerInfo{}, err
+		return nil, err
 	}
 	if res.ExitCode != 0 {
-		return ContainerInfo{}, fail(args, target, res)
+		return nil, fail(args, target, res)
+	}
+	return res.Stdout, nil
+}
+
+// Inspect implements [Engine].
+func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+	answer, err := c.inspectJSON(ctx, target)
+	if err != nil {
+		return ContainerInfo{}, err
 	}
 	var doc inspectDoc
-	if err := json.Unmarshal(res.Stdout, &doc); err != nil {
+	if err := json.Unmarshal(answer, &doc); err != nil {
 		return ContainerInfo{}, fmt.Errorf("inspect %s: unreadable answer: %w", target, err)
 	}
 	if doc.ID == "" {
@@ -130,8 +138,8 @@ func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error)
 
 // ImageExists implements [Engine].
 func (c *CLI) ImageExists(ctx context.Context, image string) (bool, error) {
-	if image == "" || strings.HasPrefix(image, "-") {
-		return false, fmt.Errorf("image exists: %w: image reference %q", ErrInvalid, image)
+	if err := checkImage("image exists", image); err != nil {
+		return false, err
 	}
 	args := []string{"image", "inspect", "--format", "{{.Id}}", image}
 	res, err := c.control(ctx, args...)

@@ -4,78 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 )
 
 // Stat implements [Engine]. It reads the header only: the client is stopped as soon as the
 // header is in hand, so a directory's subtree or a file's body never crosses the pipe.
 func (c *CLI) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
-	e, _, err := c.copyOut(ctx, target, guestPath, -1)
-	if errors.Is(err, ErrPathAbsent) {
-		return nil, nil
-	}
-	return e, err
+	return statAnswer(c.copyOut(ctx, target, guestPath, -1))
 }
 
 // Read implements [Engine].
 func (c *CLI) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
-	if maxBytes < 0 {
-		return nil, nil, fmt.Errorf("read %s: %w: negative byte cap", guestPath, ErrInvalid)
+	if err := checkReadCap(guestPath, maxBytes); err != nil {
+		return nil, nil, err
 	}
 	return c.copyOut(ctx, target, guestPath, maxBytes)
 }
 
 // copyOut runs `cp <target>:<guestPath> -` and reads the first entry of the archive as it
-// streams: the header (bounded metadata) and, when maxBytes >= 0 and the entry is a regular file
-// no larger than maxBytes, its body. The client is stopped as soon as that is read.
+// streams ([archiveRead]). The client is stopped as soon as that is read.
 func (c *CLI) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
-	verb := "read"
-	if maxBytes < 0 {
-		verb = "stat"
+	r, err := newArchiveRead(target, guestPath, maxBytes)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := checkTarget(target); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", verb, guestPath, err)
-	}
-	if !strings.HasPrefix(guestPath, "/") || strings.ContainsRune(guestPath, 0) {
-		return nil, nil, fmt.Errorf("%s %s: %w: guest path must be absolute", verb, guestPath, ErrInvalid)
-	}
-	var (
-		entry *Entry
-		body  []byte
-		rerr  error
-	)
-	consume := func(r io.Reader) error {
-		if maxBytes < 0 {
-			entry, rerr = ReadHeader(r)
-		} else {
-			entry, body, rerr = ReadEntry(r, maxBytes)
-		}
-		return rerr
-	}
-	args := []string{"cp", target + ":" + guestPath, "-"}
-	res, err := c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout, consume: consume})
+	args := r.args()
+	res, err := c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout, consume: r.consume})
 	if err != nil {
 		return nil, nil, err
 	}
 	if res.StdoutRead == 0 && !res.Stopped && res.ExitCode != 0 {
-		return nil, nil, c.copyOutFailure(ctx, verb, target, guestPath, args, res)
+		return nil, nil, c.copyOutFailure(ctx, r.verb(), target, guestPath, args, res)
 	}
-	var capErr *CapExceededError
-	var shortErr *ShortBodyError
-	switch {
-	case rerr == nil:
-		return entry, body, nil
-	case errors.As(rerr, &capErr):
-		capErr.Path = guestPath
-		return entry, nil, capErr
-	case errors.As(rerr, &shortErr):
-		shortErr.Path = guestPath
-		return entry, nil, shortErr
-	case errors.Is(rerr, ErrNoTarHeader) && res.ExitCode != 0 && !res.Stopped:
-		return nil, nil, fmt.Errorf("%s %s: docker returned no tar header: %w", verb, guestPath, fail(args, target, res))
+	if errors.Is(r.err, ErrNoTarHeader) && res.ExitCode != 0 && !res.Stopped {
+		return nil, nil, fmt.Errorf("%s %s: docker returned no tar header: %w", r.verb(), guestPath, fail(args, target, res))
 	}
-	return nil, nil, fmt.Errorf("%s %s: docker returned an unusable archive: %w", verb, guestPath, rerr)
+	return r.answer()
 }
 
 // copyOutFailure classifies a copy that failed before any byte of archive: path absence (both

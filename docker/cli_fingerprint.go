@@ -51,19 +51,12 @@ type confinementDoc struct {
 
 // InspectConfinement implements [Fingerprinting].
 func (c *CLI) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
-	if err := checkTarget(target); err != nil {
-		return Confinement{}, fmt.Errorf("inspect: %w", err)
-	}
-	args := []string{"container", "inspect", "--format", "{{json .}}", target}
-	res, err := c.control(ctx, args...)
+	answer, err := c.inspectJSON(ctx, target)
 	if err != nil {
 		return Confinement{}, err
 	}
-	if res.ExitCode != 0 {
-		return Confinement{}, fail(args, target, res)
-	}
 	var doc confinementDoc
-	if err := json.Unmarshal(res.Stdout, &doc); err != nil {
+	if err := json.Unmarshal(answer, &doc); err != nil {
 		return Confinement{}, fmt.Errorf("inspect %s: %w: %w", target, ErrMalformedAnswer, err)
 	}
 	return doc.confinement(target)
@@ -84,8 +77,8 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 
 // InspectImage implements [Fingerprinting].
 func (c *CLI) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
-	if ref == "" || strings.HasPrefix(ref, "-") {
-		return ImageRecord{}, fmt.Errorf("image inspect: %w: image reference %q", ErrInvalid, ref)
+	if err := checkImage("image inspect", ref); err != nil {
+		return ImageRecord{}, err
 	}
 	args := []string{"image", "inspect", "--format", "{{json .Id}} {{json .Config.Volumes}}", ref}
 	res, err := c.control(ctx, args...)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -48,40 +47,13 @@ func (c *CLI) listIDs(ctx context.Context, what string, args []string) ([]string
 	return ids, nil
 }
 
-// inventoryContainerDoc is the part of `container inspect` the inventory reads.
-type inventoryContainerDoc struct {
-	ID      string `json:"Id"`
-	Name    string `json:"Name"`
-	Created string `json:"Created"`
-	State   struct {
-		Running bool `json:"Running"`
-	} `json:"State"`
-	Config struct {
-		Labels map[string]string `json:"Labels"`
-	} `json:"Config"`
-}
-
-// inventoryNetworkDoc is the part of `network inspect` the inventory reads.
-type inventoryNetworkDoc struct {
-	ID         string                     `json:"Id"`
-	Name       string                     `json:"Name"`
-	Created    string                     `json:"Created"`
-	Labels     map[string]string          `json:"Labels"`
-	Containers map[string]json.RawMessage `json:"Containers"`
-}
-
 // InspectContainerID implements [Inventory].
 func (c *CLI) InspectContainerID(ctx context.Context, id string) (Resource, error) {
 	var doc inventoryContainerDoc
 	if err := c.inspectID(ctx, "container", id, &doc); err != nil {
 		return Resource{}, err
 	}
-	r := Resource{ID: doc.ID, Name: strings.TrimPrefix(doc.Name, "/"), Labels: doc.Config.Labels,
-		Created: doc.Created, Running: doc.State.Running}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	return r, nil
+	return doc.resource(), nil
 }
 
 // InspectNetworkID implements [Inventory].
@@ -90,16 +62,7 @@ func (c *CLI) InspectNetworkID(ctx context.Context, id string) (Resource, error)
 	if err := c.inspectID(ctx, "network", id, &doc); err != nil {
 		return Resource{}, err
 	}
-	r := Resource{ID: doc.ID, Name: doc.Name, Labels: doc.Labels, Created: doc.Created,
-		Containers: make([]string, 0, len(doc.Containers))}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	for cid := range doc.Containers {
-		r.Containers = append(r.Containers, cid)
-	}
-	sort.Strings(r.Containers)
-	return r, nil
+	return doc.resource(), nil
 }
 
 func (c *CLI) inspectID(ctx context.Context, kind, id string, doc any) error {
@@ -165,9 +128,5 @@ func (c *CLI) EngineID(ctx context.Context) (string, error) {
 	if res.ExitCode != 0 {
 		return "", fmt.Errorf("engine id: %w", fail(args, "", res))
 	}
-	id := strings.TrimSpace(string(res.Stdout))
-	if id == "" || strings.ContainsAny(id, " \t\r\n") {
-		return "", fmt.Errorf("engine id: unreadable answer %q", id)
-	}
-	return id, nil
+	return engineID(string(res.Stdout))
 }

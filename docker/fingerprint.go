@@ -133,14 +133,9 @@ func (spec ObserverSpec) withLabels(extra map[string]string, commandTimeout time
 	if spec.MaxOutputBytes <= 0 {
 		return spec, fmt.Errorf("run observer %s: %w: the output bound must be positive", spec.Name, ErrInvalid)
 	}
-	labels, err := MergeLabels(spec.Labels, extra)
+	labels, err := checkedLabels(spec.Labels, extra)
 	if err != nil {
 		return spec, fmt.Errorf("run observer %s: %w", spec.Name, err)
-	}
-	for _, l := range labels {
-		if err := checkLabel(l); err != nil {
-			return spec, fmt.Errorf("run observer %s: %w", spec.Name, err)
-		}
 	}
 	spec.Labels = labels
 	if spec.Timeout <= 0 {

@@ -49,3 +49,18 @@ func checkLabel(l Label) error {
 	}
 	return nil
 }
+
+// checkedLabels is [MergeLabels] of base and extra with base's own labels, which come from the
+// spec rather than from this package, held to the label rules too.
+func checkedLabels(base []Label, extra map[string]string) ([]Label, error) {
+	labels, err := MergeLabels(base, extra)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range labels {
+		if err := checkLabel(l); err != nil {
+			return nil, err
+		}
+	}
+	return labels, nil
+}

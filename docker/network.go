@@ -170,14 +170,9 @@ func (spec ProxySpec) withLabels(extra map[string]string) (ProxySpec, error) {
 			return spec, fmt.Errorf("create proxy %s: %w: empty or dash-led name, image or network", spec.Name, ErrInvalid)
 		}
 	}
-	labels, err := MergeLabels(spec.Labels, extra)
+	labels, err := checkedLabels(spec.Labels, extra)
 	if err != nil {
 		return spec, fmt.Errorf("create proxy %s: %w", spec.Name, err)
-	}
-	for _, l := range labels {
-		if err := checkLabel(l); err != nil {
-			return spec, fmt.Errorf("create proxy %s: %w", spec.Name, err)
-		}
 	}
 	spec.Labels = labels
 	return spec, nil

@@ -15,6 +15,15 @@ func checkTarget(target string) error {
 	return nil
 }
 
+// checkImage refuses an image reference the client could read as an option, or none; what
+// names the call. A colon is a tag's, so [checkTarget] is too strict here.
+func checkImage(what, ref string) error {
+	if ref == "" || strings.HasPrefix(ref, "-") {
+		return fmt.Errorf("%s: %w: image reference %q", what, ErrInvalid, ref)
+	}
+	return nil
+}
+
 // fullID matches a full container ID: the one target that confirms the older client's ambiguous
 // absence answer by itself.
 var fullID = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -1,58 +1,3 @@
-// Package fingerprint is the Docker fingerprint subject (docker-backend §12.5): the
-// engine-side [conformance.FingerprintSubject] a kind claiming ConfinedToGuestCallPath proves
-// its claim with, through [conformance.AssertNothingLeftBehind]. It sits beside the backend
-// and needs only the docker package, not the actors: a kind's tests use it directly, and
-// engine serve hands a [Factory] to the NATS service, whose fingerprint call gives a host in
-// another language the same proof. No other call of the engine uses it.
-//
-// # What one fingerprint is
-//
-// On a Linux daemon, one [Subject.Fingerprint] is:
-//
-//   - one inspect of the workload, refusing a replaced or stopped container, a PID namespace
-//     shared with anything, a privileged workload and any writable declared mount;
-//   - the engine's root-filesystem change list (`docker diff`, the API's changes endpoint),
-//     which on the baseline must be empty but for the sandbox's storage base and its
-//     ancestors (see below);
-//   - one run of the observer container, from the observer image pinned by ID when the
-//     subject was built, joined to the workload's PID namespace with no network, a read-only
-//     root and no capability but SYS_PTRACE, removed on every exit path: the processes' birth
-//     identities, and the SHA-256 and metadata of every entry of the writable mounts the
-//     change list cannot see (/dev, /dev/shm and other tmpfs, the engine-managed
-//     /etc/hosts, /etc/hostname and /etc/resolv.conf);
-//   - a second inspect (the container must not have restarted meanwhile) and a second
-//     change list.
-//
-// The changed paths are the union of both change lists and of every mounted entry that
-// differs from the baseline (added, removed, or any measured attribute). The three
-// engine-managed files, once checked to be the engine's mounts of this container, are
-// compared without their ctime, which the engine's archive handling bumps even on a read.
-//
-// # The storage base
-//
-// The backend creates a storage base the image lacks (the default /maf-sandbox/work) when it
-// acquires the sandbox, so the engine's change list already names it and its new or copied-up
-// ancestors before any call. An already changed path can hide a second change to it, so the
-// baseline accepts these paths, and only these, when each is a directory by the engine's
-// no-follow stat (the archive header: type, mode with its setuid, setgid and sticky bits,
-// owner and group). Their paths leave the change lists of both fingerprints; instead the final
-// fingerprint stats each again and names it when it is gone or any of those differs. What is
-// made, changed or deleted under them is a path of its own in the change list, as anywhere
-// else. Like the engine's change list for any directory, the stat carries no mtime: an entry
-// made and removed under the base leaves nothing to find. The subject learns the base from the
-// container's WorkDir method (actors.Sandbox has it) or [WithStorageBase]; without one, every
-// changed path refuses the baseline.
-//
-// # Refusals and the skip
-//
-// A refusal is an error, never a fingerprint: [*RefusedError] (errors.Is
-// [sandbox.ErrRefused]) for a dirty baseline, writable declared mounts, a shared PID
-// namespace, a privileged workload or a replaced container; [*UnreadableError] for a
-// measurement that could not be read (an exceeded bound among them, [ErrLimit]). A daemon
-// that does not run Linux gives [conformance.ErrFingerprintUnsupported] on the baseline, which
-// the probe reports as a skip; after a baseline it is an error.
-//
-// A Subject holds its baseline: build one per probe.
 package fingerprint
 
 import (
@@ -73,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/internal/observation"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
@@ -99,84 +43,6 @@ type Container interface {
 
 // ObserverNamePrefix starts the name of every observer container.
 const ObserverNamePrefix = "maf-fingerprint-"
-
-// Defaults of the options.
-const (
-	DefaultTimeout        = 60 * time.Second
-	DefaultMaxOutputBytes = 16 << 20
-)
-
-// Option configures a [Subject].
-type Option func(*options) error
-
-type options struct {
-	image     string
-	limits    observation.Limits
-	timeout   time.Duration
-	maxOutput int64
-	log       *zap.Logger
-	base      string
-	baseSet   bool
-}
-
-// WithObserverImage names the observer image (default [images.ObserverTag]). It is resolved
-// to its ID once, by [New], and used by that ID only.
-func WithObserverImage(ref string) Option {
-	return func(o *options) error {
-		if ref == "" || strings.HasPrefix(ref, "-") {
-			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("fingerprint: observer image %q", ref)}
-		}
-		o.image = ref
-		return nil
-	}
-}
-
-// WithLimits bounds each observation: file bytes hashed and entries recorded (defaults
-// [observation.DefaultMaxBytes], [observation.DefaultMaxEntries]). Going over either fails the
-// fingerprint.
-func WithLimits(maxBytes int64, maxEntries int) Option {
-	return func(o *options) error {
-		if maxBytes <= 0 || maxEntries <= 0 {
-			return &sandbox.InvalidArgumentError{Reason: "fingerprint: observer limits must be positive"}
-		}
-		o.limits = observation.Limits{MaxBytes: maxBytes, MaxEntries: maxEntries}
-		return nil
-	}
-}
-
-// WithTimeout bounds each observer run (default [DefaultTimeout]).
-func WithTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return &sandbox.InvalidArgumentError{Reason: "fingerprint: the timeout must be positive"}
-		}
-		o.timeout = d
-		return nil
-	}
-}
-
-// WithStorageBase names the sandbox's storage base, an absolute guest path, which overrides
-// the container's own WorkDir. The baseline accepts that directory and its ancestors already
-// changed (see the package doc); "/" accepts nothing.
-func WithStorageBase(dir string) Option {
-	return func(o *options) error {
-		if !path.IsAbs(dir) || strings.ContainsRune(dir, 0) {
-			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("fingerprint: storage base %q is not an absolute path", dir)}
-		}
-		o.base, o.baseSet = path.Clean(dir), true
-		return nil
-	}
-}
-
-// WithLogger sets the logger (default none).
-func WithLogger(l *zap.Logger) Option {
-	return func(o *options) error {
-		if l != nil {
-			o.log = l
-		}
-		return nil
-	}
-}
 
 // Subject is the Docker [conformance.FingerprintSubject] of one workload. It is safe for
 // concurrent use, though fingerprints of one workload are meant to be taken one at a time.
@@ -215,22 +81,16 @@ var _ conformance.FingerprintSubject = (*Subject)(nil)
 // New builds the subject of c on eng and resolves the observer image to its ID, which every
 // observation then runs. The storage base is [WithStorageBase]'s, else c's WorkDir() when it
 // has that method. It fails with [*sandbox.InvalidArgumentError] for a missing engine or
-// container, a bad option or a WorkDir that is not absolute, and with [*UnreadableError] when
+// container, a missing observer image, a bad option or a WorkDir that is not absolute, and with [*UnreadableError] when
 // the observer image cannot be resolved or declares a volume (a volume would be a writable
 // mount of the observer's own).
 func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject, error) {
 	if eng == nil || c == nil || c.ContainerName() == "" {
 		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the subject needs an engine and a container"}
 	}
-	o := options{image: images.ObserverTag, timeout: DefaultTimeout, maxOutput: DefaultMaxOutputBytes, log: zap.NewNop(),
-		limits: observation.Limits{MaxBytes: observation.DefaultMaxBytes, MaxEntries: observation.DefaultMaxEntries}}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o, err := parseOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if wd, ok := c.(interface{ WorkDir() string }); ok && !o.baseSet && wd.WorkDir() != "" {
 		if err := WithStorageBase(wd.WorkDir())(&o); err != nil {
@@ -257,18 +117,9 @@ func (s *Subject) ObserverImageID() string { return s.imageID }
 func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	osName, err := s.eng.ServerOS(ctx)
-	if err != nil {
-		return conformance.Fingerprint{}, &UnreadableError{What: "the daemon's OS", Err: err}
+	if err := s.linux(ctx); err != nil {
+		return conformance.Fingerprint{}, err
 	}
-	if osName != "linux" {
-		if s.baseline == nil {
-			return conformance.Fingerprint{}, fmt.Errorf("%w: the daemon runs %q; the Docker fingerprint reads Linux namespaces",
-				conformance.ErrFingerprintUnsupported, osName)
-		}
-		return conformance.Fingerprint{}, &UnreadableError{What: "the daemon's OS", Err: fmt.Errorf("it now says %q", osName)}
-	}
-
 	before, err := s.confinement(ctx)
 	if err != nil {
 		return conformance.Fingerprint{}, err
@@ -291,50 +142,86 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 	if err != nil {
 		return conformance.Fingerprint{}, err
 	}
-	managed := verifiedManagedMounts(before, report.Mounts)
-	if s.baseline == nil {
-		if len(report.TmpfsEntries) > 0 {
-			return conformance.Fingerprint{}, &RefusedError{Reason: "the baseline is not pristine: tmpfs holds " +
-				strings.Join(report.TmpfsEntries, ", ")}
-		}
-		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed, pre: pre}
-	} else {
-		if !slices.Equal(report.Mounts, s.baseline.mounts) {
-			return conformance.Fingerprint{}, &UnreadableError{What: "the workload's mounts",
-				Err: errors.New("the mount table changed since the baseline, so the entries cannot be compared")}
-		}
-		for p := range differingEntries(s.baseline.entries, report.Entries, s.baseline.managed) {
-			changed[p] = true
-		}
-	}
-
-	after, err := s.confinement(ctx)
-	if err != nil {
+	if err := s.againstBaseline(before, report, pre, changed); err != nil {
 		return conformance.Fingerprint{}, err
 	}
-	if after.ID != before.ID || after.StartedAt != before.StartedAt {
-		return conformance.Fingerprint{}, &UnreadableError{What: "the workload",
-			Err: errors.New("the container restarted or was replaced during the observation")}
-	}
-	if err := s.changes(ctx, before.ID, pre, changed); err != nil {
+	if err := s.unchangedSince(ctx, before, pre, first, changed); err != nil {
 		return conformance.Fingerprint{}, err
-	}
-	if !first {
-		for p, was := range pre {
-			now, err := s.stat(ctx, before.ID, p)
-			if err != nil {
-				return conformance.Fingerprint{}, err
-			}
-			if now == nil || *now != was {
-				changed[p] = true
-			}
-		}
 	}
 	programs := make([]string, 0, len(report.Processes))
 	for _, p := range report.Processes {
 		programs = append(programs, p.Identity())
 	}
 	return conformance.NewFingerprint(slices.Collect(maps.Keys(changed)), programs), nil
+}
+
+// linux refuses a daemon that does not run Linux: unsupported on the baseline (the probe's
+// skip), an unreadable workload after it.
+func (s *Subject) linux(ctx context.Context) error {
+	osName, err := s.eng.ServerOS(ctx)
+	if err != nil {
+		return &UnreadableError{What: "the daemon's OS", Err: err}
+	}
+	if osName == "linux" {
+		return nil
+	}
+	if s.baseline == nil {
+		return fmt.Errorf("%w: the daemon runs %q; the Docker fingerprint reads Linux namespaces",
+			conformance.ErrFingerprintUnsupported, osName)
+	}
+	return &UnreadableError{What: "the daemon's OS", Err: fmt.Errorf("it now says %q", osName)}
+}
+
+// againstBaseline records the first observation as the baseline, which must be pristine, and
+// adds to changed every mounted entry a later observation finds different from it; the mount
+// table itself must not have changed, or the entries cannot be compared.
+func (s *Subject) againstBaseline(c docker.Confinement, report observation.Report, pre map[string]dirMeta, changed map[string]bool) error {
+	managed := verifiedManagedMounts(c, report.Mounts)
+	if s.baseline == nil {
+		if len(report.TmpfsEntries) > 0 {
+			return &RefusedError{Reason: "the baseline is not pristine: tmpfs holds " + strings.Join(report.TmpfsEntries, ", ")}
+		}
+		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed, pre: pre}
+		return nil
+	}
+	if !slices.Equal(report.Mounts, s.baseline.mounts) {
+		return &UnreadableError{What: "the workload's mounts",
+			Err: errors.New("the mount table changed since the baseline, so the entries cannot be compared")}
+	}
+	for p := range differingEntries(s.baseline.entries, report.Entries, s.baseline.managed) {
+		changed[p] = true
+	}
+	return nil
+}
+
+// unchangedSince closes the observation: the workload must be the container of before, not
+// restarted, and its second change list joins changed; after the baseline, each path already
+// changed at the baseline (pre) is stat'ed again and joins changed when it is gone or differs.
+func (s *Subject) unchangedSince(ctx context.Context, before docker.Confinement, pre map[string]dirMeta, first bool, changed map[string]bool) error {
+	after, err := s.confinement(ctx)
+	if err != nil {
+		return err
+	}
+	if after.ID != before.ID || after.StartedAt != before.StartedAt {
+		return &UnreadableError{What: "the workload",
+			Err: errors.New("the container restarted or was replaced during the observation")}
+	}
+	if err := s.changes(ctx, before.ID, pre, changed); err != nil {
+		return err
+	}
+	if first {
+		return nil
+	}
+	for p, was := range pre {
+		now, err := s.stat(ctx, before.ID, p)
+		if err != nil {
+			return err
+		}
+		if now == nil || *now != was {
+			changed[p] = true
+		}
+	}
+	return nil
 }
 
 // confinement inspects the workload and refuses what the fingerprint cannot vouch for.
@@ -527,40 +414,3 @@ func differingEntries(a, b map[string]observation.Entry, noCtime map[string]bool
 	}
 	return out
 }
-
-// Factory builds a [Subject] per sandbox on one engine with the same options: what the NATS
-// service's fingerprint call uses (service.WithFingerprinter).
-type Factory struct {
-	eng  Engine
-	opts []Option
-}
-
-// NewFactory returns a factory of subjects on eng with opts. It fails with
-// [*sandbox.InvalidArgumentError] for a nil engine.
-func NewFactory(eng Engine, opts ...Option) (*Factory, error) {
-	if eng == nil {
-		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: the factory needs an engine"}
-	}
-	return &Factory{eng: eng, opts: slices.Clone(opts)}, nil
-}
-
-// NewSubject builds the subject of sb, addressed by its instance ID (the engine's container
-// ID), on sb's storage base when sb has a WorkDir() string method (actors.Sandbox), with the
-// observer image resolved now. It fails as [New].
-func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error) {
-	if sb == nil {
-		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: no sandbox"}
-	}
-	c := byID{id: sb.InstanceID()}
-	if wd, ok := sb.(interface{ WorkDir() string }); ok {
-		c.workDir = wd.WorkDir()
-	}
-	return New(ctx, f.eng, c, f.opts...)
-}
-
-// byID is a container addressed by its ID alone, on its storage base.
-type byID struct{ id, workDir string }
-
-func (b byID) ContainerName() string { return b.id }
-func (b byID) InstanceID() string    { return b.id }
-func (b byID) WorkDir() string       { return b.workDir }

@@ -18,6 +18,8 @@ import (
 var (
 	workloadID = strings.Repeat("c", 64)
 	observerID = "sha256:" + strings.Repeat("d", 64)
+	// observer names the observer image as a caller does (the engine passes images.ObserverTag).
+	observer = WithObserverImage("maf-sandbox-test/observer:unit")
 )
 
 // fakeEngine answers from scripts: each observation pops the next report (or exit), each
@@ -100,7 +102,7 @@ func newSubject(t *testing.T, f *fakeEngine) *Subject {
 	if f.os == "" {
 		f.os = "linux"
 	}
-	s, err := New(t.Context(), f, container{})
+	s, err := New(t.Context(), f, container{}, observer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,12 +226,12 @@ func TestSubjectCompares(t *testing.T) {
 }
 
 func TestNewRefusesAnObserverImageWithVolumes(t *testing.T) {
-	_, err := New(t.Context(), &fakeEngine{image: docker.ImageRecord{ID: observerID, Volumes: []string{"/v"}}}, container{})
+	_, err := New(t.Context(), &fakeEngine{image: docker.ImageRecord{ID: observerID, Volumes: []string{"/v"}}}, container{}, observer)
 	var u *UnreadableError
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "volumes") {
 		t.Fatalf("got %v, want the image refused for its volumes", err)
 	}
-	_, err = New(t.Context(), &fakeEngine{imageErr: docker.ErrNotFound}, container{})
+	_, err = New(t.Context(), &fakeEngine{imageErr: docker.ErrNotFound}, container{}, observer)
 	if !errors.Is(err, docker.ErrNotFound) || !strings.Contains(err.Error(), "engine images build") {
 		t.Fatalf("got %v, want the absent image named with how to build it", err)
 	}
@@ -299,7 +301,7 @@ func TestSubjectStorageBase(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeEngine{os: "linux", image: docker.ImageRecord{ID: observerID}, confs: []docker.Confinement{conf()},
 				changes: tc.changes, stats: tc.stats, outputs: []docker.ObserverOutput{clean}}
-			s, err := New(t.Context(), f, tc.c, tc.opts...)
+			s, err := New(t.Context(), f, tc.c, append([]Option{observer}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,8 +333,24 @@ func TestStorageBaseMustBeAbsolute(t *testing.T) {
 		opts []Option
 	}{{container{}, []Option{WithStorageBase("work")}}, {container{}, []Option{WithStorageBase("")}}, {onBase("work"), nil}} {
 		var ia *sandbox.InvalidArgumentError
-		if _, err := New(t.Context(), f, c.c, c.opts...); !errors.As(err, &ia) {
+		if _, err := New(t.Context(), f, c.c, append([]Option{observer}, c.opts...)...); !errors.As(err, &ia) {
 			t.Fatalf("%+v: got %v, want an invalid argument", c, err)
 		}
+	}
+}
+
+// The observer image is the caller's to name: without it neither a subject nor a factory is
+// built, so no default of a higher package is needed here.
+func TestObserverImageIsRequired(t *testing.T) {
+	f := &fakeEngine{os: "linux", image: docker.ImageRecord{ID: observerID}}
+	var ia *sandbox.InvalidArgumentError
+	if _, err := New(t.Context(), f, container{}); !errors.As(err, &ia) || !strings.Contains(err.Error(), "WithObserverImage") {
+		t.Fatalf("New without an observer image: %v, want an invalid argument naming the option", err)
+	}
+	if _, err := NewFactory(f); !errors.As(err, &ia) {
+		t.Fatalf("NewFactory without an observer image: %v, want an invalid argument", err)
+	}
+	if _, err := NewFactory(f, observer); err != nil {
+		t.Fatal(err)
 	}
 }

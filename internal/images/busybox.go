@@ -71,17 +71,8 @@ exec "$@"
 // already has an image of that name. It fails when the engine cannot be asked (a daemon that
 // does not answer) and with any error of [BuildBusybox].
 func EnsureBusybox(ctx context.Context, dockerPath, tag string) error {
-	// "image ls" answers an absent image with an empty list, so "missing" and "the daemon
-	// failed" are told apart without reading error text.
-	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--quiet", tag)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return nil
+	if have, err := imagePresent(ctx, dockerPath, tag); err != nil || have {
+		return err
 	}
 	return BuildBusybox(ctx, dockerPath, tag)
 }

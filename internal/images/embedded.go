@@ -20,12 +20,6 @@ func embeddedName(binary, goos, goarch string) string {
 	return path.Join("embedded", binary+"-"+goos+"-"+goarch)
 }
 
-// embeddedProxy returns the proxy binary for goos/goarch embedded in this program, or false
-// when it was built without one.
-func embeddedProxy(goos, goarch string) ([]byte, bool, error) {
-	return embeddedBinary(proxyBinary, goos, goarch)
-}
-
 // embeddedBinary returns binary for goos/goarch embedded in this program, or false when it
 // was built without one.
 func embeddedBinary(binary, goos, goarch string) ([]byte, bool, error) {

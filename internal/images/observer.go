@@ -2,8 +2,6 @@ package images
 
 import (
 	"context"
-	"fmt"
-	"os"
 )
 
 // ObserverTag is the tag the fingerprint observer image is built under by default.
@@ -30,21 +28,7 @@ ENTRYPOINT ["/` + observerBinary + `", "measure"]
 // EnsureObserver builds the observer image under tag unless the daemon already has one built
 // around the same binary, as [EnsureProxy] does for the proxy. It fails as [BuildObserver].
 func EnsureObserver(ctx context.Context, dockerPath, tag string) error {
-	dir, sum, err := binaryContext(ctx, dockerPath, observerBinary, observerDockerfile, writeObserver)
-	if dir != "" {
-		defer os.RemoveAll(dir)
-	}
-	if err != nil {
-		return err
-	}
-	have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
-	if err != nil {
-		return err
-	}
-	if have == sum {
-		return nil
-	}
-	return dockerBuild(ctx, dockerPath, tag, dir)
+	return observerImage().ensure(ctx, dockerPath, tag)
 }
 
 // BuildObserver builds the fingerprint observer image and tags it tag, replacing any image of
@@ -57,32 +41,10 @@ func EnsureObserver(ctx context.Context, dockerPath, tag string) error {
 // It fails when the daemon cannot tell its platform; when no binary for it is embedded and
 // the source cannot be built; and when docker build fails.
 func BuildObserver(ctx context.Context, dockerPath, tag string) error {
-	dir, _, err := binaryContext(ctx, dockerPath, observerBinary, observerDockerfile, writeObserver)
-	if dir != "" {
-		defer os.RemoveAll(dir)
-	}
-	if err != nil {
-		return err
-	}
-	return dockerBuild(ctx, dockerPath, tag, dir)
+	return observerImage().build(ctx, dockerPath, tag)
 }
 
-// writeObserver writes the observer binary for goos/goarch to out: the embedded one, or one
-// built from the module's source.
-func writeObserver(ctx context.Context, goos, goarch, out string) error {
-	b, ok, err := embeddedBinary(observerBinary, goos, goarch)
-	if err != nil {
-		return fmt.Errorf("read the embedded observer binary: %w", err)
-	}
-	if ok {
-		if err := os.WriteFile(out, b, 0o755); err != nil {
-			return fmt.Errorf("write %s: %w", observerBinary, err)
-		}
-		return nil
-	}
-	if err := goBuild(ctx, observerMain, goos, goarch, out); err != nil {
-		return fmt.Errorf("this binary embeds no observer binary for %s/%s (make engine builds one that does), "+
-			"and building it from source failed: %w", goos, goarch, err)
-	}
-	return nil
+// observerImage is the observer image's recipe and binary.
+func observerImage() staticImage {
+	return staticImage{what: "observer", binary: observerBinary, main: observerMain, recipe: observerDockerfile, embedded: true}
 }

@@ -83,15 +83,8 @@ func EnsurePython(ctx context.Context, dockerPath, tag string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--quiet", "--filter", "label="+LabelInputs+"="+r.hash(), tag)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return nil
+	if have, err := imagePresent(ctx, dockerPath, tag, "--filter", "label="+LabelInputs+"="+r.hash()); err != nil || have {
+		return err
 	}
 	return buildPython(ctx, dockerPath, tag, r)
 }

@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"os"
 )
 
 // TargetTag is the offline fixture's HTTPS target server image (egress-and-reap.md §5.4): the
@@ -39,17 +38,8 @@ func EnsureClient(ctx context.Context, dockerPath, base string) error {
 	return ensureGo(ctx, dockerPath, ClientTag, recipe)
 }
 
+// ensureGo builds the e2e program's image from recipe under tag unless it is current; the
+// program is always built from source (make engine embeds only the product binaries).
 func ensureGo(ctx context.Context, dockerPath, tag, recipe string) error {
-	dir, sum, err := goBinaryContext(ctx, dockerPath, e2eMain, "maf-e2e", recipe)
-	if dir != "" {
-		defer os.RemoveAll(dir)
-	}
-	if err != nil {
-		return err
-	}
-	have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
-	if err != nil || have == sum {
-		return err
-	}
-	return dockerBuild(ctx, dockerPath, tag, dir)
+	return staticImage{what: "e2e", binary: "maf-e2e", main: e2eMain, recipe: recipe}.ensure(ctx, dockerPath, tag)
 }

@@ -1,0 +1,225 @@
+package enginetest
+
+// The container lifecycle: binding, the daemon, images, run and inspect, absence, removal,
+// start, pause.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+func (s *suite) testBind(t *testing.T) {
+	e := s.newEngine(t)
+	b, err := e.Bind(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Context == "" || b.Endpoint == "" {
+		t.Fatalf("binding %+v", b)
+	}
+	if again, err := e.Bind(ctx(t)); err != nil || again != b {
+		t.Fatalf("second Bind = %+v, %v; want %+v", again, err, b)
+	}
+}
+
+func (s *suite) testServerOS(t *testing.T) {
+	os, err := s.newEngine(t).ServerOS(ctx(t))
+	if err != nil || os != "linux" {
+		t.Fatalf("ServerOS = %q, %v", os, err)
+	}
+}
+
+func (s *suite) testImageExists(t *testing.T) {
+	e := s.newEngine(t)
+	cases := []struct {
+		name  string
+		image string
+		want  bool
+	}{
+		{"present", s.image, true},
+		{"absent", "maf-sandbox-test/absent:none", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := e.ImageExists(ctx(t), tc.image)
+			if err != nil || got != tc.want {
+				t.Fatalf("ImageExists(%s) = %v, %v; want %v", tc.image, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// testRunInspect runs a workload and holds the inspect to it: who it is, the labels it
+// carries and the hardening it runs under.
+func (s *suite) testRunInspect(t *testing.T) {
+	e := s.newEngine(t)
+	key := Key(t)
+	before := time.Now().Add(-time.Minute)
+	name, id := Workload(t, e, s.image, key, docker.WithCapDropAll())
+	info, err := e.Inspect(ctx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ID != id || info.Name != name || !info.Running || info.Paused || info.Status != "running" {
+		t.Fatalf("inspect %+v", info)
+	}
+	wantWorkloadLabels(t, info, key)
+	wantHardened(t, info, before)
+	byID, err := e.Inspect(ctx(t), id)
+	if err != nil || byID.Name != name {
+		t.Fatalf("inspect by ID = %+v, %v", byID, err)
+	}
+}
+
+// wantWorkloadLabels fails t unless info carries the workload's own labels for key and the
+// engine's configured labels, which are what a test's sweep finds it by.
+func wantWorkloadLabels(t *testing.T, info docker.ContainerInfo, key sandbox.Key) {
+	t.Helper()
+	if info.Labels[label.Scope] != label.Value(key.Scope) || info.Labels[label.WorkDir] != "/maf-sandbox/work" ||
+		info.Labels[label.UserPrefix+"suite"] != "enginetest" {
+		t.Fatalf("labels %v", info.Labels)
+	}
+	for k, v := range dockertest.Labels() {
+		if info.Labels[k] != v {
+			t.Fatalf("label %s = %q, want %q: the engine's config labels are not on the container", k, info.Labels[k], v)
+		}
+	}
+}
+
+// wantHardened fails t unless info runs with every capability dropped, the image's user, no
+// network and a creation time after before.
+func wantHardened(t *testing.T, info docker.ContainerInfo, before time.Time) {
+	t.Helper()
+	if len(info.CapDrop) != 1 || !strings.EqualFold(info.CapDrop[0], "ALL") {
+		t.Fatalf("CapDrop %v", info.CapDrop)
+	}
+	if info.User != "" || info.Created.Before(before) || info.Created.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("user %q created %v", info.User, info.Created)
+	}
+	if _, ok := info.Networks["none"]; !ok || len(info.Networks) != 1 {
+		t.Fatalf("networks %v, want only none", info.Networks)
+	}
+}
+
+func (s *suite) testRunConflict(t *testing.T) {
+	e := s.newEngine(t)
+	key := Key(t)
+	name, _ := Workload(t, e, s.image, key)
+	_, err := e.Run(ctx(t), docker.NewCreateSpec(name, s.image))
+	if !errors.Is(err, docker.ErrConflict) {
+		t.Fatalf("second run = %v, want ErrConflict", err)
+	}
+}
+
+func (s *suite) testAbsent(t *testing.T) {
+	e := s.newEngine(t)
+	missing := docker.ContainerName(Key(t), "busybox", "")
+	c := ctx(t)
+	if _, err := e.Inspect(c, missing); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("Inspect = %v, want ErrNotFound", err)
+	}
+	if err := e.Start(c, missing); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("Start = %v, want ErrNotFound", err)
+	}
+	if err := e.Pause(c, missing); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("Pause = %v, want ErrNotFound", err)
+	}
+	if err := e.Unpause(c, missing); err != nil {
+		t.Fatalf("Unpause of an absent container = %v, want lifted", err)
+	}
+	if out, err := e.Remove(c, missing); err != nil || out != docker.Absent {
+		t.Fatalf("Remove = %v, %v; want Absent", out, err)
+	}
+	if _, err := e.Stat(c, missing, "/etc/passwd"); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("Stat in an absent container = %v, want ErrNotFound (never path absence)", err)
+	}
+	tarball, _ := docker.BuildTar(docker.FileEntry("/f", nil, 0o644, 0, 0))
+	if err := e.CopyIn(c, missing, tarball); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("CopyIn = %v, want ErrNotFound", err)
+	}
+}
+
+func (s *suite) testRemove(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Removed {
+		t.Fatalf("Remove = %v, %v; want Removed", out, err)
+	}
+	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Absent {
+		t.Fatalf("second Remove = %v, %v; want Absent", out, err)
+	}
+}
+
+func (s *suite) testStartStopped(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t), docker.WithCmd("true"))
+	waitStatus(t, e, name, "exited")
+	if err := e.Pause(ctx(t), name); !errors.Is(err, docker.ErrNotRunning) {
+		t.Fatalf("Pause of a stopped container = %v, want ErrNotRunning", err)
+	}
+	if err := e.Start(ctx(t), name); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, e, name, "exited")
+}
+
+func waitStatus(t *testing.T, e docker.Engine, name, status string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := e.Inspect(ctx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed %s, want %s", name, info.Status, status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *suite) testPauseUnpause(t *testing.T) {
+	e := s.newEngine(t)
+	name, id := Workload(t, e, s.image, Key(t))
+	c := ctx(t)
+	if err := e.Pause(c, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Unpause(context.Background(), name) })
+	if info, err := e.Inspect(c, name); err != nil || !info.Paused || info.Status != "paused" {
+		t.Fatalf("after pause: %+v, %v", info, err)
+	}
+	if err := e.Pause(c, name); !errors.Is(err, docker.ErrPaused) {
+		t.Fatalf("second Pause = %v, want ErrPaused", err)
+	}
+	for _, target := range []string{name, id} {
+		out, err := e.Exec(c, docker.ExecRequest{Target: target, Argv: []string{"echo", "ran"}})
+		if !errors.Is(err, docker.ErrPaused) || out.ExitCode == 0 || len(out.Stdout) != 0 {
+			t.Fatalf("Exec on a frozen container (%s) = %+v, %v; want the frozen refusal", target, out, err)
+		}
+	}
+	// The daemon, not the guest, serves the tar plane: it works while frozen.
+	if ent, err := e.Stat(c, name, "/etc/passwd"); err != nil || ent == nil || ent.Type != docker.EntryFile {
+		t.Fatalf("Stat while frozen = %+v, %v", ent, err)
+	}
+	if err := e.Unpause(c, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Unpause(c, name); err != nil {
+		t.Fatalf("Unpause of a running container = %v, want lifted", err)
+	}
+	if out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"echo", "ran"}}); err != nil || string(out.Stdout) != "ran\n" {
+		t.Fatalf("Exec after thaw = %+v, %v", out, err)
+	}
+}

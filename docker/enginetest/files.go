@@ -1,0 +1,173 @@
+package enginetest
+
+// The tar plane: copy in, the no-follow stat, reads and their cap.
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+func (s *suite) testCopyInStatRead(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	c := ctx(t)
+	content := []byte("\x00\xff\xfe not UTF-8 \r\n")
+	long := "/maf-sandbox/work/" + strings.Repeat("d", 120) + "/" + strings.Repeat("f", 120)
+	entries := append(docker.DirChain([]string{"/maf-sandbox", "/maf-sandbox/work"}, 10001, 20001),
+		docker.FileEntry("/maf-sandbox/work/f.bin", content, 0o640, 10001, 20001),
+		docker.DirEntry(long[:strings.LastIndexByte(long, '/')], 0o755, 10001, 20001),
+		docker.FileEntry(long, []byte("long"), 0o644, 10001, 20001))
+	tarball, err := docker.BuildTar(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CopyIn(c, name, tarball); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		path string
+		want docker.Entry
+	}{
+		{"ancestor root-owned", "/maf-sandbox", docker.Entry{Type: docker.EntryDir, Mode: 0o755, UID: 0, GID: 0}},
+		{"base guest-owned", "/maf-sandbox/work", docker.Entry{Type: docker.EntryDir, Mode: 0o755, UID: 10001, GID: 20001}},
+		{"file", "/maf-sandbox/work/f.bin", docker.Entry{Type: docker.EntryFile, Size: int64(len(content)), Mode: 0o640, UID: 10001, GID: 20001}},
+		{"long name (extended header)", long, docker.Entry{Type: docker.EntryFile, Size: 4, Mode: 0o644, UID: 10001, GID: 20001}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := e.Stat(ctx(t), name, tc.path)
+			if err != nil || got == nil {
+				t.Fatalf("Stat = %v, %v", got, err)
+			}
+			if got.Type != tc.want.Type || got.Size != tc.want.Size || got.Mode&0o7777 != tc.want.Mode || got.UID != tc.want.UID || got.GID != tc.want.GID {
+				t.Fatalf("Stat = %+v, want %+v", *got, tc.want)
+			}
+		})
+	}
+	ent, body, err := e.Read(c, name, "/maf-sandbox/work/f.bin", int64(len(content)))
+	if err != nil || ent.Type != docker.EntryFile || !bytes.Equal(body, content) {
+		t.Fatalf("Read = %+v, %q, %v", ent, body, err)
+	}
+	// The guest sees the same bytes.
+	out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"cat", "/maf-sandbox/work/f.bin"}})
+	if err != nil || !bytes.Equal(out.Stdout, content) {
+		t.Fatalf("guest read %q, %v", out.Stdout, err)
+	}
+}
+
+// testStatKinds holds the no-follow stat to each kind of entry and to absence, and the read
+// of what has no body to its header alone.
+func (s *suite) testStatKinds(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	c := ctx(t)
+	out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c",
+		"mkdir -p /t/d && echo x > /t/d/f && ln -s /etc/passwd /t/lnk && mkfifo /t/fifo && ln /t/d/f /t/hard"}})
+	if err != nil || out.ExitCode != 0 {
+		t.Fatalf("setup: %+v, %v", out, err)
+	}
+	for _, tc := range []statKind{
+		{"directory", "/t/d", false, docker.EntryDir, ""},
+		{"symlink is described, not followed", "/t/lnk", false, docker.EntrySymlink, "/etc/passwd"},
+		{"fifo is other", "/t/fifo", false, docker.EntryOther, ""},
+		{"absent", "/t/none", true, 0, ""},
+		{"absent parent", "/t/none/deeper", true, 0, ""},
+		{"path with a space, absent", "/t/a b", true, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := e.Stat(ctx(t), name, tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, got)
+		})
+	}
+	t.Run("path under a file is a failure, not absence", func(t *testing.T) {
+		got, err := e.Stat(ctx(t), name, "/t/d/f/x")
+		if err == nil || errors.Is(err, docker.ErrPathAbsent) {
+			t.Fatalf("Stat = %+v, %v", got, err)
+		}
+	})
+	readsWithoutBody(t, e, name)
+}
+
+// statKind is one path of testStatKinds and what its stat must say.
+type statKind struct {
+	name     string
+	path     string
+	wantNil  bool
+	wantType docker.EntryType
+	wantLink string
+}
+
+// check fails t unless got is what k wants: absence, or the kind and link target with no
+// size but a regular file's.
+func (k statKind) check(t *testing.T, got *docker.Entry) {
+	t.Helper()
+	if k.wantNil {
+		if got != nil {
+			t.Fatalf("Stat = %+v, want absence", *got)
+		}
+		return
+	}
+	if got == nil || got.Type != k.wantType || got.LinkTarget != k.wantLink {
+		t.Fatalf("Stat = %+v, want %v -> %q", got, k.wantType, k.wantLink)
+	}
+	if got.Type != docker.EntryFile && got.Size != 0 {
+		t.Fatalf("size %d reported for a %v", got.Size, got.Type)
+	}
+}
+
+// readsWithoutBody holds Read to the header alone for a directory and a symlink (never
+// followed) in testStatKinds' tree, and to ErrPathAbsent for an absent path.
+func readsWithoutBody(t *testing.T, e docker.Engine, name string) {
+	t.Run("read of a directory has no body", func(t *testing.T) {
+		ent, body, err := e.Read(ctx(t), name, "/t/d", 1<<20)
+		if err != nil || ent.Type != docker.EntryDir || body != nil {
+			t.Fatalf("Read = %+v, %d bytes, %v", ent, len(body), err)
+		}
+	})
+	t.Run("read of a symlink does not follow it", func(t *testing.T) {
+		ent, body, err := e.Read(ctx(t), name, "/t/lnk", 1<<20)
+		if err != nil || ent.Type != docker.EntrySymlink || body != nil {
+			t.Fatalf("Read = %+v, %q, %v", ent, body, err)
+		}
+	})
+	t.Run("read of an absent path", func(t *testing.T) {
+		_, _, err := e.Read(ctx(t), name, "/t/none", 10)
+		if !errors.Is(err, docker.ErrPathAbsent) {
+			t.Fatalf("Read = %v, want ErrPathAbsent", err)
+		}
+	})
+}
+
+func (s *suite) testReadCap(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	c := ctx(t)
+	if out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"dd", "if=/dev/zero", "of=/big", "bs=1024", "count=1024"}}); err != nil || out.ExitCode != 0 {
+		t.Fatalf("setup: %+v, %v", out, err)
+	}
+	start := time.Now()
+	ent, body, err := e.Read(c, name, "/big", 1024)
+	var ce *docker.CapExceededError
+	if !errors.As(err, &ce) || ce.Size != 1<<20 || ce.Cap != 1024 || ce.Path != "/big" || body != nil {
+		t.Fatalf("Read = %+v, %d bytes, %v; want the cap refused on the header", ent, len(body), err)
+	}
+	if ent == nil || ent.Size != 1<<20 {
+		t.Fatalf("entry %+v", ent)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("refusal took %s", el)
+	}
+	ent, body, err = e.Read(c, name, "/big", 1<<20)
+	if err != nil || len(body) != 1<<20 || ent.Size != 1<<20 {
+		t.Fatalf("Read at the cap = %d bytes, %v", len(body), err)
+	}
+}

@@ -1,0 +1,115 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// goBuild builds the static binary of main, a package path relative to the root of the module
+// that holds the working directory, for goos/goarch, to out. The flags are those of
+// `make engine`, so both ways give the same binary from the same tree.
+func goBuild(ctx context.Context, main, goos, goarch, out string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, main)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w: %s", main, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// moduleRoot returns the directory of the go.mod that governs the working directory.
+func moduleRoot(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("go env GOMOD: the working directory is not inside the engine's module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// daemonPlatform asks the daemon which OS and architecture its containers run.
+func daemonPlatform(ctx context.Context, dockerPath string) (goos, goarch string, err error) {
+	cmd := exec.CommandContext(ctx, dockerPath, "version", "--format", "{{.Server.Os}} {{.Server.Arch}}")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("ask the daemon its platform: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("ask the daemon its platform: unexpected answer %q", out)
+	}
+	return f[0], f[1], nil
+}
+
+// imageLabel returns the value of label on the image tag, or "" when the image or the label
+// is absent. "image ls" answers an absent image with an empty list, so absence and a daemon
+// failure are told apart without reading error text.
+func imageLabel(ctx context.Context, dockerPath, tag, label string) (string, error) {
+	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--no-trunc", "--format",
+		"{{.ID}}", tag)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return "", nil
+	}
+	cmd = exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format",
+		`{{index .Config.Labels "`+label+`"}}`, ids[0])
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if out, err = cmd.Output(); err != nil {
+		return "", fmt.Errorf("inspect image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// imagePresent says whether the daemon has an image tag that also passes filters ("--filter",
+// "label=..."). "image ls" answers an absent image with an empty list, so "missing" and "the
+// daemon failed" are told apart without reading error text.
+func imagePresent(ctx context.Context, dockerPath, tag string, filters ...string) (bool, error) {
+	args := append(append([]string{"image", "ls", "--quiet"}, filters...), tag)
+	cmd := exec.CommandContext(ctx, dockerPath, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return false, fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return len(bytes.TrimSpace(out)) > 0, nil
+}
+
+// dockerBuild builds the context dir as tag, pulling nothing.
+func dockerBuild(ctx context.Context, dockerPath, tag, dir string) error {
+	cmd := exec.CommandContext(ctx, dockerPath, "build", "--quiet", "--tag", tag, dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker build %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
