@@ -90,7 +90,10 @@ func (a *containerActor) joinEgress(r *egressRun, werr error) error {
 	}
 	<-r.done
 	if r.joined {
-		return errors.Join(r.err, werr)
+		if werr != nil {
+			return werr
+		}
+		return r.err
 	}
 	r.joined = true
 	if a.egressBuild == r {
