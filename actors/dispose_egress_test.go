@@ -403,3 +403,35 @@ func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
 		t.Fatalf("left: %v %v", f.containers, f.networks)
 	}
 }
+
+// Close waits for the network removals disposals left running after their replies.
+func TestDisposeEgressCloseWaitsForNetworkRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newTeardownNet()
+	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	spec := allowSpec(t, "a.example")
+	ctx := context.Background()
+	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	removing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.onNetworkRemove = func() { once.Do(func() { close(removing); <-release }) }
+	if failure := b.Dispose(ctx, testKey, sandbox.DisposeOptions{}); failure != nil {
+		t.Fatalf("dispose: %+v", failure)
+	}
+	<-removing
+	closed := make(chan struct{})
+	go func() { b.Close(ctx); close(closed) }()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while a network removal was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if len(f.networks) != 0 {
+		t.Fatalf("left: %v", f.networks)
+	}
+}
