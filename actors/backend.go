@@ -65,6 +65,8 @@ type Backend struct {
 
 	egress egressOptions // allowlist settings (egress.go)
 	topo   topologyState // what the daemon's allowlist topology is (egress_topology.go)
+
+	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
 }
 
 // NewBackend builds a backend without any engine call: the daemon is bound on first use and
@@ -153,6 +155,7 @@ func (b *Backend) Close(ctx context.Context) {
 		if err := b.system.Root.PoisonFuture(b.supervisor).Wait(); err != nil {
 			b.log.Debug("stop supervisor", zap.Error(err))
 		}
+		b.awaitNetworkRemovals() // the actors are stopped: no disposal starts another
 		b.system.Shutdown()
 	})
 }

@@ -35,6 +35,10 @@ type containerActor struct {
 	asked      bool // a passivateRequest is out and nothing happened since
 	disposed   bool // a disposal removed everything: retire as soon as quiet
 
+	// egressBuild is the proxy an allowlisted acquire is building meanwhile (egress_run.go);
+	// nil outside such an acquire.
+	egressBuild *egressRun
+
 	*memory // what it knows of the instance, kept across restarts
 }
 

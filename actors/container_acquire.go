@@ -54,7 +54,9 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if imageRef == "" {
 		imageRef = spec.Image
 	}
-	fail := func(err error) *acquireResponse { return &acquireResponse{Err: err} }
+	var egress *egressRun
+	// egress hook: every failure joins the proxy being built (egress_run.go).
+	fail := func(err error) *acquireResponse { return &acquireResponse{Err: a.joinEgress(egress, err)} }
 	began := time.Now()
 	if k := m.Key.String(); a.key != k {
 		a.key = k
@@ -64,8 +66,9 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err != nil {
 		return fail(err)
 	}
-	// egress hook (egress.go): the allowlist network and a fresh proxy, before any workload.
-	egress, info, err := a.ensureEgress(ctx, m, info, began)
+	// egress hook (egress.go): the allowlist network, and a fresh proxy built meanwhile; no
+	// workload process starts before its seal is proved.
+	egress, info, err = a.ensureEgress(ctx, m, info, began)
 	if err != nil {
 		return fail(err)
 	}
@@ -162,6 +165,10 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	if !created {
 		return nil
 	}
+	if err := a.beforeStart(ctx); err != nil { // egress hook: the network's seal first
+		a.removeContainer(info.ID)
+		return err
+	}
 	if err := a.b.engine.Start(ctx, info.ID); err != nil {
 		a.removeContainer(info.ID)
 		return fmt.Errorf("docker could not start container %s: %w", a.name, err)
@@ -255,7 +262,10 @@ func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec, began
 // restart starts a stopped container; one that will not start is removed so that it cannot
 // hold the name against the create that follows.
 func (a *containerActor) restart(ctx context.Context) bool {
-	err := a.b.engine.Start(ctx, a.name)
+	err := a.beforeStart(ctx) // egress hook: the network's seal first
+	if err == nil {
+		err = a.b.engine.Start(ctx, a.name)
+	}
 	if err == nil {
 		a.info = nil
 		return true

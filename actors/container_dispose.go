@@ -51,7 +51,11 @@ func (m *disposeRequest) run(ctx context.Context, a *containerActor, _ actor.Con
 // This file is the one teardown of a sandbox (egress-and-reap.md §1.9): drain and remove its
 // proxy, remove the workload, remove its network last. It runs inside the sandbox's container
 // actor, keyed by the workload's name, so a disposal never races that sandbox's acquire (which
-// recreates the proxy) or any other call: they take turns in one mailbox.
+// recreates the proxy) or any other call: they take turns in one mailbox. In a purge the
+// proxy's drain (stop, log read, removal by the inspected ID, publication) and the workload's
+// removal do not depend on each other — the window is complete either way, and only the
+// workload's removal decides the answer — so they run at once; the network, which needs both
+// gone, is removed last, after the reply (network_removal.go).
 
 // dispose tears the sandbox down. It never freezes, never thaws and never execs. Only the
 // workload's removal decides the answer of a purge: a proxy or network left behind is an
@@ -64,14 +68,20 @@ func (a *containerActor) dispose(ctx context.Context, m *disposeRequest) *dispos
 	// made under an allowlist is reclaimed by a backend now configured closed.
 	_, role, derived := docker.ParseName(a.name)
 	derived = derived && role == docker.RoleWorkload
+	var proxied chan struct{}
 	if derived {
-		proxy := docker.ProxyName(a.name)
-		if err := a.b.teardownProxy(ctx, proxy, m.Caller, m.Trigger); err != nil {
-			a.log.Warn("sweep proxy", zap.String("proxy", proxy), zap.Error(err))
-		}
+		proxied = make(chan struct{})
+		go func() {
+			defer close(proxied)
+			proxy := docker.ProxyName(a.name)
+			if err := a.b.teardownProxy(ctx, proxy, m.Caller, m.Trigger); err != nil {
+				a.log.Warn("sweep proxy", zap.String("proxy", proxy), zap.Error(err))
+			}
+		}()
 	}
 	res := a.removeWorkload(ctx, a.name)
 	if derived {
+		<-proxied
 		a.sweepNetwork(ctx)
 	}
 	return res
@@ -79,9 +89,11 @@ func (a *containerActor) dispose(ctx context.Context, m *disposeRequest) *dispos
 
 // disposeInstance is docker-backend §14.4 inside the actor: re-read the instance by its ID
 // (the name may hold a successor by now), drain and remove the proxy that the instance's
-// ownership labels claim, remove the instance by ID, then the network the instance recorded.
-// A proxy that cannot be removed fails the call and leaves the instance, so the retained name
-// is swept whole by the next disposal; a network left behind is logged.
+// ownership labels claim, remove the instance by ID, then the network the instance recorded,
+// after the reply. The proxy goes first here, not alongside the workload as in a purge: a
+// proxy that cannot be removed fails the call and leaves the instance, so a retry by the same
+// instance ID still finds it and sweeps the proxy (with the workload gone it would answer
+// "gone already" and leave the proxy). A network left behind is logged.
 func (a *containerActor) disposeInstance(ctx context.Context, m *disposeRequest) *disposeResponse {
 	info, err := a.b.engine.Inspect(ctx, m.InstanceID)
 	switch {
@@ -100,7 +112,7 @@ func (a *containerActor) disposeInstance(ctx context.Context, m *disposeRequest)
 		return res
 	}
 	if id, ok := info.Networks[docker.NetworkName(a.name)]; ok {
-		a.removeRecordedNetwork(ctx, id)
+		a.removeRecordedNetwork(id)
 	}
 	return res
 }
@@ -148,42 +160,48 @@ func (a *containerActor) removeWorkload(ctx context.Context, target string) *dis
 	return &disposeResponse{Removed: outcome == docker.Removed}
 }
 
-// sweepNetwork is the last step of a purge: remove N-net by its inspected ID, never forced;
-// "not found" is a no-op, any other failure a logged leak.
+// sweepNetwork is the last step of a purge: remove N-net by its inspected ID, never forced,
+// after the reply; "not found" is a no-op, any other failure a logged leak.
 func (a *containerActor) sweepNetwork(ctx context.Context) {
 	nets := a.b.engine
 	name := docker.NetworkName(a.name)
+	if err := a.b.awaitNetworkRemoval(ctx, name); err != nil {
+		a.log.Warn("sweep egress network", zap.String("network", name), zap.Error(err))
+		return
+	}
 	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
 		return
 	}
-	if err == nil {
-		_, err = nets.NetworkRemove(ctx, n.ID)
-	}
 	if err != nil {
 		a.log.Warn("sweep egress network", zap.String("network", name), zap.Error(err))
+		return
 	}
+	a.removeRecordedNetwork(n.ID)
 }
 
-// removeRecordedNetwork removes the network an instance recorded, by that ID (read back by name only
-// when the engine did not report it), never forced; "not found" is a no-op, any other
-// failure a logged leak.
-func (a *containerActor) removeRecordedNetwork(ctx context.Context, id string) {
+// removeRecordedNetwork removes the network an instance recorded, by that ID (read back by
+// name only when the engine did not report it), never forced, after the reply; "not found" is
+// a no-op, any other failure a logged leak.
+func (a *containerActor) removeRecordedNetwork(id string) {
 	nets := a.b.engine
 	name := docker.NetworkName(a.name)
-	var err error
-	if id == "" {
-		var n docker.NetworkInfo
-		if n, err = nets.NetworkInspect(ctx, name); err == nil {
+	a.b.removeNetworkAfter(name, func(ctx context.Context) error {
+		if id == "" {
+			n, err := nets.NetworkInspect(ctx, name)
+			if isNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 			id = n.ID
 		}
-	}
-	if err == nil {
-		_, err = nets.NetworkRemove(ctx, id)
-	}
-	if err != nil && !isNotFound(err) {
-		a.log.Warn("remove egress network", zap.String("network", name), zap.String("network_id", id), zap.Error(err))
-	}
+		if _, err := nets.NetworkRemove(ctx, id); err != nil && !isNotFound(err) {
+			return fmt.Errorf("remove network %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // disposalFailure classifies a failed removal for the protocol: the client could not run,

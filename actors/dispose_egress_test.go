@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +20,10 @@ import (
 // a proxy's start to keep an acquire in progress.
 type teardownNet struct {
 	*netFake
-	omu          sync.Mutex
-	removed      []string
-	onProxyStart func()
+	omu             sync.Mutex
+	removed         []string
+	onProxyStart    func()
+	onNetworkRemove func()
 }
 
 func newTeardownNet() *teardownNet { return &teardownNet{netFake: newNetFake()} }
@@ -30,6 +32,19 @@ func (f *teardownNet) note(name string) {
 	f.omu.Lock()
 	defer f.omu.Unlock()
 	f.removed = append(f.removed, name)
+}
+
+// sameTeardown reports whether got is the teardown want: the network last and, unless
+// ordered, the proxy and the workload in either order (a purge removes them at once).
+func sameTeardown(got, want []string, ordered bool) bool {
+	if ordered || len(got) != len(want) || len(want) < 2 {
+		return slices.Equal(got, want)
+	}
+	last := len(want) - 1
+	g, w := slices.Clone(got[:last]), slices.Clone(want[:last])
+	slices.Sort(g)
+	slices.Sort(w)
+	return got[last] == want[last] && slices.Equal(g, w)
 }
 
 // removedSince returns what was removed after the first mark entries.
@@ -55,6 +70,9 @@ func (f *teardownNet) Remove(ctx context.Context, target string) (docker.RemoveO
 }
 
 func (f *teardownNet) NetworkRemove(ctx context.Context, id string) (docker.RemoveOutcome, error) {
+	if f.onNetworkRemove != nil {
+		f.onNetworkRemove()
+	}
 	n := f.findNet(id)
 	out, err := f.netFake.NetworkRemove(ctx, id)
 	if n != nil && err == nil && out == docker.Removed {
@@ -126,7 +144,8 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 			if tc.disposed >= 0 && disposed != tc.disposed {
 				t.Fatalf("disposed %d, want %d", disposed, tc.disposed)
 			}
-			if got := f.removedSince(mark); !slices.Equal(got, want) {
+			b.awaitNetworkRemovals()
+			if got := f.removedSince(mark); !sameTeardown(got, want, tc.name == "instance") {
 				t.Fatalf("removed %v, want %v (calls %v)", got, want, f.Calls())
 			}
 			if len(f.containers) != 0 || len(f.networks) != 0 {
@@ -179,7 +198,12 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // room for a purge that would race the acquire
-	if calls := f.Calls()[before:]; !slices.Equal(calls, []string{"ps"}) {
+	// The acquire prepares its workload while the proxy starts: those calls are its own.
+	calls := slices.DeleteFunc(slices.Clone(f.Calls()[before:]), func(c string) bool {
+		return c == "inspect "+n || c == "image" || c == "create "+n || c == "cp-in" ||
+			strings.HasPrefix(c, "stat ") || strings.HasPrefix(c, "read ")
+	})
+	if !slices.Equal(calls, []string{"ps"}) {
 		close(release)
 		t.Fatalf("the purge reached the engine while the acquire was in progress: %v", calls)
 	}
@@ -194,7 +218,8 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 	if failure := <-disposed; failure != nil {
 		t.Fatalf("dispose: %+v", failure)
 	}
-	if got, want := f.removedSince(0), []string{docker.ProxyName(n), n, docker.NetworkName(n)}; !slices.Equal(got, want) {
+	b.awaitNetworkRemovals()
+	if got, want := f.removedSince(0), []string{docker.ProxyName(n), n, docker.NetworkName(n)}; !sameTeardown(got, want, false) {
 		t.Fatalf("removed %v, want %v", got, want)
 	}
 	if len(f.containers) != 0 || len(f.networks) != 0 {
@@ -226,6 +251,7 @@ func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
 	if failure := b.Dispose(context.Background(), testKey, sandbox.DisposeOptions{}); failure != nil {
 		t.Fatalf("a proxy leak failed the key: %+v", failure)
 	}
+	b.awaitNetworkRemovals()
 	if got := f.removedSince(mark); !slices.Equal(got, []string{n}) {
 		t.Fatalf("removed %v, want only the workload", got)
 	}
@@ -237,6 +263,7 @@ func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
 	if failure := b.Dispose(context.Background(), testKey, sandbox.DisposeOptions{}); failure != nil {
 		t.Fatalf("second dispose: %+v", failure)
 	}
+	b.awaitNetworkRemovals()
 	if got, want := f.removedSince(mark), []string{docker.ProxyName(n), docker.NetworkName(n)}; !slices.Equal(got, want) {
 		t.Fatalf("removed %v, want %v", got, want)
 	}
@@ -275,7 +302,8 @@ func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
 	if failure := b.Dispose(context.Background(), testKey, sandbox.DisposeOptions{}); failure != nil {
 		t.Fatalf("retry: %+v", failure)
 	}
-	if got, want := f.removedSince(mark), []string{docker.ProxyName(n), n, docker.NetworkName(n)}; !slices.Equal(got, want) {
+	b.awaitNetworkRemovals()
+	if got, want := f.removedSince(mark), []string{docker.ProxyName(n), n, docker.NetworkName(n)}; !sameTeardown(got, want, false) {
 		t.Fatalf("removed %v, want %v", got, want)
 	}
 	if ws := s.got(); len(ws) != 1 || len(ws[0].Decisions) != 1 {
@@ -317,5 +345,93 @@ func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
 	}
 	if len(s.got()) != 0 {
 		t.Fatalf("windows %+v", s.got())
+	}
+}
+
+// A disposal answers before its network is removed (docs/operations.md, "What a disposal's
+// answer promises"): the proxy and the workload are gone and the window is published by then;
+// an acquire of the same sandbox that follows at once waits for the removal rather than adopt
+// a network on its way out, and builds a fresh one.
+func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newTeardownNet()
+	s := &sink{}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "a.example")
+	ctx := context.Background()
+	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	f.decide(n, "ALLOW a.example:443")
+	oldNet := f.findNet(docker.NetworkName(n)).id
+	removing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.onNetworkRemove = func() { once.Do(func() { close(removing); <-release }) }
+	if failure := b.Dispose(ctx, testKey, sandbox.DisposeOptions{}); failure != nil {
+		t.Fatalf("dispose: %+v", failure)
+	}
+	<-removing
+	if f.find(n) != nil || f.find(docker.ProxyName(n)) != nil || len(s.got()) != 1 {
+		t.Fatalf("the reply came before the workload and proxy were gone or the window published: %v", s.got())
+	}
+	before := len(f.Calls())
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, testKey, spec)
+		acquired <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // room for an acquire that would not wait
+	for _, c := range f.Calls()[before:] {
+		if strings.HasPrefix(c, "network") {
+			close(release)
+			t.Fatalf("the acquire touched the network while its removal was under way: %v", f.Calls()[before:])
+		}
+	}
+	close(release)
+	if err := <-acquired; err != nil {
+		t.Fatalf("acquire after dispose: %v", err)
+	}
+	if nn := f.findNet(docker.NetworkName(n)); nn == nil || nn.id == oldNet {
+		t.Fatalf("the acquire did not build a fresh network: %+v", nn)
+	}
+	if failure := b.Dispose(ctx, testKey, sandbox.DisposeOptions{}); failure != nil {
+		t.Fatalf("second dispose: %+v", failure)
+	}
+	b.awaitNetworkRemovals()
+	if len(f.containers) != 0 || len(f.networks) != 0 {
+		t.Fatalf("left: %v %v", f.containers, f.networks)
+	}
+}
+
+// Close waits for the network removals disposals left running after their replies.
+func TestDisposeEgressCloseWaitsForNetworkRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newTeardownNet()
+	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	spec := allowSpec(t, "a.example")
+	ctx := context.Background()
+	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	removing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.onNetworkRemove = func() { once.Do(func() { close(removing); <-release }) }
+	if failure := b.Dispose(ctx, testKey, sandbox.DisposeOptions{}); failure != nil {
+		t.Fatalf("dispose: %+v", failure)
+	}
+	<-removing
+	closed := make(chan struct{})
+	go func() { b.Close(ctx); close(closed) }()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while a network removal was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if len(f.networks) != 0 {
+		t.Fatalf("left: %v", f.networks)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -62,11 +63,11 @@ func (e *EgressTopologyError) Is(target error) bool {
 const (
 	proxyStopGrace = 2 * time.Second
 	// Readiness: the spec polls 20 times 250 ms apart, a 5 s budget. The proxy listens within
-	// milliseconds of its start, so the polls begin 20 ms apart and double up to 250 ms within
+	// milliseconds of its start, so the polls begin 10 ms apart and double up to 250 ms within
 	// the same budget: an allowlisted acquire no longer waits a quarter second for a proxy that
-	// was ready at once.
+	// was ready at once. A proving proxy is first read when its seal probe's budget is out.
 	readinessBudget  = 20 * 250 * time.Millisecond
-	readinessFirst   = 20 * time.Millisecond
+	readinessFirst   = 10 * time.Millisecond
 	readinessLongest = 250 * time.Millisecond
 	readinessTail    = 50
 	readinessMaxRead = 64 << 10
@@ -159,20 +160,13 @@ func checkEgressEntries(hosts []string) error {
 	return nil
 }
 
-// egressRun is what one acquire built for an allowlisted sandbox.
-type egressRun struct {
-	nets      docker.Networks
-	networkID string
-	proxyID   string
-}
-
 // ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
 // entry validation, the topology (asked again of the daemon on a cold acquire), the
 // unusable-network discard, the internal network (created on a free subnet, or adopted after
-// the bridge check), and a proxy recreated for this acquire — which proves the seal of a
-// network this actor has not proved yet before its outbound leg is connected. It returns nil
-// for a sandbox on --network none, and info as it stands after a discard (nil when N was
-// removed).
+// the bridge check), and it launches the proxy recreated for this acquire — which proves the
+// seal of a network this actor has not proved yet before its outbound leg is connected — on
+// a goroutine the acquire joins (egress_run.go). It returns nil for a sandbox on --network
+// none, and info as it stands after a discard (nil when N was removed).
 func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, info *docker.ContainerInfo, began time.Time) (*egressRun, *docker.ContainerInfo, error) {
 	if m.EgressID == "" {
 		return nil, info, nil
@@ -182,14 +176,29 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 		return nil, info, err
 	}
 	nets := a.b.engine
+	name := docker.NetworkName(a.name)
+	if err := a.b.awaitNetworkRemoval(ctx, name); err != nil { // a disposal's, still under way
+		return nil, info, fmt.Errorf("wait for the removal of %s: %w", name, err)
+	}
 	t := a.b.topology()
+	var (
+		n    docker.NetworkInfo
+		nerr error
+	)
 	if info == nil || t == "" {
+		// The daemon's version and the network's state are independent reads: both at once.
+		got := make(chan struct{})
+		go func() { defer close(got); n, nerr = nets.NetworkInspect(ctx, name) }()
 		var err error
-		if t, err = a.b.learnTopology(ctx, began); err != nil {
+		t, err = a.b.learnTopology(ctx, began)
+		<-got
+		if err != nil {
 			return nil, info, err
 		}
+	} else {
+		n, nerr = nets.NetworkInspect(ctx, name)
 	}
-	info, err := a.discardUnusable(ctx, nets, m.Key, info, t)
+	info, err := a.discardUnusable(ctx, nets, m.Key, info, t, n, nerr)
 	if err != nil {
 		return nil, info, err
 	}
@@ -203,21 +212,11 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 			return nil, info, fmt.Errorf("egress network hook: %w", err)
 		}
 	}
-	run := &egressRun{nets: nets, networkID: netID}
-	prove := a.provedNetwork != netID
-	if run.proxyID, err = a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, prove); err != nil {
-		var seal *EgressSealError
-		switch {
-		case errors.As(err, &seal):
-			info, seal.Cleanup = a.discardUnsealed(nets, netID, info)
-		case fresh:
-			a.removeNetwork(nets, netID)
-		}
-		return nil, info, err
-	}
-	if prove {
-		a.provedNetwork = netID
-	}
+	run := newEgressRun(nets, netID, fresh, a.provedNetwork != netID)
+	a.egressBuild = run
+	go run.build(func(sealed func()) (string, error) {
+		return a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, run.prove, sealed)
+	})
 	return run, info, nil
 }
 
@@ -323,11 +322,11 @@ func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks,
 }
 
 // discardUnusable is §15.2: before the reuse decision, an N-net that fails the bridge check,
-// or a workload that lost its network, is torn down in the §1.9 order so that it is rebuilt
+// or a workload that lost its network (n and err: the network's inspect), is torn down in the §1.9 order so that it is rebuilt
 // fresh. It returns what is left of the workload (nil when removed).
-func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo, t docker.Topology) (*docker.ContainerInfo, error) {
+func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networks, key sandbox.Key, info *docker.ContainerInfo, t docker.Topology,
+	n docker.NetworkInfo, err error) (*docker.ContainerInfo, error) {
 	name := docker.NetworkName(a.name)
-	n, err := nets.NetworkInspect(ctx, name)
 	reason := ""
 	switch {
 	case isNotFound(err) && info == nil:
@@ -386,9 +385,11 @@ func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]dock
 
 // recreateProxy is §1.5: drain and remove any N-proxy, create a fresh one on N-net only,
 // start it, wait for it to say it is listening — when prove, after its seal probe said the
-// segment reaches nothing of the host — and only then connect its outbound leg. On a failure
+// segment reaches nothing of the host, which sealed is told — and only then connect its
+// outbound leg. On a failure
 // after the create the half-built proxy is drained and removed.
-func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string, prove bool) (string, error) {
+func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string, prove bool,
+	sealed func()) (string, error) {
 	name := docker.ProxyName(a.name)
 	if err := a.b.teardownProxy(ctx, name, &key, egresslog.TriggerAcquire); err != nil {
 		return "", fmt.Errorf("remove the previous proxy %s: %w", name, err)
@@ -437,6 +438,7 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 			_ = err
 			return "", &EgressSealError{Network: docker.NetworkName(a.name), Breach: detail}
 		}
+		sealed() // the workload may start now; the outbound leg is connected meanwhile
 	}
 	outbound := a.b.outboundNetwork()
 	if err := nets.NetworkConnect(ctx, outbound, id); err != nil {
@@ -449,6 +451,15 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 // its seal line says it will not, within the readiness budget. It returns the log read.
 func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, id string, prove bool) ([]byte, error) {
 	deadline := time.Now().Add(readinessBudget)
+	if prove {
+		// The probe writes its verdict only after every attempt has had its budget, so no
+		// read before then can find it; the polls begin when it is due.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(proxy.DefaultSealBudget):
+		}
+	}
 	for pause := readinessFirst; ; pause = min(2*pause, readinessLongest) {
 		out, err := nets.ProxyLogs(ctx, id, readinessTail, readinessMaxRead)
 		if err == nil {
@@ -475,21 +486,20 @@ func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, i
 }
 
 // discardUnsealed tears down what an unsealed network holds — the workload, if one was
-// attached, then the network — and says what became of it. The proxy is already gone.
-func (a *containerActor) discardUnsealed(nets docker.Networks, netID string, info *docker.ContainerInfo) (*docker.ContainerInfo, string) {
+// attached or this acquire created one, then the network — and says what became of it. The
+// proxy is already gone.
+func (a *containerActor) discardUnsealed(nets docker.Networks, netID string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
 	defer cancel()
-	if info != nil {
-		if _, err := a.b.engine.Remove(ctx, a.name); err != nil {
-			return info, fmt.Sprintf("its workload %s could not be removed: %v; it is unclean", a.name, err)
-		}
-		a.forget()
-		info = nil
+	_, err := a.b.engine.Remove(ctx, a.name)
+	a.forget()
+	if err != nil {
+		return fmt.Sprintf("its workload %s could not be removed: %v; it is unclean", a.name, err)
 	}
 	if _, err := nets.NetworkRemove(ctx, netID); err != nil {
-		return nil, fmt.Sprintf("the network could not be removed: %v; remove it by hand", err)
+		return fmt.Sprintf("the network could not be removed: %v; remove it by hand", err)
 	}
-	return nil, "the network was removed"
+	return "the network was removed"
 }
 
 func (b *Backend) outboundNetwork() string {
@@ -504,6 +514,9 @@ func (b *Backend) outboundNetwork() string {
 func (a *containerActor) verifyEgress(ctx context.Context, run *egressRun) error {
 	if run == nil {
 		return nil
+	}
+	if err := a.joinEgress(run, nil); err != nil {
+		return err
 	}
 	reason := a.topologyProblem(ctx, run)
 	if reason == "" {
@@ -521,15 +534,25 @@ func (a *containerActor) verifyEgress(ctx context.Context, run *egressRun) error
 
 func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) string {
 	netName, proxyName := docker.NetworkName(a.name), docker.ProxyName(a.name)
+	// The three reads are independent: ask them at once, judge them in order.
+	var (
+		wg         sync.WaitGroup
+		n          docker.NetworkInfo
+		w, p       docker.ContainerInfo
+		werr, perr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); w, werr = a.b.engine.Inspect(ctx, a.name) }()
+	go func() { defer wg.Done(); p, perr = a.b.engine.Inspect(ctx, run.proxyID) }()
 	n, err := run.nets.NetworkInspect(ctx, netName)
+	wg.Wait()
 	if err != nil {
 		return fmt.Sprintf("network %s could not be read: %v", netName, err)
 	}
 	if r := bridgeProblem(n, a.b.topology()); r != "" {
 		return fmt.Sprintf("network %s: %s", netName, r)
 	}
-	w, err := a.b.engine.Inspect(ctx, a.name)
-	if err != nil {
+	if err := werr; err != nil {
 		return fmt.Sprintf("workload %s could not be read: %v", a.name, err)
 	}
 	if got := slices.Sorted(maps.Keys(w.Networks)); !slices.Equal(got, []string{netName}) {
@@ -551,8 +574,7 @@ func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) st
 	if !attached[a.name] || !attached[proxyName] {
 		return fmt.Sprintf("network %s has endpoints %v, not exactly [%s %s]", netName, slices.Sorted(maps.Values(n.Containers)), a.name, proxyName)
 	}
-	p, err := a.b.engine.Inspect(ctx, run.proxyID)
-	if err != nil {
+	if err := perr; err != nil {
 		return fmt.Sprintf("proxy %s could not be read: %v", proxyName, err)
 	}
 	want := []string{netName, a.b.outboundNetwork()}

@@ -757,3 +757,49 @@ func TestEgressReadinessPolls(t *testing.T) {
 		t.Fatal("the half-built proxy was left")
 	}
 }
+
+// An allowlisted acquire creates and prepares its workload while the proxy starts and proves
+// the seal, but starts it only once the seal verdict is in: no workload process runs on a
+// network before its proof.
+func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newTeardownNet()
+	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	spec := allowSpec(t, "a.example")
+	n := workloadName(b, spec)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.onProxyStart = func() { once.Do(func() { close(started); <-release }) }
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(context.Background(), testKey, spec)
+		acquired <- err
+	}()
+	<-started
+	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(f.Calls(), "cp-in"); {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("the workload was not prepared while the proxy started: %v", f.Calls())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // room for a start that would not wait
+	f.mu.Lock()
+	c := f.containers[n]
+	running := c != nil && c.running
+	f.mu.Unlock()
+	if c == nil || running {
+		close(release)
+		t.Fatalf("workload created %v, running %v before the seal verdict", c != nil, running)
+	}
+	close(release)
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	running = f.containers[n].running
+	f.mu.Unlock()
+	if !running {
+		t.Fatal("the workload was not started after the seal verdict")
+	}
+}

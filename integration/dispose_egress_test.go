@@ -37,6 +37,9 @@ func TestDisposeEgressByInstanceRemovesProxyAndNetwork(t *testing.T) {
 	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{InstanceID: sb.InstanceID()}); f != nil {
 		t.Fatalf("dispose by instance: %v", f)
 	}
+	if err := b.AwaitTeardowns(ctx); err != nil { // the network goes after the reply
+		t.Fatal(err)
+	}
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)
 	}
@@ -73,6 +76,9 @@ func TestDisposeEgressScopePurgeRemovesProxyAndNetwork(t *testing.T) {
 	p := b.DisposeScope(ctxT(t), key.Scope, key.ThreadID)
 	if p.Disposed != 1 || p.Undisposed != nil {
 		t.Fatalf("purge = %+v, want one sandbox and no failure", p)
+	}
+	if err := b.AwaitTeardowns(ctxT(t)); err != nil { // the network goes after the reply
+		t.Fatal(err)
 	}
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)

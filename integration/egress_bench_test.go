@@ -12,9 +12,10 @@ import (
 // BenchmarkAllowlist measures an allowlisted sandbox on this daemon's own topology: a cold
 // acquire (internal network on a pool subnet, proxy created, started, its seal proved, its
 // outbound leg connected, the §1.7 checks, the workload) and a dispose that drains the proxy, removes it, the
-// workload and the network, and hands the window to a sink. Run with
+// workload and the network, and hands the window to a sink — timed to its reply, which comes
+// before the network's removal (docs/operations.md). Run with
 //
-//	go test -run '^$' -bench Allowlist -benchtime 5x ./integration
+//	go test -run '^$' -bench Allowlist -count 5 ./integration
 func BenchmarkAllowlist(b *testing.B) {
 	fx := newEgressFixture(b)
 	sink := &recordingSink{}
@@ -31,6 +32,10 @@ func BenchmarkAllowlist(b *testing.B) {
 			}
 			b.StopTimer()
 			be.Dispose(ctx, key, sandbox.DisposeOptions{})
+			// The network goes after the reply: let it go before the next timed acquire.
+			if err := be.AwaitTeardowns(ctx); err != nil {
+				b.Fatal(err)
+			}
 			b.StartTimer()
 		}
 	})

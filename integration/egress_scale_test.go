@@ -92,6 +92,9 @@ func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 	}
 	began = time.Now()
 	disposeAll()
+	if err := b.AwaitTeardowns(ctx); err != nil { // the networks go after the replies
+		t.Fatal(err)
+	}
 	disposed := time.Since(began)
 	left := strings.Fields(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
 	ctrs := strings.Fields(dockertest.Docker(t, "ps", "-aq", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))

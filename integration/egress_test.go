@@ -369,6 +369,9 @@ func TestEgressAllowlist(t *testing.T) {
 		w.Decisions[1].Decision != sandbox.DecisionDeny || w.Decisions[1].Host != deniedHost || w.PrivateCIDRs != egressSubnet {
 		t.Fatalf("window %+v", w)
 	}
+	if err := b.AwaitTeardowns(ctx); err != nil { // the network goes after the reply
+		t.Fatal(err)
+	}
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)
 	}
