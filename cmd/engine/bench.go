@@ -21,7 +21,7 @@ import (
 type benchVerb struct {
 	image, dockerPath, driver, only string
 	reps                            int
-	asJSON                          bool
+	asJSON, trace                   bool
 }
 
 // benchCmd parses args into a [benchVerb] and runs it.
@@ -40,6 +40,7 @@ func (v *benchVerb) parse(args []string) error {
 	fs.BoolVar(&v.asJSON, "json", false, "print one JSON line per row instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
 	fs.StringVar(&v.driver, "driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
+	fs.BoolVar(&v.trace, "trace", false, "instead of the rows, trace --reps cold acquires: every engine call's start and duration")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,11 +58,25 @@ func (v *benchVerb) run(ctx context.Context) error {
 			return err
 		}
 	}
-	b, err := actors.Create(ctx, docker.Config{DockerPath: v.dockerPath, Driver: v.driver}, actors.WithLogger(zap.NewNop()))
+	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
+	driver, err := docker.NewEngine(cfg)
+	if err != nil {
+		return err
+	}
+	var tracer *bench.Tracer
+	if v.trace {
+		tracer = bench.NewTracer(driver)
+		driver = tracer
+	}
+	b, err := actors.Create(ctx, cfg, actors.WithEngine(driver), actors.WithLogger(zap.NewNop()))
 	if err != nil {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
+	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath}
+	if tracer != nil {
+		return bench.TraceCold(ctx, b, tracer, bcfg, os.Stdout)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if !v.asJSON {
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
@@ -79,5 +94,6 @@ func (v *benchVerb) run(ctx context.Context) error {
 	if v.only != "" {
 		groups = strings.Split(v.only, ",")
 	}
-	return bench.Run(ctx, b, bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, Groups: groups}, report)
+	bcfg.Groups = groups
+	return bench.Run(ctx, b, bcfg, report)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -42,12 +44,7 @@ func Groups() []string { return []string{"lifecycle", "exec", "files", "concurre
 func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) error {
 	r := &runner{b: b, cfg: cfg, scope: "bench-" + randomHex()}
 	defer r.b.DisposeScope(context.WithoutCancel(ctx), r.scope, "bench")
-	files, err := sandbox.NewSpec("bench", sandbox.WithImage(cfg.Image),
-		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
-	if err != nil {
-		return err
-	}
-	runtimeOnly, err := sandbox.NewSpec("bench-runtime", sandbox.WithImage(cfg.Image), sandbox.WithRequires())
+	files, runtimeOnly, err := specs(cfg)
 	if err != nil {
 		return err
 	}
@@ -63,6 +60,17 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 		}
 	}
 	return nil
+}
+
+// specs are the two workloads every row uses: one that needs the whole file plane, and one
+// that needs only the runtime.
+func specs(cfg Config) (files, runtimeOnly sandbox.Spec, err error) {
+	files, err = sandbox.NewSpec("bench", sandbox.WithImage(cfg.Image),
+		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
+	if err == nil {
+		runtimeOnly, err = sandbox.NewSpec("bench-runtime", sandbox.WithImage(cfg.Image), sandbox.WithRequires())
+	}
+	return files, runtimeOnly, err
 }
 
 type runner struct {
@@ -115,6 +123,10 @@ func (r *runner) lifecycle(ctx context.Context, files, runtimeOnly sandbox.Spec,
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	report(row)
+	if row, err = r.baselineCreateStart(ctx, files); err != nil {
 		return err
 	}
 	report(row)
@@ -379,4 +391,41 @@ func randomHex() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// baselineCreateStart is the runtime's own floor under acquire_cold: a raw create and start of
+// the same image, with the same hardening, network and labels, through the Engine-API driver
+// whatever driver the engine under test uses. The removal after each is untimed.
+func (r *runner) baselineCreateStart(ctx context.Context, files sandbox.Spec) (Row, error) {
+	cfg := docker.Config{DockerPath: r.dockerPath(), Labels: r.cfg.Labels}
+	cfg.Driver = docker.DriverAPI
+	api, err := docker.NewEngine(cfg)
+	if err != nil {
+		return Row{}, err
+	}
+	var name string
+	drop := func() {
+		if name != "" {
+			_, _ = api.Remove(context.WithoutCancel(ctx), name)
+			name = ""
+		}
+	}
+	defer drop()
+	var labels []label.Label
+	row, err := r.time(ctx, "baseline_api_create_start", func() error {
+		drop()
+		key := r.key("baseline")
+		name = docker.ContainerName(key, files.Kind, "")
+		labels, err = label.Workload(key, files.Kind, nil, actors.DefaultWorkDir)
+		return err
+	}, func() error {
+		opts := append(docker.Config{}.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
+		id, err := api.Create(ctx, docker.NewCreateSpec(name, r.cfg.Image, opts...))
+		if err != nil {
+			return err
+		}
+		return api.Start(ctx, id)
+	})
+	row.Note = "raw create + start through the Engine API: acquire_cold's floor"
+	return row, err
 }
