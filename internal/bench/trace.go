@@ -10,6 +10,7 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Tracer is a [docker.Driver] that records every container call it passes on — its name, when
@@ -229,7 +230,8 @@ func PrintTrace(w io.Writer, title string, total time.Duration, calls []Call) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // TraceCold runs cfg.Reps cold acquires of the bench's file-plane spec on b, whose engine is
-// tr, and prints each one's calls to w. Everything it creates is disposed before it returns.
+// tr, then as many removals of a plain file, and prints each one's calls to w. Everything it
+// creates is disposed before it returns.
 func TraceCold(ctx context.Context, b *actors.Backend, tr *Tracer, cfg Config, w io.Writer) error {
 	r := &runner{b: b, cfg: cfg, scope: "bench-" + randomHex()}
 	defer r.b.DisposeScope(context.WithoutCancel(ctx), r.scope, "bench")
@@ -237,14 +239,26 @@ func TraceCold(ctx context.Context, b *actors.Backend, tr *Tracer, cfg Config, w
 	if err != nil {
 		return err
 	}
+	var sb sandbox.Sandbox
 	for i := range cfg.Reps {
 		key := r.key("trace")
 		tr.Mark()
 		began := time.Now()
-		if _, err := b.Acquire(ctx, key, files); err != nil {
+		if sb, err = b.Acquire(ctx, key, files); err != nil {
 			return err
 		}
 		PrintTrace(w, fmt.Sprintf("acquire_cold #%d", i+1), time.Since(began), tr.Calls())
+	}
+	for i := range cfg.Reps {
+		if err := sb.WriteFile(ctx, "gone.bin", []byte("x"), "."); err != nil {
+			return err
+		}
+		tr.Mark()
+		began := time.Now()
+		if err := sb.Remove(ctx, "gone.bin", ".", false); err != nil {
+			return err
+		}
+		PrintTrace(w, fmt.Sprintf("remove_file #%d", i+1), time.Since(began), tr.Calls())
 	}
 	return nil
 }
