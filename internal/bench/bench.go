@@ -118,19 +118,13 @@ func summarise(name string, ds []time.Duration) Row {
 
 func (r *runner) lifecycle(ctx context.Context, files, runtimeOnly sandbox.Spec, report func(Row)) error {
 	var key sandbox.Key
-	row, err := r.time(ctx, "acquire_cold", func() error { key = r.key("cold"); return nil }, func() error {
-		_, err := r.b.Acquire(ctx, key, files)
-		return err
-	})
+	cold, base, err := r.coldAndBaseline(ctx, files)
 	if err != nil {
 		return err
 	}
-	report(row)
-	if row, err = r.baselineCreateStart(ctx, files); err != nil {
-		return err
-	}
-	report(row)
-	row, err = r.time(ctx, "dispose", func() error {
+	report(cold)
+	report(base)
+	row, err := r.time(ctx, "dispose", func() error {
 		key = r.key("dispose")
 		_, err := r.b.Acquire(ctx, key, files)
 		return err
@@ -393,15 +387,16 @@ func randomHex() string {
 	return hex.EncodeToString(b)
 }
 
-// baselineCreateStart is the runtime's own floor under acquire_cold: a raw create and start of
-// the same image, with the same hardening, network and labels, through the Engine-API driver
-// whatever driver the engine under test uses. The removal after each is untimed.
-func (r *runner) baselineCreateStart(ctx context.Context, files sandbox.Spec) (Row, error) {
+// coldAndBaseline times acquire_cold and, interleaved with it rep by rep (so that both see
+// the same load), the runtime's own floor under it: a raw create and start of the same image,
+// with the same hardening, network and labels, through the Engine-API driver whatever driver
+// the engine under test uses. The baseline's removal after each rep is untimed.
+func (r *runner) coldAndBaseline(ctx context.Context, files sandbox.Spec) (cold, base Row, err error) {
 	cfg := docker.Config{DockerPath: r.dockerPath(), Labels: r.cfg.Labels}
 	cfg.Driver = docker.DriverAPI
 	api, err := docker.NewEngine(cfg)
 	if err != nil {
-		return Row{}, err
+		return Row{}, Row{}, err
 	}
 	var name string
 	drop := func() {
@@ -412,20 +407,53 @@ func (r *runner) baselineCreateStart(ctx context.Context, files sandbox.Spec) (R
 	}
 	defer drop()
 	var labels []label.Label
-	row, err := r.time(ctx, "baseline_api_create_start", func() error {
-		drop()
-		key := r.key("baseline")
-		name = docker.ContainerName(key, files.Kind, "")
-		labels, err = label.Workload(key, files.Kind, nil, actors.DefaultWorkDir)
-		return err
-	}, func() error {
+	baseline := func() error {
 		opts := append(docker.Config{}.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
 		id, err := api.Create(ctx, docker.NewCreateSpec(name, r.cfg.Image, opts...))
 		if err != nil {
 			return err
 		}
 		return api.Start(ctx, id)
-	})
-	row.Note = "raw create + start through the Engine API: acquire_cold's floor"
-	return row, err
+	}
+	var coldDs, baseDs []time.Duration
+	var ratios []float64
+	for i := 0; i <= r.cfg.Reps; i++ {
+		drop()
+		key := r.key("cold")
+		bkey := r.key("baseline")
+		name = docker.ContainerName(bkey, files.Kind, "")
+		if labels, err = label.Workload(bkey, files.Kind, nil, actors.DefaultWorkDir); err != nil {
+			return Row{}, Row{}, err
+		}
+		var c, b time.Duration
+		timed := func(d *time.Duration, op func() error) error {
+			start := time.Now()
+			err := op()
+			*d = time.Since(start)
+			return err
+		}
+		acquire := func() error { _, err := r.b.Acquire(ctx, key, files); return err }
+		first, second := func() error { return timed(&c, acquire) }, func() error { return timed(&b, baseline) }
+		if i%2 == 1 {
+			first, second = second, first // neither always runs on the other's heels
+		}
+		if err := first(); err != nil {
+			return Row{}, Row{}, fmt.Errorf("acquire_cold / baseline: %w", err)
+		}
+		if err := second(); err != nil {
+			return Row{}, Row{}, fmt.Errorf("acquire_cold / baseline: %w", err)
+		}
+		if i > 0 {
+			coldDs, baseDs = append(coldDs, c), append(baseDs, b)
+			ratios = append(ratios, float64(c)/float64(b))
+		}
+		if ctx.Err() != nil {
+			return Row{}, Row{}, ctx.Err()
+		}
+	}
+	cold, base = summarise("acquire_cold", coldDs), summarise("baseline_api_create_start", baseDs)
+	slices.Sort(ratios)
+	cold.Note = fmt.Sprintf("%.2fx baseline_api_create_start (median of per-rep ratios)", ratios[len(ratios)/2])
+	base.Note = "raw create + start through the Engine API, interleaved with acquire_cold: its floor"
+	return cold, base, nil
 }
