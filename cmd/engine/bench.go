@@ -72,7 +72,7 @@ func (v *benchVerb) run(ctx context.Context) error {
 		return err
 	}
 	var tracer *bench.Tracer
-	if v.trace {
+	if v.trace || v.scale {
 		tracer = bench.NewTracer(driver)
 		driver = tracer
 	}
@@ -86,11 +86,11 @@ func (v *benchVerb) run(ctx context.Context) error {
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath}
+	if v.scale {
+		return v.runScale(ctx, b, bcfg, tracer)
+	}
 	if tracer != nil {
 		return bench.TraceCold(ctx, b, tracer, bcfg, os.Stdout)
-	}
-	if v.scale {
-		return v.runScale(ctx, b, bcfg)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if !v.asJSON {
@@ -114,7 +114,7 @@ func (v *benchVerb) run(ctx context.Context) error {
 }
 
 // runScale runs `engine bench --scale` and prints its rows.
-func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.Config) error {
+func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.Config, tracer *bench.Tracer) error {
 	var sizes []int
 	for _, f := range strings.Split(v.sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -126,7 +126,7 @@ func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.C
 	if !v.asJSON {
 		fmt.Printf("%5s  %-26s %9s %-4s %8s  %s\n", "live", "op", "value", "unit", "p95", "note")
 	}
-	return bench.Scale(ctx, b, bench.ScaleConfig{Config: cfg, Sizes: sizes, Parallel: v.parallel, Idle: v.idle}, func(r bench.ScaleRow) {
+	return bench.Scale(ctx, b, bench.ScaleConfig{Config: cfg, Sizes: sizes, Parallel: v.parallel, Idle: v.idle, Tracer: tracer}, func(r bench.ScaleRow) {
 		if v.asJSON {
 			line, _ := json.Marshal(r)
 			fmt.Println(string(line))

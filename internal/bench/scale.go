@@ -21,6 +21,7 @@ type ScaleConfig struct {
 	Sizes    []int         // how many live sandboxes to hold at each step, ascending
 	Parallel int           // acquires at once while filling
 	Idle     time.Duration // the backend's idle actor timeout: waited out to measure passivated sandboxes
+	Tracer   *Tracer       // when set (b's engine), one warm and one cold acquire per size are split into daemon and engine time
 }
 
 // ScaleRow is one figure at one size.
@@ -87,6 +88,11 @@ func Scale(ctx context.Context, b *actors.Backend, cfg ScaleConfig, report func(
 		}
 		for _, row := range rows {
 			report(ScaleRow{Live: len(held), Op: row.Op, Value: row.MedianMS, Unit: "ms", P95: row.P95MS})
+		}
+		if cfg.Tracer != nil {
+			if err := r.split(ctx, cfg.Tracer, files, held[0], len(held), report); err != nil {
+				return err
+			}
 		}
 		lag := b.TakeWatchLag()
 		report(ScaleRow{Live: len(held), Op: "watch_lag_max", Value: ms(lag.Max), Unit: "ms",
@@ -214,4 +220,27 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// split traces one warm and one cold acquire and reports how much of each was spent waiting on
+// the daemon and how much in the engine (no engine call in flight).
+func (r *runner) split(ctx context.Context, tr *Tracer, files sandbox.Spec, warm sandbox.Key, live int, report func(ScaleRow)) error {
+	cold := r.key("split")
+	defer r.b.Dispose(context.WithoutCancel(ctx), cold, sandbox.DisposeOptions{})
+	for _, c := range []struct {
+		op  string
+		key sandbox.Key
+	}{{"acquire_warm_split", warm}, {"acquire_cold_split", cold}} {
+		tr.Mark()
+		began := time.Now()
+		if _, err := r.b.Acquire(ctx, c.key, files); err != nil {
+			return err
+		}
+		total := time.Since(began)
+		calls := tr.Calls()
+		busy := Busy(calls)
+		report(ScaleRow{Live: live, Op: c.op, Value: ms(total - busy), Unit: "ms",
+			Note: fmt.Sprintf("engine-side, of %.1f ms in all; the daemon %.1f ms over %d calls", ms(total), ms(busy), len(calls))})
+	}
+	return nil
 }

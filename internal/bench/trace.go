@@ -207,14 +207,21 @@ func argv(a []string) string {
 // engine call was in flight (the engine's own work and the actor hops).
 func PrintTrace(w io.Writer, title string, total time.Duration, calls []Call) {
 	fmt.Fprintf(w, "%s: %.1f ms, %d engine calls\n", title, ms(total), len(calls))
-	var busy time.Duration
-	var until time.Duration
 	for _, c := range calls {
 		flag := ""
 		if c.Err {
 			flag = " (error)"
 		}
 		fmt.Fprintf(w, "  +%7.1f  %7.1f ms  %-10s %s%s\n", ms(c.Begin), ms(c.Took), c.Op, c.Arg, flag)
+	}
+	busy := Busy(calls)
+	fmt.Fprintf(w, "  engine busy %.1f ms, idle %.1f ms\n", ms(busy), ms(total-busy))
+}
+
+// Busy is the wall clock during which at least one of calls (sorted by Begin) was in flight.
+func Busy(calls []Call) time.Duration {
+	var busy, until time.Duration
+	for _, c := range calls {
 		end := c.Begin + c.Took
 		switch {
 		case c.Begin >= until:
@@ -224,7 +231,7 @@ func PrintTrace(w io.Writer, title string, total time.Duration, calls []Call) {
 		}
 		until = max(until, end)
 	}
-	fmt.Fprintf(w, "  engine busy %.1f ms, idle %.1f ms\n", ms(busy), ms(total-busy))
+	return busy
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
