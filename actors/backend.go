@@ -58,6 +58,7 @@ type Backend struct {
 
 	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
 	imageFlight flight[bool]   // likewise for an image's presence
+	images      *imageFacts    // what fresh containers of each image ID showed (image_facts.go)
 
 	mu       sync.Mutex
 	acquired map[sandbox.SandboxID]map[string]struct{} // names this process handed out
@@ -99,7 +100,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
-		system: system, life: life, stop: stop, egress: o.egress,
+		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}

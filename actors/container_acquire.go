@@ -86,7 +86,7 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
 		return fail(err)
 	}
-	if err := a.runProbes(ctx, info.ID, spec, imageRef); err != nil {
+	if err := a.runProbes(ctx, info, spec, imageRef, created); err != nil {
 		return fail(err)
 	}
 	return &acquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
@@ -147,7 +147,7 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	if created {
 		memo = newStatMemo()
 	}
-	f, err := a.learnFacts(ctx, info, imageRef, base)
+	f, err := a.learnFacts(ctx, info, imageRef, base, created)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	}
 	a.workDir = base
 	if spec.NeedsStorageBase() {
-		if err := a.prepareWorkDir(ctx, info.ID, base, f, memo); err != nil {
+		if err := a.prepareWorkDir(ctx, info, base, f, memo); err != nil {
 			return err
 		}
 	}

@@ -311,17 +311,33 @@ func parentOf(abs string) string {
 // prepareWorkDir ensures the storage base exists. The check writes nothing and needs no
 // freeze; only creating missing components does, and then the walk is repeated frozen so the
 // tar lands where the check looked. Ancestors are root's, the base the guest's.
-func (a *containerActor) prepareWorkDir(ctx context.Context, target, base string, f *facts, memo *statMemo) error {
+//
+// A container just created (memo set) has its image's files: what the walk found is its
+// image's, remembered per image ID so the next fresh container of it sends the tar unwalked.
+func (a *containerActor) prepareWorkDir(ctx context.Context, info *docker.ContainerInfo, base string, f *facts, memo *statMemo) error {
 	if paths.Normalize(base) == "/" {
 		return nil
 	}
+	target := info.ID
 	check := memo
 	if check == nil {
 		check = newKindMemo() // warm: the check decides on kinds alone
 	}
-	missing, err := a.missingBase(ctx, target, base, check)
-	if err != nil || len(missing) == 0 {
-		return err
+	missing, known := []string(nil), false
+	if memo != nil {
+		missing, known = a.b.images.missing(info.ImageID, base)
+	}
+	if !known {
+		var err error
+		if missing, err = a.missingBase(ctx, target, base, check); err != nil {
+			return err
+		}
+		if memo != nil {
+			a.b.images.setMissing(info.ImageID, base, missing)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
 	}
 	if memo != nil {
 		// Not started: no guest process, nothing to freeze.

@@ -30,18 +30,29 @@ type facts struct {
 const accountFileLimit = 64 << 10
 
 // learnFacts computes the facts of the instance, caching them per (image, base) only when the
-// identity resolved, so an unresolved one is tried again on the next acquire.
-func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string) (*facts, error) {
+// identity resolved, so an unresolved one is tried again on the next acquire. A container this
+// acquire created has its image's files, so its identity is the image's (image_facts.go).
+func (a *containerActor) learnFacts(ctx context.Context, info *docker.ContainerInfo, imageRef, workDir string, created bool) (*facts, error) {
 	key := info.ID + "|" + imageRef + "|" + workDir
 	if a.facts != nil && a.factsKey == key {
 		return a.facts, nil
 	}
 	f := &facts{capsDropped: capsDropped(info)}
-	uid, gid, ok, err := a.resolveIdentity(ctx, info)
-	if err != nil {
-		return nil, err
+	known, cached := facts{}, false
+	if created {
+		known, cached = a.b.images.identity(info.ImageID, info.User)
+	}
+	uid, gid, ok := known.uid, known.gid, known.resolved
+	if !cached {
+		var err error
+		if uid, gid, ok, err = a.resolveIdentity(ctx, info); err != nil {
+			return nil, err
+		}
 	}
 	f.uid, f.gid, f.resolved = uid, gid, ok
+	if created && !cached {
+		a.b.images.setIdentity(info.ImageID, info.User, *f)
+	}
 	if ok {
 		a.facts, a.factsKey = f, key
 	} else {
@@ -249,10 +260,16 @@ func randomHex() string {
 }
 
 // runProbes checks the image commands the spec's capabilities need, caching successes per
-// instance; a failure is tried again on the next acquire and never removes the container.
-func (a *containerActor) runProbes(ctx context.Context, target string, spec sandbox.Spec, imageRef string) error {
+// instance, and per image ID for the containers acquire creates (image_facts.go): a fresh
+// container of an image that passed a probe skips it. A failure is tried again on the next
+// acquire and never removes the container.
+func (a *containerActor) runProbes(ctx context.Context, info *docker.ContainerInfo, spec sandbox.Spec, imageRef string, created bool) error {
+	target := info.ID
 	if a.probedID != target {
 		a.probedID, a.probed = target, map[string]bool{}
+		if created {
+			a.probed = a.b.images.probed(info.ImageID)
+		}
 	}
 	deadline := min(10*time.Second, a.b.commandTimeout())
 	pctx, cancel := context.WithTimeout(ctx, deadline)
@@ -291,6 +308,9 @@ func (a *containerActor) runProbes(ctx context.Context, target string, spec sand
 		a.probed[p.name] = true
 		if p.name == "host-tools" {
 			a.probed["sh"] = true
+		}
+		if created {
+			a.b.images.setProbed(info.ImageID, p.name)
 		}
 	}
 	return nil

@@ -143,7 +143,13 @@ func (a *containerActor) removeGuarded(ctx context.Context, target string, r rem
 	}
 	parent := path.Dir(r.abs)
 	walked := paths.Ancestors(parent, r.wd)
+	// A guest that is root reaches what root reaches: its removal runs as itself whatever the
+	// owners, so its walk decides on kinds alone, with the driver's cheaper stat.
+	guestIsRoot := a.facts != nil && a.facts.resolved && a.facts.uid == 0
 	memo := newStatMemo()
+	if guestIsRoot {
+		memo = newKindMemo()
+	}
 	memo.prefetch(ctx, a.b.engine, target, append([]string{"/", r.abs}, walked...))
 
 	var owners []paths.Owner
@@ -171,7 +177,7 @@ func (a *containerActor) removeGuarded(ctx context.Context, target string, r rem
 	if operand == nil {
 		return nil // absent is success (rm -f), and two removals in a row both succeed
 	}
-	raise := rootOK && paths.HostOwned(owners, false) && !(r.recursive && operand.Type == docker.EntryDir)
+	raise := !guestIsRoot && rootOK && paths.HostOwned(owners, false) && !(r.recursive && operand.Type == docker.EntryDir)
 	if asGuest != nil && !raise {
 		return r.failed(*asGuest)
 	}

@@ -100,6 +100,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		s.quiet = append(s.quiet, ctx.Sender())
 		s.settled(ctx)
 	case *containerChanged:
+		s.b.watch.noteLag(m.At)
 		// A retiring actor may already be gone: it gets a reset if it stays instead.
 		if c, ok := s.children[m.Name]; ok && !c.retiring {
 			ctx.Send(c.pid, m)

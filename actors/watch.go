@@ -27,6 +27,43 @@ type watcher struct {
 	mu      sync.Mutex
 	epoch   uint64 // changes whenever the stream starts or breaks
 	healthy bool
+	lag     WatchLag // since the last TakeWatchLag
+}
+
+// WatchLag says how far behind the daemon the event watch ran: for each event, the time from
+// the daemon's stamp to the supervisor routing it to the container's actor.
+type WatchLag struct {
+	Events    int
+	Max, Mean time.Duration
+}
+
+// TakeWatchLag returns the event watch's lag since the last call and starts a new count.
+func (b *Backend) TakeWatchLag() WatchLag {
+	if b.watch == nil {
+		return WatchLag{}
+	}
+	w := b.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.lag
+	if l.Events > 0 {
+		l.Mean /= time.Duration(l.Events)
+	}
+	w.lag = WatchLag{}
+	return l
+}
+
+// noteLag adds one event's lag (Mean holds the running sum until taken).
+func (w *watcher) noteLag(at time.Time) {
+	if w == nil || at.IsZero() {
+		return
+	}
+	d := time.Since(at)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lag.Events++
+	w.lag.Max = max(w.lag.Max, d)
+	w.lag.Mean += d
 }
 
 func newWatcher(b *Backend) *watcher { return &watcher{b: b, stopped: make(chan struct{})} }

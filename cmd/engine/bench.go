@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,8 +22,10 @@ import (
 // benchVerb is "engine bench": every operation measured against the local Docker daemon.
 type benchVerb struct {
 	image, dockerPath, driver, only string
-	reps                            int
-	asJSON                          bool
+	reps, parallel                  int
+	asJSON, trace, scale            bool
+	sizes                           string
+	idle                            time.Duration
 }
 
 // benchCmd parses args into a [benchVerb] and runs it.
@@ -40,6 +44,11 @@ func (v *benchVerb) parse(args []string) error {
 	fs.BoolVar(&v.asJSON, "json", false, "print one JSON line per row instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
 	fs.StringVar(&v.driver, "driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
+	fs.BoolVar(&v.trace, "trace", false, "instead of the rows, trace --reps cold acquires: every engine call's start and duration")
+	fs.BoolVar(&v.scale, "scale", false, "instead of the rows, hold --sizes live sandboxes in turn and measure how the costs grow (not for CI)")
+	fs.StringVar(&v.sizes, "sizes", "1,100,400", "with --scale: comma-separated, ascending counts of live sandboxes")
+	fs.IntVar(&v.parallel, "parallel", 4, "with --scale: acquires at once while filling")
+	fs.DurationVar(&v.idle, "idle", 5*time.Second, "with --scale: the idle actor timeout, waited out to measure passivated sandboxes")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,11 +66,32 @@ func (v *benchVerb) run(ctx context.Context) error {
 			return err
 		}
 	}
-	b, err := actors.Create(ctx, docker.Config{DockerPath: v.dockerPath, Driver: v.driver}, actors.WithLogger(zap.NewNop()))
+	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
+	driver, err := docker.NewEngine(cfg)
+	if err != nil {
+		return err
+	}
+	var tracer *bench.Tracer
+	if v.trace || v.scale {
+		tracer = bench.NewTracer(driver)
+		driver = tracer
+	}
+	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop())}
+	if v.scale {
+		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
+	}
+	b, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
+	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath}
+	if v.scale {
+		return v.runScale(ctx, b, bcfg, tracer)
+	}
+	if tracer != nil {
+		return bench.TraceCold(ctx, b, tracer, bcfg, os.Stdout)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if !v.asJSON {
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
@@ -79,5 +109,29 @@ func (v *benchVerb) run(ctx context.Context) error {
 	if v.only != "" {
 		groups = strings.Split(v.only, ",")
 	}
-	return bench.Run(ctx, b, bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, Groups: groups}, report)
+	bcfg.Groups = groups
+	return bench.Run(ctx, b, bcfg, report)
+}
+
+// runScale runs `engine bench --scale` and prints its rows.
+func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.Config, tracer *bench.Tracer) error {
+	var sizes []int
+	for _, f := range strings.Split(v.sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			return fmt.Errorf("--sizes wants ascending positive counts, got %q", v.sizes)
+		}
+		sizes = append(sizes, n)
+	}
+	if !v.asJSON {
+		fmt.Printf("%5s  %-26s %9s %-4s %8s  %s\n", "live", "op", "value", "unit", "p95", "note")
+	}
+	return bench.Scale(ctx, b, bench.ScaleConfig{Config: cfg, Sizes: sizes, Parallel: v.parallel, Idle: v.idle, Tracer: tracer}, func(r bench.ScaleRow) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		fmt.Printf("%5d  %-26s %9.1f %-4s %8.1f  %s\n", r.Live, r.Op, r.Value, r.Unit, r.P95, r.Note)
+	})
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -42,12 +44,7 @@ func Groups() []string { return []string{"lifecycle", "exec", "files", "concurre
 func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) error {
 	r := &runner{b: b, cfg: cfg, scope: "bench-" + randomHex()}
 	defer r.b.DisposeScope(context.WithoutCancel(ctx), r.scope, "bench")
-	files, err := sandbox.NewSpec("bench", sandbox.WithImage(cfg.Image),
-		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
-	if err != nil {
-		return err
-	}
-	runtimeOnly, err := sandbox.NewSpec("bench-runtime", sandbox.WithImage(cfg.Image), sandbox.WithRequires())
+	files, runtimeOnly, err := specs(cfg)
 	if err != nil {
 		return err
 	}
@@ -63,6 +60,17 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 		}
 	}
 	return nil
+}
+
+// specs are the two workloads every row uses: one that needs the whole file plane, and one
+// that needs only the runtime.
+func specs(cfg Config) (files, runtimeOnly sandbox.Spec, err error) {
+	files, err = sandbox.NewSpec("bench", sandbox.WithImage(cfg.Image),
+		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
+	if err == nil {
+		runtimeOnly, err = sandbox.NewSpec("bench-runtime", sandbox.WithImage(cfg.Image), sandbox.WithRequires())
+	}
+	return files, runtimeOnly, err
 }
 
 type runner struct {
@@ -110,15 +118,13 @@ func summarise(name string, ds []time.Duration) Row {
 
 func (r *runner) lifecycle(ctx context.Context, files, runtimeOnly sandbox.Spec, report func(Row)) error {
 	var key sandbox.Key
-	row, err := r.time(ctx, "acquire_cold", func() error { key = r.key("cold"); return nil }, func() error {
-		_, err := r.b.Acquire(ctx, key, files)
-		return err
-	})
+	cold, base, err := r.coldAndBaseline(ctx, files)
 	if err != nil {
 		return err
 	}
-	report(row)
-	row, err = r.time(ctx, "dispose", func() error {
+	report(cold)
+	report(base)
+	row, err := r.time(ctx, "dispose", func() error {
 		key = r.key("dispose")
 		_, err := r.b.Acquire(ctx, key, files)
 		return err
@@ -379,4 +385,75 @@ func randomHex() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// coldAndBaseline times acquire_cold and, interleaved with it rep by rep (so that both see
+// the same load), the runtime's own floor under it: a raw create and start of the same image,
+// with the same hardening, network and labels, through the Engine-API driver whatever driver
+// the engine under test uses. The baseline's removal after each rep is untimed.
+func (r *runner) coldAndBaseline(ctx context.Context, files sandbox.Spec) (cold, base Row, err error) {
+	cfg := docker.Config{DockerPath: r.dockerPath(), Labels: r.cfg.Labels}
+	cfg.Driver = docker.DriverAPI
+	api, err := docker.NewEngine(cfg)
+	if err != nil {
+		return Row{}, Row{}, err
+	}
+	var name string
+	drop := func() {
+		if name != "" {
+			_, _ = api.Remove(context.WithoutCancel(ctx), name)
+			name = ""
+		}
+	}
+	defer drop()
+	var labels []label.Label
+	baseline := func() error {
+		opts := append(docker.Config{}.WorkloadOpts(), docker.WithNetworkNone(), docker.WithLabels(labels...))
+		id, err := api.Create(ctx, docker.NewCreateSpec(name, r.cfg.Image, opts...))
+		if err != nil {
+			return err
+		}
+		return api.Start(ctx, id)
+	}
+	var coldDs, baseDs []time.Duration
+	var ratios []float64
+	for i := 0; i <= r.cfg.Reps; i++ {
+		drop()
+		key := r.key("cold")
+		bkey := r.key("baseline")
+		name = docker.ContainerName(bkey, files.Kind, "")
+		if labels, err = label.Workload(bkey, files.Kind, nil, actors.DefaultWorkDir); err != nil {
+			return Row{}, Row{}, err
+		}
+		var c, b time.Duration
+		timed := func(d *time.Duration, op func() error) error {
+			start := time.Now()
+			err := op()
+			*d = time.Since(start)
+			return err
+		}
+		acquire := func() error { _, err := r.b.Acquire(ctx, key, files); return err }
+		first, second := func() error { return timed(&c, acquire) }, func() error { return timed(&b, baseline) }
+		if i%2 == 1 {
+			first, second = second, first // neither always runs on the other's heels
+		}
+		if err := first(); err != nil {
+			return Row{}, Row{}, fmt.Errorf("acquire_cold / baseline: %w", err)
+		}
+		if err := second(); err != nil {
+			return Row{}, Row{}, fmt.Errorf("acquire_cold / baseline: %w", err)
+		}
+		if i > 0 {
+			coldDs, baseDs = append(coldDs, c), append(baseDs, b)
+			ratios = append(ratios, float64(c)/float64(b))
+		}
+		if ctx.Err() != nil {
+			return Row{}, Row{}, ctx.Err()
+		}
+	}
+	cold, base = summarise("acquire_cold", coldDs), summarise("baseline_api_create_start", baseDs)
+	slices.Sort(ratios)
+	cold.Note = fmt.Sprintf("%.2fx baseline_api_create_start (median of per-rep ratios)", ratios[len(ratios)/2])
+	base.Note = "raw create + start through the Engine API, interleaved with acquire_cold: its floor"
+	return cold, base, nil
 }
