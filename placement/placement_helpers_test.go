@@ -25,7 +25,7 @@ func noLeaks(t *testing.T) {
 }
 
 // jsOn connects to url and returns its JetStream context; the connection closes with the test.
-func jsOn(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+func jsOn(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
