@@ -157,6 +157,19 @@ func (s *Store) Close() {
 // Engine is the engine this store claims for.
 func (s *Store) Engine() string { return s.engine }
 
+// Lease is how long a claim or renewal holds.
+func (s *Store) Lease() time.Duration { return s.o.lease }
+
+// Owner returns the engine that owns (key, kind) by the watched copy, while its lease (plus the
+// grace) has not lapsed: where a call on the sandbox should go. It makes no round trip.
+func (s *Store) Owner(key sandbox.Key, kind string) (string, bool) {
+	r, ok := s.Lookup(key, kind)
+	if !ok || !s.now().Before(r.Expires.Add(s.o.grace)) {
+		return "", false
+	}
+	return r.Engine, true
+}
+
 // Lookup returns the record of (key, kind) from the watched copy, and whether there is one. It
 // makes no round trip; see the package doc for how current it is.
 func (s *Store) Lookup(key sandbox.Key, kind string) (Record, bool) {

@@ -83,11 +83,18 @@ func (b *lockedBuffer) String() string {
 // SIGTERM.
 func serveEngine(t *testing.T, bin string) (url string, log *lockedBuffer) {
 	t.Helper()
+	return serveEngineArgs(t, bin)
+}
+
+// serveEngineArgs is [serveEngine] with more serve flags.
+func serveEngineArgs(t *testing.T, bin string, extra ...string) (url string, log *lockedBuffer) {
+	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--ready-file", ready, "--log-format", "json"}
+	args = append(args, extra...)
 	for k, v := range dockertest.Labels() {
 		args = append(args, "--label", k+"="+v)
 	}
