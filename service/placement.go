@@ -187,6 +187,11 @@ func (s *Service) released(ctx context.Context, match func(key sandbox.Key, kind
 	}
 }
 
+// renewParallel bounds the renewals in flight at once: one round trip each (0.4 ms on a
+// replicated cluster, docs/benchmarks.md), so done one by one a few thousand sandboxes would
+// outlast a third of the lease.
+const renewParallel = 16
+
 // renewer renews every lease at a third of the lease time until stop is closed. A lease found
 // lost is dropped with its handles, so that later calls on them are refused.
 func (s *Service) renewer(stop <-chan struct{}, done chan<- struct{}) {
@@ -199,27 +204,46 @@ func (s *Service) renewer(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
+		slots := make(chan struct{}, renewParallel)
+		var wg sync.WaitGroup
 		for _, h := range s.leases.snapshot() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.o.placement.Lease()/3)
-			l, err := s.o.placement.Renew(ctx, h.lease)
-			cancel()
-			switch {
-			case err == nil:
-				s.leases.mu.Lock()
-				if cur, ok := s.leases.held[l.Entry]; ok && cur.lease.Revision == h.lease.Revision {
-					cur.lease = l
-					s.leases.held[l.Entry] = cur
-				}
-				s.leases.mu.Unlock()
-			case errors.Is(err, placement.ErrNotOwner):
-				s.log.Warn("lost a sandbox's placement lease; its handles are dropped", zap.Stringer("key", h.key),
-					zap.String("kind", h.kind), zap.Error(err))
-				s.leases.take(func(x heldLease) bool { return x.lease.Entry == h.lease.Entry && x.lease.Revision == h.lease.Revision })
-				s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == h.key && x.kind == h.kind }))
-			default:
-				s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
-			}
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				s.renew(h)
+			}()
 		}
+		wg.Wait()
+	}
+}
+
+// renew renews one lease and records the outcome.
+func (s *Service) renew(h heldLease) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.placement.Lease()/3)
+	l, err := s.o.placement.Renew(ctx, h.lease)
+	cancel()
+	switch {
+	case err == nil:
+		s.leases.mu.Lock()
+		if cur, ok := s.leases.held[l.Entry]; ok && cur.lease.Revision == h.lease.Revision {
+			cur.lease = l
+			s.leases.held[l.Entry] = cur
+		}
+		s.leases.mu.Unlock()
+	case errors.Is(err, placement.ErrNotOwner):
+		// Only when the lease held is still the one renewed: a claim of this engine's own may
+		// have replaced it meanwhile, moving the revision under this renewal.
+		if len(s.leases.take(func(x heldLease) bool {
+			return x.lease.Entry == h.lease.Entry && x.lease.Revision == h.lease.Revision
+		})) == 0 {
+			return
+		}
+		s.log.Warn("lost a sandbox's placement lease; its handles are dropped", zap.Stringer("key", h.key),
+			zap.String("kind", h.kind), zap.Error(err))
+		s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == h.key && x.kind == h.kind }))
+	default:
+		s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
 	}
 }
 
