@@ -86,7 +86,7 @@ func TestClusterPartitionedOwnerIsFenced(t *testing.T) {
 	noLeaks(t)
 	c := natscluster.Run(t, 3)
 	opts := []placement.Option{placement.WithReplicas(3), placement.WithLease(time.Second), placement.WithGrace(200 * time.Millisecond)}
-	r := newRelay(t, strings.TrimPrefix(c.URL(0), "nats://"))
+	r := natscluster.NewRelay(t, strings.TrimPrefix(c.URL(0), "nats://"))
 	// a talks to node 1 only, through the relay: when the relay is cut, a is partitioned.
 	_, jsA := jsOn(t, r.URL(), nats.IgnoreDiscoveredServers(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.Timeout(time.Second))

@@ -1,4 +1,4 @@
-package placement_test
+package natscluster
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// relay forwards TCP connections from a loopback port to target until it is cut: then it
-// drops every connection and refuses new ones until healed. It stands for a network partition
-// between one engine and the cluster node it talks to.
-type relay struct {
+// Relay forwards TCP connections from a loopback port to target (a node's client address,
+// host:port) until it is cut: then it drops every connection and refuses new ones until
+// healed. It stands for a network partition between one process and the cluster: connect
+// through [Relay.URL] only, with nats.IgnoreDiscoveredServers, so the client cannot go around it.
+type Relay struct {
 	ln     net.Listener
 	target string
 
@@ -21,13 +22,14 @@ type relay struct {
 	wg    sync.WaitGroup
 }
 
-func newRelay(t *testing.T, target string) *relay {
+// NewRelay starts a relay to target on a free loopback port; it stops when the test ends.
+func NewRelay(t testing.TB, target string) *Relay {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	r.wg.Add(1)
 	go r.accept()
 	t.Cleanup(func() {
@@ -39,9 +41,9 @@ func newRelay(t *testing.T, target string) *relay {
 }
 
 // URL is the relay's NATS URL.
-func (r *relay) URL() string { return "nats://" + r.ln.Addr().String() }
+func (r *Relay) URL() string { return "nats://" + r.ln.Addr().String() }
 
-func (r *relay) accept() {
+func (r *Relay) accept() {
 	defer r.wg.Done()
 	for {
 		c, err := r.ln.Accept()
@@ -78,7 +80,7 @@ func (r *relay) accept() {
 }
 
 // Cut drops every relayed connection and refuses new ones.
-func (r *relay) Cut() {
+func (r *Relay) Cut() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut = true
@@ -88,8 +90,8 @@ func (r *relay) Cut() {
 	clear(r.conns)
 }
 
-// Heal lets connections through again.
-func (r *relay) Heal() {
+// Heal lets connections through again: a client reconnects.
+func (r *Relay) Heal() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut = false
