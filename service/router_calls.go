@@ -27,6 +27,8 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.coldInFlight.Add(1)
+	defer s.coldInFlight.Add(-1)
 	forwarded, release, err := s.claim(ctx, key, spec.Kind)
 	if forwarded != nil || err != nil {
 		return forwarded, err

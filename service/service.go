@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,8 +56,12 @@ type Service struct {
 	leases    *leases // held placement leases (placement.go), empty without placement
 	renewStop chan struct{}
 	renewDone chan struct{}
-	stopOnce  sync.Once
-	stopErr   error
+
+	coldInFlight atomic.Int64 // acquires running, for the members bucket (members.go)
+	announceStop chan struct{}
+	announceDone chan struct{}
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // flushTimeout bounds the round trip New makes to be sure the server has its subscriptions.
@@ -118,6 +123,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
 		subs:   nc.NumSubscriptions(),
 		leases: newLeases(), renewStop: make(chan struct{}), renewDone: make(chan struct{}),
+		announceStop: make(chan struct{}), announceDone: make(chan struct{}),
 	}
 	if err := s.listen(); err != nil {
 		s.unsubscribe()
@@ -135,6 +141,11 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		go s.renewer(s.renewStop, s.renewDone)
 	} else {
 		close(s.renewDone)
+	}
+	if o.members != nil {
+		go s.announcer(s.announceStop, s.announceDone)
+	} else {
+		close(s.announceDone)
 	}
 	s.log.Info("engine serving", zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
@@ -182,6 +193,8 @@ func (s *Service) Stop(ctx context.Context) error {
 		<-s.janitorDone
 		close(s.renewStop)
 		<-s.renewDone
+		close(s.announceStop)
+		<-s.announceDone
 		s.releaseAll()
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))

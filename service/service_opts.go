@@ -31,7 +31,9 @@ type options struct {
 	transferTTL     time.Duration
 	fingerprints    *fingerprints // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  string
-	placement       *placement.Store // placement.go; nil: no cluster placement
+	placement       *placement.Store   // placement.go; nil: no cluster placement
+	members         *placement.Members // members.go; nil: no announcement
+	daemon          string
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.

@@ -169,12 +169,12 @@ func (v *serveVerb) run(ctx context.Context) error {
 			return err
 		}
 		defer placed.Close()
-		store, err := v.place.open(ctx, placed, v.engineID, drv, log)
+		store, placeOpts, err := v.place.open(ctx, placed, v.engineID, drv, log)
 		if err != nil {
 			return err
 		}
 		defer store.Close()
-		opts = append(opts, service.WithPlacement(store))
+		opts = append(opts, placeOpts...)
 	}
 	fpOpt, err := fingerprinter(cfg, v.observerImage, log)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/placement"
+	"github.com/mafsandbox/engine/service"
 )
 
 // placementFlags are serve's cluster placement settings (docs/operations.md, "N hosts").
@@ -30,24 +31,33 @@ func (p *placementFlags) register(fs *flag.FlagSet) {
 }
 
 // open opens the placement store for engine on nc, recording the daemon's identity in its
-// entries.
-func (p *placementFlags) open(ctx context.Context, nc *nats.Conn, engine string, ids engineIdentity, log *zap.Logger) (*placement.Store, error) {
+// entries, and returns the service options that use it and announce the engine in the members
+// bucket (TTL: the lease).
+func (p *placementFlags) open(ctx context.Context, nc *nats.Conn, engine string, ids engineIdentity, log *zap.Logger) (
+	*placement.Store, []service.Option, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("serve: placement: %w", err)
+		return nil, nil, fmt.Errorf("serve: placement: %w", err)
 	}
 	opts := []placement.Option{placement.WithLogger(log.Named("placement")), placement.WithBucket(p.bucket),
 		placement.WithReplicas(p.replicas), placement.WithLease(p.lease)}
+	daemon := ""
 	if id, err := ids.EngineID(ctx); err == nil {
+		daemon = id
 		opts = append(opts, placement.WithDaemon(id))
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	store, err := placement.New(octx, js, engine, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("serve: placement: %w", err)
+		return nil, nil, fmt.Errorf("serve: placement: %w", err)
 	}
-	return store, nil
+	members, err := placement.NewMembers(octx, js, placement.WithReplicas(p.replicas), placement.WithLease(p.lease))
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("serve: placement: %w", err)
+	}
+	return store, []service.Option{service.WithPlacement(store), service.WithMembers(members, daemon)}, nil
 }
 
 // envBool is true when the variable is "1" or "true".

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -93,6 +95,25 @@ func TestServePlacementOneContainerPerKey(t *testing.T) {
 	}
 	if err := sb.WriteFile(ctx, "note.txt", []byte("from the first client"), "."); err != nil {
 		t.Fatal(err)
+	}
+	// Both engines announce themselves, with the daemon they drive.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := placement.NewMembers(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := members.List(ctx)
+	if err != nil || len(list) != 2 || list[0].Engine != "pa" || list[1].Engine != "pb" ||
+		list[0].Daemon == "" || list[0].Daemon != list[1].Daemon {
+		t.Fatalf("members %+v, %v; want pa and pb on one daemon", list, err)
 	}
 	for range 4 {
 		sb2, err := newClient().Acquire(ctx, key, spec)
