@@ -25,7 +25,7 @@ func WithMembers(m *placement.Members, daemon string) Option {
 // member is what the engine announces now.
 func (s *Service) member() placement.Member {
 	s.mu.Lock()
-	draining := s.draining
+	draining := s.draining || s.lameDuck
 	s.mu.Unlock()
 	return placement.Member{Engine: s.id, Daemon: s.o.daemon, Sandboxes: s.handles.len(),
 		ColdInFlight: int(s.coldInFlight.Load()), Draining: draining}

@@ -101,6 +101,13 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 	if l, ok := s.leases.get(key, kind); ok && l.Valid(time.Now()) {
 		return nil, func() {}, nil // warm: ours, and the renewer keeps it so
 	}
+	if s.lame() {
+		// No new sandboxes: one another engine owns is forwarded there, any other refused.
+		if r, ok, err := p.Get(ctx, key, kind); err == nil && ok && r.Engine != s.id && time.Now().Before(r.Expires) {
+			return s.forward(ctx, r.Engine)
+		}
+		return nil, nil, s.errLameDuck()
+	}
 	l, taken, err := p.Claim(ctx, key, kind)
 	var held *placement.HeldError
 	switch {

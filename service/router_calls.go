@@ -140,7 +140,7 @@ func health(ctx context.Context, s *Service, data []byte) (any, error) {
 	s.mu.Lock()
 	status, inFlight := HealthOK, s.inFlight-1 // not counting this call
 	switch {
-	case s.draining:
+	case s.draining || s.lameDuck:
 		status = HealthDraining
 	case daemon != nil && !daemon.Reachable:
 		status = HealthEngineUnavailable

@@ -48,6 +48,7 @@ type Service struct {
 	inFlight int
 	idle     chan struct{} // closed when inFlight reaches 0, while Stop waits
 	draining bool
+	lameDuck bool // lameduck.go: no new sandboxes
 	closed   bool
 
 	janitorStop chan struct{}

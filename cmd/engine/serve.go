@@ -47,7 +47,9 @@ to that server with the credentials given (user/password, token, nkey seed, cred
 
 Every flag can also be set in the environment variable named in its help. On SIGINT or
 SIGTERM the engine drains: it stops taking requests, lets the ones in flight finish (at most
---drain-timeout) and exits. Sandboxes stay; dispose them, or reap them later.
+--drain-timeout) and exits. Sandboxes stay; dispose them, or reap them later. On SIGUSR1 it
+goes lame duck: it takes no new sandboxes (the pool's other engines do) and keeps serving the
+ones it holds until SIGTERM (docs/operations.md).
 
 Flags:
 `
@@ -194,7 +196,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		}
 	}
 
-	<-ctx.Done()
+	lameDuck(ctx, svc, log)
 	v.shutdown(ctx, svc, nc, log)
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,4 +66,22 @@ func (p *placementFlags) open(ctx context.Context, nc *nats.Conn, engine string,
 func envBool(name string) bool {
 	v := os.Getenv(name)
 	return v == "1" || v == "true"
+}
+
+// lameDuck waits for ctx to end, putting the engine in lame duck (service.LameDuck) on the
+// first SIGUSR1 meanwhile.
+func lameDuck(ctx context.Context, svc *service.Service, log *zap.Logger) {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-usr1:
+			if err := svc.LameDuck(); err != nil {
+				log.Warn("lame duck", zap.Error(err))
+			}
+		}
+	}
 }
