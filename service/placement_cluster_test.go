@@ -3,7 +3,9 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +154,80 @@ func TestPlacementClusterPartitionedEngineIsTakenOver(t *testing.T) {
 	}
 	if _, err := sb2.StatFile(ctx, ".", "."); err != nil {
 		t.Fatalf("the taker serves the sandbox: %v", err)
+	}
+}
+
+// TestPlacementClusterOneSandboxPerKey: 50 workers acquire 20 keys at once through 3 engines,
+// each on its own node of a 3-node cluster; each key's sandbox exists on exactly one engine's
+// backend, and every worker of a key was served by that engine. (Killing a node mid-traffic
+// loses the calls whose request or reply crossed it: see docs/operations.md.)
+func TestPlacementClusterOneSandboxPerKey(t *testing.T) {
+	c := natscluster.Run(t, 3)
+	popts := []placement.Option{placement.WithReplicas(3)}
+	failover := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	var fakes []*sandboxtest.Backend
+	for i := range 3 {
+		// Each engine prefers its own node and fails over to the others.
+		urls := c.URL(i) + "," + c.URLs()
+		_, fake := clusterEngine(t, urls, fmt.Sprintf("e%d", i+1), append(failover, nats.DontRandomize()), popts...)
+		fakes = append(fakes, fake)
+	}
+
+	const workers, keys = 50, 20
+	var mu sync.Mutex
+	served := map[sandbox.Key]map[string]bool{}
+	var wg sync.WaitGroup
+	work := func(w int) {
+		defer wg.Done()
+		nc, err := nats.Connect(c.URL(w%3), failover...)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cl, err := client.New(ctx, nc)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		key := sandbox.Key{Scope: "s", ThreadID: fmt.Sprint(w % keys), AgentID: "a"}
+		sb, err := cl.Acquire(ctx, key, testSpec(t))
+		if err != nil {
+			t.Errorf("worker %d: acquire: %v", w, err)
+			return
+		}
+		if _, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
+			t.Errorf("worker %d: exec: %v", w, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if served[key] == nil {
+			served[key] = map[string]bool{}
+		}
+		served[key][sb.(*client.Sandbox).Engine()] = true
+	}
+	for w := range workers {
+		wg.Add(1)
+		go work(w)
+	}
+	wg.Wait()
+	live := map[sandbox.SandboxID]string{}
+	for i, f := range fakes {
+		for _, id := range f.Live() {
+			if other, ok := live[id]; ok {
+				t.Errorf("%v is live on %s and e%d", id, other, i+1)
+			}
+			live[id] = fmt.Sprintf("e%d", i+1)
+		}
+	}
+	if len(live) != keys {
+		t.Fatalf("%d sandboxes live, want %d", len(live), keys)
+	}
+	for id, eng := range live {
+		if len(served[id.Key]) != 1 || !served[id.Key][eng] {
+			t.Errorf("%v lives on %s but was served by %v", id.Key, eng, served[id.Key])
+		}
 	}
 }
