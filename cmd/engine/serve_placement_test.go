@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +28,7 @@ import (
 func TestServePlacementOneContainerPerKey(t *testing.T) {
 	bin := buildEngine(t)
 	url, _ := serveEngineArgs(t, bin, "--placement", "--engine-id", "pa")
-	serveEngineArgs(t, bin, "--placement", "--engine-id", "pb", "--nats-url", url)
+	_, _, pb := serveEngineProc(t, bin, "--placement", "--engine-id", "pb", "--nats-url", url)
 	image := dockertest.Busybox(t)
 	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(image))
 	if err != nil {
@@ -124,6 +126,53 @@ func TestServePlacementOneContainerPerKey(t *testing.T) {
 		if err != nil || string(got) != "from the first client" {
 			t.Fatalf("a client that never saw the acquire reads %q, %v (on %s, owner %s)", got, err,
 				sb2.(*client.Sandbox).Engine(), engines[0])
+		}
+	}
+
+	// SIGUSR1 puts pb in lame duck: it says so, and new keys all go to pa.
+	if err := pb.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	pinned := func() *client.Backend {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		c, err := client.New(ctx, nc, client.WithEngine("pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, err := pinned.Health(ctx)
+		if err == nil && h.Status == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pb after SIGUSR1: %+v, %v; want draining", h, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pool := newClient()
+	for i := range 4 {
+		k := key
+		k.AgentID = fmt.Sprint("new-", i)
+		t.Cleanup(func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if f := pool.Dispose(dctx, k, sandbox.DisposeOptions{}); f != nil {
+				t.Errorf("dispose: %v", f)
+			}
+		})
+		sb, err := pool.Acquire(ctx, k, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sb.(*client.Sandbox).Engine(); got != "pa" {
+			t.Fatalf("a new key went to %s while pb drains, want pa", got)
 		}
 	}
 }
