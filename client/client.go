@@ -107,7 +107,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 		Spec: wire.SpecToWire(spec)}
 	var resp messages.APIAcquireResponse
 	c := b.cold(wire.SubjectAcquireT, wire.SubjectEngineAcquireT, &req.APIEnvelope, req, &resp, messages.APIAcquireResponseType)
-	if engine := b.placed(key); engine != "" && b.o.engine == "" {
+	if engine := b.owner(key, &spec.Kind); engine != "" && b.o.engine == "" {
 		pinned := c
 		pinned.subject, pinned.pinned, pinned.engine = wire.Engine(wire.SubjectEngineAcquireT, b.o.prefix, engine), true, engine
 		err := b.do(ctx, pinned)
@@ -151,7 +151,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 	c := b.cold(wire.SubjectDisposeT, wire.SubjectEngineDisposeT, &req.APIEnvelope, req, &resp, messages.APIDisposeResponseType)
 	pool := true
 	var err error
-	if engine := b.placed(key); engine != "" && b.o.engine == "" {
+	if engine := b.owner(key, opts.Kind); engine != "" && b.o.engine == "" {
 		pinned := c
 		pinned.subject, pinned.pinned, pinned.engine = wire.Engine(wire.SubjectEngineDisposeT, b.o.prefix, engine), true, engine
 		err = b.do(ctx, pinned)

@@ -21,6 +21,7 @@ type options struct {
 	callTimeout time.Duration
 	retryWait   time.Duration
 	liveness    time.Duration
+	placement   Placement // placement.go; nil: the client's own memory
 }
 
 func defaultOptions() options {

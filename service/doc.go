@@ -17,6 +17,14 @@
 // the request envelope the host sends, never from inside a command, and a handle is refused
 // under any key but the one it was acquired with.
 //
+// # Placement
+//
+// With [WithPlacement] engines sharing NATS keep one sandbox per (key, kind) between them
+// (package placement, placement.go): a cold acquire claims the sandbox's entry before creating
+// anything, an acquire of a sandbox another engine owns is forwarded to it, the engine renews
+// its leases and refuses calls on a sandbox whose lease it no longer holds. [WithMembers]
+// announces the engine and its load; [Service.LameDuck] stops it taking new sandboxes.
+//
 // # Errors
 //
 // A failed call replies with the response type and an error object {code, message,

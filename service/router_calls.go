@@ -27,8 +27,15 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.coldInFlight.Add(1)
+	defer s.coldInFlight.Add(-1)
+	forwarded, release, err := s.claim(ctx, key, spec.Kind)
+	if forwarded != nil || err != nil {
+		return forwarded, err
+	}
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	h := s.handles.put(key, spec, sb)
@@ -58,6 +65,9 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
 	f := s.router.Dispose(ctx, key, opts)
+	if f == nil {
+		s.released(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
+	}
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
 			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
@@ -75,6 +85,9 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
+	if p.Undisposed == nil {
+		s.released(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
+	}
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
 	}))
@@ -127,7 +140,7 @@ func health(ctx context.Context, s *Service, data []byte) (any, error) {
 	s.mu.Lock()
 	status, inFlight := HealthOK, s.inFlight-1 // not counting this call
 	switch {
-	case s.draining:
+	case s.draining || s.lameDuck:
 		status = HealthDraining
 	case daemon != nil && !daemon.Reachable:
 		status = HealthEngineUnavailable

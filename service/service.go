@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,12 +48,21 @@ type Service struct {
 	inFlight int
 	idle     chan struct{} // closed when inFlight reaches 0, while Stop waits
 	draining bool
+	lameDuck bool // lameduck.go: no new sandboxes
 	closed   bool
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
-	stopOnce    sync.Once
-	stopErr     error
+
+	leases    *leases // held placement leases (placement.go), empty without placement
+	renewStop chan struct{}
+	renewDone chan struct{}
+
+	coldInFlight atomic.Int64 // acquires running, for the members bucket (members.go)
+	announceStop chan struct{}
+	announceDone chan struct{}
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // flushTimeout bounds the round trip New makes to be sure the server has its subscriptions.
@@ -81,6 +91,15 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 			return nil, err
 		}
 	}
+	if p := o.placement; p != nil {
+		switch o.engineID {
+		case "":
+			o.engineID = p.Engine()
+		case p.Engine():
+		default:
+			return nil, errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
+		}
+	}
 	if o.engineID == "" {
 		o.engineID = nuid.Next()
 	}
@@ -103,7 +122,9 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		handles:     newHandles(),
 		transfers:   newTransfers(o.chunkSize, o.maxFileBytes, o.transferMemory, o.transferTTL),
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
-		subs: nc.NumSubscriptions(),
+		subs:   nc.NumSubscriptions(),
+		leases: newLeases(), renewStop: make(chan struct{}), renewDone: make(chan struct{}),
+		announceStop: make(chan struct{}), announceDone: make(chan struct{}),
 	}
 	if err := s.listen(); err != nil {
 		s.unsubscribe()
@@ -117,6 +138,16 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		return nil, fmt.Errorf("flush the subscriptions: %w", err)
 	}
 	go s.janitor()
+	if o.placement != nil {
+		go s.renewer(s.renewStop, s.renewDone)
+	} else {
+		close(s.renewDone)
+	}
+	if o.members != nil {
+		go s.announcer(s.announceStop, s.announceDone)
+	} else {
+		close(s.announceDone)
+	}
 	s.log.Info("engine serving", zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
 	return s, nil
@@ -161,6 +192,11 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 		close(s.janitorStop)
 		<-s.janitorDone
+		close(s.renewStop)
+		<-s.renewDone
+		close(s.announceStop)
+		<-s.announceDone
+		s.releaseAll()
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
 	})
@@ -528,6 +564,9 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 	}
 	if h.key != key {
 		return nil, &BadRequestError{Reason: fmt.Sprintf("sandbox %q was not acquired under this key", env.Sandbox)}
+	}
+	if err := s.checkLease(h); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/wire"
 )
@@ -30,6 +31,9 @@ type options struct {
 	transferTTL     time.Duration
 	fingerprints    *fingerprints // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  string
+	placement       *placement.Store   // placement.go; nil: no cluster placement
+	members         *placement.Members // members.go; nil: no announcement
+	daemon          string
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.

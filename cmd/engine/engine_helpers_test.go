@@ -83,11 +83,25 @@ func (b *lockedBuffer) String() string {
 // SIGTERM.
 func serveEngine(t *testing.T, bin string) (url string, log *lockedBuffer) {
 	t.Helper()
+	return serveEngineArgs(t, bin)
+}
+
+// serveEngineArgs is [serveEngine] with more serve flags.
+func serveEngineArgs(t *testing.T, bin string, extra ...string) (url string, log *lockedBuffer) {
+	t.Helper()
+	url, log, _ = serveEngineProc(t, bin, extra...)
+	return url, log
+}
+
+// serveEngineProc is [serveEngineArgs] that also returns the process, for signals.
+func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
+	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--ready-file", ready, "--log-format", "json"}
+	args = append(args, extra...)
 	for k, v := range dockertest.Labels() {
 		args = append(args, "--label", k+"="+v)
 	}
@@ -118,7 +132,7 @@ func serveEngine(t *testing.T, bin string) (url string, log *lockedBuffer) {
 	deadline := time.After(2 * time.Minute)
 	for {
 		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b)), log
+			return strings.TrimSpace(string(b)), log, serve.Process
 		}
 		select {
 		case err := <-served:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -46,7 +47,9 @@ to that server with the credentials given (user/password, token, nkey seed, cred
 
 Every flag can also be set in the environment variable named in its help. On SIGINT or
 SIGTERM the engine drains: it stops taking requests, lets the ones in flight finish (at most
---drain-timeout) and exits. Sandboxes stay; dispose them, or reap them later.
+--drain-timeout) and exits. Sandboxes stay; dispose them, or reap them later. On SIGUSR1 it
+goes lame duck: it takes no new sandboxes (the pool's other engines do) and keeps serving the
+ones it holds until SIGTERM (docs/operations.md).
 
 Flags:
 `
@@ -60,6 +63,7 @@ type serveVerb struct {
 	observerImage                                            string
 	drain, idleActors                                        time.Duration
 	labels                                                   labelFlag
+	place                                                    placementFlags
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -86,6 +90,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.outbound, "egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	v.place.register(fs)
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
@@ -154,6 +159,25 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if v.engineID != "" {
 		opts = append(opts, service.WithEngineID(v.engineID))
 	}
+	if v.place.on {
+		// Placement claims under the engine's ID, so the ID is settled here rather than by
+		// the service; its watch runs on a connection of its own, as the events do.
+		if v.engineID == "" {
+			v.engineID = nuid.Next()
+			opts = append(opts, service.WithEngineID(v.engineID))
+		}
+		placed, err := dial("maf-sandbox engine serve placement")
+		if err != nil {
+			return err
+		}
+		defer placed.Close()
+		store, placeOpts, err := v.place.open(ctx, placed, v.engineID, drv, log)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		opts = append(opts, placeOpts...)
+	}
 	fpOpt, err := fingerprinter(cfg, v.observerImage, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -172,7 +196,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		}
 	}
 
-	<-ctx.Done()
+	lameDuck(ctx, svc, log)
 	v.shutdown(ctx, svc, nc, log)
 	return nil
 }

@@ -1,0 +1,171 @@
+package natscluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
+)
+
+// readyTimeout bounds how long [Run] and [Cluster.Start] wait for nodes to report healthy.
+const readyTimeout = 60 * time.Second
+
+// buildTimeout bounds building the server image (a go build on a cold cache).
+const buildTimeout = 10 * time.Minute
+
+// Cluster is a running NATS cluster of containers.
+type Cluster struct {
+	t       testing.TB
+	Network string // the Docker network's name
+	Name    string // the NATS cluster name
+	nodes   []*node
+}
+
+type node struct {
+	alias     string // the node's name on the network and in NATS
+	container string // the container's name
+	ip        string // its address on the network, reachable from the host
+}
+
+// Run builds the NATS server image if it is not current, starts an n-node cluster and waits
+// until every node reports healthy with JetStream (its /healthz, which needs the JetStream
+// meta group to have a leader). The containers and the network are removed when the test
+// ends. It calls t.Fatal on any failure.
+func Run(t testing.TB, n int) *Cluster {
+	t.Helper()
+	dockertest.Require(t)
+	if n < 1 {
+		t.Fatalf("natscluster: %d nodes", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	err := images.EnsureNATS(ctx, "docker", images.NATSTag)
+	cancel()
+	if err != nil {
+		t.Fatalf("natscluster: build the server image: %v", err)
+	}
+	id := strings.ToLower(nuid.Next()[12:])
+	c := &Cluster{t: t, Network: "maf-natscluster-" + id, Name: "maf-" + id}
+	// Registered first and run last (cleanups are LIFO): the network goes after its containers.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, stderr, err := dockertest.DockerErr(ctx, "network", "rm", c.Network); err != nil &&
+			!strings.Contains(string(stderr), "not found") {
+			t.Errorf("natscluster: remove network: %v", err)
+		}
+	})
+	dockertest.Docker(t, append(append([]string{"network", "create", "--internal"}, dockertest.LabelArgs()...), c.Network)...)
+
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = fmt.Sprintf("nats://n%d:6222", i+1)
+	}
+	for i := range n {
+		alias := fmt.Sprintf("n%d", i+1)
+		nd := &node{alias: alias, container: c.Network + "-" + alias}
+		dockertest.RunContainerCmd(t, images.NATSTag, []string{
+			"--name", alias, "--cluster_name", c.Name,
+			"--cluster", "nats://0.0.0.0:6222", "--routes", strings.Join(routes, ","),
+			"--jetstream", "--store_dir", "/data", "--http_port", "8222",
+		}, "--name", nd.container, "--network", c.Network, "--network-alias", alias,
+			"--tmpfs", "/data:rw,uid=65532,gid=65532,mode=0700")
+		c.nodes = append(c.nodes, nd)
+	}
+	for i := range c.nodes {
+		c.refresh(i)
+	}
+	c.waitHealthy(c.nodes...)
+	return c
+}
+
+// Size is the number of nodes.
+func (c *Cluster) Size() int { return len(c.nodes) }
+
+// URL is node i's client URL.
+func (c *Cluster) URL(i int) string { return "nats://" + c.nodes[i].ip + ":4222" }
+
+// URLs is every node's client URL, comma separated, as nats.Connect takes a server list.
+func (c *Cluster) URLs() string {
+	urls := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		urls[i] = c.URL(i)
+	}
+	return strings.Join(urls, ",")
+}
+
+// Connect opens a client connection to the whole cluster (it fails over between nodes), closed
+// when the test ends. Extra options come after the defaults: reconnect forever, every 100 ms.
+func (c *Cluster) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(c.URLs(), opts...)
+	if err != nil {
+		t.Fatalf("natscluster: connect to %s: %v", c.URLs(), err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Kill kills node i's server (SIGKILL: no lame duck, no goodbye to its routes).
+func (c *Cluster) Kill(i int) {
+	c.t.Helper()
+	dockertest.Docker(c.t, "kill", c.nodes[i].container)
+}
+
+// Start starts node i again after [Cluster.Kill] and waits until it reports healthy. Its
+// tmpfs store is gone, so it rejoins empty and catches up from its peers.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	dockertest.Docker(c.t, "start", c.nodes[i].container)
+	c.refresh(i)
+	c.waitHealthy(c.nodes[i])
+}
+
+// refresh reads node i's address on the network.
+func (c *Cluster) refresh(i int) {
+	c.t.Helper()
+	nd := c.nodes[i]
+	nd.ip = dockertest.Docker(c.t, "inspect", "--format",
+		`{{(index .NetworkSettings.Networks "`+c.Network+`").IPAddress}}`, nd.container)
+	if nd.ip == "" {
+		c.t.Fatalf("natscluster: node %s has no address on %s", nd.alias, c.Network)
+	}
+}
+
+// waitHealthy polls each node's /healthz until it answers 200.
+func (c *Cluster) waitHealthy(nodes ...*node) {
+	c.t.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	for _, nd := range nodes {
+		var last string
+		for {
+			resp, err := hc.Get("http://" + nd.ip + ":8222/healthz")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+			} else {
+				last = err.Error()
+			}
+			if time.Now().After(deadline) {
+				out, errOut, _ := dockertest.DockerErr(context.Background(), "logs", "--tail", "20", nd.container)
+				c.t.Fatalf("natscluster: node %s not healthy within %s: %s\n%s%s", nd.alias, readyTimeout, last, out, errOut)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	hc.CloseIdleConnections()
+}

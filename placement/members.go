@@ -1,0 +1,108 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Member is one engine's announcement.
+type Member struct {
+	Engine string `json:"engine"`
+	Daemon string `json:"daemon,omitempty"` // the Docker daemon it drives (its ID)
+	// Load: the sandboxes it holds and the cold acquires it is running.
+	Sandboxes    int       `json:"sandboxes"`
+	ColdInFlight int       `json:"cold_in_flight"`
+	Draining     bool      `json:"draining,omitempty"`
+	At           time.Time `json:"at"` // when it was announced, by the engine's clock
+}
+
+// Members is the membership bucket: one entry per engine, expiring with the bucket's TTL
+// ([WithLease]) unless announced again.
+type Members struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+}
+
+// NewMembers opens (creating it when absent) the membership bucket on js. The bucket's TTL is
+// the lease option: an engine silent for that long is no longer listed.
+func NewMembers(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Members, error) {
+	if js == nil {
+		return nil, errOption("a JetStream context is required")
+	}
+	o := defaultOptions(DefaultMembersBucket)
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	kv, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: o.bucket, History: 1, Replicas: o.replicas,
+		TTL: o.lease, Storage: jetstream.MemoryStorage, Description: "maf-sandbox engines: heartbeat, daemon and load"})
+	if err != nil {
+		return nil, err
+	}
+	return &Members{kv: kv, ttl: o.lease}, nil
+}
+
+// TTL is how long an announcement counts.
+func (m *Members) TTL() time.Duration { return m.ttl }
+
+// Announce writes mb (its At set to now); an engine calls it at a fraction of the TTL.
+func (m *Members) Announce(ctx context.Context, mb Member) error {
+	if mb.Engine == "" {
+		return errOption("a member needs an engine ID")
+	}
+	mb.At = time.Now().UTC()
+	b, _ := json.Marshal(mb) // plain fields always encode
+	if _, err := m.kv.Put(ctx, token(mb.Engine), b); err != nil {
+		return fmt.Errorf("placement: announce %s: %w", mb.Engine, err)
+	}
+	return nil
+}
+
+// Leave removes engine's entry at once (a clean stop), rather than letting it expire.
+func (m *Members) Leave(ctx context.Context, engine string) error {
+	if err := m.kv.Delete(ctx, token(engine)); err != nil {
+		return fmt.Errorf("placement: leave %s: %w", engine, err)
+	}
+	return nil
+}
+
+// List returns the engines announced within the TTL, by engine ID.
+func (m *Members) List(ctx context.Context) ([]Member, error) {
+	lister, err := m.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("placement: list members: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	_ = lister.Stop()
+	now := time.Now()
+	var out []Member
+	for _, k := range keys {
+		e, err := m.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("placement: get member %s: %w", k, err)
+		}
+		var mb Member
+		if json.Unmarshal(e.Value(), &mb) != nil || now.Sub(mb.At) > m.ttl {
+			continue // not ours, or stale though the bucket has not removed it yet
+		}
+		out = append(out, mb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Engine < out[j].Engine })
+	return out, nil
+}

@@ -1,0 +1,52 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// LameDuck makes the engine stop taking new sandboxes while it keeps serving the ones it holds:
+// it leaves the shared acquire subject's queue group (the pool's other engines take the cold
+// acquires), and with placement it refuses, with an [*EngineUnavailableError] saying it drains,
+// an acquire on its own subject of a sandbox it does not own. Health reports "draining" and
+// the members bucket Draining. Without placement, acquires on its own subject are still served,
+// new keys included. Calling it again does nothing; [Service.Stop] still ends the engine.
+func (s *Service) LameDuck() error {
+	s.mu.Lock()
+	if s.lameDuck || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.lameDuck = true
+	s.mu.Unlock()
+	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
+	shared := Shared(SubjectAcquireT, s.o.prefix)
+	for _, e := range s.endpoints {
+		if e.subject == shared && e.sub != nil {
+			if err := e.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				return fmt.Errorf("leave the shared acquire subject: %w", err)
+			}
+		}
+	}
+	// Once the server has the unsubscription, no acquire sent after LameDuck returns is
+	// delivered to this engine through the queue group.
+	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
+		return fmt.Errorf("leave the shared acquire subject: %w", err)
+	}
+	return nil
+}
+
+// lame reports whether the engine is in lame duck.
+func (s *Service) lame() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lameDuck
+}
+
+// errLameDuck is the answer to a new sandbox's acquire in lame duck.
+func (s *Service) errLameDuck() error {
+	return &EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
+}

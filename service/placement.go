@@ -1,0 +1,270 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/placement"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
+)
+
+// ForwardedHeader marks an acquire one engine forwarded to the sandbox's owner; the owner does
+// not forward it again, so a placement that moves mid-call cannot bounce a request around.
+const ForwardedHeader = "Maf-Sandbox-Forwarded-By"
+
+// WithPlacement makes the engine one of a cluster that records sandbox ownership in p's bucket
+// (package placement): a cold acquire claims the sandbox before creating anything, an acquire
+// of a sandbox another engine owns is forwarded to that engine, the engine renews the leases of
+// what it holds and stops serving a sandbox whose lease it lost, and dispose, scope purge and
+// Stop release its entries. p's engine ID must be this engine's ([WithEngineID]). Without it
+// (the default) the engine keeps no placement, as a single engine needs none.
+func WithPlacement(p *placement.Store) Option {
+	return func(o *options) error {
+		if p == nil {
+			return errOption("nil placement store")
+		}
+		o.placement = p
+		return nil
+	}
+}
+
+// leases is what the engine holds in the placement bucket, by entry.
+type leases struct {
+	mu   sync.Mutex
+	held map[string]heldLease
+}
+
+type heldLease struct {
+	lease placement.Lease
+	key   sandbox.Key
+	kind  string
+}
+
+func newLeases() *leases { return &leases{held: map[string]heldLease{}} }
+
+func (l *leases) put(key sandbox.Key, kind string, lease placement.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind}
+}
+
+func (l *leases) get(key sandbox.Key, kind string) (placement.Lease, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[placement.EntryKey(key, kind)]
+	return h.lease, ok
+}
+
+// take removes and returns the leases match accepts.
+func (l *leases) take(match func(heldLease) bool) []heldLease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []heldLease
+	for e, h := range l.held {
+		if match(h) {
+			out = append(out, h)
+			delete(l.held, e)
+		}
+	}
+	return out
+}
+
+// snapshot returns every lease, leaving them held.
+func (l *leases) snapshot() []heldLease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]heldLease, 0, len(l.held))
+	for _, h := range l.held {
+		out = append(out, h)
+	}
+	return out
+}
+
+// claim makes this engine the owner of (key, kind) before an acquire creates anything. It
+// returns the owner's answer instead when another engine owns the sandbox (the acquire was
+// forwarded there), and a release to call if the acquire then fails on a sandbox it just
+// claimed. Without placement it does nothing.
+func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forwarded any, release func(), err error) {
+	p := s.o.placement
+	if p == nil {
+		return nil, func() {}, nil
+	}
+	if l, ok := s.leases.get(key, kind); ok && l.Valid(time.Now()) {
+		return nil, func() {}, nil // warm: ours, and the renewer keeps it so
+	}
+	if s.lame() {
+		// No new sandboxes: one another engine owns is forwarded there, any other refused.
+		if r, ok, err := p.Get(ctx, key, kind); err == nil && ok && r.Engine != s.id && time.Now().Before(r.Expires) {
+			return s.forward(ctx, r.Engine)
+		}
+		return nil, nil, s.errLameDuck()
+	}
+	l, taken, err := p.Claim(ctx, key, kind)
+	var held *placement.HeldError
+	switch {
+	case errors.As(err, &held):
+		return s.forward(ctx, held.Owner)
+	case err != nil:
+		return nil, nil, &EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
+	}
+	if taken != nil {
+		s.log.Info("took a lapsed sandbox over", zap.Stringer("key", key), zap.String("kind", kind),
+			zap.String("from", taken.Engine))
+	}
+	s.leases.put(key, kind, l)
+	return nil, func() {
+		s.leases.take(func(h heldLease) bool { return h.lease.Entry == l.Entry })
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Release(rctx, l); err != nil {
+			s.log.Debug("release the claim of a failed acquire", zap.Error(err))
+		}
+	}, nil
+}
+
+// forward sends the acquire this call carries to owner's own acquire subject and returns its
+// answer. An acquire that was itself forwarded is not forwarded again: the client retries it.
+func (s *Service) forward(ctx context.Context, owner string) (any, func(), error) {
+	c := callOf(ctx)
+	if c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
+		return nil, nil, &EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
+	}
+	h := c.headers()
+	h.Set(ForwardedHeader, s.id)
+	subject := Engine(SubjectEngineAcquireT, s.o.prefix, owner)
+	// A reply subscription of its own, gone when the call is: the connection's shared request
+	// inbox would stay subscribed, and Stop waits for the service's subscriptions to go.
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: c.msg.Data}); err != nil {
+		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+	}
+	msg, err := sub.NextMsgWithContext(ctx)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, nil, &EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the sandbox's owner, engine %s, does not answer; its lease must lapse before another engine takes it", owner)}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+	}
+	var resp messages.APIAcquireResponse
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, nil, &InternalError{Message: fmt.Sprintf("engine %s answered the forwarded acquire with no JSON: %v", owner, err)}
+	}
+	if resp.Error != nil {
+		return nil, nil, wire.DecodeError(resp.Error)
+	}
+	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
+	return &resp, nil, nil
+}
+
+// checkLease refuses a call on h once this engine's lease on its sandbox is gone or lapsed:
+// another engine may own it by now, and only the owner may touch it.
+func (s *Service) checkLease(h *handle) error {
+	if s.o.placement == nil {
+		return nil
+	}
+	if l, ok := s.leases.get(h.key, h.kind); ok && l.Valid(time.Now()) {
+		return nil
+	}
+	return &EngineUnavailableError{Reason: "this engine no longer holds the sandbox's placement lease; acquire it again"}
+}
+
+// released forgets and deletes the entries of the leases match accepts (dispose, scope purge).
+func (s *Service) released(ctx context.Context, match func(key sandbox.Key, kind string) bool) {
+	if s.o.placement == nil {
+		return
+	}
+	for _, h := range s.leases.take(func(h heldLease) bool { return match(h.key, h.kind) }) {
+		if err := s.o.placement.Release(ctx, h.lease); err != nil {
+			s.log.Debug("release a placement entry", zap.String("entry", h.lease.Entry), zap.Error(err))
+		}
+	}
+}
+
+// renewParallel bounds the renewals in flight at once: one round trip each (0.4 ms on a
+// replicated cluster, docs/benchmarks.md), so done one by one a few thousand sandboxes would
+// outlast a third of the lease.
+const renewParallel = 16
+
+// renewer renews every lease at a third of the lease time until stop is closed. A lease found
+// lost is dropped with its handles, so that later calls on them are refused.
+func (s *Service) renewer(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.o.placement.Lease() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		slots := make(chan struct{}, renewParallel)
+		var wg sync.WaitGroup
+		for _, h := range s.leases.snapshot() {
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				s.renew(h)
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// renew renews one lease and records the outcome.
+func (s *Service) renew(h heldLease) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.placement.Lease()/3)
+	l, err := s.o.placement.Renew(ctx, h.lease)
+	cancel()
+	switch {
+	case err == nil:
+		s.leases.mu.Lock()
+		if cur, ok := s.leases.held[l.Entry]; ok && cur.lease.Revision == h.lease.Revision {
+			cur.lease = l
+			s.leases.held[l.Entry] = cur
+		}
+		s.leases.mu.Unlock()
+	case errors.Is(err, placement.ErrNotOwner):
+		// Only when the lease held is still the one renewed: a claim of this engine's own may
+		// have replaced it meanwhile, moving the revision under this renewal.
+		if len(s.leases.take(func(x heldLease) bool {
+			return x.lease.Entry == h.lease.Entry && x.lease.Revision == h.lease.Revision
+		})) == 0 {
+			return
+		}
+		s.log.Warn("lost a sandbox's placement lease; its handles are dropped", zap.Stringer("key", h.key),
+			zap.String("kind", h.kind), zap.Error(err))
+		s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == h.key && x.kind == h.kind }))
+	default:
+		s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
+	}
+}
+
+// releaseAll gives every lease up at Stop, so that another engine can take the sandboxes over
+// at once instead of after a lapse.
+func (s *Service) releaseAll() {
+	if s.o.placement == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, h := range s.leases.take(func(heldLease) bool { return true }) {
+		if err := s.o.placement.Release(ctx, h.lease); err != nil {
+			s.log.Debug("release a placement entry at stop", zap.String("entry", h.lease.Entry), zap.Error(err))
+		}
+	}
+}
