@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"os"
 )
 
 // NATSTag is the tag the NATS server image is built under by default.
@@ -39,16 +38,5 @@ ENTRYPOINT ["/` + natsBinary + `"]
 // It fails when the daemon cannot tell its platform, when go build fails and when docker
 // build fails.
 func EnsureNATS(ctx context.Context, dockerPath, tag string) error {
-	dir, sum, err := goBinaryContext(ctx, dockerPath, natsMain, natsBinary, natsDockerfile)
-	if dir != "" {
-		defer os.RemoveAll(dir)
-	}
-	if err != nil {
-		return err
-	}
-	have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
-	if err != nil || have == sum {
-		return err
-	}
-	return dockerBuild(ctx, dockerPath, tag, dir)
+	return staticImage{what: "nats-server", binary: natsBinary, main: natsMain, recipe: natsDockerfile}.ensure(ctx, dockerPath, tag)
 }
