@@ -15,7 +15,7 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/internal/bench"
+	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
