@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
