@@ -64,7 +64,10 @@ type Backend struct {
 	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed
 
 	egress egressOptions // allowlist settings (egress.go)
-	topo   topologyState // what the daemon's allowlist topology is (egress_topology.go)
+
+	filePlane FilePlane     // the plane asked for (file_plane.go)
+	host      hostState     // whether the host plane can be used at all
+	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
 }
 
 // NewBackend builds a backend without any engine call: the daemon is bound on first use and
@@ -97,7 +100,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
-		system: system, life: life, stop: stop, egress: o.egress,
+		system: system, life: life, stop: stop, egress: o.egress, filePlane: o.filePlane,
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}

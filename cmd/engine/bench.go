@@ -57,13 +57,26 @@ func (v *benchVerb) run(ctx context.Context) error {
 			return err
 		}
 	}
-	b, err := actors.Create(ctx, docker.Config{DockerPath: v.dockerPath, Driver: v.driver}, actors.WithLogger(zap.NewNop()))
+	planeOpt, err := filePlaneOption()
+	if err != nil {
+		return err
+	}
+	b, err := actors.Create(ctx, docker.Config{DockerPath: v.dockerPath, Driver: v.driver}, actors.WithLogger(zap.NewNop()), planeOpt)
 	if err != nil {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
+	plane, why := b.FilePlane(ctx)
+	planeNote := "file plane: " + string(plane)
+	if why != nil {
+		planeNote += " (" + why.Error() + ")"
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if !v.asJSON {
+	if v.asJSON {
+		line, _ := json.Marshal(map[string]string{"file_plane": string(plane), "note": planeNote})
+		fmt.Println(string(line))
+	} else {
+		fmt.Println("# " + planeNote)
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
 	}
 	report := func(r bench.Row) {

@@ -126,12 +126,21 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 		return err
 	}
 	pfd, err := c.mkdirs(path.Dir(abs), owner)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) {
+		// A directory made or opened on the way was removed meanwhile (a guest racing its
+		// own tree): as if the write had come after the removal.
+		return &sandbox.PathError{Op: "write", Path: p, Err: fs.ErrNotExist}
+	}
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
 	tmp := stagingPrefix + token()
 	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.ENOENT) {
+		// The directory was removed since it was opened (a guest racing its own tree).
+		return &sandbox.PathError{Op: "write", Path: p, Err: fs.ErrNotExist}
+	}
 	if err != nil {
 		return fmt.Errorf("hostfs: create a temporary name for %s: %w", abs, err)
 	}
@@ -154,6 +163,9 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 		_ = unix.Unlinkat(pfd, tmp, 0)
 		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 			return &sandbox.PathError{Op: "write", Path: p, Err: sandbox.ErrIsDirectory}
+		}
+		if errors.Is(err, unix.ENOENT) {
+			return &sandbox.PathError{Op: "write", Path: p, Err: fs.ErrNotExist}
 		}
 		return fmt.Errorf("hostfs: write %s: %w", abs, err)
 	}

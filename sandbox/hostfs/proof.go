@@ -84,9 +84,13 @@ func (r *Root) prove(ctx context.Context, want Instance, inspect Inspector) erro
 	if !cgroupNames(cg, want.ID) {
 		return fail("its cgroup does not name the container")
 	}
-	start, err := r.startTime()
+	ticks, err := r.startTicks()
 	if err != nil {
 		return fail("read its start time: " + err.Error())
+	}
+	start, err := wallClock(ticks)
+	if err != nil {
+		return fail("read the boot clock: " + err.Error())
 	}
 	now, err := inspect(ctx)
 	if err != nil {
@@ -104,8 +108,8 @@ func (r *Root) prove(ctx context.Context, want Instance, inspect Inspector) erro
 	case start.Before(now.StartedAt.Add(-startSlackBefore)) || start.After(now.StartedAt.Add(startSlackAfter)):
 		return fail(fmt.Sprintf("the process started at %s, the container at %s", start.Format(time.RFC3339Nano), now.StartedAt.Format(time.RFC3339Nano)))
 	}
-	again, err := r.startTime()
-	if err != nil || !again.Equal(start) {
+	again, err := r.startTicks()
+	if err != nil || again != ticks {
 		return fail("the process ended while it was being proven")
 	}
 	return nil
@@ -144,25 +148,25 @@ func (r *Root) procRead(name string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// startTime is the process's start (field 22 of /proc/<pid>/stat, clock ticks since boot) as
-// wall-clock time.
-func (r *Root) startTime() (time.Time, error) {
+// startTicks is the process's start: field 22 of /proc/<pid>/stat, clock ticks since boot.
+func (r *Root) startTicks() (int64, error) {
 	b, err := r.procRead("stat")
 	if err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return time.Time{}, errors.New("unreadable stat")
+		return 0, errors.New("unreadable stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return time.Time{}, errors.New("short stat")
+		return 0, errors.New("short stat")
 	}
-	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22; f[0] is field 3
-	if err != nil {
-		return time.Time{}, err
-	}
+	return strconv.ParseInt(f[19], 10, 64) // field 22; f[0] is field 3
+}
+
+// wallClock converts clock ticks since boot to wall-clock time.
+func wallClock(ticks int64) (time.Time, error) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
 		return time.Time{}, err
