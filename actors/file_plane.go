@@ -188,7 +188,7 @@ func (a *containerActor) plane(ctx context.Context, target string) (filePlane, e
 		a.dropHost()
 	}
 	if mode == FilePlaneAuto && a.hostRefused == target {
-		return archivePlane{a}, nil
+		return a.archiveNow()
 	}
 	r, err := a.attachHost(ctx, target)
 	if err == nil {
@@ -201,7 +201,24 @@ func (a *containerActor) plane(ctx context.Context, target string) (filePlane, e
 	}
 	a.hostRefused = target
 	a.log.Info("file plane", zap.String("file_plane", string(FilePlaneArchive)), zap.String("host_refused", err.Error()))
+	return a.archiveNow()
+}
+
+// archiveNow is the archive plane for a call admitted as the host plane's (mayFreeze), whose
+// process ended in between: while an exec of this actor starts it must not freeze (a freeze
+// racing an exec's start wedges the container), so it is refused, to be retried.
+func (a *containerActor) archiveNow() (filePlane, error) {
+	if a.execsStarting() {
+		return nil, fmt.Errorf("the host file plane of %s was lost while a command was starting; retry the call", a.name)
+	}
 	return archivePlane{a}, nil
+}
+
+// mayFreeze reports whether m may freeze the container, and so must wait while an exec of
+// this actor starts (freeze.go's stash rule): a file call on a container whose host plane is
+// proven and alive never freezes.
+func (a *containerActor) mayFreeze(m containerRequest) bool {
+	return m.needsFreeze() && (a.host == nil || !a.host.Alive())
 }
 
 // attachHost proves target's running process and opens the host plane on it.

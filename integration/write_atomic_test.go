@@ -138,7 +138,7 @@ func crashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	b, err := actors.Create(ctx, docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second},
-		actors.WithLogger(zap.NewNop()))
+		actors.WithLogger(zap.NewNop()), archiveOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
