@@ -176,6 +176,15 @@ func (s *suite) testRunInspect(t *testing.T) {
 	if _, ok := info.Networks["none"]; !ok || len(info.Networks) != 1 {
 		t.Fatalf("networks %v, want only none", info.Networks)
 	}
+	// The host file plane proves the container's process with these (sandbox/hostfs).
+	if info.Pid <= 0 || info.StartedAt.Before(info.Created) || info.StartedAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("pid %d started %v (created %v): want the running init's pid and start", info.Pid, info.StartedAt, info.Created)
+	}
+	if so, ok := e.(docker.SecurityOptionser); !ok {
+		t.Fatalf("%T does not report the daemon's security options", e)
+	} else if opts, err := so.SecurityOptions(ctx(t)); err != nil || len(opts) == 0 {
+		t.Fatalf("security options = %v, %v", opts, err)
+	}
 	byID, err := e.Inspect(ctx(t), id)
 	if err != nil || byID.Name != name {
 		t.Fatalf("inspect by ID = %+v, %v", byID, err)
