@@ -96,9 +96,6 @@ func TestSwapRaceNeverEscapes(t *testing.T) {
 // another pid or start, is refused.
 func TestHostPlaneProvesTheProcess(t *testing.T) {
 	dockertest.Require(t)
-	if testDriver() == "cli" {
-		t.Skip("the host plane runs on the API pass (docs/testing.md)")
-	}
 	eng, err := docker.NewEngine(docker.Config{Driver: testDriver(), Labels: dockertest.Labels()})
 	if err != nil {
 		t.Fatal(err)
@@ -144,9 +141,6 @@ func TestHostPlaneProvesTheProcess(t *testing.T) {
 // plane proves it again and writes into the new root (the file is there for the guest to
 // read), and after a stop no file call lands anywhere: the held process is gone.
 func TestHostPlaneAfterRestartAndStop(t *testing.T) {
-	if testDriver() == "cli" {
-		t.Skip("the host plane runs on the API pass (docs/testing.md)")
-	}
 	b := newBackend(t, actors.WithFilePlane(actors.FilePlaneHost))
 	sb := acquire(t, b, newKey(t), filesSpec(t))
 	ctx := ctxT(t)
