@@ -100,6 +100,7 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.disarmIdle()
 		a.thawHeld()
+		a.dropHost()
 	case *actor.Stopping:
 		a.disarmIdle()
 		a.thawHeld()
