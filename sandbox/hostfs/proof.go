@@ -39,8 +39,8 @@ const (
 // Attach proves that want.Pid is the init process of container want.ID and returns a [Root]
 // on it. The order is what makes it race-free:
 //
-//  1. /proc/<pid> is opened and held (pathrs-lite's procfs, so an overmounted /proc is
-//     refused): from here the handle names that one process, and every lookup through it fails
+//  1. /proc/<pid> is opened and held (pathrs-lite's procfs, as runc opens it: a private
+//     procfs where the kernel allows it, else /proc checked against overmounts): from here the handle names that one process, and every lookup through it fails
 //     once the process ends, even if the pid is reused;
 //  2. its cgroup (read through the handle) must name the container ID, and its start time is
 //     read;
