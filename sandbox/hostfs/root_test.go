@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -138,5 +139,27 @@ func TestRemovalRunsWithTheGuestsAuthority(t *testing.T) {
 	}
 	if uid, _ := unix.SetfsuidRetUid(-1); uid != 0 {
 		t.Fatalf("this thread's fsuid is %d after the removal", uid)
+	}
+}
+
+// TestKernelFilesystemsAreRefused: a path on procfs or sysfs is outside the contract, and the
+// host plane refuses it rather than read the guest's kernel views (here the host's own, the
+// root of this test being "/").
+func TestKernelFilesystemsAreRefused(t *testing.T) {
+	r := &Root{id: "test", openRoot: func() (int, error) {
+		return unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}}
+	ctx := context.Background()
+	for _, p := range []string{"/proc/1/status", "/sys/kernel/uevent_seqnum"} {
+		var nc *sandbox.NotConfinedError
+		if _, err := r.Read(ctx, p, "/", 1<<20); !errors.As(err, &nc) || !strings.Contains(err.Error(), "fs") {
+			t.Errorf("read %s = %v, want NotConfinedError naming the kernel filesystem", p, err)
+		}
+		if _, err := r.Stat(ctx, p, "/"); !errors.As(err, &nc) {
+			t.Errorf("stat %s = %v, want NotConfinedError", p, err)
+		}
+	}
+	if err := r.Write(ctx, "/proc/sys/kernel/hostname", "/", []byte("x"), Owner{}); err == nil {
+		t.Error("a write into procfs went through")
 	}
 }
