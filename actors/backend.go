@@ -65,7 +65,10 @@ type Backend struct {
 	retained map[sandbox.Key]map[string]struct{}       // names whose removal failed
 
 	egress egressOptions // allowlist settings (egress.go)
-	topo   topologyState // what the daemon's allowlist topology is (egress_topology.go)
+
+	filePlane FilePlane     // the plane asked for (file_plane.go)
+	host      hostState     // whether the host plane can be used at all
+	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
 	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
 }
@@ -101,8 +104,9 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
-		acquired: map[sandbox.SandboxID]map[string]struct{}{},
-		retained: map[sandbox.Key]map[string]struct{}{},
+		filePlane: o.filePlane,
+		acquired:  map[sandbox.SandboxID]map[string]struct{}{},
+		retained:  map[sandbox.Key]map[string]struct{}{},
 	}
 	if o.watch {
 		b.watch = newWatcher(b)

@@ -18,12 +18,13 @@ type options struct {
 	askTimeout  time.Duration
 	idleTimeout time.Duration
 	watch       bool
+	filePlane   FilePlane                        // file_plane.go
 	egress      egressOptions                    // egress.go
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true}
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.

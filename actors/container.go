@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // containerActor owns one container, named by the derived container name. Its mailbox
@@ -38,6 +39,11 @@ type containerActor struct {
 	// egressBuild is the proxy an allowlisted acquire is building meanwhile (egress_run.go);
 	// nil outside such an acquire.
 	egressBuild *egressRun
+
+	// The host file plane's root, proven for one instance and process (file_plane.go), and
+	// the instance it could not be proven for (auto mode then uses the archive plane).
+	host        *hostfs.Root
+	hostRefused string
 
 	*memory // what it knows of the instance, kept across restarts
 }
@@ -98,9 +104,11 @@ func (a *containerActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.disarmIdle()
 		a.thawHeld()
+		a.dropHost()
 	case *actor.Stopping:
 		a.disarmIdle()
 		a.thawHeld()
+		a.dropHost()
 		for _, st := range a.tenure.stash {
 			ctx.Send(st.sender, st.r.msg.fail(ErrEngineStopped))
 		}
@@ -179,10 +187,12 @@ func (a *containerActor) observe(m *containerChanged) {
 		a.ownUnpause--
 	default:
 		a.info = nil
+		a.hostRefused = "" // a start or restart gives the host plane another process to prove
 	}
 }
 
 // forget drops everything known about the instance: it was removed or is about to be made.
 func (a *containerActor) forget() {
 	a.info, a.facts, a.factsKey, a.probed, a.probedID = nil, nil, "", nil, ""
+	a.dropHost()
 }

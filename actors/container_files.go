@@ -161,12 +161,21 @@ func (a *containerActor) stat(ctx context.Context, m *statRequest) (*sandbox.Fil
 	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
 	}
+	p, err := a.plane(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return p.stat(ctx, target, m.Path, abs, wd)
+}
+
+// archiveStat is stat on the archive plane: the walk and the stat under one freeze.
+func (a *containerActor) archiveStat(ctx context.Context, target, userPath, abs, wd string) (*sandbox.FileStat, error) {
 	var st *sandbox.FileStat
-	err = a.frozen(ctx, target, func() error {
+	err := a.frozen(ctx, target, func() error {
 		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, nil)
-		abs, err := paths.ResolveRead(ctx, stat, m.Path, wd)
+		abs, err := paths.ResolveRead(ctx, stat, userPath, wd)
 		if err != nil {
 			return err
 		}
@@ -187,23 +196,32 @@ func (a *containerActor) read(ctx context.Context, m *readRequest) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	p, err := a.plane(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return p.read(ctx, target, m.Path, abs, wd, m.MaxBytes)
+}
+
+// archiveRead is read on the archive plane: the walk and the archive GET under one freeze.
+func (a *containerActor) archiveRead(ctx context.Context, target, userPath, abs, wd string, maxBytes int64) ([]byte, error) {
 	var (
 		entry   *docker.Entry
 		body    []byte
 		checked bool
 	)
-	err = a.frozen(ctx, target, func() error {
+	err := a.frozen(ctx, target, func() error {
 		// Frozen, the walk's stats and the read itself are independent: run them together and
 		// keep the read only if the walk clears the path.
 		var readErr error
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			entry, body, readErr = a.b.engine.Read(ctx, target, abs, m.MaxBytes)
+			entry, body, readErr = a.b.engine.Read(ctx, target, abs, maxBytes)
 		}()
 		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(parentOf(abs)))
-		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), m.Path, wd)
+		_, err := paths.ResolveRead(ctx, a.guestStat(target, memo, nil), userPath, wd)
 		<-done
 		if err != nil {
 			entry, body = nil, nil
@@ -215,17 +233,17 @@ func (a *containerActor) read(ctx context.Context, m *readRequest) ([]byte, erro
 	var capErr *docker.CapExceededError
 	switch {
 	case errors.Is(err, docker.ErrPathAbsent):
-		return nil, &sandbox.PathError{Op: "read", Path: m.Path, Err: fs.ErrNotExist}
+		return nil, &sandbox.PathError{Op: "read", Path: userPath, Err: fs.ErrNotExist}
 	case errors.As(err, &capErr):
-		return nil, &sandbox.TransferCapExceededError{Path: m.Path, Cap: "max bytes", Limit: m.MaxBytes, Actual: capErr.Size}
+		return nil, &sandbox.TransferCapExceededError{Path: userPath, Cap: "max bytes", Limit: maxBytes, Actual: capErr.Size}
 	case err != nil && checked && !isProtocolError(err):
-		return nil, fmt.Errorf("docker could not read %s: %w", m.Path, err)
+		return nil, fmt.Errorf("docker could not read %s: %w", userPath, err)
 	case err != nil:
 		return nil, err
 	case entry.Type == docker.EntryDir:
-		return nil, &sandbox.PathError{Op: "read", Path: m.Path, Err: sandbox.ErrIsDirectory}
+		return nil, &sandbox.PathError{Op: "read", Path: userPath, Err: sandbox.ErrIsDirectory}
 	case entry.Type != docker.EntryFile:
-		return nil, &sandbox.NotRegularError{Path: m.Path, Kind: fileStat("", entry).Kind}
+		return nil, &sandbox.NotRegularError{Path: userPath, Kind: fileStat("", entry).Kind}
 	}
 	return body, nil
 }
@@ -243,6 +261,16 @@ func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 	if err != nil {
 		return err
 	}
+	p, err := a.plane(ctx, target)
+	if err != nil {
+		return err
+	}
+	return p.write(ctx, target, m.Path, abs, wd, m.Content)
+}
+
+// archiveWrite is write on the archive plane: the walk and one archive under one freeze,
+// staged (container_write.go).
+func (a *containerActor) archiveWrite(ctx context.Context, target, userPath, abs, wd string, content []byte) error {
 	f := a.facts
 	uid, gid := 0, 0
 	if f != nil {
@@ -264,7 +292,7 @@ func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 				present[p] = true
 			}
 		})
-		if _, err := paths.ResolveWrite(ctx, stat, m.Path, wd); err != nil {
+		if _, err := paths.ResolveWrite(ctx, stat, userPath, wd); err != nil {
 			return err
 		}
 		// Only missing directories travel, from the working directory down, each stamped with
@@ -277,9 +305,9 @@ func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 			}
 		}
 		if staging == "" {
-			entries = append(entries, docker.FileEntry(abs, m.Content, 0o644, uid, gid))
+			entries = append(entries, docker.FileEntry(abs, content, 0o644, uid, gid))
 		} else {
-			entries = append(entries, docker.FileEntry(staging, m.Content, 0o644, uid, gid),
+			entries = append(entries, docker.FileEntry(staging, content, 0o644, uid, gid),
 				docker.LinkEntry(abs, staging, 0o644, uid, gid))
 		}
 		tarball, err := docker.BuildTar(entries...)
@@ -288,13 +316,13 @@ func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 		}
 		sent = true
 		if err := a.b.engine.CopyIn(ctx, target, tarball); err != nil {
-			return fmt.Errorf("docker could not write %s: %w", m.Path, err)
+			return fmt.Errorf("docker could not write %s: %w", userPath, err)
 		}
 		return nil
 	})
 	if staging != "" && sent {
 		// Thawed: the staging name goes whether the archive landed or not.
-		return a.dropStaging(ctx, target, wd, m.Path, staging, err)
+		return a.dropStaging(ctx, target, wd, userPath, staging, err)
 	}
 	return err
 }

@@ -241,7 +241,7 @@ func (a *containerActor) started(actx actor.Context, seq uint64) {
 // request waits too, so calls keep their order.
 func (a *containerActor) handle(actx actor.Context, r *request) {
 	sender := actx.Sender()
-	if len(a.tenure.stash) > 0 || (a.execsStarting() && r.msg.needsFreeze()) {
+	if len(a.tenure.stash) > 0 || (a.execsStarting() && a.mayFreeze(r.msg)) {
 		a.tenure.stash = append(a.tenure.stash, stashed{r: r, sender: sender})
 		return
 	}
@@ -259,7 +259,7 @@ type stashed struct {
 func (a *containerActor) drain(actx actor.Context) {
 	for len(a.tenure.stash) > 0 {
 		next := a.tenure.stash[0]
-		if a.execsStarting() && next.r.msg.needsFreeze() {
+		if a.execsStarting() && a.mayFreeze(next.r.msg) {
 			return
 		}
 		a.tenure.stash = a.tenure.stash[1:]

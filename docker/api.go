@@ -159,6 +159,10 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	if doc.State != nil {
 		info.Status = string(doc.State.Status)
 		info.Running, info.Paused, info.ExitCode = doc.State.Running, doc.State.Paused, doc.State.ExitCode
+		info.Pid = doc.State.Pid
+		if t, err := time.Parse(time.RFC3339Nano, doc.State.StartedAt); err == nil {
+			info.StartedAt = t
+		}
 	}
 	if doc.Config != nil {
 		info.Image = doc.Config.Image

@@ -135,3 +135,21 @@ func (a *API) EngineID(ctx context.Context) (string, error) {
 	}
 	return engineID(answer)
 }
+
+// SecurityOptions implements [SecurityOptionser].
+func (a *API) SecurityOptions(ctx context.Context) ([]string, error) {
+	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
+	var opts []string
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return apiError(args, err, nil)
+		}
+		opts = res.Info.SecurityOptions
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("security options: %w", err)
+	}
+	return opts, nil
+}

@@ -60,10 +60,12 @@ type inspectDoc struct {
 	Image   string `json:"Image"`
 	Created string `json:"Created"`
 	State   struct {
-		Status   string `json:"Status"`
-		Running  bool   `json:"Running"`
-		Paused   bool   `json:"Paused"`
-		ExitCode int    `json:"ExitCode"`
+		Status    string `json:"Status"`
+		Running   bool   `json:"Running"`
+		Paused    bool   `json:"Paused"`
+		ExitCode  int    `json:"ExitCode"`
+		Pid       int    `json:"Pid"`
+		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
 	Config struct {
 		Image  string            `json:"Image"`
@@ -132,6 +134,10 @@ func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error)
 	}
 	if t, err := time.Parse(time.RFC3339Nano, doc.Created); err == nil {
 		info.Created = t
+	}
+	info.Pid = doc.State.Pid
+	if t, err := time.Parse(time.RFC3339Nano, doc.State.StartedAt); err == nil {
+		info.StartedAt = t
 	}
 	return info, nil
 }

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,4 +130,21 @@ func (c *CLI) EngineID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("engine id: %w", fail(args, "", res))
 	}
 	return engineID(string(res.Stdout))
+}
+
+// SecurityOptions implements [SecurityOptionser].
+func (c *CLI) SecurityOptions(ctx context.Context) ([]string, error) {
+	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("security options: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("security options: %w", fail(args, "", res))
+	}
+	var opts []string
+	if err := json.Unmarshal(bytes.TrimSpace(res.Stdout), &opts); err != nil {
+		return nil, fmt.Errorf("security options: unreadable answer: %w", err)
+	}
+	return opts, nil
 }

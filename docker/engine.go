@@ -115,6 +115,11 @@ type ContainerInfo struct {
 	User     string            // Config.User, trimmed
 	CapDrop  []string          // HostConfig.CapDrop
 	Networks map[string]string // network name → network ID
+	// Pid and StartedAt are State.Pid and State.StartedAt: the host pid of the init process
+	// of a running container (0 otherwise) and when it was started. The host file plane
+	// proves a process is the container's with them (sandbox/hostfs).
+	Pid       int
+	StartedAt time.Time
 }
 
 // RemoveOutcome says what a removal found.
@@ -309,3 +314,11 @@ var (
 	_ Driver = (*CLI)(nil)
 	_ Driver = (*API)(nil)
 )
+
+// SecurityOptionser is what a driver says of the daemon's security options (`docker info`'s
+// SecurityOptions, e.g. "name=seccomp,profile=default", "name=userns", "name=rootless"): the
+// host file plane is refused on a user-namespace-remapped or rootless daemon, whose guest
+// uids are not the host's. Both drivers have it; a fake engine may not.
+type SecurityOptionser interface {
+	SecurityOptions(ctx context.Context) ([]string, error)
+}

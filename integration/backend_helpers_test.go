@@ -22,7 +22,7 @@ func newBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
 	cfg := docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
-	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
+	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(testFilePlane(t))}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {
 		t.Fatalf("create backend: %v", err)
@@ -34,6 +34,44 @@ func newBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 // testDriver is the engine driver the suite runs on: MAF_SANDBOX_TEST_DRIVER (cli or api),
 // empty for the default. make test runs the package once per driver.
 func testDriver() string { return os.Getenv("MAF_SANDBOX_TEST_DRIVER") }
+
+// testFilePlane is the file plane the suite's backends use: MAF_SANDBOX_FILE_PLANE, else the
+// driver's default pass (see filePlanes). A test over every plane passes its own
+// actors.WithFilePlane after it, which wins.
+func testFilePlane(t testing.TB) actors.FilePlane {
+	p, err := actors.ParseFilePlane(os.Getenv(actors.FilePlaneEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == actors.FilePlaneAuto && testDriver() == "cli" {
+		return actors.FilePlaneArchive // the CLI pass covers the archive plane (docs/testing.md)
+	}
+	return p
+}
+
+// filePlanes are the planes a file-surface test runs over: on the API pass the host plane
+// (forced, so a container it cannot prove fails the test) and the archive plane; on the CLI
+// pass the archive plane only; with MAF_SANDBOX_FILE_PLANE set, that plane alone.
+func filePlanes(t testing.TB) []actors.FilePlane {
+	p, err := actors.ParseFilePlane(os.Getenv(actors.FilePlaneEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case p != actors.FilePlaneAuto:
+		return []actors.FilePlane{p}
+	case testDriver() == "cli":
+		return []actors.FilePlane{actors.FilePlaneArchive}
+	}
+	return []actors.FilePlane{actors.FilePlaneHost, actors.FilePlaneArchive}
+}
+
+// onEveryPlane runs f as one subtest per file plane, each with its own backend option.
+func onEveryPlane(t *testing.T, f func(t *testing.T, plane actors.Option)) {
+	for _, p := range filePlanes(t) {
+		t.Run(string(p)+"_plane", func(t *testing.T) { f(t, actors.WithFilePlane(p)) })
+	}
+}
 
 // newKey returns a key no other test uses.
 func newKey(t testing.TB) sandbox.Key {

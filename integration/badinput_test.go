@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"github.com/mafsandbox/engine/actors"
 	"strings"
 	"testing"
 	"time"
@@ -64,28 +65,30 @@ func badInputCases(t *testing.T) []badInputCase {
 // directory, and a path no Linux call could take, are invalid arguments naming the rule,
 // raised before any engine call, on the driver under test.
 func TestBadInputRefusedBeforeTheEngine(t *testing.T) {
-	b, eng := newCountingBackend(t)
-	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete)))
-	for _, tc := range badInputCases(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			eng.reset()
-			err := tc.call(sb)
-			var inv *sandbox.InvalidArgumentError
-			if !errors.As(err, &inv) || !errors.Is(err, sandbox.ErrInvalid) {
-				t.Fatalf("err = %T %v, want *sandbox.InvalidArgumentError", err, err)
-			}
-			if !strings.Contains(err.Error(), tc.rule) {
-				t.Fatalf("err = %q, want it to name %q", err, tc.rule)
-			}
-			if calls := eng.seen(); len(calls) != 0 {
-				t.Fatalf("the refusal came after engine calls %v", calls)
-			}
-		})
-	}
-	res, err := sb.Exec(ctxT(t), sandbox.Shell("ls -A; true"), ".", time.Minute)
-	if err != nil || strings.TrimSpace(res.Stdout()) != "" {
-		t.Fatalf("something ran or was written: %q, %v", res.Stdout(), err)
-	}
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		b, eng := newCountingBackend(t, plane)
+		sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete)))
+		for _, tc := range badInputCases(t) {
+			t.Run(tc.name, func(t *testing.T) {
+				eng.reset()
+				err := tc.call(sb)
+				var inv *sandbox.InvalidArgumentError
+				if !errors.As(err, &inv) || !errors.Is(err, sandbox.ErrInvalid) {
+					t.Fatalf("err = %T %v, want *sandbox.InvalidArgumentError", err, err)
+				}
+				if !strings.Contains(err.Error(), tc.rule) {
+					t.Fatalf("err = %q, want it to name %q", err, tc.rule)
+				}
+				if calls := eng.seen(); len(calls) != 0 {
+					t.Fatalf("the refusal came after engine calls %v", calls)
+				}
+			})
+		}
+		res, err := sb.Exec(ctxT(t), sandbox.Shell("ls -A; true"), ".", time.Minute)
+		if err != nil || strings.TrimSpace(res.Stdout()) != "" {
+			t.Fatalf("something ran or was written: %q, %v", res.Stdout(), err)
+		}
+	})
 }
 
 // TestServiceBadInputRefusedBeforeTheEngine is the same over NATS: the reply's code is

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -20,6 +21,15 @@ type countingEngine struct {
 	mu      sync.Mutex
 	calls   []string
 	readCap int64
+}
+
+// SecurityOptions passes through: the host file plane asks it before it is used.
+func (e *countingEngine) SecurityOptions(ctx context.Context) ([]string, error) {
+	so, ok := e.Driver.(docker.SecurityOptionser)
+	if !ok {
+		return nil, errors.New("the driver has no security options")
+	}
+	return so.SecurityOptions(ctx)
 }
 
 func (e *countingEngine) note(op string) {
@@ -77,7 +87,7 @@ func (e *countingEngine) CopyIn(ctx context.Context, target string, tarball []by
 }
 
 // newCountingBackend is newBackend on a counting wrapper of the driver under test.
-func newCountingBackend(t testing.TB) (*actors.Backend, *countingEngine) {
+func newCountingBackend(t testing.TB, opts ...actors.Option) (*actors.Backend, *countingEngine) {
 	t.Helper()
 	dockertest.Require(t)
 	cfg := docker.Config{Driver: testDriver(), Labels: dockertest.Labels()}
@@ -86,5 +96,5 @@ func newCountingBackend(t testing.TB) (*actors.Backend, *countingEngine) {
 		t.Fatalf("new engine: %v", err)
 	}
 	ce := &countingEngine{Driver: real}
-	return newBackend(t, actors.WithEngine(ce), actors.WithLogger(zaptest.NewLogger(t))), ce
+	return newBackend(t, append([]actors.Option{actors.WithEngine(ce), actors.WithLogger(zaptest.NewLogger(t))}, opts...)...), ce
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"github.com/mafsandbox/engine/actors"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -32,107 +33,111 @@ func sh(t testing.TB, sb sandbox.Sandbox, line string) string {
 // Every hostile layout is planted by the guest itself, through the public surface, then
 // attacked through the file calls.
 func TestHostileLayoutsAreRefused(t *testing.T) {
-	b := newBackend(t)
-	sb := acquire(t, b, newKey(t), filesSpec(t))
-	ctx := ctxT(t)
-	sh(t, sb, `mkdir -p /maf-sandbox/work-outside/sub /maf-sandbox/work/real /maf-sandbox/work/wd && cd /maf-sandbox/work &&
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		b := newBackend(t, plane)
+		sb := acquire(t, b, newKey(t), filesSpec(t))
+		ctx := ctxT(t)
+		sh(t, sb, `mkdir -p /maf-sandbox/work-outside/sub /maf-sandbox/work/real /maf-sandbox/work/wd && cd /maf-sandbox/work &&
 		printf secret > ../work-outside/secret.txt && printf leaf > ../work-outside/sub/leaf.txt &&
 		printf inside > real/inside.txt && printf plain > plain.txt &&
 		ln -s /maf-sandbox/work-outside link-dir && ln -s /maf-sandbox/work-outside/secret.txt link-file &&
 		ln -s /maf-sandbox/work-outside wd/linked && mkfifo fifo 2>/dev/null || true`)
 
-	notConfined := func(t *testing.T, err error) {
-		t.Helper()
-		var nc *sandbox.NotConfinedError
-		if !errors.As(err, &nc) || !errors.Is(err, sandbox.ErrInvalid) {
-			t.Fatalf("err = %v (%T), want NotConfinedError", err, err)
+		notConfined := func(t *testing.T, err error) {
+			t.Helper()
+			var nc *sandbox.NotConfinedError
+			if !errors.As(err, &nc) || !errors.Is(err, sandbox.ErrInvalid) {
+				t.Fatalf("err = %v (%T), want NotConfinedError", err, err)
+			}
 		}
-	}
-	cases := []struct {
-		name  string
-		call  func() error
-		check func(*testing.T, error)
-	}{
-		{"stat through a symlinked parent", func() error { _, err := sb.StatFile(ctx, "link-dir/secret.txt", "."); return err }, notConfined},
-		{"read through a symlinked parent", func() error { _, err := sb.ReadFile(ctx, "link-dir/secret.txt", ".", 1024); return err }, notConfined},
-		{"write through a symlinked parent", func() error { return sb.WriteFile(ctx, "link-dir/new.txt", []byte("x"), ".") }, notConfined},
-		{"linked working directory", func() error { _, err := sb.ReadFile(ctx, "secret.txt", "link-dir", 1024); return err }, notConfined},
-		{"linked ancestor of the working directory", func() error { _, err := sb.ReadFile(ctx, "leaf.txt", "link-dir/sub", 1024); return err }, notConfined},
-		{"write into a linked working directory", func() error { return sb.WriteFile(ctx, "x.txt", []byte("x"), "wd/linked") }, notConfined},
-		{"dot-dot escape", func() error { _, err := sb.ReadFile(ctx, "../work-outside/secret.txt", ".", 1024); return err }, notConfined},
-		{"absolute escape", func() error { _, err := sb.StatFile(ctx, "/etc/passwd", "."); return err }, notConfined},
-		{"backslash", func() error { return sb.WriteFile(ctx, `real\inside.txt`, []byte("x"), ".") }, notConfined},
-		{"write over the working directory", func() error { return sb.WriteFile(ctx, ".", []byte("x"), ".") }, notConfined},
-		{"remove the working directory", func() error { return sb.Remove(ctx, ".", ".", true) }, notConfined},
-		{"remove through a linked parent", func() error { return sb.Remove(ctx, "link-dir/secret.txt", ".", false) }, notConfined},
-		{"plain file as parent is ENOTDIR, not an escape", func() error { _, err := sb.StatFile(ctx, "plain.txt/deeper.txt", "."); return err },
-			func(t *testing.T, err error) {
-				var nd *sandbox.NotDirectoryError
-				if !errors.As(err, &nd) || !errors.Is(err, syscall.ENOTDIR) || errors.Is(err, sandbox.ErrInvalid) {
-					t.Fatalf("err = %v, want NotDirectoryError", err)
-				}
-			}},
-		{"a link is never read", func() error { _, err := sb.ReadFile(ctx, "link-file", ".", 1024); return err },
-			func(t *testing.T, err error) {
-				var nr *sandbox.NotRegularError
-				if !errors.As(err, &nr) || nr.Kind != sandbox.EntrySymlink {
-					t.Fatalf("err = %v, want NotRegularError(symlink)", err)
-				}
-			}},
-		{"a directory is not read", func() error { _, err := sb.ReadFile(ctx, "real", ".", 1024); return err },
-			func(t *testing.T, err error) {
-				if !errors.Is(err, sandbox.ErrIsDirectory) || !errors.Is(err, sandbox.ErrOS) {
-					t.Fatalf("err = %v, want is-a-directory", err)
-				}
-			}},
-		{"a missing file is not-exist", func() error { _, err := sb.ReadFile(ctx, "nope.txt", ".", 1024); return err },
-			func(t *testing.T, err error) {
-				if !errors.Is(err, fs.ErrNotExist) {
-					t.Fatalf("err = %v, want not-exist", err)
-				}
-			}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { tc.check(t, tc.call()) })
-	}
+		cases := []struct {
+			name  string
+			call  func() error
+			check func(*testing.T, error)
+		}{
+			{"stat through a symlinked parent", func() error { _, err := sb.StatFile(ctx, "link-dir/secret.txt", "."); return err }, notConfined},
+			{"read through a symlinked parent", func() error { _, err := sb.ReadFile(ctx, "link-dir/secret.txt", ".", 1024); return err }, notConfined},
+			{"write through a symlinked parent", func() error { return sb.WriteFile(ctx, "link-dir/new.txt", []byte("x"), ".") }, notConfined},
+			{"linked working directory", func() error { _, err := sb.ReadFile(ctx, "secret.txt", "link-dir", 1024); return err }, notConfined},
+			{"linked ancestor of the working directory", func() error { _, err := sb.ReadFile(ctx, "leaf.txt", "link-dir/sub", 1024); return err }, notConfined},
+			{"write into a linked working directory", func() error { return sb.WriteFile(ctx, "x.txt", []byte("x"), "wd/linked") }, notConfined},
+			{"dot-dot escape", func() error { _, err := sb.ReadFile(ctx, "../work-outside/secret.txt", ".", 1024); return err }, notConfined},
+			{"absolute escape", func() error { _, err := sb.StatFile(ctx, "/etc/passwd", "."); return err }, notConfined},
+			{"backslash", func() error { return sb.WriteFile(ctx, `real\inside.txt`, []byte("x"), ".") }, notConfined},
+			{"write over the working directory", func() error { return sb.WriteFile(ctx, ".", []byte("x"), ".") }, notConfined},
+			{"remove the working directory", func() error { return sb.Remove(ctx, ".", ".", true) }, notConfined},
+			{"remove through a linked parent", func() error { return sb.Remove(ctx, "link-dir/secret.txt", ".", false) }, notConfined},
+			{"plain file as parent is ENOTDIR, not an escape", func() error { _, err := sb.StatFile(ctx, "plain.txt/deeper.txt", "."); return err },
+				func(t *testing.T, err error) {
+					var nd *sandbox.NotDirectoryError
+					if !errors.As(err, &nd) || !errors.Is(err, syscall.ENOTDIR) || errors.Is(err, sandbox.ErrInvalid) {
+						t.Fatalf("err = %v, want NotDirectoryError", err)
+					}
+				}},
+			{"a link is never read", func() error { _, err := sb.ReadFile(ctx, "link-file", ".", 1024); return err },
+				func(t *testing.T, err error) {
+					var nr *sandbox.NotRegularError
+					if !errors.As(err, &nr) || nr.Kind != sandbox.EntrySymlink {
+						t.Fatalf("err = %v, want NotRegularError(symlink)", err)
+					}
+				}},
+			{"a directory is not read", func() error { _, err := sb.ReadFile(ctx, "real", ".", 1024); return err },
+				func(t *testing.T, err error) {
+					if !errors.Is(err, sandbox.ErrIsDirectory) || !errors.Is(err, sandbox.ErrOS) {
+						t.Fatalf("err = %v, want is-a-directory", err)
+					}
+				}},
+			{"a missing file is not-exist", func() error { _, err := sb.ReadFile(ctx, "nope.txt", ".", 1024); return err },
+				func(t *testing.T, err error) {
+					if !errors.Is(err, fs.ErrNotExist) {
+						t.Fatalf("err = %v, want not-exist", err)
+					}
+				}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) { tc.check(t, tc.call()) })
+		}
 
-	t.Run("a link is named a link, with no size", func(t *testing.T) {
-		st, err := sb.StatFile(ctx, "link-file", ".")
-		if err != nil || st == nil || st.Kind != sandbox.EntrySymlink || st.Size != nil {
-			t.Fatalf("stat = %+v, %v", st, err)
-		}
-	})
-	t.Run("a linked destination is replaced, not followed", func(t *testing.T) {
-		if err := sb.WriteFile(ctx, "link-file", []byte("x"), "."); err == nil {
-			t.Fatal("write to a link must be refused")
-		}
-		if got := sh(t, sb, "cat /maf-sandbox/work-outside/secret.txt"); got != "secret" {
-			t.Fatalf("the link's target changed: %q", got)
-		}
-	})
-	t.Run("removing a link removes the link, never its target", func(t *testing.T) {
-		if err := sb.Remove(ctx, "link-dir", ".", true); err != nil {
-			t.Fatal(err)
-		}
-		if got := sh(t, sb, "cat /maf-sandbox/work-outside/sub/leaf.txt; test ! -e /maf-sandbox/work/link-dir && echo gone"); got != "leafgone\n" {
-			t.Fatalf("after remove: %q", got)
-		}
+		t.Run("a link is named a link, with no size", func(t *testing.T) {
+			st, err := sb.StatFile(ctx, "link-file", ".")
+			if err != nil || st == nil || st.Kind != sandbox.EntrySymlink || st.Size != nil {
+				t.Fatalf("stat = %+v, %v", st, err)
+			}
+		})
+		t.Run("a linked destination is replaced, not followed", func(t *testing.T) {
+			if err := sb.WriteFile(ctx, "link-file", []byte("x"), "."); err == nil {
+				t.Fatal("write to a link must be refused")
+			}
+			if got := sh(t, sb, "cat /maf-sandbox/work-outside/secret.txt"); got != "secret" {
+				t.Fatalf("the link's target changed: %q", got)
+			}
+		})
+		t.Run("removing a link removes the link, never its target", func(t *testing.T) {
+			if err := sb.Remove(ctx, "link-dir", ".", true); err != nil {
+				t.Fatal(err)
+			}
+			if got := sh(t, sb, "cat /maf-sandbox/work-outside/sub/leaf.txt; test ! -e /maf-sandbox/work/link-dir && echo gone"); got != "leafgone\n" {
+				t.Fatalf("after remove: %q", got)
+			}
+		})
 	})
 }
 
 // The reader refuses on the tar header: an oversized file is never buffered.
 func TestOversizedReadRefusedOnHeader(t *testing.T) {
-	b := newBackend(t)
-	sb := acquire(t, b, newKey(t), filesSpec(t))
-	sh(t, sb, "dd if=/dev/zero of=/maf-sandbox/work/big bs=1048576 count=8 2>/dev/null")
-	_, err := sb.ReadFile(ctxT(t), "big", ".", 1024)
-	var ce *sandbox.TransferCapExceededError
-	if !errors.As(err, &ce) || ce.Actual != 8<<20 || ce.Limit != 1024 {
-		t.Fatalf("err = %v, want a cap error naming 8 MiB and 1024", err)
-	}
-	if got, err := sb.ReadFile(ctxT(t), "big", ".", 8<<20); err != nil || len(got) != 8<<20 {
-		t.Fatalf("read at the cap: %d bytes, %v", len(got), err)
-	}
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		b := newBackend(t, plane)
+		sb := acquire(t, b, newKey(t), filesSpec(t))
+		sh(t, sb, "dd if=/dev/zero of=/maf-sandbox/work/big bs=1048576 count=8 2>/dev/null")
+		_, err := sb.ReadFile(ctxT(t), "big", ".", 1024)
+		var ce *sandbox.TransferCapExceededError
+		if !errors.As(err, &ce) || ce.Actual != 8<<20 || ce.Limit != 1024 {
+			t.Fatalf("err = %v, want a cap error naming 8 MiB and 1024", err)
+		}
+		if got, err := sb.ReadFile(ctxT(t), "big", ".", 8<<20); err != nil || len(got) != 8<<20 {
+			t.Fatalf("read at the cap: %d bytes, %v", len(got), err)
+		}
+	})
 }
 
 func TestExecFidelity(t *testing.T) {

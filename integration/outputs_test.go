@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"github.com/mafsandbox/engine/actors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,48 +16,50 @@ import (
 // Declared outputs are collected through the router onto a host sink; a missing required one
 // and an oversized one are refused before anything lands.
 func TestCollectOutputsThroughTheRouter(t *testing.T) {
-	b := newBackend(t)
-	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := newKey(t)
-	optional := sandbox.Output("out/maybe.txt")
-	optional.Required = false
-	spec := busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut),
-		sandbox.WithDeclaredOutputs(sandbox.Output("out/report.txt"), optional),
-		sandbox.WithFilesOut(sandbox.TransferLimits{MaxBytesPerFile: 1 << 20, MaxTotalBytes: 2 << 20, MaxFiles: 4}))
-	t.Cleanup(func() { router.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
-	ctx := ctxT(t)
-	sb, err := router.Acquire(ctx, key, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh(t, sb, "mkdir -p /maf-sandbox/work/out && printf 'report\\377' > /maf-sandbox/work/out/report.txt")
-	root := t.TempDir()
-	sink, err := sandbox.FileSystemSink(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	landed, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil)
-	if err != nil || len(landed) != 1 {
-		t.Fatalf("collect = %+v, %v", landed, err)
-	}
-	if got, err := os.ReadFile(filepath.Join(root, "out/report.txt")); err != nil || string(got) != "report\xff" {
-		t.Fatalf("landed %q, %v", got, err)
-	}
-	sh(t, sb, "rm /maf-sandbox/work/out/report.txt")
-	if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.OutputMissingError)) {
-		t.Fatalf("missing required output = %v", err)
-	}
-	sh(t, sb, "dd if=/dev/zero of=/maf-sandbox/work/out/report.txt bs=1048576 count=2 2>/dev/null")
-	if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.TransferCapExceededError)) {
-		t.Fatalf("oversized output = %v", err)
-	}
-	sh(t, sb, "rm /maf-sandbox/work/out/report.txt && ln -s /etc/passwd /maf-sandbox/work/out/report.txt")
-	if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.OutputNotRegularError)) {
-		t.Fatalf("linked output = %v", err)
-	}
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		b := newBackend(t, plane)
+		router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := newKey(t)
+		optional := sandbox.Output("out/maybe.txt")
+		optional.Required = false
+		spec := busyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut),
+			sandbox.WithDeclaredOutputs(sandbox.Output("out/report.txt"), optional),
+			sandbox.WithFilesOut(sandbox.TransferLimits{MaxBytesPerFile: 1 << 20, MaxTotalBytes: 2 << 20, MaxFiles: 4}))
+		t.Cleanup(func() { router.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+		ctx := ctxT(t)
+		sb, err := router.Acquire(ctx, key, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh(t, sb, "mkdir -p /maf-sandbox/work/out && printf 'report\\377' > /maf-sandbox/work/out/report.txt")
+		root := t.TempDir()
+		sink, err := sandbox.FileSystemSink(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		landed, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil)
+		if err != nil || len(landed) != 1 {
+			t.Fatalf("collect = %+v, %v", landed, err)
+		}
+		if got, err := os.ReadFile(filepath.Join(root, "out/report.txt")); err != nil || string(got) != "report\xff" {
+			t.Fatalf("landed %q, %v", got, err)
+		}
+		sh(t, sb, "rm /maf-sandbox/work/out/report.txt")
+		if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.OutputMissingError)) {
+			t.Fatalf("missing required output = %v", err)
+		}
+		sh(t, sb, "dd if=/dev/zero of=/maf-sandbox/work/out/report.txt bs=1048576 count=2 2>/dev/null")
+		if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.TransferCapExceededError)) {
+			t.Fatalf("oversized output = %v", err)
+		}
+		sh(t, sb, "rm /maf-sandbox/work/out/report.txt && ln -s /etc/passwd /maf-sandbox/work/out/report.txt")
+		if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); !errors.As(err, new(*sandbox.OutputNotRegularError)) {
+			t.Fatalf("linked output = %v", err)
+		}
+	})
 }
 
 // A second backend, with no memory of what the first made, purges a conversation by label.

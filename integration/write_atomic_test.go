@@ -54,7 +54,7 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		return
 	}
 	dockertest.Require(t)
-	b := newBackend(t)
+	b := newBackend(t, archiveOnly()) // staging names and cut uploads are the archive plane's
 	key := newKey(t)
 	spec := filesSpec(t)
 	sb := acquire(t, b, key, spec)
@@ -138,7 +138,7 @@ func crashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	b, err := actors.Create(ctx, docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second},
-		actors.WithLogger(zap.NewNop()))
+		actors.WithLogger(zap.NewNop()), archiveOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func crashChild(t *testing.T) {
 // acquireAgain acquires key through a new backend (closed when the test ends).
 func acquireAgain(t *testing.T, key sandbox.Key, spec sandbox.Spec) sandbox.Sandbox {
 	t.Helper()
-	b := newBackend(t)
+	b := newBackend(t, archiveOnly()) // staging names and cut uploads are the archive plane's
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sb, err := b.Acquire(ctx, key, spec)
@@ -297,41 +297,43 @@ func stagingNames(t *testing.T, sb sandbox.Sandbox, dir string) []string {
 // every directory from / down being the host's), and a write the daemon refused (over a
 // directory). The file is the guest's, mode 0644, with one link.
 func TestWriteLeavesNoStagingName(t *testing.T) {
-	image := derivedImage(t, "true", "USER sandbox")
-	b := newBackend(t)
-	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image)))
-	ctx := ctxT(t)
-	sh(t, sb, "mkdir -p /maf-sandbox/work/adir/inner")
-	writes := []struct{ path, wd, dir string }{
-		{"new.txt", ".", "/maf-sandbox/work"},
-		{"new.txt", ".", "/maf-sandbox/work"}, // over the first
-		{"a/b/c.txt", ".", "/maf-sandbox/work/a/b"},
-		{"maf-write-test.txt", "/etc", "/etc"},
-	}
-	for _, w := range writes {
-		if err := sb.WriteFile(ctx, w.path, []byte("content of "+w.path), w.wd); err != nil {
-			t.Fatalf("write %s in %s: %v", w.path, w.wd, err)
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		image := derivedImage(t, "true", "USER sandbox")
+		b := newBackend(t, plane)
+		sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image)))
+		ctx := ctxT(t)
+		sh(t, sb, "mkdir -p /maf-sandbox/work/adir/inner")
+		writes := []struct{ path, wd, dir string }{
+			{"new.txt", ".", "/maf-sandbox/work"},
+			{"new.txt", ".", "/maf-sandbox/work"}, // over the first
+			{"a/b/c.txt", ".", "/maf-sandbox/work/a/b"},
+			{"maf-write-test.txt", "/etc", "/etc"},
 		}
-		if left := stagingNames(t, sb, w.dir); len(left) > 0 {
-			t.Fatalf("write %s in %s left %v", w.path, w.wd, left)
+		for _, w := range writes {
+			if err := sb.WriteFile(ctx, w.path, []byte("content of "+w.path), w.wd); err != nil {
+				t.Fatalf("write %s in %s: %v", w.path, w.wd, err)
+			}
+			if left := stagingNames(t, sb, w.dir); len(left) > 0 {
+				t.Fatalf("write %s in %s left %v", w.path, w.wd, left)
+			}
+			file := w.dir + "/" + w.path[strings.LastIndex(w.path, "/")+1:]
+			if got := strings.TrimSpace(sh(t, sb, "stat -c '%h %u %a' "+file)); got != "1 1000 644" {
+				t.Fatalf("%s: links, owner, mode = %q, want 1 1000 644", file, got)
+			}
+			if got, err := sb.ReadFile(ctx, w.path, w.wd, 1024); err != nil || string(got) != "content of "+w.path {
+				t.Fatalf("read %s back = %q, %v", w.path, got, err)
+			}
 		}
-		file := w.dir + "/" + w.path[strings.LastIndex(w.path, "/")+1:]
-		if got := strings.TrimSpace(sh(t, sb, "stat -c '%h %u %a' "+file)); got != "1 1000 644" {
-			t.Fatalf("%s: links, owner, mode = %q, want 1 1000 644", file, got)
+		if err := sb.WriteFile(ctx, "adir", []byte("x"), "."); err == nil {
+			t.Fatal("a write over a directory succeeded")
 		}
-		if got, err := sb.ReadFile(ctx, w.path, w.wd, 1024); err != nil || string(got) != "content of "+w.path {
-			t.Fatalf("read %s back = %q, %v", w.path, got, err)
+		if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
+			t.Fatalf("the refused write left %v", left)
 		}
-	}
-	if err := sb.WriteFile(ctx, "adir", []byte("x"), "."); err == nil {
-		t.Fatal("a write over a directory succeeded")
-	}
-	if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
-		t.Fatalf("the refused write left %v", left)
-	}
-	if got := sh(t, sb, "ls -A /maf-sandbox/work/adir"); strings.TrimSpace(got) != "inner" {
-		t.Fatalf("the refused write changed the directory: %q", got)
-	}
+		if got := sh(t, sb, "ls -A /maf-sandbox/work/adir"); strings.TrimSpace(got) != "inner" {
+			t.Fatalf("the refused write changed the directory: %q", got)
+		}
+	})
 }
 
 // Where neither the guest nor (by the reach rule) root may remove a staging name, a root-owned
@@ -339,7 +341,7 @@ func TestWriteLeavesNoStagingName(t *testing.T) {
 // to the complete file, never the file itself) and later writes there go in place.
 func TestWriteIntoAnUnremovableDirectoryStopsStaging(t *testing.T) {
 	image := derivedImage(t, "mkdir -p /home/sandbox/ro && chown 1000:1000 /home/sandbox", "USER sandbox")
-	b := newBackend(t)
+	b := newBackend(t, archiveOnly()) // staging names and cut uploads are the archive plane's
 	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image), sandbox.WithWorkDir("/home/sandbox")))
 	ctx := ctxT(t)
 	for i, content := range []string{"first", "second"} {
@@ -358,22 +360,28 @@ func TestWriteIntoAnUnremovableDirectoryStopsStaging(t *testing.T) {
 // An image without rm cannot remove a staging name, so its writes go in place: the content
 // lands, nothing is left beside it.
 func TestWriteWithoutRmGoesInPlace(t *testing.T) {
-	image := derivedImage(t, "rm /bin/rm", "USER sandbox")
-	b := newBackend(t)
-	sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
-	ctx := ctxT(t)
-	if res, err := sb.Exec(ctx, sandbox.Argv("rm", "-rf", "--"), "/", 30*time.Second); err == nil && res.ExitCode == 0 {
-		t.Fatal("the derived image still runs rm")
-	}
-	for _, content := range []string{"first", "second"} {
-		if err := sb.WriteFile(ctx, "f.txt", []byte(content), "."); err != nil {
-			t.Fatal(err)
+	onEveryPlane(t, func(t *testing.T, plane actors.Option) {
+		image := derivedImage(t, "rm /bin/rm", "USER sandbox")
+		b := newBackend(t, plane)
+		sb := acquire(t, b, newKey(t), busyboxSpec(t, sandbox.WithImage(image), sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
+		ctx := ctxT(t)
+		if res, err := sb.Exec(ctx, sandbox.Argv("rm", "-rf", "--"), "/", 30*time.Second); err == nil && res.ExitCode == 0 {
+			t.Fatal("the derived image still runs rm")
 		}
-		if got, err := sb.ReadFile(ctx, "f.txt", ".", 1024); err != nil || string(got) != content {
-			t.Fatalf("read back = %q, %v", got, err)
+		for _, content := range []string{"first", "second"} {
+			if err := sb.WriteFile(ctx, "f.txt", []byte(content), "."); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := sb.ReadFile(ctx, "f.txt", ".", 1024); err != nil || string(got) != content {
+				t.Fatalf("read back = %q, %v", got, err)
+			}
 		}
-	}
-	if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
-		t.Fatalf("left %v", left)
-	}
+		if left := stagingNames(t, sb, "/maf-sandbox/work"); len(left) > 0 {
+			t.Fatalf("left %v", left)
+		}
+	})
 }
+
+// archiveOnly forces the archive plane, for what only it has: staging names (the host plane
+// renames a temporary name, atomically, with no rm) and uploads through the daemon.
+func archiveOnly() actors.Option { return actors.WithFilePlane(actors.FilePlaneArchive) }

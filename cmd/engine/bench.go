@@ -66,6 +66,10 @@ func (v *benchVerb) run(ctx context.Context) error {
 			return err
 		}
 	}
+	planeOpt, err := filePlaneOption()
+	if err != nil {
+		return err
+	}
 	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
 	driver, err := docker.NewEngine(cfg)
 	if err != nil {
@@ -76,7 +80,7 @@ func (v *benchVerb) run(ctx context.Context) error {
 		tracer = bench.NewTracer(driver)
 		driver = tracer
 	}
-	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop())}
+	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
 	if v.scale {
 		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
 	}
@@ -92,8 +96,17 @@ func (v *benchVerb) run(ctx context.Context) error {
 	if tracer != nil {
 		return bench.TraceCold(ctx, b, tracer, bcfg, os.Stdout)
 	}
+	plane, why := b.FilePlane(ctx)
+	planeNote := "file plane: " + string(plane)
+	if why != nil {
+		planeNote += " (" + why.Error() + ")"
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if !v.asJSON {
+	if v.asJSON {
+		line, _ := json.Marshal(map[string]string{"file_plane": string(plane), "note": planeNote})
+		fmt.Println(string(line))
+	} else {
+		fmt.Println("# " + planeNote)
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
 	}
 	report := func(r bench.Row) {

@@ -164,7 +164,11 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 		return nil, err
 	}
 	eng.onClose(func() { box.Close(context.WithoutCancel(ctx)) })
-	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(egressSink))
+	planeOpt, err := filePlaneOption()
+	if err != nil {
+		return nil, err
+	}
+	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(egressSink), planeOpt)
 	if err != nil {
 		return nil, err
 	}

@@ -239,7 +239,11 @@ func (v *serveVerb) config() (docker.Config, error) {
 // when allowlists are served and events are on. closeAll closes it, then delivers what the
 // outbox still holds (for at most the drain timeout).
 func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, events *nats.Conn, log *zap.Logger) (b *actors.Backend, closeAll func(), err error) {
-	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors)}
+	planeOpt, err := filePlaneOption()
+	if err != nil {
+		return nil, nil, err
+	}
+	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}
 	closeBox := func() {}
 	if v.proxyImage != "" && v.eventPrefix != "" {
 		box, sink, err := egressEvents(ctx, events, drv, v.eventPrefix, log)

@@ -73,6 +73,7 @@ func (s *suite) testRunInspect(t *testing.T) {
 	}
 	wantWorkloadLabels(t, info, key)
 	wantHardened(t, info, before)
+	wantProvable(t, e, info)
 	byID, err := e.Inspect(ctx(t), id)
 	if err != nil || byID.Name != name {
 		t.Fatalf("inspect by ID = %+v, %v", byID, err)
@@ -106,6 +107,23 @@ func wantHardened(t *testing.T, info docker.ContainerInfo, before time.Time) {
 	}
 	if _, ok := info.Networks["none"]; !ok || len(info.Networks) != 1 {
 		t.Fatalf("networks %v, want only none", info.Networks)
+	}
+}
+
+// wantProvable fails t unless info names the running init's pid and start and the engine
+// reports the daemon's security options: what the host file plane proves a container's
+// process with (sandbox/hostfs).
+func wantProvable(t *testing.T, e docker.Engine, info docker.ContainerInfo) {
+	t.Helper()
+	if info.Pid <= 0 || info.StartedAt.Before(info.Created) || info.StartedAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("pid %d started %v (created %v): want the running init's pid and start", info.Pid, info.StartedAt, info.Created)
+	}
+	so, ok := e.(docker.SecurityOptionser)
+	if !ok {
+		t.Fatalf("%T does not report the daemon's security options", e)
+	}
+	if opts, err := so.SecurityOptions(ctx(t)); err != nil || len(opts) == 0 {
+		t.Fatalf("security options = %v, %v", opts, err)
 	}
 }
 
