@@ -150,11 +150,40 @@ func (a *containerActor) archiveRemove(ctx context.Context, target string, r rem
 		}
 		asGuest = &out // refused: only root may do more, where the walk allows it
 	}
-	parent := path.Dir(r.abs)
-	walked := paths.Ancestors(parent, r.wd)
 	// A guest that is root reaches what root reaches: its removal runs as itself whatever the
 	// owners, so its walk decides on kinds alone, with the driver's cheaper stat.
 	guestIsRoot := a.facts != nil && a.facts.resolved && a.facts.uid == 0
+	w, err := a.removalWalk(ctx, target, r, guestIsRoot)
+	if err != nil || w == nil {
+		return err // nil, nil: a component or the operand is absent, nothing to remove
+	}
+	raise := !guestIsRoot && w.rootOK && paths.HostOwned(w.owners, false) && !(r.recursive && w.operand.Type == docker.EntryDir)
+	if asGuest != nil && !raise {
+		return r.failed(*asGuest)
+	}
+	out, err := a.runRemoval(ctx, target, r.argv(), raise)
+	if err != nil {
+		return err
+	}
+	if out.code != 0 {
+		return r.failed(out)
+	}
+	return nil
+}
+
+// removalWalked is what the archive plane's walk before a removal found: the owners from "/"
+// down to the operand's parent, whether "/" itself was read, and the operand.
+type removalWalked struct {
+	owners  []paths.Owner
+	rootOK  bool
+	operand *docker.Entry
+}
+
+// removalWalk stats every component from "/" to r's operand, refusing a link on the way. It
+// returns nil, nil when a component or the operand is absent: nothing there to remove.
+func (a *containerActor) removalWalk(ctx context.Context, target string, r removal, guestIsRoot bool) (*removalWalked, error) {
+	parent := path.Dir(r.abs)
+	walked := paths.Ancestors(parent, r.wd)
 	memo := newStatMemo()
 	if guestIsRoot {
 		memo = newKindMemo()
@@ -174,30 +203,19 @@ func (a *containerActor) archiveRemove(ctx context.Context, target string, r rem
 	}
 	before := len(owners)
 	if err := paths.RefuseSymlinkedAncestors(ctx, a.guestStat(target, memo, record), r.abs, r.wd, false); err != nil {
-		return asTimeout(ctx, r, err)
+		return nil, asTimeout(ctx, r, err)
 	}
 	if len(owners)-before != len(walked) {
-		return nil // a component is missing: nothing below it to remove
+		return nil, nil // a component is missing: nothing below it to remove
 	}
 	operand, err := memo.stat(ctx, a.b.engine, target, r.abs)
 	if err != nil {
-		return asTimeout(ctx, r, fmt.Errorf("docker could not stat %s: %w", r.abs, err))
+		return nil, asTimeout(ctx, r, fmt.Errorf("docker could not stat %s: %w", r.abs, err))
 	}
 	if operand == nil {
-		return nil // absent is success (rm -f), and two removals in a row both succeed
+		return nil, nil // absent is success (rm -f), and two removals in a row both succeed
 	}
-	raise := !guestIsRoot && rootOK && paths.HostOwned(owners, false) && !(r.recursive && operand.Type == docker.EntryDir)
-	if asGuest != nil && !raise {
-		return r.failed(*asGuest)
-	}
-	out, err := a.runRemoval(ctx, target, r.argv(), raise)
-	if err != nil {
-		return err
-	}
-	if out.code != 0 {
-		return r.failed(out)
-	}
-	return nil
+	return &removalWalked{owners: owners, rootOK: rootOK, operand: operand}, nil
 }
 
 // asTimeout reports a walk cut short by the removal's own bound as the removal's timeout.
