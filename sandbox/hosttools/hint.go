@@ -48,7 +48,8 @@ var hintName = regexp.MustCompile(`^([0-9]{4,9})\.request\.json$`)
 // exit marker, and the supervisor then reads through the confined file plane as it would at
 // its poll. Wakes are coalesced (one pending at a time), and a wake whose look found nothing
 // spaces the next one out further (see [RunProgram]); garbage is skipped. The watcher's
-// output is capped at 1 MiB: past it the hint ends and the poll remains.
+// output is capped at 1 MiB: past it the hint ends and the poll remains. The channel is
+// closed when the watcher's exec ends.
 func WatcherHint(bound time.Duration) Hint {
 	return func(ctx context.Context, sb sandbox.Sandbox, l Layout) <-chan struct{} {
 		se, ok := sb.(sandbox.StreamingExec)
@@ -68,6 +69,7 @@ func WatcherHint(bound time.Duration) Hint {
 			}
 		}}
 		go func() {
+			defer close(ch) // emit is never called after ExecStreaming returns
 			defer say()
 			_, _ = se.ExecStreaming(ctx, cmd, "/", bound+finalLookGrace+reclaimGrace+hintExecGrace, hintOutputCap,
 				func(stream string, p []byte) {
