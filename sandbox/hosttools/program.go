@@ -27,8 +27,8 @@ import (
 // most MaxCallsPerRun+1 of them (the last one hears that the cap is gone). After a served
 // request it looks again within 10 ms, backing off to the poll interval while nothing comes;
 // a look that fails is retried at the next poll, up to three in a row. A hint (see
-// [WatcherHint], the default where the sandbox streams exec output) brings a look forward;
-// once one has led to a request, the quick look after an answer is left to the hint. A running tool is never
+// [WatcherHint], the default where the sandbox streams exec output) brings a look forward
+// while the supervisor is backing off. A running tool is never
 // cancelled, but the run's bound still holds: the supervisor stops waiting for it.
 //
 // It returns the program's combined output and the exit code its marker claims; the marker
@@ -162,7 +162,6 @@ type pollState struct {
 	retry    bool          // the last look failed: the next wait is a whole poll, unhinted
 	hinted   bool          // the wait that led to this look ended on a hint
 	hintGap  time.Duration // how long after a look a hint may wake the next one
-	hintLive bool          // a hinted look has found a request, and the source has not ended
 	looked   time.Time     // when the last look ended
 }
 
@@ -208,6 +207,14 @@ func (s *supervisor) step(ctx, dctx context.Context, p *pollState) ([]byte, stri
 	if marker != nil {
 		return marker, "", nil
 	}
+	if len(reqs) > 0 && reqs[0].present {
+		// A hint that came while this look ran is most likely for what it found; the quick
+		// look after the answer covers the rest. Kept, it would wake an empty look.
+		select {
+		case <-s.hint:
+		default:
+		}
+	}
 	n, full, err := s.serve(ctx, dctx, p.served, reqs)
 	p.served += n
 	if err != nil {
@@ -228,17 +235,8 @@ func (s *supervisor) step(ctx, dctx context.Context, p *pollState) ([]byte, stri
 // comes. A hint is trusted while it pays: one whose look found nothing doubles the time a
 // later hint must wait after a look (up to the poll interval), so a guest that floods hints
 // gets no more looks than the poll gives it.
-//
-// Once a hint has led to a request, the quick look after an answer is left out: the hint
-// will say when the next request lands, and a look that finds nothing would only hold the
-// file plane (a freeze, on Docker) while it does. The poll stays the floor.
 func (p *pollState) paced(found bool, poll time.Duration) {
 	switch {
-	case found && p.hinted:
-		p.hintLive = true
-		p.pause, p.hintGap = poll, 0
-	case found && p.hintLive:
-		p.pause, p.hintGap = poll, 0
 	case found:
 		p.pause, p.hintGap = quickLook, 0
 	default:
@@ -268,7 +266,7 @@ func (s *supervisor) sleep(ctx context.Context, p *pollState) bool {
 			return true
 		case _, ok := <-hint:
 			if !ok {
-				hint, s.hint, p.hintLive = nil, nil, false // the source ended: the poll alone from here
+				hint, s.hint = nil, nil // the source ended: the poll alone from here
 				continue
 			}
 			p.hinted = true
