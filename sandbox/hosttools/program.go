@@ -216,6 +216,9 @@ func (s *supervisor) step(ctx, dctx context.Context, p *pollState) ([]byte, stri
 		}
 	}
 	n, full, err := s.serve(ctx, dctx, p.served, reqs)
+	if n > 0 {
+		p.looked = time.Now() // the answers were file-plane calls too: hints count from them
+	}
 	p.served += n
 	if err != nil {
 		return nil, "serve a request", err
@@ -238,7 +241,9 @@ func (s *supervisor) step(ctx, dctx context.Context, p *pollState) ([]byte, stri
 func (p *pollState) paced(found bool, poll time.Duration) {
 	switch {
 	case found:
-		p.pause, p.hintGap = quickLook, 0
+		// Not even a hint brings the next look sooner than the quick look: back-to-back
+		// freezes are where Docker 20.10's late "paused" events bite (see actors/freeze.go).
+		p.pause, p.hintGap = quickLook, quickLook
 	default:
 		p.pause = min(poll, p.pause*2)
 	}
