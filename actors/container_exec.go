@@ -104,6 +104,12 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		if es, ok := a.b.engine.ExecStarter(); ok {
 			done.out, done.err = es.ExecWithStart(ectx, req, started)
 		} else {
+			if output != nil {
+				// A process that wrote output has started: its start can no longer race a
+				// freeze. This is what lets a long streamed exec (a host-tools hint watcher)
+				// run beside file calls on a driver that cannot report the start itself.
+				req.Output = func(stream int, p []byte) { started(); output(stream, p) }
+			}
 			done.out, done.err = a.b.engine.Exec(ectx, req)
 		}
 		root.Send(f.PID(), &done)

@@ -143,10 +143,15 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 			break
 		}
 	}
+	err = a.refreeze(ctx, target, err)
 	if err != nil {
 		if !daemonAnswered(err) {
 			// A pause that timed out or was cancelled may still have frozen the guest.
 			a.thaw(target)
+		}
+		var fe *FreezeError
+		if errors.As(err, &fe) {
+			return err
 		}
 		return fmt.Errorf("docker could not freeze %s for a file call: %w", a.name, err)
 	}
@@ -159,6 +164,64 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 		a.holding = ""
 	}()
 	return body()
+}
+
+// Retries of a pause the freezer gave up on (cgroup v1 refuses while the guest's tasks are
+// mid-syscall: a guest busy forking or doing I/O). Backoff 10, 20, 40 ms.
+const (
+	freezeRetries = 3
+	freezeBackoff = 10 * time.Millisecond
+)
+
+// FreezeError is a file call refused because the freezer could not freeze a busy guest after
+// its retries. The guest was left running (each failed attempt is followed by an unpause);
+// the call did nothing and may be tried again. It wraps [docker.ErrFreezeFailed].
+type FreezeError struct {
+	Container string
+	Attempts  int
+	Err       error
+}
+
+func (e *FreezeError) Error() string {
+	return fmt.Sprintf("docker could not freeze %s for a file call in %d attempts (the freezer gave up on a busy guest; it was left running): %v",
+		e.Container, e.Attempts, e.Err)
+}
+
+func (e *FreezeError) Unwrap() error { return e.Err }
+
+// refreeze retries a pause the freezer gave up on, a few times with a short backoff. Before
+// each retry, and after the last failure, the container is unpaused (a no-op when nothing
+// is frozen), so a failed attempt never leaves tasks frozen behind it. err passes through
+// unless it is [docker.ErrFreezeFailed].
+func (a *containerActor) refreeze(ctx context.Context, target string, err error) error {
+	attempts := 1
+	for wait := freezeBackoff; errors.Is(err, docker.ErrFreezeFailed) && attempts <= freezeRetries; wait *= 2 {
+		a.lift(target)
+		select {
+		case <-ctx.Done():
+			return &FreezeError{Container: a.name, Attempts: attempts, Err: err}
+		case <-time.After(wait):
+		}
+		a.log.Debug("the freezer gave up on a busy guest; pausing again", zap.Int("attempt", attempts), zap.Error(err))
+		attempts++
+		err = a.b.engine.Pause(ctx, target)
+	}
+	if errors.Is(err, docker.ErrFreezeFailed) {
+		a.lift(target)
+		return &FreezeError{Container: a.name, Attempts: attempts, Err: err}
+	}
+	return err
+}
+
+// lift unpauses after a pause the freezer gave up on. It does not count an unpause event of
+// its own (ownUnpause): the daemon emits none when nothing was paused, and a stray count would
+// hide a foreign unpause; an event it does cause only makes the next acquire inspect.
+func (a *containerActor) lift(target string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if err := a.b.engine.Unpause(ctx, target); err != nil {
+		a.log.Warn("unpause after a failed freeze failed; the next acquire lifts it", zap.Error(err))
+	}
 }
 
 // daemonAnswered reports whether err is the engine's own refusal (nothing was frozen), as

@@ -313,7 +313,8 @@ func (a *API) remove(ctx context.Context, args []string, call func(context.Conte
 }
 
 // Pause implements [Engine]. The daemon answers both "already paused" and "not running" with
-// the same status (409 on 20.10); the container's state says which.
+// the same status (409 on 20.10), and a freezer that gave up with a 500; the container's state
+// says which (pauseClass).
 func (a *API) Pause(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("pause: %w", err)
@@ -328,15 +329,10 @@ func (a *API) Pause(ctx context.Context, target string) error {
 			return apiError(args, err, nil)
 		}
 		info, ierr := b.inspect(ctx, target)
-		switch {
-		case ierr != nil:
+		if ierr != nil {
 			return apiError(args, err, nil)
-		case info.Paused:
-			return apiFailure(args, err, ErrPaused)
-		case !info.Running:
-			return apiFailure(args, err, ErrNotRunning)
 		}
-		return apiFailure(args, err, nil)
+		return apiFailure(args, err, pauseClass(err, info.Paused, info.Running))
 	})
 }
 

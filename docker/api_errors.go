@@ -101,3 +101,19 @@ func readAnswer(resp *http.Response) *apiAnswer {
 	}
 	return &apiAnswer{status: resp.StatusCode, message: text}
 }
+
+// pauseClass is the class of a daemon's refusal of pause, from the container's state after
+// it: [ErrPaused] when paused, [ErrNotRunning] when not running, and [ErrFreezeFailed] for an
+// internal error (500) on a running, unpaused container, which is the freezer giving up on a
+// busy guest; nil otherwise.
+func pauseClass(err error, paused, running bool) error {
+	switch {
+	case paused:
+		return ErrPaused
+	case !running:
+		return ErrNotRunning
+	case cerrdefs.IsInternal(err):
+		return ErrFreezeFailed
+	}
+	return nil
+}

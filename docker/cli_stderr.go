@@ -103,6 +103,7 @@ func containsFold(stderr []byte, phrase string) bool {
 //	network: Error response from daemon: network with name capnet already exists
 //	pause:   Error response from daemon: Container 341e… is already paused
 //	pause:   Error response from daemon: Container 4adc… is not running
+//	pause:   Error response from daemon: Cannot pause container 4adc…: OCI runtime pause failed: unable to freeze: unknown
 //	unpause: Error response from daemon: Container 341e… is not paused
 func classify(args []string, target string, stderr []byte) error {
 	if isUnreachable(stderr) {
@@ -130,6 +131,9 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 		if containsFold(stderr, "is not running") {
 			return ErrNotRunning
+		}
+		if containsFold(stderr, "unable to freeze") {
+			return ErrFreezeFailed
 		}
 	case "unpause":
 		if containsFold(stderr, "is not paused") {

@@ -16,6 +16,7 @@ const (
 	capturedNoSuchObject      = "Error: No such object: nosuchctr\n"
 	capturedStartMissing      = "Error response from daemon: No such container: nosuchctr\nError: failed to start containers: nosuchctr\n"
 	capturedNotPaused         = "Error response from daemon: Container 341ecf75771c7728707a587ed85e14dcb86447392a2122c51fffbdb1d2c43965 is not paused\n"
+	capturedUnableToFreeze    = "Error response from daemon: Cannot pause container f8365a4cebc91ce12d6cb085152a6d08c59b117c563ffa35e1420339e0f97ee3: OCI runtime pause failed: unable to freeze: unknown\n"
 	capturedAlreadyPaused     = "Error response from daemon: Container 341ecf75771c7728707a587ed85e14dcb86447392a2122c51fffbdb1d2c43965 is already paused\n"
 	capturedNotRunning        = "Error response from daemon: Container 4adc9da174f2d7ff1ceea2fa3df76f5aaefdeb0a75e5c01e4a3a1f20d9986310 is not running\n"
 	capturedConflict          = "docker: Error response from daemon: Conflict. The container name \"/capA\" is already in use by container \"341ecf75771c7728707a587ed85e14dcb86447392a2122c51fffbdb1d2c43965\". You have to remove (or rename) that container to be able to reuse that name.\n\nRun 'docker run --help' for more information\n"
@@ -56,6 +57,7 @@ func TestClassify(t *testing.T) {
 		{"unpause, not paused", []string{"unpause"}, "capA", capturedNotPaused, ErrNotPaused},
 		{"pause, already paused", []string{"pause"}, "capA", capturedAlreadyPaused, ErrPaused},
 		{"pause, stopped", []string{"pause"}, "capC", capturedNotRunning, ErrNotRunning},
+		{"pause, the freezer gave up", []string{"pause"}, "capA", capturedUnableToFreeze, ErrFreezeFailed},
 		{"run, name in use", []string{"run", "-d"}, "capA", capturedConflict, ErrConflict},
 		{"create, name in use", []string{"create"}, "capA", capturedConflict, ErrConflict},
 		{"run, start failed", []string{"run", "-d"}, "capC", capturedRunStartFailed, nil},

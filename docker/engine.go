@@ -63,7 +63,7 @@ type Engine interface {
 	// none. A timeout leaves the outcome unknown.
 	Remove(ctx context.Context, target string) (RemoveOutcome, error)
 	// Pause freezes a container. [ErrNotFound] when absent, [ErrPaused] when already paused,
-	// [ErrNotRunning] when stopped.
+	// [ErrNotRunning] when stopped, [ErrFreezeFailed] when the freezer gave up on a busy guest.
 	Pause(ctx context.Context, target string) error
 	// Unpause thaws a container. nil means the freeze is lifted: unpaused now, not paused, or
 	// absent all count.

@@ -29,6 +29,10 @@ var (
 	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the
 	// command never started); from pause, the container was already paused.
 	ErrPaused = errors.New("docker: container is paused")
+	// ErrFreezeFailed: pause found the container running and the freezer could not freeze it
+	// (cgroup v1's freezer gives up while tasks are mid-syscall: "OCI runtime pause failed:
+	// unable to freeze"). Nothing stays frozen by the daemon's account; trying again may work.
+	ErrFreezeFailed = errors.New("docker: the freezer could not freeze the container")
 	// ErrNotPaused: unpause found a container that is not paused.
 	ErrNotPaused = errors.New("docker: container is not paused")
 	// ErrNotRunning: pause or exec found a container that is not running.

@@ -25,9 +25,19 @@ for i in range(50):
 print(json.dumps(ms))
 `
 
+// hintVariants are the supervisor's two ways to learn of a request, at the default 200 ms
+// poll: the watcher hint (the default on a streaming sandbox) and the poll alone.
+var hintVariants = []struct {
+	name string
+	opts []hosttools.ProgramOption
+}{
+	{"hint", nil},
+	{"poll_only", []hosttools.ProgramOption{hosttools.WithHint(nil)}},
+}
+
 // BenchmarkHostToolsRoundTrip measures one tool call's round trip as the guest sees it (from
-// the shim's claim to the answer read back), 50 calls a program, at several host poll
-// intervals, with the host-tool protocol run by a Go host over the engine in process. Run with
+// the shim's claim to the answer read back), 50 calls a program, with the watcher hint and
+// with the poll alone, with the host-tool protocol run by a Go host over the engine in process. Run with
 //
 //	go test -run '^$' -bench HostToolsRoundTrip -benchtime 3x ./integration
 //
@@ -38,8 +48,8 @@ func BenchmarkHostToolsRoundTrip(b *testing.B) {
 		Func: func(context.Context, hosttools.Arguments) (any, error) { return "pong", nil }}
 	env := newHostToolsEnvB(b, []hosttools.Option{hosttools.WithMaxCallsPerRun(64)}, ping)
 	sb := env.acquireB(b)
-	for _, poll := range []time.Duration{hosttools.DefaultPollInterval, 50 * time.Millisecond} {
-		b.Run(fmt.Sprintf("poll_%s", poll), func(b *testing.B) {
+	for _, v := range hintVariants {
+		b.Run(v.name, func(b *testing.B) {
 			var all []float64
 			for b.Loop() {
 				l, err := hosttools.NewLayout(hosttools.RandomRunDir("/maf-sandbox/work"), "")
@@ -47,8 +57,7 @@ func BenchmarkHostToolsRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				res, err := hosttools.RunProgram(ctx, sb, env.reg.NewRun(), l, []byte(roundTripProgram), 4*time.Minute,
-					hosttools.WithPollInterval(poll))
+				res, err := hosttools.RunProgram(ctx, sb, env.reg.NewRun(), l, []byte(roundTripProgram), 4*time.Minute, v.opts...)
 				_ = hosttools.ReclaimRun(ctx, sb, l, time.Minute)
 				cancel()
 				if err != nil || res.ExitCode != 0 {
@@ -98,11 +107,17 @@ func BenchmarkHostToolsGuestShare(b *testing.B) {
 		Func: func(context.Context, hosttools.Arguments) (any, error) { return "pong", nil }}
 	env := newHostToolsEnvB(b, []hosttools.Option{hosttools.WithMaxCallsPerRun(64)}, ping)
 	sb := env.acquireB(b)
+	for _, v := range hintVariants {
+		b.Run(v.name, func(b *testing.B) { guestShare(b, env, sb, v.opts) })
+	}
+}
+
+func guestShare(b *testing.B, env hostToolsEnv, sb sandbox.Sandbox, opts []hosttools.ProgramOption) {
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		l, _ := hosttools.NewLayout(hosttools.RandomRunDir("/maf-sandbox/work"), "")
 		start := time.Now()
-		res, err := hosttools.RunProgram(ctx, sb, env.reg.NewRun(), l, []byte(fmt.Sprintf(spinProgram, "True", 0.0)), 4*time.Minute)
+		res, err := hosttools.RunProgram(ctx, sb, env.reg.NewRun(), l, []byte(fmt.Sprintf(spinProgram, "True", 0.0)), 4*time.Minute, opts...)
 		elapsed := time.Since(start)
 		_ = hosttools.ReclaimRun(ctx, sb, l, time.Minute)
 		if err != nil {

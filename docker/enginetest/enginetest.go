@@ -45,6 +45,7 @@ func Run(t *testing.T, name string, newEngine func(t *testing.T) docker.Engine) 
 			{"Remove", s.testRemove},
 			{"StartStopped", s.testStartStopped},
 			{"PauseUnpause", s.testPauseUnpause},
+			{"PauseBusy", s.testPauseBusy},
 			{"Exec", s.testExec},
 			{"ExecOutputLimit", s.testExecOutputLimit},
 			{"ExecCancel", s.testExecCancel},

@@ -20,6 +20,17 @@
 // four), write NNNN.response.json. It uses only the public [sandbox.Sandbox] surface, so it
 // runs on any backend that declares HOST_TOOLS.
 //
+// # The hint
+//
+// The poll is the floor. Where the sandbox streams exec output ([sandbox.StreamingExec]),
+// [RunProgram] also runs [WatcherHint]: a python3 inotify watcher in the guest, one streamed
+// exec, whose lines naming a request or the exit marker wake the supervisor before its next
+// poll. A wake only brings a look forward: the request is still read, and checked, through
+// the file plane. Wakes coalesce, and one whose look found nothing makes the next wait longer
+// after a look (up to the poll interval), so forged lines buy a guest no more looks than the
+// poll gives it. The watcher exits when host_tools/ is removed. [WithHint] replaces it, or
+// with nil turns hints off.
+//
 // The run's own bound ends with a final look for the exit marker, then SIGKILL: to the
 // program's process group only when the launcher announced one on its own stdout
 // ("process-v1 <pid> <pgid>"), otherwise to the lone pid. It fails with

@@ -18,6 +18,9 @@ import os
 import time
 
 _CALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_tool_calls")
+# The wait for an answer starts short and doubles to the cap: an answer often comes within
+# milliseconds of the host's look, and a slow one costs no more than the cap's polling.
+_POLL_FIRST_SECONDS = 0.005
 _POLL_SECONDS = 0.05
 
 
@@ -75,13 +78,15 @@ def call(name, **arguments):
         raise
     response = os.path.join(_CALLS, ident + ".response.json")
     give_up = time.monotonic() + _patience()
+    pause = _POLL_FIRST_SECONDS
     while time.monotonic() < give_up:
         try:
             with open(response, encoding="utf-8") as answer:
                 reply = json.load(answer)
         except (OSError, ValueError):
             # Not there yet, or still being written.
-            time.sleep(_POLL_SECONDS)
+            time.sleep(pause)
+            pause = min(_POLL_SECONDS, pause * 2)
             continue
         if isinstance(reply, dict) and "refusal" in reply:
             raise HostToolError(str(reply["refusal"]))

@@ -26,7 +26,9 @@ import (
 // exit marker when no request is waiting; requests are served strictly in number order, at
 // most MaxCallsPerRun+1 of them (the last one hears that the cap is gone). After a served
 // request it looks again within 10 ms, backing off to the poll interval while nothing comes;
-// a look that fails is retried at the next poll, up to three in a row. A running tool is never
+// a look that fails is retried at the next poll, up to three in a row. A hint (see
+// [WatcherHint], the default where the sandbox streams exec output) brings a look forward
+// while the supervisor is backing off. A running tool is never
 // cancelled, but the run's bound still holds: the supervisor stops waiting for it.
 //
 // It returns the program's combined output and the exit code its marker claims; the marker
@@ -78,6 +80,7 @@ type supervisor struct {
 
 	deadline time.Time
 	receipt  *Receipt
+	hint     <-chan struct{} // nil without a hint source
 }
 
 // expiredBy reports whether err (or the clock) says the run's own bound passed, as against
@@ -94,7 +97,26 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 	s.deadline = time.Now().Add(s.timeout)
 	dctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
+	if ended, err := s.launch(ctx, dctx, source); ended != nil || err != nil {
+		if ended == nil {
+			ended = &sandbox.ExecResult{}
+		}
+		return *ended, err
+	}
+	// The hint starts before the gate opens, so it watches before the first request can
+	// be made; it ends with dctx, and on its own once host_tools/ is gone.
+	if h := s.o.hintFor(s.sb, s.timeout); h != nil {
+		s.hint = h(dctx, s.sb, s.l)
+	}
+	if err := s.write(dctx, s.l.Gate, []byte("start\n"), "open the start gate"); err != nil {
+		return s.failed(ctx, err, "open the start gate")
+	}
+	return s.poll(ctx, dctx)
+}
 
+// launch writes the run's files and starts the launcher. The run goes on only when both
+// returns are nil: otherwise it ended there, with that result or that error.
+func (s *supervisor) launch(ctx, dctx context.Context, source []byte) (*sandbox.ExecResult, error) {
 	uploads := []struct {
 		p string
 		b []byte
@@ -103,9 +125,9 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 	for _, u := range uploads {
 		if err := s.sb.WriteFile(dctx, s.l.rel(u.p), u.b, s.l.Dir); err != nil {
 			if s.expiredBy(ctx, err) {
-				return sandbox.ExecResult{}, s.timeoutError(nil, sandbox.SignalAbsent, sandbox.ReachNothing)
+				return nil, s.timeoutError(nil, sandbox.SignalAbsent, sandbox.ReachNothing)
 			}
-			return sandbox.ExecResult{}, fmt.Errorf("write %s: %w", path.Base(u.p), err)
+			return nil, fmt.Errorf("write %s: %w", path.Base(u.p), err)
 		}
 	}
 	started, err := s.sb.Exec(dctx, sandbox.Shell("sh "+shq(s.l.Launcher)), s.l.Dir, time.Until(s.deadline))
@@ -113,93 +135,160 @@ func (s *supervisor) supervise(ctx context.Context, source []byte) (sandbox.Exec
 	case err != nil && s.expiredBy(ctx, err):
 		// No receipt, so no gate: whatever the launcher detached waits, and leaves once
 		// host_tools/ is gone. Nothing here can say more than that.
-		return sandbox.ExecResult{}, s.timeoutError(nil, sandbox.SignalUnrecorded, sandbox.ReachNothing)
+		return nil, s.timeoutError(nil, sandbox.SignalUnrecorded, sandbox.ReachNothing)
 	case err != nil:
-		return sandbox.ExecResult{}, fmt.Errorf("start the launcher: %w", err)
+		return nil, fmt.Errorf("start the launcher: %w", err)
 	case started.ExitCode != 0:
 		if len(started.StderrBytes) == 0 {
 			started.StderrBytes = []byte("the launcher did not start the program")
 		}
-		return started, nil
+		return &started, nil
 	}
 	rc, ok := parseReceipt(started.Stdout())
 	if !ok {
-		return sandbox.ExecResult{}, ErrNoReceipt
+		return nil, ErrNoReceipt
 	}
 	s.receipt = &rc
 	s.logger.Debug("host tools: program launched", zap.Int("pid", rc.PID), zap.Int("pgid", rc.PGID))
-	if err := s.write(dctx, s.l.Gate, []byte("start\n"), "open the start gate"); err != nil {
-		return s.failed(ctx, err, "open the start gate")
-	}
+	return nil, nil
+}
 
-	var hint <-chan struct{}
-	if s.o.hint != nil {
-		hctx, stop := context.WithCancel(dctx)
-		defer stop()
-		hint = s.o.hint(hctx, s.sb, s.l)
-	}
-	served, window, pause, failures := 0, 1, s.o.poll, 0
-	bound := s.run.reg.opts.maxCalls + 1
+// pollState is the poll loop's memory between looks.
+type pollState struct {
+	served   int           // request numbers consumed
+	window   int           // how many numbers the next look reads ahead
+	pause    time.Duration // the next wait when no hint comes
+	failures int           // looks failed in a row
+	retry    bool          // the last look failed: the next wait is a whole poll, unhinted
+	hinted   bool          // the wait that led to this look ended on a hint
+	hintGap  time.Duration // how long after a look a hint may wake the next one
+	looked   time.Time     // when the last look ended
+}
+
+// poll looks, serves, and waits, until the marker, a failure, or the bound.
+func (s *supervisor) poll(ctx, dctx context.Context) (sandbox.ExecResult, error) {
+	p := &pollState{window: 1, pause: s.o.poll}
 	for {
 		if !time.Now().Before(s.deadline) {
 			return s.expired(ctx)
 		}
-		count := min(window, bound-served)
-		marker, reqs, err := s.look(dctx, served, count)
-		if err != nil && !s.expiredBy(ctx, err) && failures < maxLookFailures-1 {
-			// A look that failed acted on nothing, so it is retried at the next poll: Docker's
-			// freezer can refuse a busy guest for a moment ("unable to freeze"). A failure
-			// that persists ends the run as itself.
-			failures++
-			s.logger.Warn("host tools: a look failed; retrying at the next poll", zap.Int("attempt", failures), zap.Error(err))
-			if !s.sleep(ctx, s.o.poll, nil) {
-				return s.failed(ctx, ctx.Err(), "wait")
-			}
-			continue
-		}
-		if err != nil {
-			return s.failed(ctx, err, "look for requests")
-		}
-		failures = 0
-		if marker != nil {
+		marker, what, err := s.step(ctx, dctx, p)
+		switch {
+		case err != nil:
+			return s.failed(ctx, err, what)
+		case marker != nil:
 			return s.completed(ctx, marker)
 		}
-		n, full, err := s.serve(ctx, dctx, served, reqs)
-		served += n
-		if err != nil {
-			return s.failed(ctx, err, "serve a request")
-		}
-		switch {
-		case !full:
-			window = 1
-		case count == window && served < bound:
-			window = min(MaxReadAhead, window*2)
-		}
-		// A program that just got an answer often calls again at once: look again soon, and
-		// back off to the poll interval while nothing comes.
-		if n > 0 {
-			pause = quickLook
-		} else {
-			pause = min(s.o.poll, pause*2)
-		}
-		if !s.sleep(ctx, pause, hint) {
+		if !s.sleep(ctx, p) {
 			return s.failed(ctx, ctx.Err(), "wait")
 		}
 	}
 }
 
-// sleep waits d (never past the deadline, never more than the poll interval) or until hint
-// fires; false when ctx ended first.
-func (s *supervisor) sleep(ctx context.Context, d time.Duration, hint <-chan struct{}) bool {
-	wait := time.NewTimer(min(d, s.o.poll, max(0, time.Until(s.deadline))))
-	defer wait.Stop()
-	select {
-	case <-wait.C:
-	case <-hint:
-	case <-ctx.Done():
-		return false
+// step is one look and what it found served; the marker when the program has exited.
+func (s *supervisor) step(ctx, dctx context.Context, p *pollState) ([]byte, string, error) {
+	bound := s.run.reg.opts.maxCalls + 1
+	count := min(p.window, bound-p.served)
+	marker, reqs, err := s.look(dctx, p.served, count)
+	p.looked = time.Now()
+	if err != nil && !s.expiredBy(ctx, err) && p.failures < maxLookFailures-1 {
+		// A look that failed acted on nothing, so it is retried at the next poll: Docker's
+		// freezer can refuse a busy guest for a moment ("unable to freeze"). A failure
+		// that persists ends the run as itself.
+		p.failures++
+		p.retry = true
+		s.logger.Warn("host tools: a look failed; retrying at the next poll", zap.Int("attempt", p.failures), zap.Error(err))
+		return nil, "", nil
 	}
-	return true
+	if err != nil {
+		return nil, "look for requests", err
+	}
+	p.failures, p.retry = 0, false
+	if marker != nil {
+		return marker, "", nil
+	}
+	if len(reqs) > 0 && reqs[0].present {
+		// A hint that came while this look ran is most likely for what it found; the quick
+		// look after the answer covers the rest. Kept, it would wake an empty look.
+		select {
+		case <-s.hint:
+		default:
+		}
+	}
+	n, full, err := s.serve(ctx, dctx, p.served, reqs)
+	if n > 0 {
+		p.looked = time.Now() // the answers were file-plane calls too: hints count from them
+	}
+	p.served += n
+	if err != nil {
+		return nil, "serve a request", err
+	}
+	switch {
+	case !full:
+		p.window = 1
+	case count == p.window && p.served < bound:
+		p.window = min(MaxReadAhead, p.window*2)
+	}
+	p.paced(n > 0, s.o.poll)
+	return nil, "", nil
+}
+
+// paced sets the next waits from what a look found. A program that just got an answer often
+// calls again at once: look again soon, and back off to the poll interval while nothing
+// comes. A hint is trusted while it pays: one whose look found nothing doubles the time a
+// later hint must wait after a look (up to the poll interval), so a guest that floods hints
+// gets no more looks than the poll gives it.
+func (p *pollState) paced(found bool, poll time.Duration) {
+	switch {
+	case found:
+		// Not even a hint brings the next look sooner than the quick look: back-to-back
+		// freezes are where Docker 20.10's late "paused" events bite (see actors/freeze.go).
+		p.pause, p.hintGap = quickLook, quickLook
+	default:
+		p.pause = min(poll, p.pause*2)
+	}
+	if p.hinted && !found {
+		p.hintGap = min(poll, max(quickLook, p.hintGap*2))
+	}
+}
+
+// sleep waits for the next look: the pause (never past the deadline, never more than the
+// poll interval), or a hint, but no sooner than hintGap after the last look. A failed look
+// waits a whole poll, unhinted. False when ctx ended first.
+func (s *supervisor) sleep(ctx context.Context, p *pollState) bool {
+	d, hint := p.pause, s.hint
+	if p.retry {
+		d, hint = s.o.poll, nil
+	}
+	d = min(d, s.o.poll, max(0, time.Until(s.deadline)))
+	end := time.Now().Add(d)
+	wait := time.NewTimer(d)
+	defer wait.Stop()
+	p.hinted = false
+	for {
+		select {
+		case <-wait.C:
+			return true
+		case _, ok := <-hint:
+			if !ok {
+				hint, s.hint = nil, nil // the source ended: the poll alone from here
+				continue
+			}
+			p.hinted = true
+			early := time.Until(p.looked.Add(p.hintGap))
+			if early <= 0 {
+				return true
+			}
+			// Too soon after the last look: the hint brings the look forward only to the
+			// gap, and later hints in this wait change nothing.
+			hint = nil
+			if early < time.Until(end) && wait.Stop() {
+				wait.Reset(early)
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // probe is one file looked at: absent, a body, or too large to read.

@@ -34,8 +34,9 @@ const (
 )
 
 // Hint wakes the supervisor before its next poll: a send means "look now". It is only a
-// hint; requests are always read through the confined file plane. A Hint is started by
-// [WithHint] and stopped by cancelling its ctx.
+// hint; requests are always read through the confined file plane, and the poll remains the
+// floor. A Hint is started once the program is launched, just before its start gate opens,
+// and stopped by cancelling its ctx; closing the channel says it ended. See [WatcherHint].
 type Hint func(ctx context.Context, sb sandbox.Sandbox, l Layout) <-chan struct{}
 
 // ProgramOption configures one [RunProgram].
@@ -47,6 +48,7 @@ type programOptions struct {
 	callTimeout time.Duration
 	logger      *zap.Logger
 	hint        Hint
+	hintSet     bool // WithHint was given, nil included
 }
 
 func defaultProgramOptions() programOptions {
@@ -99,7 +101,21 @@ func WithProgramLogger(l *zap.Logger) ProgramOption {
 	}
 }
 
-// WithHint lets the supervisor learn of a request sooner than its next poll.
+// WithHint sets how the supervisor learns of a request sooner than its next poll; nil turns
+// hints off, leaving the poll alone. Without it, a sandbox that streams exec output
+// ([sandbox.StreamingExec]) gets [WatcherHint].
 func WithHint(h Hint) ProgramOption {
-	return func(o *programOptions) error { o.hint = h; return nil }
+	return func(o *programOptions) error { o.hint, o.hintSet = h, true; return nil }
+}
+
+// hintFor is the run's hint source: the one given, else the watcher where the sandbox can
+// stream it.
+func (o programOptions) hintFor(sb sandbox.Sandbox, bound time.Duration) Hint {
+	if o.hintSet {
+		return o.hint
+	}
+	if _, ok := sb.(sandbox.StreamingExec); ok {
+		return WatcherHint(bound)
+	}
+	return nil
 }
