@@ -355,6 +355,14 @@ func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
 	}
+	// The streams exist from the start, so a consumer made before the first window (a
+	// subscriber's durable, the demo's read-back) finds them; a NATS without JetStream yet is
+	// not fatal: every publish ensures them again until it succeeds.
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pub.EnsureStreams(ectx); err != nil {
+		log.Warn("egress event streams not ensured yet; the first publish tries again", zap.Error(err))
+	}
 	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log.Named("egress-events")))
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
