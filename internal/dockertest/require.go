@@ -33,6 +33,20 @@ func Require(t testing.TB) {
 	}
 }
 
+// RequireRoot returns when the test runs as root, which the host file plane's credential
+// changes need (CI runs as root). Otherwise it fails when [EnvRequireDocker] is "1", as a
+// missing daemon does, and skips when it is not.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if required() {
+		t.Fatalf("this test needs root and %s=1: running as uid %d", EnvRequireDocker, os.Geteuid())
+	}
+	t.Skipf("needs root to change file credentials (%s=1 makes this a failure)", EnvRequireDocker)
+}
+
 // Busybox calls [Require], builds the busybox workload image when the engine lacks it, and
 // returns its tag, [images.BusyboxTag]. It calls t.Fatal when the image cannot be built.
 func Busybox(t testing.TB) string {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -115,9 +116,7 @@ func TestResolutionRules(t *testing.T) {
 // TestRemovalRunsWithTheGuestsAuthority: in a directory the guest may not write, a removal
 // the reach rule keeps to the guest is refused by the kernel.
 func TestRemovalRunsWithTheGuestsAuthority(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to change file credentials")
-	}
+	dockertest.RequireRoot(t)
 	r, dir := dirRoot(t)
 	w := filepath.Join(dir, "w")
 	if err := os.MkdirAll(filepath.Join(w, "locked"), 0o755); err != nil {
