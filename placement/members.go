@@ -35,14 +35,9 @@ func NewMembers(ctx context.Context, js jetstream.JetStream, opts ...Option) (*M
 	if js == nil {
 		return nil, errOption("a JetStream context is required")
 	}
-	o := defaultOptions(DefaultMembersBucket)
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o, err := buildOptions(DefaultMembersBucket, opts)
+	if err != nil {
+		return nil, err
 	}
 	kv, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: o.bucket, History: 1, Replicas: o.replicas,
 		TTL: o.lease, Storage: jetstream.MemoryStorage, Description: "maf-sandbox engines: heartbeat, daemon and load"})

@@ -34,6 +34,20 @@ func defaultOptions(bucket string) options {
 	return options{logger: zap.NewNop(), bucket: bucket, replicas: 1, lease: DefaultLease, grace: DefaultGrace}
 }
 
+// buildOptions applies opts, nil ones skipped, over the defaults for bucket.
+func buildOptions(bucket string, opts []Option) (options, error) {
+	o := defaultOptions(bucket)
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return options{}, err
+		}
+	}
+	return o, nil
+}
+
 func errOption(format string, a ...any) error {
 	return &sandbox.InvalidArgumentError{Reason: "placement: " + fmt.Sprintf(format, a...)}
 }

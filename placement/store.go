@@ -58,14 +58,9 @@ func New(ctx context.Context, js jetstream.JetStream, engine string, opts ...Opt
 	if js == nil || engine == "" {
 		return nil, errOption("a JetStream context and an engine ID are required")
 	}
-	o := defaultOptions(DefaultBucket)
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o, err := buildOptions(DefaultBucket, opts)
+	if err != nil {
+		return nil, err
 	}
 	kv, err := openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: o.bucket, History: 1, Replicas: o.replicas,
 		Storage: jetstream.FileStorage, Description: "maf-sandbox placement: (key, kind) → owning engine and lease"})
