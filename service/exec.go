@@ -118,13 +118,22 @@ func (s *Service) execResult(ctx context.Context, h *handle, res sandbox.ExecRes
 	return r, nil
 }
 
-// checkStreamSubject refuses a stream_to the engine must not publish on: wildcards, empty
-// tokens, system subjects ($…) and the API's own subjects.
+// checkStreamSubject refuses a stream_to the engine must not publish on (see
+// checkOutboundSubject).
 func (s *Service) checkStreamSubject(subject string) error {
+	return s.checkOutboundSubject("stream_to", subject)
+}
+
+// checkOutboundSubject refuses a subject a caller names for the engine to publish or send
+// on: empty, wildcards or white space, empty tokens, system subjects ($…) and the API's own.
+// what names the field in the refusal.
+func (s *Service) checkOutboundSubject(what, subject string) error {
 	bad := func(why string) error {
-		return &BadRequestError{Reason: fmt.Sprintf("stream_to %q is refused: %s", subject, why)}
+		return &BadRequestError{Reason: fmt.Sprintf("%s %q is refused: %s", what, subject, why)}
 	}
 	switch {
+	case subject == "":
+		return bad("it is empty")
 	case strings.ContainsAny(subject, " \t\r\n*>"):
 		return bad("it holds a wildcard or white space")
 	case strings.HasPrefix(subject, "$"):

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mafsandbox/engine/wire"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -188,27 +187,10 @@ func declarationFromWire(w map[string]json.RawMessage) (*hosttools.Declaration, 
 	return &d, nil
 }
 
-// checkToolSubject refuses a tool subject the engine must not send requests to.
+// checkToolSubject refuses a tool subject the engine must not send requests to (see
+// checkOutboundSubject).
 func (s *Service) checkToolSubject(subject string) error {
-	bad := func(why string) error {
-		return &BadRequestError{Reason: fmt.Sprintf("tool subject %q is refused: %s", subject, why)}
-	}
-	switch {
-	case subject == "":
-		return bad("it is empty")
-	case strings.ContainsAny(subject, " \t\r\n*>"):
-		return bad("it holds a wildcard or white space")
-	case strings.HasPrefix(subject, "$"):
-		return bad("it is a system subject")
-	case subject == s.o.prefix || strings.HasPrefix(subject, s.o.prefix+"."):
-		return bad("it is under the API's prefix")
-	}
-	for tok := range strings.SplitSeq(subject, ".") {
-		if tok == "" {
-			return bad("it has an empty token")
-		}
-	}
-	return nil
+	return s.checkOutboundSubject("tool subject", subject)
 }
 
 // errToolFailed is a tool server's failure; the guest hears a generic refusal.
