@@ -233,7 +233,7 @@ subprocess.Popen(["sleep", "600"])
 print("spinning", flush=True)
 while True:
     time.sleep(0.1)
-`, 3*time.Second)
+`, 10*time.Second)
 		var pt *sandbox.ProgramTimeoutError
 		if !errors.As(err, &pt) || pt.Signal != sandbox.SignalSent || pt.Reach != sandbox.ReachGroup || !strings.Contains(pt.Output, "spinning") {
 			t.Fatalf("RunProgram = %v, want a timeout that killed the group, with the output so far", err)
