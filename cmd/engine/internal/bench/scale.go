@@ -222,25 +222,53 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// split traces one warm and one cold acquire and reports how much of each was spent waiting on
-// the daemon and how much in the engine (no engine call in flight).
+// split traces one warm and one cold acquire and a dispose, and reports how much of each was
+// spent waiting on the daemon and how much in the engine (no engine call in flight), with the
+// daemon's time per kind of call: what tells a daemon that slows with its container count
+// from an engine that does.
 func (r *runner) split(ctx context.Context, tr *Tracer, files sandbox.Spec, warm sandbox.Key, live int, report func(ScaleRow)) error {
 	cold := r.key("split")
 	defer r.b.Dispose(context.WithoutCancel(ctx), cold, sandbox.DisposeOptions{})
+	acquire := func(k sandbox.Key) func() error {
+		return func() error { _, err := r.b.Acquire(ctx, k, files); return err }
+	}
+	dispose := func() error {
+		if f := r.b.Dispose(ctx, cold, sandbox.DisposeOptions{}); f != nil {
+			return f
+		}
+		return nil
+	}
 	for _, c := range []struct {
-		op  string
-		key sandbox.Key
-	}{{"acquire_warm_split", warm}, {"acquire_cold_split", cold}} {
+		op string
+		do func() error
+	}{{"acquire_warm_split", acquire(warm)}, {"acquire_cold_split", acquire(cold)}, {"dispose_split", dispose}} {
 		tr.Mark()
 		began := time.Now()
-		if _, err := r.b.Acquire(ctx, c.key, files); err != nil {
+		if err := c.do(); err != nil {
 			return err
 		}
 		total := time.Since(began)
 		calls := tr.Calls()
 		busy := Busy(calls)
 		report(ScaleRow{Live: live, Op: c.op, Value: ms(total - busy), Unit: "ms",
-			Note: fmt.Sprintf("engine-side, of %.1f ms in all; the daemon %.1f ms over %d calls", ms(total), ms(busy), len(calls))})
+			Note: fmt.Sprintf("engine-side, of %.1f ms in all; the daemon %.1f ms over %d calls (%s)", ms(total), ms(busy), len(calls), perOp(calls))})
 	}
 	return nil
+}
+
+// perOp sums the calls' durations by kind of call, in the order each kind first appears.
+func perOp(calls []Call) string {
+	var order []string
+	sum := map[string]time.Duration{}
+	for _, c := range calls {
+		if _, ok := sum[c.Op]; !ok {
+			order = append(order, c.Op)
+		}
+		sum[c.Op] += c.Took
+	}
+	parts := make([]string, len(order))
+	for i, op := range order {
+		parts[i] = fmt.Sprintf("%s %.1f", op, ms(sum[op]))
+	}
+	return strings.Join(parts, ", ")
 }
