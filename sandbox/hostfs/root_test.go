@@ -16,7 +16,7 @@ import (
 )
 
 // dirRoot is a Root on a host directory, for the resolution rules without a container.
-func dirRoot(t *testing.T) (*Root, string) {
+func dirRoot(t testing.TB) (*Root, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil { // the guest searches its root
