@@ -162,3 +162,43 @@ func TestKernelFilesystemsAreRefused(t *testing.T) {
 		t.Error("a write into procfs went through")
 	}
 }
+
+// TestWriteOwnerAndMode: what a write makes is the owner's, mode 0644, whatever the umask,
+// and whether or not the create already gave it that owner (a set-group-ID directory gives
+// the directory's group, which the write must still replace).
+func TestWriteOwnerAndMode(t *testing.T) {
+	dockertest.RequireRoot(t)
+	r, dir := dirRoot(t)
+	if err := os.MkdirAll(filepath.Join(dir, "w/sgid"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(dir, "w/sgid"), 0, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(filepath.Join(dir, "w/sgid"), 0o2777); err != nil { // os.Chmod would take 0o2000 for no bit
+		t.Fatal(err)
+	}
+	defer unix.Umask(unix.Umask(0o077))
+	for _, tc := range []struct {
+		path  string
+		owner Owner
+	}{
+		{"root", Owner{}},
+		{"guest", Owner{UID: 1000, GID: 1001}},
+		{"sgid/root", Owner{}},
+		{"sgid/guest", Owner{UID: 1000, GID: 1001}},
+	} {
+		for range 2 { // a fresh name, then over it
+			if err := r.Write(context.Background(), tc.path, "/w", []byte("x"), tc.owner); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(dir, "w", tc.path), &st); err != nil {
+				t.Fatal(err)
+			}
+			if int(st.Uid) != tc.owner.UID || int(st.Gid) != tc.owner.GID || st.Mode&0o7777 != 0o644 {
+				t.Errorf("%s: owned %d:%d mode %o, want %d:%d 644", tc.path, st.Uid, st.Gid, st.Mode&0o7777, tc.owner.UID, tc.owner.GID)
+			}
+		}
+	}
+}
