@@ -1,10 +1,12 @@
 package hostfs
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,12 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-// The crash test's child reads its container and the size to write from these.
+// The crash test's child reads where to write and how much from these.
 const (
 	crashContainerEnv = "MAF_HOSTFS_CRASH_CONTAINER"
+	crashDirEnv       = "MAF_HOSTFS_CRASH_DIR"
 	crashSizeEnv      = "MAF_HOSTFS_CRASH_SIZE"
 )
 
@@ -30,92 +35,115 @@ const (
 var stagingName = regexp.MustCompile(`^\.maf-write-[0-9a-f]{32}$`)
 
 // TestCrashWriterChild is the writer TestWriteKilledMidwayLeavesOldOrNew kills: run in a
-// process of its own (this test binary again), it attaches to the container and writes
-// crashSizeEnv bytes of 'n' over /tmp/f in one Write. Run directly, it skips.
+// process of its own (this test binary again), it attaches to the container (or takes the
+// host directory as its root) and writes crashSizeEnv bytes of 'n' over /tmp/f in one Write,
+// saying "writing" on stdout just before. Run directly, it skips.
 func TestCrashWriterChild(t *testing.T) {
-	id := os.Getenv(crashContainerEnv)
-	if id == "" {
+	id, dir := os.Getenv(crashContainerEnv), os.Getenv(crashDirEnv)
+	if id == "" && dir == "" {
 		t.Skip("the child of TestWriteKilledMidwayLeavesOldOrNew")
 	}
 	size, err := strconv.Atoi(os.Getenv(crashSizeEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var r *Root
+	if id != "" {
+		r = attachTo(t, id)
+	} else {
+		r = &Root{id: "test", openRoot: func() (int, error) {
+			return unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}}
+	}
 	body := bytes.Repeat([]byte{'n'}, size)
-	if err := attachTo(t, id).Write(context.Background(), "f", "/tmp", body, Owner{UID: 1000, GID: 1000}); err != nil {
+	fmt.Println("writing")
+	if err := r.Write(context.Background(), "f", "/tmp", body, Owner{UID: 1000, GID: 1000}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestWriteKilledMidwayLeavesOldOrNew: a writing process SIGKILLed in the middle of a large
-// write, at a random point once its temporary name holds bytes, leaves the target with the
-// old content or the new, never a mix; what it leaves besides is only its temporary name, of
-// the fixed staging form, never the target's name.
+// TestWriteKilledMidwayLeavesOldOrNew: a writing process SIGKILLed at a random point of a
+// large write leaves the target with the old content (or none, when there was none) or the
+// new, never a mix; what it leaves besides is at most its temporary name, of the fixed
+// staging form, and none at all when it wrote an absent target through an unnamed file. On a
+// container's root (fuse-overlayfs here: no unnamed files) and on a host directory (ext4).
 func TestWriteKilledMidwayLeavesOldOrNew(t *testing.T) {
-	r, id := containerRoot(t)
-	old := append([]byte("old\n"), bytes.Repeat([]byte{'o'}, 1<<20)...)
-	if err := r.Write(context.Background(), "f", "/tmp", old, Owner{}); err != nil {
+	dockertest.RequireRoot(t)
+	croot, id := containerRoot(t)
+	host := t.TempDir()
+	if err := os.Mkdir(filepath.Join(host, "tmp"), 0o1777); err != nil {
 		t.Fatal(err)
 	}
-	const newSize = 96 << 20 // a few hundred ms through fuse-overlayfs: room to land a kill
-	dir := fmt.Sprintf("/proc/%d/root/tmp", r.Pid())
+	for _, tc := range []struct {
+		name, env, dir string
+		replace        bool // the target exists before each round
+		unnamed        bool // the write goes through an unnamed file: nothing may be left
+	}{
+		{"container/replace", crashContainerEnv + "=" + id, fmt.Sprintf("/proc/%d/root/tmp", croot.Pid()), true, false},
+		{"container/new", crashContainerEnv + "=" + id, fmt.Sprintf("/proc/%d/root/tmp", croot.Pid()), false, false},
+		{"hostdir/replace", crashDirEnv + "=" + host, filepath.Join(host, "tmp"), true, false},
+		{"hostdir/new", crashDirEnv + "=" + host, filepath.Join(host, "tmp"), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { killWriters(t, tc.env, tc.dir, tc.replace, tc.unnamed) })
+	}
+}
+
+// killWriters runs six writers over dir/f, each killed at a random point, and checks what
+// each left.
+func killWriters(t *testing.T, env, dir string, replace, unnamed bool) {
+	const newSize = 96 << 20 // tens to hundreds of ms to write: room to land a kill
+	old := append([]byte("old\n"), bytes.Repeat([]byte{'o'}, 1<<20)...)
+	target := filepath.Join(dir, "f")
+	before := map[string]bool{}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			before[e.Name()] = true
+		}
+	}
 	killedMidway := 0
-	left := map[string]bool{} // the temporaries of earlier rounds
 	for round := range 6 {
+		_ = os.Remove(target)
+		if replace {
+			if err := os.WriteFile(target, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashWriterChild$", "-test.count", "1")
-		cmd.Env = append(os.Environ(), crashContainerEnv+"="+id, crashSizeEnv+"="+strconv.Itoa(newSize))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		// Wait until a temporary holds bytes, then kill at a random point of the write.
-		var waitErr error
-		done := false
-		for deadline := time.Now().Add(time.Minute); !done; {
-			select {
-			case waitErr = <-exited:
-				done = true
-				continue
-			default:
-			}
-			if name := writing(t, dir, left); name != "" {
-				left[name] = true
-				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-				waitErr = <-exited
-				done = true
-				continue
-			}
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("round %d: the child never started writing: %s", round, out.String())
-			}
-			time.Sleep(time.Millisecond)
-		}
-		got, err := os.ReadFile(filepath.Join(dir, "f"))
+		cmd.Env = append(os.Environ(), env, crashSizeEnv+"="+strconv.Itoa(newSize))
+		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		if line == "writing\n" {
+			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		waitErr := cmd.Wait()
+		var exit *exec.ExitError
+		killed := errors.As(waitErr, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+		if waitErr != nil && !killed {
+			t.Fatalf("round %d: the child: %v (said %q)", round, waitErr, line)
+		}
+		got, err := os.ReadFile(target)
 		switch {
-		case bytes.Equal(got, old):
+		case err != nil && !replace && os.IsNotExist(err):
+			killedMidway++
+		case err != nil:
+			t.Fatal(err)
+		case replace && bytes.Equal(got, old):
+			killedMidway++
 		case len(got) == newSize && bytes.Count(got, []byte{'n'}) == newSize:
 		default:
-			t.Fatalf("round %d (child: %v): the target holds %d bytes, neither the old content nor the new", round, waitErr, len(got))
-		}
-		ws, ok := waitErr.(*exec.ExitError)
-		if ok && ws.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL && bytes.Equal(got, old) {
-			killedMidway++
-		} else if waitErr != nil && !ok {
-			t.Fatalf("round %d: %v: %s", round, waitErr, out.String())
+			t.Fatalf("round %d (killed %t): the target holds %d bytes, neither the old content nor the new", round, killed, len(got))
 		}
 	}
 	if killedMidway == 0 {
-		t.Fatal("no round killed the writer before its rename: the test proved nothing")
+		t.Fatal("no round killed the writer before its rename or link: the test proved nothing")
 	}
-	// What the killed writers left: their temporaries, nothing under any other name.
 	temporaries := 0
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -123,31 +151,14 @@ func TestWriteKilledMidwayLeavesOldOrNew(t *testing.T) {
 	}
 	for _, e := range entries {
 		switch n := e.Name(); {
-		case n == "f":
-		case stagingName.MatchString(n):
+		case before[n], n == "f":
+		case stagingName.MatchString(n) && !unnamed:
 			temporaries++
 		default:
 			t.Errorf("an entry %q appeared beside the target", n)
 		}
 	}
-	t.Logf("%d of 6 writers killed before their rename; %d temporaries left", killedMidway, temporaries)
-}
-
-// writing returns a temporary name in dir, not among seen, that holds bytes, or "".
-func writing(t *testing.T, dir string, seen map[string]bool) string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !stagingName.MatchString(e.Name()) || seen[e.Name()] {
-			continue
-		}
-		if info, err := e.Info(); err == nil && info.Size() > 0 {
-			return e.Name()
-		}
-	}
-	return ""
+	t.Logf("%d of 6 writers killed before their rename or link; %d temporaries left", killedMidway, temporaries)
 }
 
 // TestReaderNeverSeesATornWrite: a guest reading the target in a loop while the host rewrites

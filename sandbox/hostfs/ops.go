@@ -110,11 +110,12 @@ type Owner struct{ UID, GID int }
 const stagingPrefix = ".maf-write-"
 
 // Write puts content at p atomically (protocol §4.5): the missing directories below wd are
-// created 0755 as owner (those above it root's, as the daemon makes them), the content goes to
-// a fresh temporary name in the parent, owned by owner, mode 0644, and renameat moves it over
-// the target in that same directory handle. A reader never sees a torn file, an engine killed
-// mid-write leaves the old content, and a link the guest swaps in at the target after the
-// check is replaced, never followed.
+// created 0755 as owner (those above it root's, as the daemon makes them), and the file, owned
+// by owner, mode 0644, gets its bytes before it gets the target's name in that same directory
+// handle: linked there from an unnamed file when the name is absent and the filesystem has
+// them (writeUnnamed), else renamed over it from a temporary name (writeNamed). A reader never
+// sees a torn file, an engine killed mid-write leaves the old content, and a link the guest
+// swaps in at the target after the check is replaced, never followed.
 func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Owner) error {
 	c, err := r.begin(p, wd)
 	if err != nil {
@@ -135,14 +136,65 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 		return err
 	}
 	defer unix.Close(pfd)
-	tmp := stagingPrefix + token()
-	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.ENOENT) {
+	name := path.Base(abs)
+	err = writeUnnamed(pfd, name, content, owner)
+	if errors.Is(err, errNamedWrite) {
+		err = writeNamed(pfd, name, content, owner)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
+		return &sandbox.PathError{Op: "write", Path: p, Err: sandbox.ErrIsDirectory}
+	case errors.Is(err, unix.ENOENT):
 		// The directory was removed since it was opened (a guest racing its own tree).
 		return &sandbox.PathError{Op: "write", Path: p, Err: fs.ErrNotExist}
 	}
+	return fmt.Errorf("hostfs: write %s: %w", abs, err)
+}
+
+// errNamedWrite sends a write to the temporary name.
+var errNamedWrite = errors.New("hostfs: write through a temporary name")
+
+// writeUnnamed makes name, absent, by linking an unnamed file (O_TMPFILE) at it once its
+// owner, mode and bytes are set: the name appears whole or not at all, and a writer killed
+// before the link leaves nothing behind. errNamedWrite when the name exists (a link there is
+// replaced, and linkat cannot replace) or appeared meanwhile, or the filesystem has no unnamed
+// files (fuse-overlayfs answers EOPNOTSUPP without a round trip to its daemon).
+func writeUnnamed(pfd int, name string, content []byte, owner Owner) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		return errNamedWrite
+	}
+	fd, err := unix.Openat(pfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return fmt.Errorf("hostfs: create a temporary name for %s: %w", abs, err)
+		return errNamedWrite
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if err := settle(fd, owner); err != nil {
+		return err
+	}
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	// linkat never follows or replaces what is at name: EEXIST if the guest made something
+	// there since the fstatat, and the named write then replaces it.
+	err = unix.Linkat(fd, "", pfd, name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EEXIST) {
+		return errNamedWrite
+	}
+	return err
+}
+
+// writeNamed writes content to a fresh temporary name in the directory, owned by owner, mode
+// 0644, and renames it over name: a reader sees the old file or the new, and a link at name is
+// replaced, never followed. A writer killed before the rename leaves the temporary name.
+func writeNamed(pfd int, name string, content []byte, owner Owner) error {
+	tmp := stagingPrefix + token()
+	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	err = func() error {
@@ -154,19 +206,12 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 		return err
 	}()
 	if err == nil {
-		err = unix.Renameat(pfd, tmp, pfd, path.Base(abs))
+		err = unix.Renameat(pfd, tmp, pfd, name)
 	}
 	if err != nil {
 		_ = unix.Unlinkat(pfd, tmp, 0)
-		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-			return &sandbox.PathError{Op: "write", Path: p, Err: sandbox.ErrIsDirectory}
-		}
-		if errors.Is(err, unix.ENOENT) {
-			return &sandbox.PathError{Op: "write", Path: p, Err: fs.ErrNotExist}
-		}
-		return fmt.Errorf("hostfs: write %s: %w", abs, err)
 	}
-	return nil
+	return err
 }
 
 // settle gives the file just created at fd the owner and mode 0644, before any byte is

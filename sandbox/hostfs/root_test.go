@@ -202,3 +202,48 @@ func TestWriteOwnerAndMode(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteReplacesWhatIsAtTheName: a link at the target, dangling or to a host file, is
+// refused by the walk (one swapped in after it is replaced by the rename or refused by the
+// link, TestSwapRaceNeverEscapes) and its target untouched; a directory there is refused; an
+// absent name is made whole (through an unnamed file on this ext4), leaving no temporary.
+func TestWriteReplacesWhatIsAtTheName(t *testing.T) {
+	r, dir := dirRoot(t)
+	ctx := context.Background()
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := filepath.Join(dir, "w")
+	if err := os.MkdirAll(filepath.Join(w, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, to := range map[string]string{"link": outside, "dangling": "/nonexistent/x"} {
+		if err := os.Symlink(to, filepath.Join(w, name)); err != nil {
+			t.Fatal(err)
+		}
+		var nc *sandbox.NotConfinedError
+		if err := r.Write(ctx, name, "/w", []byte("new"), Owner{}); !errors.As(err, &nc) {
+			t.Fatalf("write over %s: %v, want NotConfinedError", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "host" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+	var pe *sandbox.PathError
+	if err := r.Write(ctx, "d", "/w", []byte("x"), Owner{}); !errors.As(err, &pe) || !errors.Is(err, sandbox.ErrIsDirectory) {
+		t.Fatalf("write over a directory: %v, want ErrIsDirectory", err)
+	}
+	if err := r.Write(ctx, "fresh", "/w", []byte("whole"), Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := os.ReadDir(w)
+	for _, e := range names {
+		if strings.HasPrefix(e.Name(), stagingPrefix) {
+			t.Errorf("a temporary name is left: %s", e.Name())
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(w, "fresh")); string(b) != "whole" {
+		t.Fatalf("fresh holds %q", b)
+	}
+}
