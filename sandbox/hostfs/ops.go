@@ -122,7 +122,17 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 		return err
 	}
 	defer c.close()
-	abs, err := paths.ResolveWrite(ctx, c.stat, p, wd)
+	// The walk's last stat is of the target: whether it was absent picks the way to write.
+	var last struct {
+		abs    string
+		absent bool
+	}
+	walk := func(ctx context.Context, a string) (*sandbox.FileStat, error) {
+		st, err := c.stat(ctx, a)
+		last.abs, last.absent = a, err == nil && st == nil
+		return st, err
+	}
+	abs, err := paths.ResolveWrite(ctx, walk, p, wd)
 	if err != nil {
 		return err
 	}
@@ -137,7 +147,10 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 	}
 	defer unix.Close(pfd)
 	name := path.Base(abs)
-	err = writeUnnamed(pfd, name, content, owner)
+	err = errNamedWrite
+	if last.abs == abs && last.absent {
+		err = writeUnnamed(pfd, name, content, owner)
+	}
 	if errors.Is(err, errNamedWrite) {
 		err = writeNamed(pfd, name, content, owner)
 	}
@@ -156,16 +169,12 @@ func (r *Root) Write(ctx context.Context, p, wd string, content []byte, owner Ow
 // errNamedWrite sends a write to the temporary name.
 var errNamedWrite = errors.New("hostfs: write through a temporary name")
 
-// writeUnnamed makes name, absent, by linking an unnamed file (O_TMPFILE) at it once its
-// owner, mode and bytes are set: the name appears whole or not at all, and a writer killed
-// before the link leaves nothing behind. errNamedWrite when the name exists (a link there is
-// replaced, and linkat cannot replace) or appeared meanwhile, or the filesystem has no unnamed
-// files (fuse-overlayfs answers EOPNOTSUPP without a round trip to its daemon).
+// writeUnnamed makes name, absent at the walk, by linking an unnamed file (O_TMPFILE) at it
+// once its owner, mode and bytes are set: the name appears whole or not at all, and a writer
+// killed before the link leaves nothing behind. errNamedWrite when something appeared at the
+// name meanwhile (linkat cannot replace it) or the filesystem has no unnamed files
+// (fuse-overlayfs answers EOPNOTSUPP without a round trip to its daemon).
 func writeUnnamed(pfd int, name string, content []byte, owner Owner) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
-		return errNamedWrite
-	}
 	fd, err := unix.Openat(pfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return errNamedWrite
@@ -179,7 +188,7 @@ func writeUnnamed(pfd int, name string, content []byte, owner Owner) error {
 		return err
 	}
 	// linkat never follows or replaces what is at name: EEXIST if the guest made something
-	// there since the fstatat, and the named write then replaces it.
+	// there since the walk, and the named write then replaces it.
 	err = unix.Linkat(fd, "", pfd, name, unix.AT_EMPTY_PATH)
 	if errors.Is(err, unix.EEXIST) {
 		return errNamedWrite

@@ -247,3 +247,38 @@ func TestWriteReplacesWhatIsAtTheName(t *testing.T) {
 		t.Fatalf("fresh holds %q", b)
 	}
 }
+
+// TestUnnamedWriteNeverReplaces: when something appears at an absent target between the walk
+// and the link (here made before the call), the unnamed write hands over to the named one
+// and leaves what is there, link or file, as it was.
+func TestUnnamedWriteNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("guest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	pfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	for _, name := range []string{"f", "l"} {
+		if err := writeUnnamed(pfd, name, []byte("host"), Owner{}); !errors.Is(err, errNamedWrite) {
+			t.Fatalf("unnamed write over %s: %v, want errNamedWrite", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "guest" {
+		t.Fatalf("f holds %q", b)
+	}
+	if to, _ := os.Readlink(filepath.Join(dir, "l")); to != "/etc/passwd" {
+		t.Fatalf("l points to %q", to)
+	}
+	if err := writeUnnamed(pfd, "n", []byte("host"), Owner{}); err != nil {
+		t.Fatalf("unnamed write of an absent name on %s: %v", dir, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "n")); string(b) != "host" {
+		t.Fatalf("n holds %q", b)
+	}
+}
