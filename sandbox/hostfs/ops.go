@@ -244,6 +244,27 @@ func settle(fd int, owner Owner) error {
 	return nil
 }
 
+// MakeBase makes the directory base and its missing ancestors, as the archive plane's
+// storage-base archive does: base 0755 owned by owner, the ancestors 0755 root's. What exists
+// is kept; a link at any component is the confinement refusal and another non-directory the
+// ENOTDIR one, with no window for a guest to swap one in (each is made with mkdirat in its
+// parent's handle and reopened no-follow).
+func (r *Root) MakeBase(ctx context.Context, base string, owner Owner) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := r.begin(base, base)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	fd, err := c.mkdirs(paths.Normalize(base), owner)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
 // mkdirs opens dir, creating what is missing: inside wd as owner, above it as root. Each is
 // made with mkdirat in its parent's handle and opened no-follow, so a link planted at a name
 // just made is refused rather than entered.

@@ -282,3 +282,40 @@ func TestUnnamedWriteNeverReplaces(t *testing.T) {
 		t.Fatalf("n holds %q", b)
 	}
 }
+
+// TestMakeBase: the storage base is made as the archive plane's archive makes it, the base
+// the guest's and its ancestors root's, and a link or file on the way is refused.
+func TestMakeBase(t *testing.T) {
+	dockertest.RequireRoot(t)
+	r, dir := dirRoot(t)
+	ctx := context.Background()
+	if err := r.MakeBase(ctx, "/maf/work", Owner{UID: 1000, GID: 1001}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string][2]uint32{"maf": {0, 0}, "maf/work": {1000, 1001}} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != want[0] || st.Gid != want[1] || st.Mode&0o7777 != 0o755 || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			t.Errorf("%s: %d:%d mode %o, want a directory %d:%d 755", p, st.Uid, st.Gid, st.Mode, want[0], want[1])
+		}
+	}
+	if err := r.MakeBase(ctx, "/maf/work", Owner{UID: 1000, GID: 1001}); err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if err := os.Symlink("/", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var nc *sandbox.NotConfinedError
+	if err := r.MakeBase(ctx, "/link/work", Owner{}); !errors.As(err, &nc) {
+		t.Fatalf("base below a link: %v, want NotConfinedError", err)
+	}
+	var nd *sandbox.NotDirectoryError
+	if err := r.MakeBase(ctx, "/file/work", Owner{}); !errors.As(err, &nd) {
+		t.Fatalf("base below a file: %v, want NotDirectoryError", err)
+	}
+}
