@@ -66,7 +66,7 @@ func TestCrashWriterChild(t *testing.T) {
 // large write leaves the target with the old content (or none, when there was none) or the
 // new, never a mix; what it leaves besides is at most its temporary name, of the fixed
 // staging form, and none at all when it wrote an absent target through an unnamed file. On a
-// container's root (fuse-overlayfs here: no unnamed files) and on a host directory (ext4).
+// container's root (fuse-overlayfs here: no unnamed files) and on a host directory (ext4 here).
 func TestWriteKilledMidwayLeavesOldOrNew(t *testing.T) {
 	dockertest.RequireRoot(t)
 	croot, id := containerRoot(t)
