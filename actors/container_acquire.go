@@ -157,8 +157,9 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 		}
 	}
 	a.workDir = base
+	late := false // the base is made once the container runs (makeBaseStarted)
 	if spec.NeedsStorageBase() {
-		if err := a.prepareWorkDir(ctx, info, base, f, memo); err != nil {
+		if late, err = a.prepareWorkDir(ctx, info, base, f, memo, created && a.hostAtStart(ctx)); err != nil {
 			return err
 		}
 	}
@@ -174,6 +175,12 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 		return fmt.Errorf("docker could not start container %s: %w", a.name, err)
 	}
 	a.info = nil
+	if late {
+		if err := a.makeBaseStarted(ctx, info, base, f); err != nil {
+			a.removeContainer(info.ID)
+			return err
+		}
+	}
 	a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef))
 	return nil
 }

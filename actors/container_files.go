@@ -342,9 +342,11 @@ func parentOf(abs string) string {
 //
 // A container just created (memo set) has its image's files: what the walk found is its
 // image's, remembered per image ID so the next fresh container of it sends the tar unwalked.
-func (a *containerActor) prepareWorkDir(ctx context.Context, info *docker.ContainerInfo, base string, f *facts, memo *statMemo) error {
+// With afterStart, a created container's missing base is not sent but reported (late), for
+// makeBaseStarted to make once the container runs.
+func (a *containerActor) prepareWorkDir(ctx context.Context, info *docker.ContainerInfo, base string, f *facts, memo *statMemo, afterStart bool) (late bool, _ error) {
 	if paths.Normalize(base) == "/" {
-		return nil
+		return false, nil
 	}
 	target := info.ID
 	check := memo
@@ -358,25 +360,28 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, info *docker.Contai
 	if !known {
 		var err error
 		if missing, err = a.missingBase(ctx, target, base, check); err != nil {
-			return err
+			return false, err
 		}
 		if memo != nil {
 			a.b.images.setMissing(info.ImageID, base, missing)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return false, nil
+	}
+	if memo != nil && afterStart {
+		return true, nil
 	}
 	if memo != nil {
 		// Not started: no guest process, nothing to freeze.
-		return a.createBase(ctx, target, base, missing, f)
+		return false, a.createBase(ctx, target, base, missing, f)
 	}
 	if a.execsStarting() {
 		// A freeze now could race an exec's start (see handle); the base went missing under
 		// running commands, which only the guest can have done.
-		return fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
+		return false, fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
 	}
-	return a.frozen(ctx, target, func() error {
+	return false, a.frozen(ctx, target, func() error {
 		missing, err := a.missingBase(ctx, target, base, newKindMemo())
 		if err != nil || len(missing) == 0 {
 			return err

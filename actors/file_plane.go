@@ -246,6 +246,42 @@ func (a *containerActor) attachHost(ctx context.Context, target string) (*hostfs
 	return hostfs.Attach(ctx, want, inspect)
 }
 
+// hostAtStart reports whether a container this acquire creates should get its storage base
+// after its start, on the host plane: the backend may use that plane (each container is still
+// proven, by makeBaseStarted).
+func (a *containerActor) hostAtStart(ctx context.Context) bool {
+	return a.b.filePlane != FilePlaneArchive && a.b.hostAvailable(ctx) == nil
+}
+
+// makeBaseStarted makes the missing storage base of a container this acquire just started. On
+// the host plane it is a mkdirat chain beneath the proven process's root, instead of the
+// archive sent to the created container, which costs the daemon a mount and an unmount of the
+// container's filesystem (0.4-0.8 s of a cold acquire on this machine's fuse-overlayfs). The
+// base's rules are the archive's: its components were checked on the created container, the
+// ancestors are root's, the base the guest's, and a link or file a guest's entrypoint put on
+// the way meanwhile is refused, not followed. A container the plane cannot be proven for in
+// auto mode gets it on the archive plane under a freeze, as a running one whose base went
+// missing does.
+func (a *containerActor) makeBaseStarted(ctx context.Context, info *docker.ContainerInfo, base string, f *facts) error {
+	p, err := a.plane(ctx, info.ID)
+	if err != nil {
+		return err
+	}
+	hp, ok := p.(hostPlane)
+	if !ok {
+		_, err := a.prepareWorkDir(ctx, info, base, f, nil, false)
+		return err
+	}
+	var o hostfs.Owner
+	if f.resolved {
+		o = hostfs.Owner{UID: f.uid, GID: f.gid}
+	}
+	if err := hp.root.MakeBase(ctx, base, o); err != nil {
+		return fmt.Errorf("could not create the working directory %s: %w", base, err)
+	}
+	return nil
+}
+
 // dropHost closes the host plane's root, if any.
 func (a *containerActor) dropHost() {
 	if a.host != nil {

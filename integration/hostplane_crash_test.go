@@ -1,0 +1,189 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// The host plane's crash child: the key to acquire, JSON (the labels ride crashLabelsEnv).
+const hostCrashChildEnv = "MAF_SANDBOX_HOST_WRITE_CRASH_CHILD"
+
+// hostStaging is the host plane's temporary name.
+var hostStaging = regexp.MustCompile(`^\.maf-write-[0-9a-f]{32}$`)
+
+// An engine SIGKILLed while it writes a 50 MiB file over the host plane leaves the file whole:
+// a fresh engine reads the complete old content, or the new, never a mix. The writer is a real
+// engine process (this test binary re-run) with the host plane forced; it is killed at a
+// random point once its temporary name holds bytes. What it leaves is only that name, of the
+// staging form, beside the file, which the fresh engine can remove. A last round lets the
+// write finish: the new content whole, nothing left.
+func TestHostPlaneWriteCrashLeavesOldOrNewContent(t *testing.T) {
+	if os.Getenv(hostCrashChildEnv) != "" {
+		hostCrashChild(t)
+		return
+	}
+	if !slices.Contains(filePlanes(t), actors.FilePlaneHost) {
+		t.Skip("the host plane is not among this pass's planes")
+	}
+	dockertest.RequireRoot(t)
+	host := actors.WithFilePlane(actors.FilePlaneHost)
+	b := newBackend(t, host)
+	key := newKey(t)
+	spec := filesSpec(t)
+	sb := acquire(t, b, key, spec)
+	ctx := ctxT(t)
+	oldContent, newContent := crashContent("old content\n"), crashContent("NEW CONTENT\n")
+	keyJSON, _ := json.Marshal(key)
+	labelsJSON, _ := json.Marshal(dockertest.Labels())
+	pid := dockertest.Docker(t, "inspect", "--format", "{{.State.Pid}}", sb.InstanceID())
+	work := filepath.Join("/proc", pid, "root", "maf-sandbox/work")
+
+	killedBeforeRename := 0
+	for round := range 4 {
+		finish := round == 3
+		if err := sb.WriteFile(ctx, crashFile, oldContent, "."); err != nil {
+			t.Fatalf("round %d: write the old content: %v", round, err)
+		}
+		child := exec.Command(os.Args[0], "-test.run=^TestHostPlaneWriteCrashLeavesOldOrNewContent$", "-test.count=1")
+		child.Env = append(os.Environ(), hostCrashChildEnv+"="+string(keyJSON), crashLabelsEnv+"="+string(labelsJSON))
+		child.Stderr = os.Stderr
+		out, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		waitForLine(t, lines, crashReady)
+		if finish {
+			waitForLine(t, lines, crashWrote)
+		} else {
+			waitForStaging(t, work)
+			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		}
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatalf("round %d: kill the writer: %v", round, err)
+		}
+		_ = child.Wait()
+
+		after := acquireAgainOn(t, key, spec, host)
+		got, err := after.ReadFile(ctx, crashFile, ".", 64<<20)
+		switch {
+		case err != nil:
+			t.Fatalf("round %d: read back: %v", round, err)
+		case bytes.Equal(got, oldContent) && !finish:
+			killedBeforeRename++
+		case bytes.Equal(got, newContent):
+		default:
+			t.Fatalf("round %d: %d bytes, neither the whole old content nor the whole new", round, len(got))
+		}
+		var left []string
+		entries, err := os.ReadDir(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch n := e.Name(); {
+			case n == crashFile:
+			case hostStaging.MatchString(n):
+				left = append(left, n)
+				if err := after.Remove(ctx, n, ".", false); err != nil {
+					t.Fatalf("round %d: remove the leftover %s: %v", round, n, err)
+				}
+			default:
+				t.Errorf("round %d: %q appeared beside the file", round, n)
+			}
+		}
+		t.Logf("round %d (finish %t): content whole; temporaries left: %v", round, finish, left)
+		if finish && len(left) > 0 {
+			t.Fatalf("round %d: a finished write left %v", round, left)
+		}
+	}
+	if killedBeforeRename == 0 {
+		t.Fatal("no writer was killed before its rename: the test proved nothing")
+	}
+}
+
+// waitForStaging returns once a temporary name in dir holds bytes.
+func waitForStaging(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && hostStaging.MatchString(e.Name()) && info.Size() > 0 {
+				return
+			}
+		}
+	}
+	t.Fatal("the writer's temporary never held a byte")
+}
+
+// hostCrashChild is the writer: it acquires the parent's sandbox on the host plane, says so,
+// and writes the new content until it is killed.
+func hostCrashChild(t *testing.T) {
+	var key sandbox.Key
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(os.Getenv(hostCrashChildEnv)), &key); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(os.Getenv(crashLabelsEnv)), &labels); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := actors.Create(ctx, docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second},
+		actors.WithLogger(zap.NewNop()), actors.WithFilePlane(actors.FilePlaneHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Acquire(ctx, key, filesSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := crashContent("NEW CONTENT\n")
+	// The plane is proven on the first file call: make it before saying ready, so the kill
+	// lands in the write itself.
+	if _, err := sb.StatFile(ctx, crashFile, "."); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(crashReady + " " + strconv.Itoa(len(content)))
+	if err := sb.WriteFile(ctx, crashFile, content, "."); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(crashWrote)
+	time.Sleep(time.Minute) // killed long before
+}
+
+// acquireAgainOn acquires key through a new backend on the given plane (closed when the test
+// ends).
+func acquireAgainOn(t *testing.T, key sandbox.Key, spec sandbox.Spec, plane actors.Option) sandbox.Sandbox {
+	t.Helper()
+	b := newBackend(t, plane)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := b.Acquire(ctx, key, spec)
+	if err != nil {
+		t.Fatalf("acquire after the crash: %v", err)
+	}
+	return sb
+}
