@@ -152,6 +152,10 @@ func (s *Store) Close() {
 // Engine is the engine this store claims for.
 func (s *Store) Engine() string { return s.engine }
 
+// Daemon is the Docker daemon identity this store records in its entries ([WithDaemon]), empty
+// when none was given.
+func (s *Store) Daemon() string { return s.o.daemon }
+
 // Lease is how long a claim or renewal holds.
 func (s *Store) Lease() time.Duration { return s.o.lease }
 

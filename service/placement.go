@@ -116,19 +116,47 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 	case err != nil:
 		return nil, nil, &EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	}
-	if taken != nil {
-		s.log.Info("took a lapsed sandbox over", zap.Stringer("key", key), zap.String("kind", kind),
-			zap.String("from", taken.Engine))
-	}
 	s.leases.put(key, kind, l)
-	return nil, func() {
+	release = func() {
 		s.leases.take(func(h heldLease) bool { return h.lease.Entry == l.Entry })
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := p.Release(rctx, l); err != nil {
 			s.log.Debug("release the claim of a failed acquire", zap.Error(err))
 		}
-	}, nil
+	}
+	if taken != nil {
+		if err := s.takeOver(ctx, key, kind, taken); err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
+	return nil, release, nil
+}
+
+// takeOver readies this engine's daemon for a sandbox whose lapsed owner it just replaced.
+// On the owner's own daemon the owner's container is the one the acquire finds under the
+// sandbox's name, and the acquire adopts it: same instance, same files, and a freeze the dead
+// owner left is thawed there (actors, recoverFrozen) — by the new owner, the only process now
+// entitled to. On another daemon the owner's container stays where it is, for that host's
+// reaper; a container this daemon holds under the name is from an older tenure here, and
+// adopting it would serve stale files as current, so it is disposed and the acquire creates
+// afresh. When either daemon is unrecorded the container found is adopted.
+func (s *Service) takeOver(ctx context.Context, key sandbox.Key, kind string, taken *placement.Record) error {
+	here := s.o.placement.Daemon()
+	log := s.log.With(zap.Stringer("key", key), zap.String("kind", kind), zap.String("from", taken.Engine))
+	if taken.Daemon == "" || here == "" || taken.Daemon == here {
+		log.Info("took a lapsed sandbox over on its daemon; adopting its container")
+		return nil
+	}
+	log.Info("took a lapsed sandbox over from another daemon; creating it afresh here",
+		zap.String("from_daemon", taken.Daemon))
+	if f := s.router.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &kind}); f != nil {
+		return &EngineUnavailableError{Reason: fmt.Sprintf(
+			"took the sandbox over from daemon %s, but this daemon's older container of it could not be removed (%v); try again",
+			taken.Daemon, f)}
+	}
+	return nil
 }
 
 // forward sends the acquire this call carries to owner's own acquire subject and returns its

@@ -287,3 +287,60 @@ func TestPlacementOwnerGoneIsUnavailable(t *testing.T) {
 		t.Fatalf("the engine created the sandbox another engine owns (%d acquires)", n)
 	}
 }
+
+// TestPlacementTakeoverAdoptsOnItsDaemonOnly: an engine taking over a lapsed sandbox adopts
+// what its daemon holds under the sandbox's name when the previous owner drove the same daemon
+// (or either daemon is unrecorded), and disposes it first, so that the acquire creates afresh,
+// when the owner drove another daemon: what this daemon holds is an older tenure's.
+func TestPlacementTakeoverAdoptsOnItsDaemonOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name, recorded, here string
+		fresh                bool
+	}{
+		{"same daemon", "d1", "d1", false},
+		{"another daemon", "d2", "d1", true},
+		{"owner's daemon unrecorded", "", "d1", false},
+		{"this daemon unrecorded", "d2", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Run(t)
+			fake := newFake(t)
+			p := placementStore(t, srv, "taker", placement.WithDaemon(tc.here))
+			e := startEngineOn(t, srv, fake, service.WithPlacement(p))
+			ctx := ctxT(t)
+			js, err := jetstream.New(natstest.Connect(t, srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(ctx, placement.DefaultBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := fmt.Sprintf(`{"engine":"lapsed","daemon":%q,"expires":%q}`, tc.recorded,
+				time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano))
+			if _, err := kv.Put(ctx, placement.EntryKey(testKey, "shell"), []byte(rec)); err != nil {
+				t.Fatal(err)
+			}
+			sb, err := newClient(t, e).Acquire(ctx, testKey, testSpec(t))
+			if err != nil {
+				t.Fatalf("acquire of a lapsed sandbox: %v", err)
+			}
+			if got := sb.(*client.Sandbox).Engine(); got != "taker" {
+				t.Fatalf("served by %s, want the taker", got)
+			}
+			d := fake.Disposals()
+			switch {
+			case tc.fresh && (len(d) != 1 || d[0].Key != testKey || d[0].Options.Kind == nil || *d[0].Options.Kind != "shell"):
+				t.Fatalf("disposals %+v, want one of (%v, shell) before the acquire", d, testKey)
+			case !tc.fresh && len(d) != 0:
+				t.Fatalf("disposals %+v, want none: the container is adopted", d)
+			}
+			if n := len(fake.Acquires()); n != 1 {
+				t.Fatalf("%d acquires, want 1", n)
+			}
+			if r, ok, err := p.Get(ctx, testKey, "shell"); err != nil || !ok || r.Engine != "taker" || r.Daemon != tc.here {
+				t.Fatalf("record after the takeover %+v, %v, %v", r, ok, err)
+			}
+		})
+	}
+}
