@@ -64,6 +64,16 @@ func (l *leases) get(key sandbox.Key, kind string) (placement.Lease, bool) {
 	return h.lease, ok
 }
 
+// replace stores l in place of the lease of its entry while that is still at revision rev.
+func (l *leases) replace(rev uint64, nl placement.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.held[nl.Entry]; ok && cur.lease.Revision == rev {
+		cur.lease = nl
+		l.held[nl.Entry] = cur
+	}
+}
+
 // take removes and returns the leases match accepts.
 func (l *leases) take(match func(heldLease) bool) []heldLease {
 	l.mu.Lock()
@@ -146,7 +156,10 @@ func (s *Service) takeOver(ctx context.Context, key sandbox.Key, kind string, ta
 	here := s.o.placement.Daemon()
 	log := s.log.With(zap.Stringer("key", key), zap.String("kind", kind), zap.String("from", taken.Engine))
 	if taken.Daemon == "" || here == "" || taken.Daemon == here {
-		log.Info("took a lapsed sandbox over on its daemon; adopting its container")
+		// The router trusts no instance it did not hand out itself (the protocol's acquire,
+		// step 7); the record vouches for the one the owner handed out, and only that one.
+		s.router.Vouch(key, kind, backendName(s), taken.Instance)
+		log.Info("took a lapsed sandbox over on its daemon; adopting its container", zap.String("instance", taken.Instance))
 		return nil
 	}
 	log.Info("took a lapsed sandbox over from another daemon; creating it afresh here",
@@ -157,6 +170,33 @@ func (s *Service) takeOver(ctx context.Context, key sandbox.Key, kind string, ta
 			taken.Daemon, f)}
 	}
 	return nil
+}
+
+// recordInstance writes the instance an acquire handed out into the sandbox's placement entry
+// when it is not there yet, so that a taker on this daemon can adopt it. It gives up quietly:
+// without it a taker creates afresh, which loses files but never serves a wrong container.
+func (s *Service) recordInstance(ctx context.Context, key sandbox.Key, kind, instance string) {
+	p := s.o.placement
+	if p == nil {
+		return
+	}
+	for range 3 {
+		l, ok := s.leases.get(key, kind)
+		if !ok || l.Instance == instance {
+			return
+		}
+		l.Instance = instance
+		nl, err := p.Renew(ctx, l)
+		if err == nil {
+			s.leases.replace(l.Revision, nl)
+			return
+		}
+		if !errors.Is(err, placement.ErrNotOwner) {
+			s.log.Debug("record the instance in the placement entry", zap.String("entry", l.Entry), zap.Error(err))
+			return
+		}
+		// A renewal moved the revision meanwhile: read the lease it left and try again.
+	}
 }
 
 // forward sends the acquire this call carries to owner's own acquire subject and returns its
@@ -260,12 +300,9 @@ func (s *Service) renew(h heldLease) {
 	cancel()
 	switch {
 	case err == nil:
-		s.leases.mu.Lock()
-		if cur, ok := s.leases.held[l.Entry]; ok && cur.lease.Revision == h.lease.Revision {
-			cur.lease = l
-			s.leases.held[l.Entry] = cur
-		}
-		s.leases.mu.Unlock()
+		s.leases.replace(h.lease.Revision, l)
+	case errors.Is(err, placement.ErrNotOwner) && s.stillOurs(h):
+		// Another write of this engine's (an instance recorded) moved the revision: not lost.
 	case errors.Is(err, placement.ErrNotOwner):
 		// Only when the lease held is still the one renewed: a claim of this engine's own may
 		// have replaced it meanwhile, moving the revision under this renewal.
@@ -280,6 +317,15 @@ func (s *Service) renew(h heldLease) {
 	default:
 		s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
 	}
+}
+
+// stillOurs reports whether the bucket's entry of h still names this engine, read after a
+// renewal of h was refused: a write of this engine's own then moved the revision.
+func (s *Service) stillOurs(h heldLease) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.placement.Lease()/3)
+	defer cancel()
+	r, ok, err := s.o.placement.Get(ctx, h.key, h.kind)
+	return err == nil && ok && r.Engine == s.id && time.Now().Before(r.Expires)
 }
 
 // releaseAll gives every lease up at Stop, so that another engine can take the sandboxes over

@@ -338,8 +338,10 @@ func TestPlacementTakeoverAdoptsOnItsDaemonOnly(t *testing.T) {
 			if n := len(fake.Acquires()); n != 1 {
 				t.Fatalf("%d acquires, want 1", n)
 			}
-			if r, ok, err := p.Get(ctx, testKey, "shell"); err != nil || !ok || r.Engine != "taker" || r.Daemon != tc.here {
-				t.Fatalf("record after the takeover %+v, %v, %v", r, ok, err)
+			// The taker records the instance it handed out, for whoever takes over from it.
+			if r, ok, err := p.Get(ctx, testKey, "shell"); err != nil || !ok || r.Engine != "taker" || r.Daemon != tc.here ||
+				r.Instance == "" || r.Instance != sb.InstanceID() {
+				t.Fatalf("record after the takeover %+v, %v, %v; want the taker's, naming instance %s", r, ok, err, sb.InstanceID())
 			}
 		})
 	}
