@@ -240,8 +240,8 @@ func TestTakeoverAdoptsTheContainerOnItsDaemon(t *testing.T) {
 
 // clusterServe runs "engine serve --placement" with the ID id on the cluster node url, on the
 // test's driver and the archive file plane, env added to the test's environment; it returns
-// the process. Cleanup stops it (SIGTERM) unless it is already gone.
-func clusterServe(t *testing.T, bin, url, id string, env ...string) *os.Process {
+// the process and its log. Cleanup stops it (SIGTERM) unless it is already gone.
+func clusterServe(t *testing.T, bin, url, id string, env ...string) (*os.Process, *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
@@ -275,7 +275,7 @@ func clusterServe(t *testing.T, bin, url, id string, env ...string) *os.Process 
 		}
 	})
 	waitReady(t, ready, served)
-	return serve.Process
+	return serve.Process, log
 }
 
 // syncBuffer is a buffer a process writes while the test may read it.
@@ -400,8 +400,8 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 	c := natscluster.Run(t, 3)
 	bin := buildEngine(t)
 	proxy := newHoldProxy(t)
-	a := clusterServe(t, bin, c.URL(0), "fa", "DOCKER_HOST=unix://"+proxy.path)
-	clusterServe(t, bin, c.URL(1), "fb")
+	a, _ := clusterServe(t, bin, c.URL(0), "fa", "DOCKER_HOST=unix://"+proxy.path)
+	_, logB := clusterServe(t, bin, c.URL(1), "fb")
 	waitFor(t, "both engines reachable from node 3", func() bool {
 		return engineReachable(t, c.URL(2), "fa") && engineReachable(t, c.URL(2), "fb")
 	})
@@ -463,6 +463,9 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 	}
 	if st := containerState(t, id); st != "running=true paused=false" {
 		t.Fatalf("after the takeover the container is %s, want running", st)
+	}
+	if !strings.Contains(logB.String(), "thawed before reuse") {
+		t.Fatalf("fb's log does not say it thawed the container")
 	}
 	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("containers of the key %v, want only %s", ids, id)

@@ -346,3 +346,28 @@ func TestPlacementTakeoverAdoptsOnItsDaemonOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacementRenewalsKeepTheInstance: the instance an acquire recorded stays in the entry
+// through the renewals that follow, and recording it never cost the engine its lease.
+func TestPlacementRenewalsKeepTheInstance(t *testing.T) {
+	srv, es := placedEngines(t, 1, placement.WithLease(300*time.Millisecond))
+	observer := placementStore(t, srv, "observer")
+	c := newClient(t, es[0], client.WithRetryWait(0))
+	ctx := ctxT(t)
+	sb, err := c.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok, err := observer.Get(ctx, testKey, "shell")
+	if err != nil || !ok || first.Instance != sb.InstanceID() {
+		t.Fatalf("record after the acquire %+v, %v, %v; want instance %s", first, ok, err, sb.InstanceID())
+	}
+	time.Sleep(time.Second) // several renewals, at a third of the lease each
+	r, ok, err := observer.Get(ctx, testKey, "shell")
+	if err != nil || !ok || r.Revision == first.Revision || r.Instance != sb.InstanceID() {
+		t.Fatalf("record after renewals %+v, %v, %v; want renewed, still naming %s", r, ok, err, sb.InstanceID())
+	}
+	if _, err := sb.StatFile(ctx, ".", "."); err != nil {
+		t.Fatalf("a call after the renewals: %v", err)
+	}
+}
