@@ -47,6 +47,41 @@ type heldLease struct {
 	lease placement.Lease
 	key   sandbox.Key
 	kind  string
+	fence *fence
+}
+
+// fence ends when its lease does: lapsed unrenewed by this engine's clock, lost, or given up.
+// Every call on the sandbox runs under it (fenced), so that an owner cut off from the cluster
+// abandons the calls it admitted — a file call's freeze is lifted then — before a taker may
+// claim the sandbox, a grace later.
+type fence struct {
+	ctx   context.Context
+	end   context.CancelCauseFunc
+	timer *time.Timer
+}
+
+// errLeaseEnded is the cause of a fenced call's cancellation.
+var errLeaseEnded = errors.New("this engine's placement lease on the sandbox ended")
+
+func newFence(expires time.Time) *fence {
+	ctx, end := context.WithCancelCause(context.Background())
+	return &fence{ctx: ctx, end: end, timer: time.AfterFunc(time.Until(expires), func() { end(errLeaseEnded) })}
+}
+
+// extend moves the fence's end to expires; a fence that already ended stays ended, and a new
+// one is returned in its place.
+func (f *fence) extend(expires time.Time) *fence {
+	if f.timer.Stop() {
+		f.timer.Reset(time.Until(expires))
+		return f
+	}
+	f.stop()
+	return newFence(expires)
+}
+
+func (f *fence) stop() {
+	f.timer.Stop()
+	f.end(errLeaseEnded)
 }
 
 func newLeases() *leases { return &leases{held: map[string]heldLease{}} }
@@ -54,7 +89,25 @@ func newLeases() *leases { return &leases{held: map[string]heldLease{}} }
 func (l *leases) put(key sandbox.Key, kind string, lease placement.Lease) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind}
+	if old, ok := l.held[lease.Entry]; ok {
+		l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind, fence: old.fence.extend(lease.Expires)}
+		return
+	}
+	l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind, fence: newFence(lease.Expires)}
+}
+
+// fenced returns ctx bounded by the fence of (key, kind)'s lease, and the function that
+// releases it; ctx as it is without a lease.
+func (l *leases) fenced(ctx context.Context, key sandbox.Key, kind string) (context.Context, func()) {
+	l.mu.Lock()
+	h, ok := l.held[placement.EntryKey(key, kind)]
+	l.mu.Unlock()
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.fence.ctx, func() { cancel(context.Cause(h.fence.ctx)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 func (l *leases) get(key sandbox.Key, kind string) (placement.Lease, bool) {
@@ -70,6 +123,7 @@ func (l *leases) replace(rev uint64, nl placement.Lease) {
 	defer l.mu.Unlock()
 	if cur, ok := l.held[nl.Entry]; ok && cur.lease.Revision == rev {
 		cur.lease = nl
+		cur.fence = cur.fence.extend(nl.Expires)
 		l.held[nl.Entry] = cur
 	}
 }
@@ -81,6 +135,7 @@ func (l *leases) take(match func(heldLease) bool) []heldLease {
 	var out []heldLease
 	for e, h := range l.held {
 		if match(h) {
+			h.fence.stop()
 			out = append(out, h)
 			delete(l.held, e)
 		}
@@ -236,6 +291,28 @@ func (s *Service) forward(ctx context.Context, owner string) (any, func(), error
 	}
 	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
 	return &resp, nil, nil
+}
+
+// fenced bounds a call on the sandbox handle names by its lease's fence (see fence); without
+// placement, or for a handle this engine does not hold, ctx is returned as it is.
+func (s *Service) fenced(ctx context.Context, handle string) (context.Context, func()) {
+	if s.o.placement == nil || handle == "" {
+		return ctx, func() {}
+	}
+	h := s.handles.get(handle)
+	if h == nil {
+		return ctx, func() {}
+	}
+	return s.leases.fenced(ctx, h.key, h.kind)
+}
+
+// fenceError answers a call that failed because its fence ended as engine_unavailable: the
+// caller acquires again, and reaches the sandbox's owner.
+func fenceError(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
+		return &EngineUnavailableError{Reason: "this engine's placement lease on the sandbox ended during the call; acquire it again"}
+	}
+	return err
 }
 
 // checkLease refuses a call on h once this engine's lease on its sandbox is gone or lapsed:

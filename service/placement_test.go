@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/wire"
 )
@@ -369,5 +370,70 @@ func TestPlacementRenewalsKeepTheInstance(t *testing.T) {
 	}
 	if _, err := sb.StatFile(ctx, ".", "."); err != nil {
 		t.Fatalf("a call after the renewals: %v", err)
+	}
+}
+
+// blockingBackend hands out sandboxes whose StatFile waits for its context: a call that is
+// still in flight when something ends it.
+type blockingBackend struct{ *sandboxtest.Backend }
+
+func (b blockingBackend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := b.Backend.Acquire(ctx, key, spec)
+	if err != nil {
+		return nil, err
+	}
+	return blockingSandbox{sb}, nil
+}
+
+type blockingSandbox struct{ sandbox.Sandbox }
+
+func (blockingSandbox) StatFile(ctx context.Context, _, _ string) (*sandbox.FileStat, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPlacementLostLeaseEndsCallsInFlight: a call admitted while the engine held the lease
+// is abandoned when the lease is lost (a file call's freeze is lifted then, before any
+// taker's grace is out), and answers engine_unavailable.
+func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
+	srv := natstest.Run(t)
+	p := placementStore(t, srv, "owner", placement.WithLease(300*time.Millisecond))
+	e := startEngineOn(t, srv, blockingBackend{newFake(t)}, service.WithPlacement(p))
+	c := newClient(t, e, client.WithRetryWait(0))
+	ctx := ctxT(t)
+	sb, err := c.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.StatFile(ctx, ".", ".")
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight, its lease renewed meanwhile
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended before the lease did: %v", err)
+	default:
+	}
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, placement.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"engine":"thief","expires":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := kv.Put(ctx, placement.EntryKey(testKey, "shell"), []byte(rec)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, wire.ErrUnavailable) {
+			t.Fatalf("the call in flight when the lease was lost: %v, want engine_unavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call outlived the lease")
 	}
 }
