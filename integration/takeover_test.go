@@ -471,3 +471,99 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 		t.Fatalf("containers of the key %v, want only %s", ids, id)
 	}
 }
+
+// TestTakeoverAfterACutOwnerLiftedItsFreeze: engine a, an `engine serve --placement` process
+// reaching the cluster only through a relay, is cut off in the middle of a write, holding the
+// container frozen (its daemon connection swallows the upload, as above). Its lease's fence
+// ends the write at the lease's expiry and a itself thaws the container — before any taker
+// may claim it, so only the owner ever froze or thawed it. Then b takes over and adopts the
+// running container (its log never says it thawed one); after the heal a serves it no more.
+func TestTakeoverAfterACutOwnerLiftedItsFreeze(t *testing.T) {
+	c := natscluster.Run(t, 3, natscluster.WithNoAdvertise()) // a's client cannot go around the relay
+	bin := buildEngine(t)
+	proxy := newHoldProxy(t)
+	relay := natscluster.NewRelay(t, strings.TrimPrefix(c.URL(0), "nats://"))
+	_, logA := clusterServe(t, bin, relay.URL(), "ca", "DOCKER_HOST=unix://"+proxy.path, "MAF_SANDBOX_LOG_LEVEL=debug")
+	_, logB := clusterServe(t, bin, c.URL(1), "cb")
+	waitFor(t, "both engines reachable from node 3", func() bool {
+		return engineReachable(t, c.URL(2), "ca") && engineReachable(t, c.URL(2), "cb")
+	})
+	key, spec := newKey(t), filesSpec(t)
+	pool := clusterClient(t, c.URL(2))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if f := pool.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Errorf("dispose: %v", f)
+		}
+		if left := keyContainers(t, key); len(left) != 0 {
+			t.Errorf("containers left after the dispose: %v", left)
+		}
+	})
+	ctx := ctxT(t)
+	first, err := clusterClient(t, c.URL(2), client.WithEngine("ca")).Acquire(ctx, key, spec)
+	if err != nil {
+		t.Fatalf("acquire on ca: %v", err)
+	}
+	if err := first.WriteFile(ctx, "note.txt", []byte("written through ca"), "."); err != nil {
+		t.Fatalf("write on ca: %v", err)
+	}
+	id := first.InstanceID()
+
+	proxy.arm()
+	wctx, cancelWrite := context.WithCancel(context.Background())
+	wrote := make(chan error, 1)
+	go func() { wrote <- first.WriteFile(wctx, "big.bin", bytes.Repeat([]byte("x"), 1<<20), ".") }()
+	defer func() { cancelWrite(); <-wrote }()
+	select {
+	case <-proxy.held:
+	case err := <-wrote:
+		t.Fatalf("the write ended before its upload was held: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the write's upload never reached the proxy")
+	}
+	if st := containerState(t, id); st != "running=true paused=true" {
+		t.Fatalf("during the held write the container is %s, want frozen", st)
+	}
+	relay.Cut()
+	cut := time.Now()
+	// Nothing asks cb for the key until the container runs again: whoever thawed it was ca.
+	waitFor(t, "ca's fence ends the write and ca thaws the container", func() bool {
+		return containerState(t, id) == "running=true paused=false"
+	})
+	t.Logf("cut → the cut owner thawed: %s (lease %s)", time.Since(cut).Round(10*time.Millisecond), placement.DefaultLease)
+	// The fence ended the write, not the upload's own timeout.
+	waitFor(t, "ca's log answers the write with the fence's refusal", func() bool {
+		return strings.Contains(logA.String(), "lease on the sandbox ended during the call")
+	})
+
+	sb, _ := takeOver(t, pool, key, spec)
+	t.Logf("cut → served by the taker: %s (lease %s, grace %s)", time.Since(cut).Round(10*time.Millisecond), placement.DefaultLease, placement.DefaultGrace)
+	if sb.Engine() != "cb" || sb.InstanceID() != id {
+		t.Fatalf("taken over by %s with instance %s, want cb adopting %s", sb.Engine(), sb.InstanceID(), id)
+	}
+	if got, err := sb.ReadFile(ctx, "note.txt", ".", 100); err != nil || string(got) != "written through ca" {
+		t.Fatalf("the taker reads %q, %v; want the file ca wrote", got, err)
+	}
+	if strings.Contains(logB.String(), "thawed before reuse") {
+		t.Fatalf("cb thawed the container: the cut owner's freeze outlived its lease")
+	}
+	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("containers of the key %v, want only %s", ids, id)
+	}
+
+	relay.Heal()
+	waitFor(t, "ca back after the heal, its renewal refused and its handle dropped", func() bool {
+		if !engineReachable(t, c.URL(2), "ca") {
+			return false
+		}
+		h, err := clusterClient(t, c.URL(2), client.WithEngine("ca")).Health(ctx)
+		return err == nil && h.Sandboxes == 0
+	})
+	if _, err := first.StatFile(ctx, "note.txt", "."); err == nil {
+		t.Fatalf("the cut engine served the taken-over sandbox after the heal")
+	}
+	if _, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
+		t.Fatalf("the taker serves the sandbox after the heal: %v", err)
+	}
+}
