@@ -15,7 +15,9 @@
 // A lease that is not renewed lapses. Another engine's Claim then takes the entry over with
 // kv.Update on the last revision it read, so of several engines taking over at once one wins
 // too. The taker waits a grace beyond the recorded expiry ([WithGrace]), which is the bound on
-// clock skew between hosts the scheme assumes.
+// clock skew between hosts the scheme assumes. The record names the owner's daemon and, once
+// the owner sets [Lease.Instance] and renews, the instance it handed out: a taker on the same
+// daemon adopts that instance, one on another creates afresh (package service).
 //
 // # Fencing
 //

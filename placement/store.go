@@ -16,9 +16,12 @@ import (
 
 // Record is one bucket entry: who owns the sandbox and until when.
 type Record struct {
-	Engine  string    `json:"engine"`
-	Daemon  string    `json:"daemon,omitempty"`
-	Expires time.Time `json:"expires"`
+	Engine string `json:"engine"`
+	Daemon string `json:"daemon,omitempty"`
+	// Instance is the instance the owner handed out (the container ID), once its acquire
+	// returned: what a taker on the same daemon may adopt.
+	Instance string    `json:"instance,omitempty"`
+	Expires  time.Time `json:"expires"`
 	// Revision is the entry's KV revision (not stored in the value): the fencing token.
 	Revision uint64 `json:"-"`
 }
@@ -29,6 +32,7 @@ type Lease struct {
 	Engine   string
 	Revision uint64
 	Expires  time.Time
+	Instance string // written with every renewal: set it and Renew to record a new one
 }
 
 // Valid reports whether the owner may still serve under l at now: before its expiry.
@@ -152,6 +156,10 @@ func (s *Store) Close() {
 // Engine is the engine this store claims for.
 func (s *Store) Engine() string { return s.engine }
 
+// Daemon is the Docker daemon identity this store records in its entries ([WithDaemon]), empty
+// when none was given.
+func (s *Store) Daemon() string { return s.o.daemon }
+
 // Lease is how long a claim or renewal holds.
 func (s *Store) Lease() time.Duration { return s.o.lease }
 
@@ -197,9 +205,9 @@ func decodeRecord(e jetstream.KeyValueEntry) (Record, error) {
 	return r, nil
 }
 
-// record is what this engine writes for a lease starting at now.
-func (s *Store) record(now time.Time) (Record, []byte) {
-	r := Record{Engine: s.engine, Daemon: s.o.daemon, Expires: now.Add(s.o.lease)}
+// record is what this engine writes for a lease on instance starting at now.
+func (s *Store) record(now time.Time, instance string) (Record, []byte) {
+	r := Record{Engine: s.engine, Daemon: s.o.daemon, Instance: instance, Expires: now.Add(s.o.lease)}
 	b, _ := json.Marshal(r) // a struct of strings and a time always encodes
 	return r, b
 }
@@ -209,12 +217,13 @@ func (s *Store) record(now time.Time) (Record, []byte) {
 // it; and takes it over when the owner's lease lapsed more than the grace ago. It returns the
 // lease, or a [*HeldError] naming the live owner (also when another engine won a race for the
 // same entry), or JetStream's error. taken is the lapsed record a takeover replaced (nil
-// otherwise): the previous owner's container may still exist, on taken.Daemon.
+// otherwise): the previous owner's container may still exist, on taken.Daemon, as
+// taken.Instance.
 func (s *Store) Claim(ctx context.Context, key sandbox.Key, kind string) (l Lease, taken *Record, err error) {
 	k := EntryKey(key, kind)
 	for {
 		now := s.now()
-		r, b := s.record(now)
+		r, b := s.record(now, "")
 		rev, err := s.kv.Create(ctx, k, b)
 		if err == nil {
 			return s.hold(k, r, rev), nil, nil
@@ -236,6 +245,7 @@ func (s *Store) Claim(ctx context.Context, key sandbox.Key, kind string) (l Leas
 		switch {
 		case cur.Engine == s.engine:
 			// Ours already (a warm acquire, or a restart under the same ID): extend it.
+			r, b = s.record(now, cur.Instance)
 		case now.Before(cur.Expires.Add(s.o.grace)):
 			return Lease{}, nil, &HeldError{Entry: k, Owner: cur.Engine, Expires: cur.Expires}
 		default:
@@ -264,14 +274,14 @@ func (s *Store) hold(k string, r Record, rev uint64) Lease {
 		s.cache[k] = r
 	}
 	s.mu.Unlock()
-	return Lease{Entry: k, Engine: s.engine, Revision: rev, Expires: r.Expires}
+	return Lease{Entry: k, Engine: s.engine, Revision: rev, Expires: r.Expires, Instance: r.Instance}
 }
 
-// Renew extends l, on its revision. It fails with a [*LostError] when the entry was written or
-// deleted since (taken over after a lapse: this engine must stop serving the sandbox), and with
+// Renew extends l, on its revision, recording l.Instance. It fails with a [*LostError] when the
+// entry was written or deleted since (taken over after a lapse: this engine must stop serving the sandbox), and with
 // JetStream's error when the bucket cannot be reached (the lease then runs out at its expiry).
 func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
-	r, b := s.record(s.now())
+	r, b := s.record(s.now(), l.Instance)
 	rev, err := s.kv.Update(ctx, l.Entry, b, l.Revision)
 	if err != nil {
 		if lost := lostError(l, err); lost != nil {

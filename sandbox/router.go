@@ -564,6 +564,18 @@ func (r *Router) clearUnclean(match func(Key) bool) {
 	}
 }
 
+// Vouch records instanceID as served for (key, kind) on the backend named backend, as if this
+// router had handed it out: the next acquire that finds it adopts it instead of treating it as
+// untrusted (§8.3 step 7). It is for a process that took a sandbox over from another that
+// served it — an engine of a cluster whose placement record names the instance its lapsed
+// owner handed out — and for nothing a caller merely claims.
+func (r *Router) Vouch(key Key, kind, backend, instanceID string) {
+	if instanceID == "" {
+		return
+	}
+	r.remember(servedKey{Identity(key, kind), backend}, instanceID)
+}
+
 func (r *Router) wasServed(k servedKey, instanceID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1523,3 +1523,31 @@ func TestRouterLogging(t *testing.T) {
 		t.Fatalf("disposal logged %+v, want the weak backend's failure", got)
 	}
 }
+
+// An instance vouched for (a cluster's taker adopting what its lapsed owner served) is trusted
+// like one this router served; vouching for another ID, kind or backend trusts nothing found.
+func TestAcquireVouchedInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, backend, id string
+		disposals               int
+	}{
+		{"vouched", "report", "fake", "inst-1", 0},
+		{"another instance vouched", "report", "fake", "other", 1},
+		{"vouched for another kind", "render", "fake", "inst-1", 1},
+		{"vouched on another backend", "report", "elsewhere", "inst-1", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := mustSandbox(t, sandboxtest.WithInstanceID("inst-1"))
+			fake := fakeAt(t, "fake", sandbox.IsolationMicroVM, sandboxtest.WithSandbox(sb))
+			r := mustRouter(t, backends(fake))
+			r.Vouch(convKey, tc.kind, tc.backend, tc.id)
+			got, err := r.Acquire(context.Background(), convKey, specOf(t, "report"))
+			if err != nil || got.InstanceID() != "inst-1" {
+				t.Fatalf("acquire: %v, %v", got, err)
+			}
+			if n := len(fake.Disposals()); n != tc.disposals {
+				t.Fatalf("%d disposals, want %d", n, tc.disposals)
+			}
+		})
+	}
+}

@@ -47,6 +47,41 @@ type heldLease struct {
 	lease placement.Lease
 	key   sandbox.Key
 	kind  string
+	fence *fence
+}
+
+// fence ends when its lease does: lapsed unrenewed by this engine's clock, lost, or given up.
+// Every call on the sandbox runs under it (fenced), so that an owner cut off from the cluster
+// abandons the calls it admitted — a file call's freeze is lifted then — before a taker may
+// claim the sandbox, a grace later.
+type fence struct {
+	ctx   context.Context
+	end   context.CancelCauseFunc
+	timer *time.Timer
+}
+
+// errLeaseEnded is the cause of a fenced call's cancellation.
+var errLeaseEnded = errors.New("this engine's placement lease on the sandbox ended")
+
+func newFence(expires time.Time) *fence {
+	ctx, end := context.WithCancelCause(context.Background())
+	return &fence{ctx: ctx, end: end, timer: time.AfterFunc(time.Until(expires), func() { end(errLeaseEnded) })}
+}
+
+// extend moves the fence's end to expires; a fence that already ended stays ended, and a new
+// one is returned in its place.
+func (f *fence) extend(expires time.Time) *fence {
+	if f.timer.Stop() {
+		f.timer.Reset(time.Until(expires))
+		return f
+	}
+	f.stop()
+	return newFence(expires)
+}
+
+func (f *fence) stop() {
+	f.timer.Stop()
+	f.end(errLeaseEnded)
 }
 
 func newLeases() *leases { return &leases{held: map[string]heldLease{}} }
@@ -54,7 +89,25 @@ func newLeases() *leases { return &leases{held: map[string]heldLease{}} }
 func (l *leases) put(key sandbox.Key, kind string, lease placement.Lease) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind}
+	if old, ok := l.held[lease.Entry]; ok {
+		l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind, fence: old.fence.extend(lease.Expires)}
+		return
+	}
+	l.held[lease.Entry] = heldLease{lease: lease, key: key, kind: kind, fence: newFence(lease.Expires)}
+}
+
+// fenced returns ctx bounded by the fence of (key, kind)'s lease, and the function that
+// releases it; ctx as it is without a lease.
+func (l *leases) fenced(ctx context.Context, key sandbox.Key, kind string) (context.Context, func()) {
+	l.mu.Lock()
+	h, ok := l.held[placement.EntryKey(key, kind)]
+	l.mu.Unlock()
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.fence.ctx, func() { cancel(context.Cause(h.fence.ctx)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 func (l *leases) get(key sandbox.Key, kind string) (placement.Lease, bool) {
@@ -64,6 +117,17 @@ func (l *leases) get(key sandbox.Key, kind string) (placement.Lease, bool) {
 	return h.lease, ok
 }
 
+// replace stores l in place of the lease of its entry while that is still at revision rev.
+func (l *leases) replace(rev uint64, nl placement.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.held[nl.Entry]; ok && cur.lease.Revision == rev {
+		cur.lease = nl
+		cur.fence = cur.fence.extend(nl.Expires)
+		l.held[nl.Entry] = cur
+	}
+}
+
 // take removes and returns the leases match accepts.
 func (l *leases) take(match func(heldLease) bool) []heldLease {
 	l.mu.Lock()
@@ -71,6 +135,7 @@ func (l *leases) take(match func(heldLease) bool) []heldLease {
 	var out []heldLease
 	for e, h := range l.held {
 		if match(h) {
+			h.fence.stop()
 			out = append(out, h)
 			delete(l.held, e)
 		}
@@ -116,19 +181,77 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 	case err != nil:
 		return nil, nil, &EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	}
-	if taken != nil {
-		s.log.Info("took a lapsed sandbox over", zap.Stringer("key", key), zap.String("kind", kind),
-			zap.String("from", taken.Engine))
-	}
 	s.leases.put(key, kind, l)
-	return nil, func() {
+	release = func() {
 		s.leases.take(func(h heldLease) bool { return h.lease.Entry == l.Entry })
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := p.Release(rctx, l); err != nil {
 			s.log.Debug("release the claim of a failed acquire", zap.Error(err))
 		}
-	}, nil
+	}
+	if taken != nil {
+		if err := s.takeOver(ctx, key, kind, taken); err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
+	return nil, release, nil
+}
+
+// takeOver readies this engine's daemon for a sandbox whose lapsed owner it just replaced.
+// On the owner's own daemon the owner's container is the one the acquire finds under the
+// sandbox's name, and the acquire adopts it: same instance, same files, and a freeze the dead
+// owner left is thawed there (actors, recoverFrozen) — by the new owner, the only process now
+// entitled to. On another daemon the owner's container stays where it is, for that host's
+// reaper; a container this daemon holds under the name is from an older tenure here, and
+// adopting it would serve stale files as current, so it is disposed and the acquire creates
+// afresh. When either daemon is unrecorded the container found is adopted.
+func (s *Service) takeOver(ctx context.Context, key sandbox.Key, kind string, taken *placement.Record) error {
+	here := s.o.placement.Daemon()
+	log := s.log.With(zap.Stringer("key", key), zap.String("kind", kind), zap.String("from", taken.Engine))
+	if taken.Daemon == "" || here == "" || taken.Daemon == here {
+		// The router trusts no instance it did not hand out itself (the protocol's acquire,
+		// step 7); the record vouches for the one the owner handed out, and only that one.
+		s.router.Vouch(key, kind, backendName(s), taken.Instance)
+		log.Info("took a lapsed sandbox over on its daemon; adopting its container", zap.String("instance", taken.Instance))
+		return nil
+	}
+	log.Info("took a lapsed sandbox over from another daemon; creating it afresh here",
+		zap.String("from_daemon", taken.Daemon))
+	if f := s.router.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &kind}); f != nil {
+		return &EngineUnavailableError{Reason: fmt.Sprintf(
+			"took the sandbox over from daemon %s, but this daemon's older container of it could not be removed (%v); try again",
+			taken.Daemon, f)}
+	}
+	return nil
+}
+
+// recordInstance writes the instance an acquire handed out into the sandbox's placement entry
+// when it is not there yet, so that a taker on this daemon can adopt it. It gives up quietly:
+// without it a taker creates afresh, which loses files but never serves a wrong container.
+func (s *Service) recordInstance(ctx context.Context, key sandbox.Key, kind, instance string) {
+	p := s.o.placement
+	if p == nil {
+		return
+	}
+	for range 3 {
+		l, ok := s.leases.get(key, kind)
+		if !ok || l.Instance == instance {
+			return
+		}
+		l.Instance = instance
+		nl, err := p.Renew(ctx, l)
+		if err == nil {
+			s.leases.replace(l.Revision, nl)
+			return
+		}
+		if !errors.Is(err, placement.ErrNotOwner) {
+			s.log.Debug("record the instance in the placement entry", zap.String("entry", l.Entry), zap.Error(err))
+			return
+		}
+		// A renewal moved the revision meanwhile: read the lease it left and try again.
+	}
 }
 
 // forward sends the acquire this call carries to owner's own acquire subject and returns its
@@ -168,6 +291,28 @@ func (s *Service) forward(ctx context.Context, owner string) (any, func(), error
 	}
 	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
 	return &resp, nil, nil
+}
+
+// fenced bounds a call on the sandbox handle names by its lease's fence (see fence); without
+// placement, or for a handle this engine does not hold, ctx is returned as it is.
+func (s *Service) fenced(ctx context.Context, handle string) (context.Context, func()) {
+	if s.o.placement == nil || handle == "" {
+		return ctx, func() {}
+	}
+	h := s.handles.get(handle)
+	if h == nil {
+		return ctx, func() {}
+	}
+	return s.leases.fenced(ctx, h.key, h.kind)
+}
+
+// fenceError answers a call that failed because its fence ended as engine_unavailable: the
+// caller acquires again, and reaches the sandbox's owner.
+func fenceError(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
+		return &EngineUnavailableError{Reason: "this engine's placement lease on the sandbox ended during the call; acquire it again"}
+	}
+	return err
 }
 
 // checkLease refuses a call on h once this engine's lease on its sandbox is gone or lapsed:
@@ -232,12 +377,9 @@ func (s *Service) renew(h heldLease) {
 	cancel()
 	switch {
 	case err == nil:
-		s.leases.mu.Lock()
-		if cur, ok := s.leases.held[l.Entry]; ok && cur.lease.Revision == h.lease.Revision {
-			cur.lease = l
-			s.leases.held[l.Entry] = cur
-		}
-		s.leases.mu.Unlock()
+		s.leases.replace(h.lease.Revision, l)
+	case errors.Is(err, placement.ErrNotOwner) && s.stillOurs(h):
+		// Another write of this engine's (an instance recorded) moved the revision: not lost.
 	case errors.Is(err, placement.ErrNotOwner):
 		// Only when the lease held is still the one renewed: a claim of this engine's own may
 		// have replaced it meanwhile, moving the revision under this renewal.
@@ -252,6 +394,15 @@ func (s *Service) renew(h heldLease) {
 	default:
 		s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
 	}
+}
+
+// stillOurs reports whether the bucket's entry of h still names this engine, read after a
+// renewal of h was refused: a write of this engine's own then moved the revision.
+func (s *Service) stillOurs(h heldLease) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.placement.Lease()/3)
+	defer cancel()
+	r, ok, err := s.o.placement.Get(ctx, h.key, h.kind)
+	return err == nil && ok && r.Engine == s.id && time.Now().Before(r.Expires)
 }
 
 // releaseAll gives every lease up at Stop, so that another engine can take the sandboxes over

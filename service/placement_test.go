@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/wire"
 )
@@ -285,5 +286,154 @@ func TestPlacementOwnerGoneIsUnavailable(t *testing.T) {
 	}
 	if n := len(es[0].fake.Acquires()); n != 0 {
 		t.Fatalf("the engine created the sandbox another engine owns (%d acquires)", n)
+	}
+}
+
+// TestPlacementTakeoverAdoptsOnItsDaemonOnly: an engine taking over a lapsed sandbox adopts
+// what its daemon holds under the sandbox's name when the previous owner drove the same daemon
+// (or either daemon is unrecorded), and disposes it first, so that the acquire creates afresh,
+// when the owner drove another daemon: what this daemon holds is an older tenure's.
+func TestPlacementTakeoverAdoptsOnItsDaemonOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name, recorded, here string
+		fresh                bool
+	}{
+		{"same daemon", "d1", "d1", false},
+		{"another daemon", "d2", "d1", true},
+		{"owner's daemon unrecorded", "", "d1", false},
+		{"this daemon unrecorded", "d2", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Run(t)
+			fake := newFake(t)
+			p := placementStore(t, srv, "taker", placement.WithDaemon(tc.here))
+			e := startEngineOn(t, srv, fake, service.WithPlacement(p))
+			ctx := ctxT(t)
+			js, err := jetstream.New(natstest.Connect(t, srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(ctx, placement.DefaultBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := fmt.Sprintf(`{"engine":"lapsed","daemon":%q,"expires":%q}`, tc.recorded,
+				time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano))
+			if _, err := kv.Put(ctx, placement.EntryKey(testKey, "shell"), []byte(rec)); err != nil {
+				t.Fatal(err)
+			}
+			sb, err := newClient(t, e).Acquire(ctx, testKey, testSpec(t))
+			if err != nil {
+				t.Fatalf("acquire of a lapsed sandbox: %v", err)
+			}
+			if got := sb.(*client.Sandbox).Engine(); got != "taker" {
+				t.Fatalf("served by %s, want the taker", got)
+			}
+			d := fake.Disposals()
+			switch {
+			case tc.fresh && (len(d) != 1 || d[0].Key != testKey || d[0].Options.Kind == nil || *d[0].Options.Kind != "shell"):
+				t.Fatalf("disposals %+v, want one of (%v, shell) before the acquire", d, testKey)
+			case !tc.fresh && len(d) != 0:
+				t.Fatalf("disposals %+v, want none: the container is adopted", d)
+			}
+			if n := len(fake.Acquires()); n != 1 {
+				t.Fatalf("%d acquires, want 1", n)
+			}
+			// The taker records the instance it handed out, for whoever takes over from it.
+			if r, ok, err := p.Get(ctx, testKey, "shell"); err != nil || !ok || r.Engine != "taker" || r.Daemon != tc.here ||
+				r.Instance == "" || r.Instance != sb.InstanceID() {
+				t.Fatalf("record after the takeover %+v, %v, %v; want the taker's, naming instance %s", r, ok, err, sb.InstanceID())
+			}
+		})
+	}
+}
+
+// TestPlacementRenewalsKeepTheInstance: the instance an acquire recorded stays in the entry
+// through the renewals that follow, and recording it never cost the engine its lease.
+func TestPlacementRenewalsKeepTheInstance(t *testing.T) {
+	srv, es := placedEngines(t, 1, placement.WithLease(300*time.Millisecond))
+	observer := placementStore(t, srv, "observer")
+	c := newClient(t, es[0], client.WithRetryWait(0))
+	ctx := ctxT(t)
+	sb, err := c.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok, err := observer.Get(ctx, testKey, "shell")
+	if err != nil || !ok || first.Instance != sb.InstanceID() {
+		t.Fatalf("record after the acquire %+v, %v, %v; want instance %s", first, ok, err, sb.InstanceID())
+	}
+	time.Sleep(time.Second) // several renewals, at a third of the lease each
+	r, ok, err := observer.Get(ctx, testKey, "shell")
+	if err != nil || !ok || r.Revision == first.Revision || r.Instance != sb.InstanceID() {
+		t.Fatalf("record after renewals %+v, %v, %v; want renewed, still naming %s", r, ok, err, sb.InstanceID())
+	}
+	if _, err := sb.StatFile(ctx, ".", "."); err != nil {
+		t.Fatalf("a call after the renewals: %v", err)
+	}
+}
+
+// blockingBackend hands out sandboxes whose StatFile waits for its context: a call that is
+// still in flight when something ends it.
+type blockingBackend struct{ *sandboxtest.Backend }
+
+func (b blockingBackend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := b.Backend.Acquire(ctx, key, spec)
+	if err != nil {
+		return nil, err
+	}
+	return blockingSandbox{sb}, nil
+}
+
+type blockingSandbox struct{ sandbox.Sandbox }
+
+func (blockingSandbox) StatFile(ctx context.Context, _, _ string) (*sandbox.FileStat, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPlacementLostLeaseEndsCallsInFlight: a call admitted while the engine held the lease
+// is abandoned when the lease is lost (a file call's freeze is lifted then, before any
+// taker's grace is out), and answers engine_unavailable.
+func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
+	srv := natstest.Run(t)
+	p := placementStore(t, srv, "owner", placement.WithLease(300*time.Millisecond))
+	e := startEngineOn(t, srv, blockingBackend{newFake(t)}, service.WithPlacement(p))
+	c := newClient(t, e, client.WithRetryWait(0))
+	ctx := ctxT(t)
+	sb, err := c.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.StatFile(ctx, ".", ".")
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight, its lease renewed meanwhile
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended before the lease did: %v", err)
+	default:
+	}
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, placement.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"engine":"thief","expires":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := kv.Put(ctx, placement.EntryKey(testKey, "shell"), []byte(rec)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, wire.ErrUnavailable) {
+			t.Fatalf("the call in flight when the lease was lost: %v, want engine_unavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call outlived the lease")
 	}
 }

@@ -38,6 +38,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 		release()
 		return nil, err
 	}
+	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
 	h := s.handles.put(key, spec, sb)
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {

@@ -426,13 +426,15 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	ctx := withCall(s.life, c)
+	ctx, unfence := s.fenced(withCall(s.life, c), env.Sandbox) // placement.go: the call ends with the lease
+	defer unfence()
 	if env.WaitMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(env.WaitMS)*time.Millisecond)
 		defer cancel()
 	}
 	resp, err = op.run(ctx, s, data)
+	err = fenceError(ctx, err)
 	if env.Sandbox != "" && sandboxGone(err) {
 		s.transfers.forget(s.handles.bury(env.Sandbox))
 	}

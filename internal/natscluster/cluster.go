@@ -36,11 +36,21 @@ type node struct {
 	ip        string // its address on the network, reachable from the host
 }
 
+// Option changes how [Run] starts the nodes.
+type Option func(*runConfig)
+
+type runConfig struct{ noAdvertise bool }
+
+// WithNoAdvertise starts the nodes with --no_advertise: a client learns no other node's
+// address from the one it connects to, so a process connected through a [Relay] stays cut
+// off when the relay is cut, whatever its reconnect options (an engine process, say).
+func WithNoAdvertise() Option { return func(c *runConfig) { c.noAdvertise = true } }
+
 // Run builds the NATS server image if it is not current, starts an n-node cluster and waits
 // until every node reports healthy with JetStream (its /healthz, which needs the JetStream
 // meta group to have a leader). The containers and the network are removed when the test
 // ends. It calls t.Fatal on any failure.
-func Run(t testing.TB, n int) *Cluster {
+func Run(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	dockertest.Require(t)
 	if n < 1 {
@@ -69,14 +79,22 @@ func Run(t testing.TB, n int) *Cluster {
 	for i := range n {
 		routes[i] = fmt.Sprintf("nats://n%d:6222", i+1)
 	}
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	for i := range n {
 		alias := fmt.Sprintf("n%d", i+1)
 		nd := &node{alias: alias, container: c.Network + "-" + alias}
-		dockertest.RunContainerCmd(t, images.NATSTag, []string{
+		args := []string{
 			"--name", alias, "--cluster_name", c.Name,
 			"--cluster", "nats://0.0.0.0:6222", "--routes", strings.Join(routes, ","),
 			"--jetstream", "--store_dir", "/data", "--http_port", "8222",
-		}, "--name", nd.container, "--network", c.Network, "--network-alias", alias,
+		}
+		if cfg.noAdvertise {
+			args = append(args, "--no_advertise")
+		}
+		dockertest.RunContainerCmd(t, images.NATSTag, args, "--name", nd.container, "--network", c.Network, "--network-alias", alias,
 			"--tmpfs", "/data:rw,uid=65532,gid=65532,mode=0700")
 		c.nodes = append(c.nodes, nd)
 	}
