@@ -1,0 +1,10 @@
+package wire
+
+// AliveReply is the body of an answer on [SubjectEngineAlive] (an engine before issue 16
+// answered with an empty body, which a client reads as "nothing known").
+type AliveReply struct {
+	// ConnectedMS is how long ago the engine's NATS connection was last (re)established, by
+	// the engine's own clock: a call that has waited longer than that may have had its request
+	// or its reply lost with the connection the engine had before.
+	ConnectedMS *int64 `json:"connected_ms,omitempty"`
+}
