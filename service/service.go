@@ -60,6 +60,7 @@ type Service struct {
 
 	coldInFlight atomic.Int64 // acquires running, for the members bucket (members.go)
 	conn         connAge      // connection.go: the connection's age, for the alive reply
+	balance      balance      // balance.go: the members' load, for choosing a cold acquire's engine
 	announceStop chan struct{}
 	announceDone chan struct{}
 	stopOnce     sync.Once
