@@ -197,6 +197,8 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, 
 		return msg, nil
 	}
 	switch cause := context.Cause(ctx); {
+	case errors.Is(err, nats.ErrDisconnected): // nats.go fails the requests in flight when the connection drops
+		return nil, &droppedError{reason: errClientDropped.Error()}
 	case errors.Is(cause, errClientDropped), errors.Is(cause, errEngineReconnected):
 		return nil, &droppedError{reason: cause.Error()}
 	case errors.Is(cause, wire.ErrUnavailable):
