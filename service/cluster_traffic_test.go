@@ -220,6 +220,7 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // traffic under way on every node
 	c.Kill(0)
+	killed := time.Now()
 	time.Sleep(5 * time.Second) // and on, through the reconnects
 	close(stop)
 	wg.Wait()
@@ -264,10 +265,23 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 			t.Fatalf("the %s stream after the kill: %+v, %v", bucket, info, err)
 		}
 	}
-	observer, err := placement.New(ctx, js, "observer", placement.WithReplicas(3))
-	if err != nil {
-		t.Fatal(err)
+	// A new watch is a consumer, which the JetStream meta group creates: when the killed node
+	// led it, that waits for the survivors to elect another leader.
+	var observer *placement.Store
+	deadline := time.Now().Add(time.Minute)
+	for {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		observer, err = placement.New(octx, js, "observer", placement.WithReplicas(3))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch the placement bucket after the kill: %v", err)
+		}
+		t.Logf("watch the placement bucket after the kill: %v; again", err)
 	}
+	t.Logf("a new watch on the placement bucket %s after the kill", time.Since(killed).Round(time.Millisecond))
 	defer observer.Close()
 	for key, engine := range served {
 		if r, ok, err := observer.Get(ctx, key, testSpec(t).Kind); err != nil || !ok || r.Engine != engine {
