@@ -154,16 +154,17 @@ func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.
 
 // request sends data and waits for the reply. It abandons the attempt with a
 // [*droppedError] when this client's connection drops meanwhile (the reply may be lost with
-// it), and, for a call waiting on one engine, when the engine's alive subject, asked every
-// liveness interval, has nobody answering (the engine died, or is reconnecting) or reports a
-// connection younger than the call (the request or the reply may have gone with the old one).
+// it), and, every liveness interval: for a call waiting on one engine, when the engine's alive
+// subject has nobody answering (the engine died, or is reconnecting) or reports a connection
+// younger than the call (the request or the reply may have gone with the old one); for a call
+// on a shared subject, when any engine of the pool reports a reconnect since the call was sent.
 func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, error) {
 	sent := time.Now()
 	drops := b.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING)
 	defer b.nc.RemoveStatusListener(drops)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	probe := c.engine != "" && b.o.liveness > 0
+	probe := b.o.liveness > 0
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -184,7 +185,11 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, 
 				return
 			case <-tick:
 			}
-			if cause := b.probe(ctx, c.engine, time.Since(sent)); cause != nil {
+			ask := b.probe
+			if c.engine == "" {
+				ask = b.probePool
+			}
+			if cause := ask(ctx, c.engine, time.Since(sent)); cause != nil {
 				cancel(cause)
 				return
 			}
@@ -226,4 +231,31 @@ func (b *Backend) probe(ctx context.Context, engine string, waited time.Duration
 		return errEngineReconnected
 	}
 	return nil
+}
+
+// probePool asks every engine of the pool ([wire.SubjectAlive]) whether one re-established its
+// connection after a call on a shared subject that has waited for waited was sent: that engine
+// may have taken the call and lost it. It collects answers for half a liveness interval.
+func (b *Backend) probePool(ctx context.Context, _ string, waited time.Duration) error {
+	inbox := b.nc.NewInbox()
+	sub, err := b.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := b.nc.PublishRequest(wire.Shared(wire.SubjectAliveT, b.o.prefix), inbox, nil); err != nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.o.liveness/2)
+	defer cancel()
+	for {
+		m, err := sub.NextMsgWithContext(pctx)
+		if err != nil {
+			return nil // no answer, or no more: nothing says the call was lost
+		}
+		var r wire.AliveReply
+		if json.Unmarshal(m.Data, &r) == nil && r.ReconnectedMS != nil && time.Duration(*r.ReconnectedMS)*time.Millisecond < waited {
+			return fmt.Errorf("%w (engine %s)", errEngineReconnected, r.Engine)
+		}
+	}
 }

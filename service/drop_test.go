@@ -13,6 +13,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 )
 
 // TestConnectionDropMidExecIsOutcomeUnknown: an exec whose connection drops while the engine
@@ -129,5 +130,69 @@ func TestConnectionDropMidStatIsRepeated(t *testing.T) {
 	}
 	if n := blk.calls.Load(); n != 2 {
 		t.Fatalf("the engine saw %d stats, want 2 (the cut-off one and its repeat)", n)
+	}
+}
+
+// slowFirstAcquire holds the first Acquire until release is closed, telling started when it
+// begins, and counts every Acquire.
+type slowFirstAcquire struct {
+	*sandboxtest.Backend
+	started chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *slowFirstAcquire) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if b.calls.Add(1) == 1 {
+		close(b.started)
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return b.Backend.Acquire(ctx, key, spec)
+}
+
+// TestEngineReconnectMidColdAcquireIsRepeated: an acquire on the pool's shared subject, in
+// flight when the engine's connection is re-established, is sent again (the pool's alive
+// subject says an engine reconnected since) and answers.
+func TestEngineReconnectMidColdAcquireIsRepeated(t *testing.T) {
+	slow := &slowFirstAcquire{Backend: newFake(t), started: make(chan struct{}), release: make(chan struct{})}
+	e := startEngine(t, slow)
+	cl := newClient(t, e, client.WithLivenessInterval(100*time.Millisecond))
+	ctx := ctxT(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(ctx, testKey, testSpec(t))
+		done <- err
+	}()
+	<-slow.started
+	time.Sleep(50 * time.Millisecond) // the acquire has waited longer than the new connection will be old
+	if err := e.nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	// The repeat waits behind the first on the key; the engine counts both in flight.
+	observer := newClient(t, e)
+	for {
+		h, err := observer.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.InFlight >= 2 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the acquire answered %v before it was sent again", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatalf("acquire cut off by the engine's reconnect: %v, want it repeated and answered", err)
+	}
+	if n := slow.calls.Load(); n != 2 {
+		t.Fatalf("the backend saw %d acquires, want 2 (the cut-off one and its repeat)", n)
 	}
 }

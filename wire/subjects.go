@@ -83,6 +83,12 @@ const (
 	// that it outlives the endpoints' drain; no queue group.
 	SubjectEngineAlive  = DefaultPrefix + ".v1.engine.*.alive"
 	SubjectEngineAliveT = "%s.v1.engine.%s.alive"
+	// SubjectAlive is answered by every engine of the pool (no queue group) with its
+	// [AliveReply]: a client whose call on a shared subject waits long asks it, collects the
+	// answers for a moment, and learns whether any engine's connection was re-established
+	// since the call was sent. A plain subscription, not a micro endpoint.
+	SubjectAlive  = DefaultPrefix + ".v1.alive"
+	SubjectAliveT = "%s.v1.alive"
 
 	// SubjectExec runs a command in a sandbox the engine holds, streaming output chunks to
 	// the request's stream_to when set. APIExecRequest → APIExecResponse (and APIExecChunk
