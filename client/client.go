@@ -91,9 +91,10 @@ func (b *Backend) Declarations() sandbox.Declarations { return b.declarations }
 func (b *Backend) cold(shared, engine string, env *messages.APIEnvelope, req, resp any, respType string) call {
 	if b.o.engine != "" {
 		return call{subject: wire.Engine(engine, b.o.prefix, b.o.engine), env: env, req: req, resp: resp, respType: respType,
-			pinned: true, engine: b.o.engine}
+			pinned: true, engine: b.o.engine, repeatable: repeatable[engine]}
 	}
-	return call{subject: wire.Shared(shared, b.o.prefix), env: env, req: req, resp: resp, respType: respType}
+	return call{subject: wire.Shared(shared, b.o.prefix), env: env, req: req, resp: resp, respType: respType,
+		repeatable: repeatable[shared]}
 }
 
 // Acquire gets or creates the sandbox of (key, spec.Kind) on the engine pool. A key the

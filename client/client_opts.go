@@ -21,16 +21,21 @@ type options struct {
 	callTimeout time.Duration
 	retryWait   time.Duration
 	liveness    time.Duration
-	placement   Placement // placement.go; nil: the client's own memory
+	dropRetry   time.Duration // retry.go
+	// reconnectGrace: retry.go
+	reconnectGrace time.Duration
+	placement      Placement // placement.go; nil: the client's own memory
 }
 
 func defaultOptions() options {
 	return options{
-		logger:      zap.NewNop(),
-		prefix:      wire.DefaultPrefix,
-		callTimeout: 5 * time.Minute,
-		retryWait:   30 * time.Second,
-		liveness:    2 * time.Second,
+		logger:         zap.NewNop(),
+		prefix:         wire.DefaultPrefix,
+		callTimeout:    5 * time.Minute,
+		retryWait:      30 * time.Second,
+		liveness:       2 * time.Second,
+		dropRetry:      10 * time.Second,
+		reconnectGrace: time.Second,
 	}
 }
 
@@ -99,9 +104,12 @@ func WithRetryWait(d time.Duration) Option {
 }
 
 // WithLivenessInterval sets how often a call waiting on one engine asks whether that engine
-// still runs (default 2 s; 0 never asks). When nobody answers, the engine died with the call
-// in flight, and the call fails at once with an [*wire.EngineUnavailableError] instead of
-// waiting out its timeout. A draining engine still answers until its last call has replied.
+// still runs (default 2 s; 0 never asks). When nobody answers, the engine died (or is between
+// two NATS nodes) with the call in flight; when it answers with a connection younger than the
+// call, the request or reply may have gone with its old one. Either way the call stops waiting
+// out its timeout: one safe to repeat is sent again ([WithDropRetry]), any other fails with an
+// [*OutcomeUnknownError] (wrapping an [*wire.EngineUnavailableError] for an engine that did
+// not answer). A draining engine still answers until its last call has replied.
 func WithLivenessInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {

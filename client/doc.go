@@ -10,6 +10,12 @@
 // retried for a while first, so a client waiting through an engine restart gets an answer.
 // Every call is bounded: by ctx's deadline, or else by the call timeout.
 //
+// A call cut off by a connection drop (this client's, or its engine's: a NATS node killed
+// under either) is sent again when running it twice does what running it once does — stat,
+// read, list, inline write, remove, acquire (by key), dispose — and otherwise (exec, run_code,
+// run_program, reset, …) answers an [*OutcomeUnknownError], never a result: see
+// [WithDropRetry] and docs/nats-api.md.
+//
 // Files larger than one NATS message go in chunks, checked against their SHA-256; an exec
 // can stream its output with [Sandbox.ExecStream].
 package client

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -31,34 +30,59 @@ type call struct {
 	// engine is the engine a pinned call waits on, whose alive subject is asked while the
 	// call is in flight.
 	engine string
+	// repeatable marks a call safe to repeat after a connection drop (retry.go).
+	repeatable bool
 }
 
-// do sends c and decodes its reply, retrying while no engine can take it. Without a ctx
-// deadline the call is bounded by the call timeout plus c.extra (an exec's own timeout).
+// do sends c and decodes its reply, retrying while no engine can take it and, for a call
+// that is safe to repeat, after a connection drop cut an attempt off (retry.go). Without a
+// ctx deadline the call is bounded by the call timeout plus c.extra (an exec's own timeout).
 func (b *Backend) do(ctx context.Context, c call) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.o.callTimeout+c.extra)
 		defer cancel()
 	}
-	var policy backoff.BackOff = &backoff.StopBackOff{}
-	if b.o.retryWait > 0 {
-		exp := backoff.NewExponentialBackOff()
-		exp.InitialInterval = 50 * time.Millisecond
-		exp.MaxInterval = time.Second
-		exp.MaxElapsedTime = b.o.retryWait
-		policy = exp
-	}
+	exp := backoff.NewExponentialBackOff()
+	exp.InitialInterval = 50 * time.Millisecond
+	exp.MaxInterval = time.Second
+	exp.MaxElapsedTime = 0 // the closure decides, by what went wrong
+	start := time.Now()
+	var dropped time.Time // when an attempt of this call was first cut off by a drop
 	attempt := 0
 	return backoff.Retry(func() error {
 		attempt++
 		err := b.once(ctx, c)
-		if err != nil && retryable(err, c.pinned) && ctx.Err() == nil {
-			b.log.Debug("retry call", zap.String("subject", c.subject), zap.Int("attempt", attempt), zap.Error(err))
-			return err
+		if err == nil {
+			return nil
 		}
-		return backoff.Permanent(err)
-	}, backoff.WithContext(policy, ctx))
+		var drop *droppedError
+		if errors.As(err, &drop) {
+			if !c.repeatable {
+				return backoff.Permanent(&OutcomeUnknownError{Subject: c.subject, Reason: drop.reason, Err: drop.err})
+			}
+			if dropped.IsZero() {
+				dropped = time.Now()
+			}
+			err = &wire.EngineUnavailableError{Subject: c.subject, Reason: drop.reason + "; repeating the call did not get an answer"}
+		}
+		if ctx.Err() != nil {
+			return backoff.Permanent(err)
+		}
+		var ue *wire.EngineUnavailableError
+		switch {
+		case !dropped.IsZero() && time.Since(dropped) < b.o.dropRetry && errors.As(err, &ue):
+			// The engine may still be reconnecting to another node: nobody answers it for a moment.
+		case c.pinned && errors.Is(err, errNoResponders) && time.Since(start) < b.o.reconnectGrace:
+			// Nothing was delivered, so any call may be sent again; the engine may be between
+			// two nodes of the cluster.
+		case retryable(err, c.pinned) && time.Since(start) < b.o.retryWait:
+		default:
+			return backoff.Permanent(err)
+		}
+		b.log.Debug("retry call", zap.String("subject", c.subject), zap.Int("attempt", attempt), zap.Error(err))
+		return err
+	}, backoff.WithContext(exp, ctx))
 }
 
 // retryable is the one classifier of the client: only an engine that did not take the
@@ -82,13 +106,13 @@ func (b *Backend) once(ctx context.Context, c call) error {
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	msg, gone, err := b.request(ctx, c, data)
+	msg, err := b.request(ctx, c, data)
+	var drop *droppedError
 	switch {
-	case gone:
-		return &wire.EngineUnavailableError{Subject: c.subject, Reason: fmt.Sprintf(
-			"engine %s stopped answering with the call in flight; whether it ran is unknown", c.engine)}
+	case errors.As(err, &drop):
+		return err
 	case errors.Is(err, nats.ErrNoResponders):
-		return &wire.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}
+		return fmt.Errorf("%w%w", &wire.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}, noResponders{})
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Errorf("request %s: %w", c.subject, err)
 	case err != nil:
@@ -128,44 +152,110 @@ func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.
 	return b.nc.RequestMsgWithContext(ctx, m)
 }
 
-// request sends data and waits for the reply. For a call waiting on one engine it asks the
-// engine's alive subject every liveness interval, and gives up when nobody answers there:
-// gone reports that.
-func (b *Backend) request(ctx context.Context, c call, data []byte) (msg *nats.Msg, gone bool, err error) {
-	if c.engine == "" || b.o.liveness <= 0 {
-		msg, err = b.send(ctx, c.subject, data)
-		return msg, false, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var dead atomic.Bool
-	probeDone := make(chan struct{})
+// request sends data and waits for the reply. It abandons the attempt with a
+// [*droppedError] when this client's connection drops meanwhile (the reply may be lost with
+// it), and, every liveness interval: for a call waiting on one engine, when the engine's alive
+// subject has nobody answering (the engine died, or is reconnecting) or reports a connection
+// younger than the call (the request or the reply may have gone with the old one); for a call
+// on a shared subject, when any engine of the pool reports a reconnect since the call was sent.
+func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, error) {
+	sent := time.Now()
+	drops := b.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING)
+	defer b.nc.RemoveStatusListener(drops)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	probe := b.o.liveness > 0
+	watchDone := make(chan struct{})
 	go func() {
-		defer close(probeDone)
-		alive := wire.Engine(wire.SubjectEngineAliveT, b.o.prefix, c.engine)
-		t := time.NewTicker(b.o.liveness)
-		defer t.Stop()
+		defer close(watchDone)
+		var tick <-chan time.Time
+		if probe {
+			t := time.NewTicker(b.o.liveness)
+			defer t.Stop()
+			tick = t.C
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case _, ok := <-drops:
+				if ok {
+					cancel(errClientDropped)
+				}
+				return
+			case <-tick:
 			}
-			pctx, pcancel := context.WithTimeout(ctx, b.o.liveness)
-			_, err := b.nc.RequestWithContext(pctx, alive, nil)
-			pcancel()
-			if errors.Is(err, nats.ErrNoResponders) {
-				dead.Store(true)
-				cancel()
+			ask := b.probe
+			if c.engine == "" {
+				ask = b.probePool
+			}
+			if cause := ask(ctx, c.engine, time.Since(sent)); cause != nil {
+				cancel(cause)
 				return
 			}
 		}
 	}()
-	msg, err = b.send(ctx, c.subject, data)
-	cancel()
-	<-probeDone
-	if err != nil && dead.Load() {
-		return nil, true, err
+	msg, err := b.send(ctx, c.subject, data)
+	cancel(nil)
+	<-watchDone
+	if err == nil {
+		return msg, nil
 	}
-	return msg, false, err
+	switch cause := context.Cause(ctx); {
+	case errors.Is(err, nats.ErrDisconnected): // nats.go fails the requests in flight when the connection drops
+		return nil, &droppedError{reason: errClientDropped.Error()}
+	case errors.Is(cause, errClientDropped), errors.Is(cause, errEngineReconnected):
+		return nil, &droppedError{reason: cause.Error()}
+	case errors.Is(cause, wire.ErrUnavailable):
+		return nil, &droppedError{reason: cause.Error(), err: cause}
+	}
+	return nil, err
+}
+
+// probe asks engine's alive subject whether a call waiting for waited is still worth waiting
+// for: nil when it is, else why not.
+func (b *Backend) probe(ctx context.Context, engine string, waited time.Duration) error {
+	alive := wire.Engine(wire.SubjectEngineAliveT, b.o.prefix, engine)
+	pctx, cancel := context.WithTimeout(ctx, b.o.liveness)
+	defer cancel()
+	m, err := b.nc.RequestWithContext(pctx, alive, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return &wire.EngineUnavailableError{Subject: alive, Reason: fmt.Sprintf(
+			"engine %s stopped answering with the call in flight; whether it ran is unknown", engine)}
+	}
+	if err != nil {
+		return nil // no answer in time says nothing: this client's connection may be what is slow
+	}
+	var r wire.AliveReply
+	if json.Unmarshal(m.Data, &r) == nil && r.ConnectedMS != nil && time.Duration(*r.ConnectedMS)*time.Millisecond < waited {
+		return errEngineReconnected
+	}
+	return nil
+}
+
+// probePool asks every engine of the pool ([wire.SubjectAlive]) whether one re-established its
+// connection after a call on a shared subject that has waited for waited was sent: that engine
+// may have taken the call and lost it. It collects answers for half a liveness interval.
+func (b *Backend) probePool(ctx context.Context, _ string, waited time.Duration) error {
+	inbox := b.nc.NewInbox()
+	sub, err := b.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := b.nc.PublishRequest(wire.Shared(wire.SubjectAliveT, b.o.prefix), inbox, nil); err != nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.o.liveness/2)
+	defer cancel()
+	for {
+		m, err := sub.NextMsgWithContext(pctx)
+		if err != nil {
+			return nil // no answer, or no more: nothing says the call was lost
+		}
+		var r wire.AliveReply
+		if json.Unmarshal(m.Data, &r) == nil && r.ReconnectedMS != nil && time.Duration(*r.ReconnectedMS)*time.Millisecond < waited {
+			return fmt.Errorf("%w (engine %s)", errEngineReconnected, r.Engine)
+		}
+	}
 }

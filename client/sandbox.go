@@ -63,7 +63,7 @@ func (s *Sandbox) envelope(typ string) messages.APIEnvelope {
 // call builds a call to this sandbox's engine.
 func (s *Sandbox) call(template string, env *messages.APIEnvelope, req, resp any, respType string, extra time.Duration) call {
 	return call{subject: wire.Engine(template, s.b.o.prefix, s.engine), env: env, req: req, resp: resp,
-		respType: respType, extra: extra, pinned: true, engine: s.engine}
+		respType: respType, extra: extra, pinned: true, engine: s.engine, repeatable: repeatable[template]}
 }
 
 // WriteFile writes content byte-exact: inline when it fits in one message, otherwise in
@@ -87,7 +87,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd
 		req.Upload, req.Size, req.SHA256 = upload, int64(len(content)), sum
 	}
 	var resp messages.APIWriteFileResponse
-	return s.b.do(ctx, s.call(wire.SubjectWriteFileT, &req.APIEnvelope, req, &resp, messages.APIWriteFileResponseType, 0))
+	c := s.call(wire.SubjectWriteFileT, &req.APIEnvelope, req, &resp, messages.APIWriteFileResponseType, 0)
+	c.repeatable = req.Upload == "" // the first write of an upload consumes it
+	return s.b.do(ctx, c)
 }
 
 // Exec runs cmd; see [sandbox.Sandbox].

@@ -101,3 +101,31 @@ func (m *Members) List(ctx context.Context) ([]Member, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Engine < out[j].Engine })
 	return out, nil
 }
+
+// Load is what the choice of engine weighs: the sandboxes an engine holds plus the cold
+// acquires it is running (each of those is a container being created on its daemon now).
+func (m Member) Load() int { return m.Sandboxes + m.ColdInFlight }
+
+// Pick chooses the engine a cold acquire that reached self through the pool's queue group
+// should be created on: self compared with one other live, non-draining member drawn by
+// pick(n) (an index below n), the lighter by [Member.Load] winning and self on a tie. The
+// queue group already drew self at random, so this is the power of two random choices: it
+// spreads new sandboxes by load with one comparison, and unlike "always the least loaded" it
+// does not send every engine's acquires to the same one while their copies of the load are a
+// few announcements old. A draining self always hands the acquire on when it can.
+func Pick(self Member, members []Member, pick func(n int) int) string {
+	var others []Member
+	for _, m := range members {
+		if m.Engine != self.Engine && !m.Draining {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return self.Engine
+	}
+	other := others[pick(len(others))]
+	if self.Draining || other.Load() < self.Load() {
+		return other.Engine
+	}
+	return self.Engine
+}

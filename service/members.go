@@ -11,7 +11,9 @@ import (
 
 // WithMembers makes the engine announce itself in m's bucket (package placement) every third
 // of its TTL — its ID, daemon, the sandboxes it holds, its cold acquires in flight and whether
-// it drains — and leave it at Stop. Default: no announcement.
+// it drains — and leave it at Stop. With [WithPlacement] too, it reads the others' after each
+// announcement and hands a cold acquire that came through the pool to a lighter engine
+// (balance.go, [placement.Pick]). Default: no announcement.
 func WithMembers(m *placement.Members, daemon string) Option {
 	return func(o *options) error {
 		if m == nil {
@@ -41,6 +43,9 @@ func (s *Service) announcer(stop <-chan struct{}, done chan<- struct{}) {
 		defer cancel()
 		if err := m.Announce(ctx, s.member()); err != nil {
 			s.log.Debug("announce the engine", zap.Error(err))
+		}
+		if s.o.placement != nil {
+			s.refreshMembers(ctx) // balance.go
 		}
 	}
 	announce()

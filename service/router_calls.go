@@ -29,6 +29,9 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	s.coldInFlight.Add(1)
 	defer s.coldInFlight.Add(-1)
+	if answer, ok, err := s.balanced(ctx, key, spec.Kind); ok {
+		return answer, err
+	}
 	forwarded, release, err := s.claim(ctx, key, spec.Kind)
 	if forwarded != nil || err != nil {
 		return forwarded, err

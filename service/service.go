@@ -59,6 +59,8 @@ type Service struct {
 	renewDone chan struct{}
 
 	coldInFlight atomic.Int64 // acquires running, for the members bucket (members.go)
+	conn         connAge      // connection.go: the connection's age, for the alive reply
+	balance      balance      // balance.go: the members' load, for choosing a cold acquire's engine
 	announceStop chan struct{}
 	announceDone chan struct{}
 	stopOnce     sync.Once
@@ -138,6 +140,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		return nil, fmt.Errorf("flush the subscriptions: %w", err)
 	}
 	go s.janitor()
+	s.watchConnection()
 	if o.placement != nil {
 		go s.renewer(s.renewStop, s.renewDone)
 	} else {
@@ -196,6 +199,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		<-s.renewDone
 		close(s.announceStop)
 		<-s.announceDone
+		s.stopConnWatch()
 		s.releaseAll()
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
@@ -324,14 +328,14 @@ func (s *Service) listen() error {
 	// alive answers through the drain (Stop unsubscribes it last), so a client can tell a
 	// draining engine from a dead one while its calls finish.
 	s.alive = &endpoint{name: "alive", subject: Engine(SubjectEngineAliveT, s.o.prefix, s.id),
-		meta: map[string]string{"description": "answers an empty reply while the engine runs, through its drain: the Go client's liveness probe",
-			"request_type": "any", "response_type": "empty"}}
+		meta: map[string]string{"description": "answers while the engine runs, through its drain, with its connection's age: the Go client's liveness probe",
+			"request_type": "any", "response_type": "alive"}}
 	s.endpoints = append(s.endpoints, s.alive)
 	alive := s.alive
 	if err := s.subscribe(alive, func(m *nats.Msg) {
 		start := time.Now()
 		if m.Reply != "" {
-			_ = s.nc.Publish(m.Reply, nil)
+			_ = s.nc.Publish(m.Reply, s.aliveReply())
 		}
 		alive.record(time.Since(start), "")
 	}); err != nil {

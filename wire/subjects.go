@@ -75,13 +75,20 @@ const (
 	SubjectEngineHealth  = DefaultPrefix + ".v1.engine.*.health"
 	SubjectEngineHealthT = "%s.v1.engine.%s.health"
 
-	// SubjectEngineAlive answers, with an empty reply, as long as the engine runs: through
-	// its drain too, until its last in-flight call has replied. A client waiting on a long
-	// call asks it now and then, and gives up at once when nobody answers (the engine died).
-	// Any request → empty reply; a plain subscription, not a micro endpoint, so that it
-	// outlives the endpoints' drain; no queue group.
+	// SubjectEngineAlive answers as long as the engine runs: through its drain too, until its
+	// last in-flight call has replied. A client waiting on a long call asks it now and then,
+	// and gives up at once when nobody answers (the engine died), or when the engine's
+	// connection is younger than the call (the request or reply may be lost). Any request →
+	// [AliveReply] (empty from older engines); a plain subscription, not a micro endpoint, so
+	// that it outlives the endpoints' drain; no queue group.
 	SubjectEngineAlive  = DefaultPrefix + ".v1.engine.*.alive"
 	SubjectEngineAliveT = "%s.v1.engine.%s.alive"
+	// SubjectAlive is answered by every engine of the pool (no queue group) with its
+	// [AliveReply]: a client whose call on a shared subject waits long asks it, collects the
+	// answers for a moment, and learns whether any engine's connection was re-established
+	// since the call was sent. A plain subscription, not a micro endpoint.
+	SubjectAlive  = DefaultPrefix + ".v1.alive"
+	SubjectAliveT = "%s.v1.alive"
 
 	// SubjectExec runs a command in a sandbox the engine holds, streaming output chunks to
 	// the request's stream_to when set. APIExecRequest → APIExecResponse (and APIExecChunk
