@@ -183,17 +183,24 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	if r.addr.IsValid() {
 		opts = append(opts, docker.WithIPv4(r.addr))
 	}
-	gate, err := r.gateFor(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	if gate == nil {
+	if !r.prove {
 		ok, err := present()
 		return opts, ok, err
 	}
+	// The image's entrypoint is read first; whether the proxy image has a gate is known from
+	// the backend's first proxy on, and only that first acquire waits for its proxy's create.
 	ep, ok, err := a.b.engine.ImageEntrypoint(ctx, imageRef)
 	if err != nil || !ok {
 		return nil, ok, err
+	}
+	gate, known := a.b.knownGate()
+	if !known {
+		if gate, err = r.gateFor(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	if gate == nil {
+		return opts, true, nil
 	}
 	var token [16]byte
 	if _, err := rand.Read(token[:]); err != nil {

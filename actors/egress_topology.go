@@ -184,6 +184,13 @@ func (b *Backend) gateBinary(ctx context.Context, proxyID string) []byte {
 	return b.topo.gate
 }
 
+// knownGate returns the workload gate when the proxy image was already read for it (known).
+func (b *Backend) knownGate() (gate []byte, known bool) {
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	return b.topo.gate, b.topo.gateRead
+}
+
 // countSeal records one seal proof's outcome and logs the running counts.
 func (b *Backend) countSeal(network string, ok bool, detail string) {
 	b.topo.mu.Lock()
