@@ -71,7 +71,7 @@ engine:
 		"$(CURDIR)/internal/images/embedded/$$observer" "$$tmp/$$observer" \
 		"$(CURDIR)/internal/images/embedded/$$gate" "$$tmp/$$gate" > "$$tmp/overlay.json"; \
 	$(GO) build -buildvcs=$(BUILDVCS) -overlay "$$tmp/overlay.json" -o "$(ENGINE_BIN)" ./cmd/engine; \
-	echo "built $(ENGINE_BIN), embedding the egress proxy and the fingerprint observer for $(PROXY_GOOS)/$(PROXY_GOARCH)"
+	echo "built $(ENGINE_BIN), embedding the egress proxy, the workload gate and the fingerprint observer for $(PROXY_GOOS)/$(PROXY_GOARCH)"
 
 # install puts that binary at $(DESTDIR)$(PREFIX)/bin/engine.
 PREFIX ?= /usr/local
