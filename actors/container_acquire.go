@@ -166,6 +166,13 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	if !created {
 		return nil
 	}
+	if g := a.gatedWorkload(); g != nil { // egress hook: started now, released after the seal
+		if err := a.startGated(ctx, info.ID, g); err != nil {
+			return err
+		}
+		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef), zap.Bool("gated", true))
+		return nil
+	}
 	if err := a.beforeStart(ctx); err != nil { // egress hook: the network's seal first
 		a.removeContainer(info.ID)
 		return err
@@ -286,8 +293,12 @@ func (a *containerActor) restart(ctx context.Context) bool {
 // starts it), or adopts one another acquire made meanwhile. created is false when adopted.
 func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string, began time.Time) (created bool, err error) {
 	a.forget()
-	present, err := a.b.imageFlight.do(ctx, imageRef, began, func(ctx context.Context) (bool, error) {
-		return a.b.engine.ImageExists(ctx, imageRef)
+	// egress hook (egress_run.go): the fixed address, and the gate as entrypoint when the
+	// network is still to be proved.
+	egressOpts, present, err := a.workloadOpts(ctx, a.egressBuild, imageRef, func() (bool, error) {
+		return a.b.imageFlight.do(ctx, imageRef, began, func(ctx context.Context) (bool, error) {
+			return a.b.engine.ImageExists(ctx, imageRef)
+		})
 	})
 	if err != nil {
 		return false, fmt.Errorf("inspect image %s: %w", imageRef, err)
@@ -300,6 +311,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}
 	opts := append(a.b.cfg.WorkloadOpts(), a.workloadNetwork(spec), docker.WithLabels(labels...)) // egress hook: N-net or none
+	opts = append(opts, egressOpts...)
 	_, err = a.b.engine.Create(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
 	if err == nil {
 		return true, nil

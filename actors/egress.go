@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -202,7 +203,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 	if err != nil {
 		return nil, info, err
 	}
-	netID, fresh, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec, t)
+	netID, addr, fresh, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec, t)
 	if err != nil {
 		return nil, info, err
 	}
@@ -212,10 +213,10 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 			return nil, info, fmt.Errorf("egress network hook: %w", err)
 		}
 	}
-	run := newEgressRun(nets, netID, fresh, a.provedNetwork != netID)
+	run := newEgressRun(nets, netID, addr, fresh, a.provedNetwork != netID)
 	a.egressBuild = run
 	go run.build(func(sealed func()) (string, error) {
-		return a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, run.prove, sealed)
+		return a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, run, sealed)
 	})
 	return run, info, nil
 }
@@ -255,15 +256,16 @@ func bridgeProblem(n docker.NetworkInfo, t docker.Topology) string {
 // one once its bridge check passes (§1.3). fresh reports a network created by this call. A
 // network just created that fails the check is removed and refused; so is a daemon that
 // rejects a gateway-mode option.
-func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, t docker.Topology) (id string, fresh bool, err error) {
+func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec,
+	t docker.Topology) (id string, workload netip.Addr, fresh bool, err error) {
 	name := docker.NetworkName(a.name)
 	labels, err := label.Sandbox(key, spec.Kind, spec.Labels)
 	if err != nil {
-		return "", false, fmt.Errorf("label network %s: %w", name, err)
+		return "", netip.Addr{}, false, fmt.Errorf("label network %s: %w", name, err)
 	}
 	pool, err := a.b.subnetPool()
 	if err != nil {
-		return "", false, err
+		return "", netip.Addr{}, false, err
 	}
 	tried := 0
 	for subnet := range pool.Candidates(name) {
@@ -275,18 +277,18 @@ func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks
 		case err == nil:
 			return a.checkCreated(ctx, nets, name, id, t)
 		case errors.Is(err, docker.ErrGatewayModeRejected):
-			return "", false, &EgressTopologyError{Network: name, Reason: "the daemon refused the gateway mode: " + err.Error()}
+			return "", netip.Addr{}, false, &EgressTopologyError{Network: name, Reason: "the daemon refused the gateway mode: " + err.Error()}
 		case errors.Is(err, docker.ErrNetworkExists):
-			id, err := a.adoptNetwork(ctx, nets, name, t)
-			return id, false, err
+			id, addr, err := a.adoptNetwork(ctx, nets, name, t)
+			return id, addr, false, err
 		}
-		return "", false, fmt.Errorf("create egress network %s: %w", name, err)
+		return "", netip.Addr{}, false, fmt.Errorf("create egress network %s: %w", name, err)
 	}
-	return "", false, &EgressSubnetsExhaustedError{Network: name, Pool: pool.Base(), Tried: tried}
+	return "", netip.Addr{}, false, &EgressSubnetsExhaustedError{Network: name, Pool: pool.Base(), Tried: tried}
 }
 
 // checkCreated reads a network just created back and removes it when it fails the check.
-func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, bool, error) {
+func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, netip.Addr, bool, error) {
 	reason := ""
 	n, err := nets.NetworkInspect(ctx, id)
 	if err != nil {
@@ -297,28 +299,28 @@ func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks,
 	if reason == "" {
 		a.log.Info("egress network created", zap.String("network", name), zap.String("topology", string(t)),
 			zap.Strings("subnets", n.Subnets()))
-		return id, true, nil
+		return id, workloadAddress(n), true, nil
 	}
 	cleanup := "the network was removed"
 	if _, rerr := nets.NetworkRemove(context.WithoutCancel(ctx), id); rerr != nil {
 		cleanup = fmt.Sprintf("the network could not be removed (%v); remove it by hand", rerr)
 	}
-	return "", false, &EgressTopologyError{Network: name, Reason: "the daemon built it but " + reason, Cleanup: cleanup}
+	return "", netip.Addr{}, false, &EgressTopologyError{Network: name, Reason: "the daemon built it but " + reason, Cleanup: cleanup}
 }
 
 // adoptNetwork takes over an existing N-net once its bridge check passes.
-func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, error) {
+func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, netip.Addr, error) {
 	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
-		return "", fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
+		return "", netip.Addr{}, fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
 	}
 	if err != nil {
-		return "", fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, err)
+		return "", netip.Addr{}, fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, err)
 	}
 	if reason := bridgeProblem(n, t); reason != "" {
-		return "", fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
+		return "", netip.Addr{}, fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
 	}
-	return n.ID, nil
+	return n.ID, workloadAddress(n), nil
 }
 
 // discardUnusable is §15.2: before the reuse decision, an N-net that fails the bridge check,
@@ -388,8 +390,9 @@ func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]dock
 // segment reaches nothing of the host, which sealed is told — and only then connect its
 // outbound leg. On a failure
 // after the create the half-built proxy is drained and removed.
-func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string, prove bool,
+func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec, hosts []string, run *egressRun,
 	sealed func()) (string, error) {
+	prove := run.prove
 	name := docker.ProxyName(a.name)
 	if err := a.b.teardownProxy(ctx, name, &key, egresslog.TriggerAcquire); err != nil {
 		return "", fmt.Errorf("remove the previous proxy %s: %w", name, err)
@@ -404,6 +407,9 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	}
 	if prove {
 		env = append(env, proxy.EnvSealTargets+"="+proxy.FormatSealTargets(a.b.sealTargets(ctx, nets)))
+		if run.addr.IsValid() { // the workload's own address: it may be up there, gated
+			env = append(env, proxy.EnvSealSkip+"="+run.addr.String())
+		}
 	}
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
 		Network: docker.NetworkName(a.name), Env: env, Labels: labels, Sealed: true})
@@ -419,6 +425,9 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 			a.log.Warn("remove half-built proxy", zap.String("container_id", id), zap.Error(rerr))
 		}
 		return "", err
+	}
+	if prove {
+		run.offerGate(a.b.gateBinary(ctx, id)) // the workload may be created now
 	}
 	if err := nets.ProxyStart(ctx, id); err != nil {
 		return fail(fmt.Errorf("start proxy %s: %w", name, err))
@@ -554,6 +563,11 @@ func (a *containerActor) topologyProblem(ctx context.Context, run *egressRun) st
 	}
 	if err := werr; err != nil {
 		return fmt.Sprintf("workload %s could not be read: %v", a.name, err)
+	}
+	if !w.Running {
+		// A gated workload whose command the gate could not find stops at once (as its
+		// start would have failed without the gate); its log says why.
+		return fmt.Sprintf("workload %s is not running (%s, exit code %d): its command did not start; see its log", a.name, w.Status, w.ExitCode)
 	}
 	if got := slices.Sorted(maps.Keys(w.Networks)); !slices.Equal(got, []string{netName}) {
 		return fmt.Sprintf("workload %s is attached to %v, not exactly [%s]", a.name, got, netName)

@@ -2,7 +2,12 @@ package actors
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/netip"
 	"sync"
 
 	"go.uber.org/zap"
@@ -13,9 +18,13 @@ import (
 // An allowlisted cold acquire builds two things that do not depend on each other until
 // hand-out: the proxy (create, start, seal probe, outbound leg) and the workload (create,
 // facts, storage base). The proxy is built on a goroutine of the acquire while the actor
-// prepares the workload; the workload's start — its first process — waits for the seal
-// verdict, and hand-out waits for the whole proxy and the §1.7 checks. The goroutine never
-// outlives the acquire: every path out of it joins the run first.
+// prepares the workload. When the proxy image carries the workload gate, the workload's first
+// process is the gate (internal/images/cmd/gate): the workload starts at once and the gate
+// runs the image's own command only once the engine writes its release file, after the seal
+// verdict; without a gate the workload's start waits for the verdict. Either way no process
+// of the image runs on a network before its proof, and hand-out waits for the whole proxy and
+// the §1.7 checks. The goroutine never outlives the acquire: every path out of it joins the
+// run first.
 
 // egressRun is what one acquire is building for an allowlisted sandbox.
 type egressRun struct {
@@ -23,6 +32,14 @@ type egressRun struct {
 	networkID string
 	fresh     bool // the network was created by this acquire
 	prove     bool // the proxy proves the network's seal before its outbound leg
+	// addr is the workload's fixed address on the network (invalid when the subnet gives
+	// none): the seal probe skips it, since the workload may already be up there, gated.
+	addr netip.Addr
+
+	gateOnce  sync.Once
+	gateReady chan struct{} // closed once it is known whether the workload is gated
+	gate      []byte        // the gate binary, read after gateReady; nil: not gated
+	workload  *workloadGate // the gate of the workload this acquire created, nil when not gated
 
 	sealOnce sync.Once
 	sealed   chan struct{} // closed once the seal verdict is in (at once when prove is false)
@@ -34,13 +51,31 @@ type egressRun struct {
 	joined  bool
 }
 
-func newEgressRun(nets docker.Networks, networkID string, fresh, prove bool) *egressRun {
-	r := &egressRun{nets: nets, networkID: networkID, fresh: fresh, prove: prove,
-		sealed: make(chan struct{}), done: make(chan struct{})}
+func newEgressRun(nets docker.Networks, networkID string, addr netip.Addr, fresh, prove bool) *egressRun {
+	r := &egressRun{nets: nets, networkID: networkID, addr: addr, fresh: fresh, prove: prove,
+		sealed: make(chan struct{}), done: make(chan struct{}), gateReady: make(chan struct{})}
 	if !prove {
 		r.markSealed(nil) // proved by an earlier acquire of this actor
+		r.offerGate(nil)  // nothing to wait for: the workload starts as it is
 	}
 	return r
+}
+
+// offerGate records whether the workload is gated (gate is the binary, nil for not); only the
+// first call counts.
+func (r *egressRun) offerGate(gate []byte) {
+	r.gateOnce.Do(func() { r.gate = gate; close(r.gateReady) })
+}
+
+// gateFor waits until the proxy's build says whether the workload is gated and returns the
+// gate binary, nil for not.
+func (r *egressRun) gateFor(ctx context.Context) ([]byte, error) {
+	select {
+	case <-r.gateReady:
+		return r.gate, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // markSealed records the seal verdict; only the first call counts.
@@ -52,6 +87,7 @@ func (r *egressRun) markSealed(err error) {
 // soon as it is in.
 func (r *egressRun) build(fn func(sealed func()) (string, error)) {
 	defer close(r.done)
+	defer r.offerGate(nil) // a build that failed before reading the gate: not gated
 	r.proxyID, r.err = fn(func() { r.markSealed(nil) })
 	if r.err != nil {
 		r.markSealed(r.err)
@@ -117,4 +153,115 @@ func (a *containerActor) joinEgress(r *egressRun, werr error) error {
 		a.removeNetwork(r.nets, r.networkID)
 	}
 	return r.err
+}
+
+// gatePath is where the workload gate lives in the proxy image (images.GateBinary), read once
+// per backend, and where it is copied into each gated workload.
+const gatePath = "/maf-sandbox-gate"
+
+// maxGateBytes bounds the gate binary's read from the proxy image.
+const maxGateBytes = 16 << 20
+
+// workloadGate is the gate of the workload one acquire created.
+type workloadGate struct {
+	binary  []byte
+	release string // the file whose existence lets the gate run the image's command
+}
+
+// workloadOpts are the create options an allowlisted acquire adds to its workload, and
+// whether its image is present: the fixed address, and — when the proxy image carries the
+// gate and the network is still to be proved — the gate as entrypoint, with the release file
+// and the image's own entrypoint and command as its arguments. The release file's name holds
+// 128 random bits drawn now, so no image can ship it.
+func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRef string, present func() (bool, error)) ([]docker.CreateOpt, bool, error) {
+	if r == nil {
+		ok, err := present()
+		return nil, ok, err
+	}
+	r.workload = nil
+	var opts []docker.CreateOpt
+	if r.addr.IsValid() {
+		opts = append(opts, docker.WithIPv4(r.addr))
+	}
+	if !r.prove {
+		ok, err := present()
+		return opts, ok, err
+	}
+	// The image's entrypoint is read first; whether the proxy image has a gate is known from
+	// the backend's first proxy on, and only that first acquire waits for its proxy's create.
+	ep, ok, err := a.b.engine.ImageEntrypoint(ctx, imageRef)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	gate, known := a.b.knownGate()
+	if !known {
+		if gate, err = r.gateFor(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	if gate == nil {
+		return opts, true, nil
+	}
+	var token [16]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, false, fmt.Errorf("draw the gate's release name: %w", err)
+	}
+	release := gatePath + "." + hex.EncodeToString(token[:])
+	cmd := append(append([]string{release}, ep...), docker.KeepAlive...)
+	r.workload = &workloadGate{binary: gate, release: release}
+	return append(opts, docker.WithEntrypoint(gatePath), docker.WithCmd(cmd...)), true, nil
+}
+
+// startGated copies the gate into a workload this acquire created, starts it — the gate is its
+// only process, waiting — and, once the network's seal is proved, writes the release file. A
+// failure at any step, the proof's included, removes the workload: nothing of it has run.
+func (a *containerActor) startGated(ctx context.Context, id string, g *workloadGate) error {
+	fail := func(err error) error { a.removeContainer(id); return err }
+	gate, err := docker.BuildTar(docker.FileEntry(gatePath, g.binary, 0o755, 0, 0))
+	if err != nil {
+		return fail(err)
+	}
+	if err := a.b.engine.CopyIn(ctx, id, gate); err != nil {
+		return fail(fmt.Errorf("copy the gate into %s: %w", a.name, err))
+	}
+	if err := a.b.engine.Start(ctx, id); err != nil {
+		return fail(fmt.Errorf("docker could not start container %s: %w", a.name, err))
+	}
+	a.info = nil
+	if err := a.beforeStart(ctx); err != nil { // the network's seal first
+		return fail(err)
+	}
+	release, err := docker.BuildTar(docker.FileEntry(g.release, nil, 0o444, 0, 0))
+	if err != nil {
+		return fail(err)
+	}
+	if err := a.b.engine.CopyIn(ctx, id, release); err != nil {
+		return fail(fmt.Errorf("release the gate of %s: %w", a.name, err))
+	}
+	return nil
+}
+
+// gatedWorkload is the gate of the workload this acquire created, nil when not gated.
+func (a *containerActor) gatedWorkload() *workloadGate {
+	if a.egressBuild == nil {
+		return nil
+	}
+	return a.egressBuild.workload
+}
+
+// workloadAddress is the workload's fixed address on an egress network: the last host of its
+// IPv4 subnet (the proxy takes the first free one, the gateway the first). Invalid when the
+// network has no IPv4 subnet with room for both.
+func workloadAddress(n docker.NetworkInfo) netip.Addr {
+	for _, c := range n.IPAM {
+		p, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 29 {
+			continue
+		}
+		b := p.Masked().Addr().As4()
+		v := binary.BigEndian.Uint32(b[:]) | (1<<(32-p.Bits()) - 1) // the broadcast address
+		binary.BigEndian.PutUint32(b[:], v-1)
+		return netip.AddrFrom4(b)
+	}
+	return netip.Addr{}
 }

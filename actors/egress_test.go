@@ -803,3 +803,26 @@ func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
 		t.Fatal("the workload was not started after the seal verdict")
 	}
 }
+
+// The workload's fixed address is the last host of the network's IPv4 subnet; a network with
+// no IPv4 subnet, or one too small for gateway, proxy and workload, gives none.
+func TestWorkloadAddress(t *testing.T) {
+	for _, tc := range []struct {
+		subnets []string
+		want    string
+	}{
+		{[]string{"10.213.0.8/29"}, "10.213.0.14"},
+		{[]string{"fd00::/64", "10.213.4.0/24"}, "10.213.4.254"},
+		{[]string{"10.213.0.8/30"}, "invalid IP"},
+		{[]string{"fd00::/64"}, "invalid IP"},
+		{nil, "invalid IP"},
+	} {
+		var n docker.NetworkInfo
+		for _, s := range tc.subnets {
+			n.IPAM = append(n.IPAM, docker.IPAMConfig{Subnet: s})
+		}
+		if got := workloadAddress(n).String(); got != tc.want {
+			t.Errorf("workloadAddress(%v) = %s, want %s", tc.subnets, got, tc.want)
+		}
+	}
+}

@@ -64,6 +64,8 @@ type topologyState struct {
 	mu       sync.Mutex
 	topology docker.Topology // "" until a Linux daemon's version was read
 	targets  []netip.Addr    // the seal probe's host addresses, read once
+	gate     []byte          // the workload gate from the proxy image, once gateRead
+	gateRead bool            // the proxy image was read for its gate (nil gate: it has none)
 	flight   flight[docker.Topology]
 	sealed   sealCounts
 }
@@ -148,6 +150,45 @@ func (b *Backend) sealTargets(ctx context.Context, nets docker.Networks) []netip
 	}
 	b.topo.targets = out
 	return out
+}
+
+// gateBinary returns the workload gate the proxy image carries, read from the proxy container
+// proxyID (created, not started) the first time and kept: the image is the backend's. nil
+// when the image has no gate (an image built before it) — then workloads start after the
+// proof — or when the read failed (asked again next time).
+func (b *Backend) gateBinary(ctx context.Context, proxyID string) []byte {
+	b.topo.mu.Lock()
+	if b.topo.gateRead {
+		defer b.topo.mu.Unlock()
+		return b.topo.gate
+	}
+	b.topo.mu.Unlock()
+	e, body, err := b.engine.Read(ctx, proxyID, gatePath, maxGateBytes)
+	switch {
+	case errors.Is(err, docker.ErrPathAbsent):
+		b.log.Info("the egress proxy image carries no workload gate: allowlisted workloads start after their seal proof",
+			zap.String("image", b.cfg.EgressProxyImage))
+		body = nil
+	case err != nil:
+		b.log.Warn("read the workload gate from the proxy image", zap.Error(err))
+		return nil
+	case e == nil || len(body) == 0:
+		b.log.Warn("the workload gate in the proxy image is not a regular file", zap.String("image", b.cfg.EgressProxyImage))
+		body = nil
+	}
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	if !b.topo.gateRead {
+		b.topo.gate, b.topo.gateRead = body, true
+	}
+	return b.topo.gate
+}
+
+// knownGate returns the workload gate when the proxy image was already read for it (known).
+func (b *Backend) knownGate() (gate []byte, known bool) {
+	b.topo.mu.Lock()
+	defer b.topo.mu.Unlock()
+	return b.topo.gate, b.topo.gateRead
 }
 
 // countSeal records one seal proof's outcome and logs the running counts.

@@ -99,6 +99,11 @@ func (f *fakeEngine) ImageExists(context.Context, string) (bool, error) {
 	return true, nil
 }
 
+func (f *fakeEngine) ImageEntrypoint(context.Context, string) ([]string, bool, error) {
+	f.log("image")
+	return nil, true, nil
+}
+
 func (f *fakeEngine) Run(ctx context.Context, spec docker.CreateSpec) (string, error) {
 	id, err := f.Create(ctx, spec)
 	if err == nil {

@@ -48,6 +48,18 @@ func (r retrying) ImageExists(ctx context.Context, image string) (bool, error) {
 	return retry(ctx, func() (bool, error) { return r.Driver.ImageExists(ctx, image) })
 }
 
+func (r retrying) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+	type answer struct {
+		ep      []string
+		present bool
+	}
+	a, err := retry(ctx, func() (answer, error) {
+		ep, ok, err := r.Driver.ImageEntrypoint(ctx, image)
+		return answer{ep, ok}, err
+	})
+	return a.ep, a.present, err
+}
+
 func (r retrying) ServerOS(ctx context.Context) (string, error) {
 	return retry(ctx, func() (string, error) { return r.Driver.ServerOS(ctx) })
 }

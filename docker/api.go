@@ -210,6 +210,33 @@ func (a *API) ImageExists(ctx context.Context, image string) (bool, error) {
 	return present, err
 }
 
+// ImageEntrypoint implements [Engine].
+func (a *API) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+	if err := checkImage("image entrypoint", image); err != nil {
+		return nil, false, err
+	}
+	args := []string{"image", "inspect", image}
+	var (
+		ep      []string
+		present bool
+	)
+	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		res, err := b.client.ImageInspect(ctx, image)
+		switch {
+		case err == nil:
+			present = true
+			if res.Config != nil {
+				ep = append([]string(nil), res.Config.Entrypoint...)
+			}
+			return nil
+		case isAnswer(err) && cerrdefs.IsNotFound(err):
+			return nil
+		}
+		return apiError(args, err, nil)
+	})
+	return ep, present, err
+}
+
 // Run implements [Engine]: create, then start. Config.Labels are written after the spec's.
 func (a *API) Run(ctx context.Context, spec CreateSpec) (string, error) {
 	return a.make(ctx, spec, true)

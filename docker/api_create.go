@@ -6,6 +6,7 @@ import (
 
 	"github.com/docker/go-units"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 )
 
@@ -26,9 +27,17 @@ func apiCreateOptions(s CreateSpec) (client.ContainerCreateOptions, error) {
 	for _, l := range s.Labels {
 		cfg.Labels[l.Key] = l.Value // a later label of the same key wins, as with --label
 	}
+	if s.Entrypoint != "" {
+		cfg.Entrypoint = []string{s.Entrypoint}
+	}
 	hc := &container.HostConfig{NetworkMode: "none"}
+	var nc *network.NetworkingConfig
 	if s.Network != "" && s.Network != "none" {
 		hc.NetworkMode = container.NetworkMode(s.Network)
+		if s.IPv4.IsValid() {
+			nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+				s.Network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: s.IPv4}}}}
+		}
 		for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 			cfg.Env = append(cfg.Env, v+"="+s.ProxyURL)
 		}
@@ -65,5 +74,5 @@ func apiCreateOptions(s CreateSpec) (client.ContainerCreateOptions, error) {
 		}
 		hc.NanoCPUs = r.Num().Int64()
 	}
-	return client.ContainerCreateOptions{Name: s.Name, Config: cfg, HostConfig: hc}, nil
+	return client.ContainerCreateOptions{Name: s.Name, Config: cfg, HostConfig: hc, NetworkingConfig: nc}, nil
 }

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,6 +160,29 @@ func (c *CLI) ImageExists(ctx context.Context, image string) (bool, error) {
 		return false, err
 	}
 	return false, nil
+}
+
+// ImageEntrypoint implements [Engine].
+func (c *CLI) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+	if err := checkImage("image entrypoint", image); err != nil {
+		return nil, false, err
+	}
+	args := []string{"image", "inspect", "--format", "{{json .Config.Entrypoint}}", image}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	if res.ExitCode != 0 {
+		if err := fail(args, image, res); !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	var ep []string
+	if err := json.Unmarshal(bytes.TrimSpace(res.Stdout), &ep); err != nil {
+		return nil, false, fmt.Errorf("docker %s: the entrypoint is not a JSON list: %w", strings.Join(args, " "), err)
+	}
+	return ep, true, nil
 }
 
 // Start implements [Engine].

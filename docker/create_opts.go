@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -27,6 +28,11 @@ type CreateSpec struct {
 	Sealed          bool     // the seal constraints (SealCapDrop, SealSysctls) apply
 	Labels          []Label  // in command-line order
 	Cmd             []string // nil: KeepAlive
+	// Entrypoint, when set, replaces the image's entrypoint with this one executable (the
+	// command line's --entrypoint takes no arguments: they go in Cmd).
+	Entrypoint string
+	// IPv4, when valid, is the container's fixed address on Network (--ip).
+	IPv4 netip.Addr
 }
 
 // CreateOpt changes a [CreateSpec].
@@ -81,6 +87,12 @@ func WithCmd(cmd ...string) CreateOpt {
 	return func(s *CreateSpec) { s.Cmd = append([]string(nil), cmd...) }
 }
 
+// WithEntrypoint replaces the image's entrypoint with path (its arguments are the Cmd).
+func WithEntrypoint(path string) CreateOpt { return func(s *CreateSpec) { s.Entrypoint = path } }
+
+// WithIPv4 fixes the container's address on its network.
+func WithIPv4(a netip.Addr) CreateOpt { return func(s *CreateSpec) { s.IPv4 = a } }
+
 // validate refuses a spec that could not render to a safe command line.
 func (s CreateSpec) validate() error {
 	switch {
@@ -98,6 +110,10 @@ func (s CreateSpec) validate() error {
 		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
 	case s.Network != "" && s.Network != "none" && s.ProxyURL == "":
 		return fmt.Errorf("create spec: %w: network %s without a proxy", ErrInvalid, s.Network)
+	case s.IPv4.IsValid() && (!s.IPv4.Is4() || s.Network == "" || s.Network == "none"):
+		return fmt.Errorf("create spec: %w: a fixed address needs an IPv4 address and a network", ErrInvalid)
+	case strings.HasPrefix(s.Entrypoint, "-"):
+		return fmt.Errorf("create spec: %w: entrypoint starts with '-'", ErrInvalid)
 	}
 	for _, l := range s.Labels {
 		if err := checkLabel(l); err != nil {
@@ -139,6 +155,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 		args = append(args, "--network", "none")
 	} else {
 		args = append(args, "--network", s.Network)
+		if s.IPv4.IsValid() {
+			args = append(args, "--ip", s.IPv4.String())
+		}
 		for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 			args = append(args, "-e", v+"="+s.ProxyURL)
 		}
@@ -151,6 +170,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 	}
 	// The engine never pulls: an image is built or loaded by its owner, and a missing one
 	// must fail here rather than send the daemon to a registry.
+	if s.Entrypoint != "" {
+		args = append(args, "--entrypoint", s.Entrypoint)
+	}
 	args = append(args, "--pull", "never", s.Image)
 	if s.Cmd == nil {
 		return append(args, KeepAlive...)

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"errors"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,6 +38,12 @@ func TestCLIRunArgs(t *testing.T) {
 				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128" +
 				" --cap-drop NET_RAW --sysctl net.ipv6.conf.all.disable_ipv6=1 --sysctl net.ipv6.conf.default.disable_ipv6=1" +
 				" --pull never img sleep infinity"},
+		{"gated allowlist workload: a fixed address and the gate as entrypoint",
+			NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithIPv4(netip.MustParseAddr("10.213.0.6")),
+				WithEntrypoint("/gate"), WithCmd("/gate.t", "ep", "sleep", "infinity")),
+			"run -d --name N --network N-net --ip 10.213.0.6 -e HTTPS_PROXY=u -e HTTP_PROXY=u -e https_proxy=u -e http_proxy=u" +
+				" --cap-drop NET_RAW --sysctl net.ipv6.conf.all.disable_ipv6=1 --sysctl net.ipv6.conf.default.disable_ipv6=1" +
+				" --entrypoint /gate --pull never img /gate.t ep sleep infinity"},
 		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
 			"run -d --name N --network none --pull never img sleep infinity"},
 		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{Key: "b", Value: "1"}), WithLabels(Label{Key: "a", Value: "2"})),

@@ -49,6 +49,9 @@ type Engine interface {
 	Inspect(ctx context.Context, target string) (ContainerInfo, error)
 	// ImageExists reports whether image is present locally; absence is (false, nil).
 	ImageExists(ctx context.Context, image string) (bool, error)
+	// ImageEntrypoint is ImageExists that also reads the image's configured entrypoint (nil
+	// when it has none): what a container of it runs before its command.
+	ImageEntrypoint(ctx context.Context, image string) (entrypoint []string, present bool, err error)
 	// Run creates and starts a workload container from spec and returns its ID. [ErrConflict]
 	// when the name is in use; [ErrInvalid] for a spec refused before any engine call. A run
 	// whose start failed can leave the created container behind under spec.Name.

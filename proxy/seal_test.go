@@ -16,7 +16,7 @@ func TestSealTargets(t *testing.T) {
 		netip.MustParsePrefix("10.213.0.3/29"),
 	}
 	extra := []netip.Addr{netip.MustParseAddr("172.17.0.1"), netip.MustParseAddr("10.213.0.3"), netip.MustParseAddr("127.0.0.1")}
-	got := sealTargets(own, extra)
+	got := sealTargets(own, extra, nil)
 	want := []string{"10.213.0.1", "10.213.0.2", "10.213.0.4", "10.213.0.5", "10.213.0.6", "172.17.0.1"}
 	var s []string
 	for _, a := range got {
@@ -25,8 +25,13 @@ func TestSealTargets(t *testing.T) {
 	if !slices.Equal(s, want) {
 		t.Fatalf("targets = %v, want %v (gateway, the segment's other hosts, the extras; never itself, loopback or broadcast)", s, want)
 	}
+	// The workload's own address is skipped: it may be up there, gated.
+	got = sealTargets(own, nil, []netip.Addr{netip.MustParseAddr("10.213.0.6")})
+	if slices.Contains(got, netip.MustParseAddr("10.213.0.6")) || len(got) != 4 {
+		t.Fatalf("targets with the workload's address skipped = %v, want the gateway and .2, .4, .5", got)
+	}
 	// A wide segment is tried at its gateway only.
-	got = sealTargets([]netip.Prefix{netip.MustParsePrefix("10.0.5.7/16")}, nil)
+	got = sealTargets([]netip.Prefix{netip.MustParsePrefix("10.0.5.7/16")}, nil, nil)
 	if len(got) != 1 || got[0].String() != "10.0.0.1" {
 		t.Fatalf("wide segment targets = %v, want only the gateway", got)
 	}

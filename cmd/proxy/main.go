@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -51,9 +52,13 @@ func main() {
 // could not run, and the process stops without serving.
 func proveSeal(ctx context.Context, targets string) bool {
 	addrs, err := proxy.SealTargetsFromEnv(targets)
+	var skip []netip.Addr
+	if err == nil {
+		skip, err = proxy.SealTargetsFromEnv(os.Getenv(proxy.EnvSealSkip))
+	}
 	if err == nil {
 		var rep proxy.SealReport
-		if rep, err = proxy.ProbeSeal(ctx, proxy.SealConfig{Targets: addrs}); err == nil {
+		if rep, err = proxy.ProbeSeal(ctx, proxy.SealConfig{Targets: addrs, Skip: skip}); err == nil {
 			if rep.Sealed() {
 				fmt.Fprint(os.Stdout, egresslog.FormatSealed(rep.Attempts))
 				return true

@@ -19,13 +19,24 @@ const LabelBinarySHA256 = "maf-sandbox.image.binary-sha256"
 // binary's subcommand spelling, "proxy".
 const proxyBinary = "maf-egress-proxy"
 
+// GateBinary is the workload gate's path in the proxy image, where the engine reads it, and
+// in every allowlisted workload it is copied into (docs/architecture.md, "The workload gate").
+const GateBinary = "/maf-sandbox-gate"
+
+// gateBinaryName is the gate's file name in the build context and the embedded directory.
+const gateBinaryName = "maf-sandbox-gate"
+
+// gateMain is the gate's main package, relative to the module root.
+const gateMain = "./internal/images/cmd/gate"
+
 // proxyMain is the package of the proxy's main, relative to the module root.
 const proxyMain = "./cmd/proxy"
 
-// proxyDockerfile is the whole recipe (egress-and-reap.md §2.7): the static binary alone, run
-// as an unprivileged numeric user. FROM scratch needs no pull.
+// proxyDockerfile is the whole recipe (egress-and-reap.md §2.7): the static binary, run as an
+// unprivileged numeric user, and beside it the workload gate the engine reads out of the image
+// ([GateBinary]); one COPY, one layer. FROM scratch needs no pull.
 const proxyDockerfile = `FROM scratch
-COPY ` + proxyBinary + ` /` + proxyBinary + `
+COPY ` + proxyBinary + ` ` + gateBinaryName + ` /
 USER 65532:65532
 EXPOSE 3128
 LABEL ` + LabelImage + `=proxy
@@ -47,7 +58,8 @@ func EnsureProxy(ctx context.Context, dockerPath, tag string) error {
 // when `make engine` built it (then neither the source tree nor a Go toolchain is needed);
 // otherwise `CGO_ENABLED=0 go build` of ./cmd/proxy of the module that holds the working
 // directory (found with `go env GOMOD`). It goes into a temporary build context holding only
-// that binary and a Dockerfile FROM scratch; then `docker build`. The image runs as
+// that binary, the workload gate (./internal/images/cmd/gate, got the same way) and a
+// Dockerfile FROM scratch; then `docker build`. The image runs as
 // 65532:65532, exposes 3128, has the entrypoint ["/maf-egress-proxy", "proxy"] and carries
 // [LabelImage]=proxy and [LabelBinarySHA256].
 //
@@ -59,5 +71,6 @@ func BuildProxy(ctx context.Context, dockerPath, tag string) error {
 
 // proxyImage is the proxy image's recipe and binary.
 func proxyImage() staticImage {
-	return staticImage{what: "proxy", binary: proxyBinary, main: proxyMain, recipe: proxyDockerfile, embedded: true}
+	return staticImage{what: "proxy", binary: proxyBinary, main: proxyMain, recipe: proxyDockerfile, embedded: true,
+		extras: []extraBinary{{gateBinaryName, gateMain}}}
 }

@@ -20,7 +20,13 @@ type staticImage struct {
 	main     string // its main package, relative to the module root
 	recipe   string // the Dockerfile, with %s where the binary's SHA-256 goes
 	embedded bool   // `make engine` may embed the binary in this program (see embedded.go)
+	// extras are more binaries the recipe copies in beside the first, got the same way; the
+	// image's digest label covers them all.
+	extras []extraBinary
 }
+
+// extraBinary is one more static binary of an image: its file name and its main package.
+type extraBinary struct{ binary, main string }
 
 // ensure builds the image under tag unless the daemon already has an image of that tag built
 // around the same binary ([LabelBinarySHA256]). A build from source is cheap with Go's build
@@ -63,19 +69,20 @@ func (im staticImage) context(ctx context.Context, dockerPath string) (dir, sum 
 	if err != nil {
 		return "", "", fmt.Errorf("make build context: %w", err)
 	}
-	out := filepath.Join(dir, im.binary)
-	if err := im.write(ctx, goos, goarch, out); err != nil {
-		return dir, "", err
-	}
-	f, err := os.Open(out)
-	if err != nil {
-		return dir, "", fmt.Errorf("read %s: %w", im.binary, err)
-	}
 	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return dir, "", fmt.Errorf("read %s: %w", im.binary, err)
+	for i, b := range append([]extraBinary{{im.binary, im.main}}, im.extras...) {
+		one := im
+		one.binary, one.main = b.binary, b.main
+		out := filepath.Join(dir, b.binary)
+		if err := one.write(ctx, goos, goarch, out); err != nil {
+			return dir, "", err
+		}
+		if i > 0 {
+			h.Write([]byte("\x00" + b.binary + "\x00")) // one binary alone hashes as before
+		}
+		if err := hashFile(h, out); err != nil {
+			return dir, "", fmt.Errorf("read %s: %w", b.binary, err)
+		}
 	}
 	sum = hex.EncodeToString(h.Sum(nil))
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(fmt.Sprintf(im.recipe, sum)), 0o644); err != nil {
@@ -105,4 +112,14 @@ func (im staticImage) write(ctx context.Context, goos, goarch, out string) error
 			"and building it from source failed: %w", im.what, goos, goarch, err)
 	}
 	return nil
+}
+
+func hashFile(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
 }

@@ -73,6 +73,14 @@ func (t *Tracer) ImageExists(ctx context.Context, image string) (bool, error) {
 	return ok, err
 }
 
+// ImageEntrypoint implements docker.Engine.
+func (t *Tracer) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+	began := time.Now()
+	ep, ok, err := t.Driver.ImageEntrypoint(ctx, image)
+	t.record("image entrypoint", "", began, err)
+	return ep, ok, err
+}
+
 // ServerOS implements docker.Engine.
 func (t *Tracer) ServerOS(ctx context.Context) (string, error) {
 	began := time.Now()
