@@ -27,7 +27,10 @@ func TestClusterClaimRaceThroughANodeKill(t *testing.T) {
 	c := natscluster.Run(t, 3)
 	var stores []*placement.Store
 	for i := range 3 {
-		stores = append(stores, store(t, c.URLs(), fmt.Sprintf("e%d", i+1), placement.WithReplicas(3)))
+		// Nothing renews here, so the lease must outlast the whole race: under load the
+		// election after the kill took longer than the default lease and its grace, and an
+		// unrenewed lease that lapses is rightly taken over — not what this test is about.
+		stores = append(stores, store(t, c.URLs(), fmt.Sprintf("e%d", i+1), placement.WithReplicas(3), placement.WithLease(5*time.Minute)))
 	}
 	const workers, keys, rounds = 50, 20, 4
 	var mu sync.Mutex
