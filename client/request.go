@@ -57,7 +57,16 @@ func (b *Backend) do(ctx context.Context, c call) error {
 			return nil
 		}
 		var drop *droppedError
-		if errors.As(err, &drop) {
+		var intr *wire.InterruptedError
+		if errors.As(err, &intr) {
+			// The engine took the call and stopped it unfinished (its lease ended): like a
+			// drop, except that the engine said so.
+			if !c.repeatable {
+				return backoff.Permanent(&OutcomeUnknownError{Subject: c.subject, Reason: intr.Reason, Err: err})
+			}
+			drop = &droppedError{reason: intr.Reason}
+		}
+		if drop != nil || errors.As(err, &drop) {
 			if !c.repeatable {
 				return backoff.Permanent(&OutcomeUnknownError{Subject: c.subject, Reason: drop.reason, Err: drop.err})
 			}

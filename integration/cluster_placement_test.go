@@ -7,17 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/natscluster"
-	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
 )
 
 // TestClusterOneContainerPerKeyDocker: three engines on this machine's daemon, each on its own
@@ -30,47 +23,8 @@ func TestClusterOneContainerPerKeyDocker(t *testing.T) {
 	if testDriver() == docker.DriverCLI {
 		t.Skip("the 50-worker cluster test runs once per make test, in the API driver's pass")
 	}
-	c := natscluster.Run(t, 3)
-	failover := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.DontRandomize()}
-	connect := func(node int) *nats.Conn {
-		nc, err := nats.Connect(c.URL(node)+","+c.URLs(), failover...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	var backends []*actors.Backend
-	var stores []*placement.Store
-	for i := range 3 {
-		id := fmt.Sprintf("k%d", i+1)
-		b := newBackend(t)
-		backends = append(backends, b)
-		js, err := jetstream.New(connect(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := placement.New(ctxT(t), js, id, placement.WithReplicas(3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		stores = append(stores, p)
-		router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc, err := service.New(connect(i), router, service.WithPlacement(p), service.WithEngineID(id),
-			service.WithLogger(zaptest.NewLogger(t).Named(id)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = svc.Stop(ctx)
-		})
-	}
+	d := newDockerCluster(t, natscluster.Run(t, 3), 3, "k")
+	backends, stores := d.backends, d.stores
 	spec := busyboxSpec(t)
 	scope := newKey(t).Scope
 	const workers, keys = 50, 20
@@ -94,7 +48,7 @@ func TestClusterOneContainerPerKeyDocker(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ctx := ctxT(t)
-			cl, err := client.New(ctx, connect(w%3))
+			cl, err := client.New(ctx, d.connect(t, w%3))
 			if err != nil {
 				t.Error(err)
 				return

@@ -10,15 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natscluster"
-	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
 )
 
 // TestClusterNodeKillMidTrafficDocker: two engines on this machine's daemon, on a 3-node
@@ -29,44 +24,9 @@ import (
 // there twice.
 func TestClusterNodeKillMidTrafficDocker(t *testing.T) {
 	c := natscluster.Run(t, 3)
-	failover := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.DontRandomize()}
-	connect := func(node int) *nats.Conn {
-		nc, err := nats.Connect(c.URL(node)+","+c.URLs(), failover...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	var backends []*actors.Backend
-	for i := range 2 {
-		id := fmt.Sprintf("d%d", i+1)
-		b := newBackend(t)
-		backends = append(backends, b)
-		js, err := jetstream.New(connect(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := placement.New(ctxT(t), js, id, placement.WithReplicas(3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc, err := service.New(connect(i), router, service.WithPlacement(p), service.WithEngineID(id),
-			service.WithLogger(zaptest.NewLogger(t).Named(id)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = svc.Stop(ctx)
-		})
-	}
+	d := newDockerCluster(t, c, 2, "d")
+	backends := d.backends
+	connect := func(node int) *nats.Conn { return d.connect(t, node) }
 	spec := busyboxSpec(t)
 
 	const workers = 3

@@ -81,6 +81,7 @@ type (
 	BadRequestError        = wire.BadRequestError
 	UnknownSandboxError    = wire.UnknownSandboxError
 	EngineUnavailableError = wire.EngineUnavailableError
+	InterruptedError       = wire.InterruptedError
 	InternalError          = wire.InternalError
 	RemoteError            = wire.RemoteError
 )

@@ -306,11 +306,13 @@ func (s *Service) fenced(ctx context.Context, handle string) (context.Context, f
 	return s.leases.fenced(ctx, h.key, h.kind)
 }
 
-// fenceError answers a call that failed because its fence ended as engine_unavailable: the
-// caller acquires again, and reaches the sandbox's owner.
+// fenceError answers a call that failed because its fence ended as interrupted, not
+// engine_unavailable: the call was taken and may have run (an exec whose command finished as
+// the lease ended), and engine_unavailable tells a client the call did not run, which it may
+// then send again. The caller acquires again, and reaches the sandbox's owner.
 func fenceError(ctx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
-		return &EngineUnavailableError{Reason: "this engine's placement lease on the sandbox ended during the call; acquire it again"}
+		return &InterruptedError{Reason: "this engine's placement lease on the sandbox ended during the call, which may have run; acquire the sandbox again"}
 	}
 	return err
 }

@@ -392,23 +392,34 @@ func (blockingSandbox) StatFile(ctx context.Context, _, _ string) (*sandbox.File
 	return nil, ctx.Err()
 }
 
+func (blockingSandbox) Exec(ctx context.Context, _ sandbox.Command, _ string, _ time.Duration) (sandbox.ExecResult, error) {
+	<-ctx.Done()
+	return sandbox.ExecResult{}, ctx.Err()
+}
+
 // TestPlacementLostLeaseEndsCallsInFlight: a call admitted while the engine held the lease
 // is abandoned when the lease is lost (a file call's freeze is lifted then, before any
-// taker's grace is out), and answers engine_unavailable.
+// taker's grace is out), and answers interrupted: the call was taken and may have run. The
+// client repeats a stat (here not, WithDropRetry(0), so it answers engine_unavailable at once)
+// and answers an exec with client.ErrOutcomeUnknown — never by sending it again.
 func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
 	srv := natstest.Run(t)
 	p := placementStore(t, srv, "owner", placement.WithLease(300*time.Millisecond))
 	e := startEngineOn(t, srv, blockingBackend{newFake(t)}, service.WithPlacement(p))
-	c := newClient(t, e, client.WithRetryWait(0))
+	c := newClient(t, e, client.WithRetryWait(0), client.WithDropRetry(0))
 	ctx := ctxT(t)
 	sb, err := c.Acquire(ctx, testKey, testSpec(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	done, execDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		_, err := sb.StatFile(ctx, ".", ".")
 		done <- err
+	}()
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute)
+		execDone <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the call is in flight, its lease renewed meanwhile
 	select {
@@ -435,5 +446,14 @@ func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call outlived the lease")
+	}
+	select {
+	case err := <-execDone:
+		var intr *wire.InterruptedError
+		if !errors.Is(err, client.ErrOutcomeUnknown) || !errors.As(err, &intr) {
+			t.Fatalf("the exec in flight when the lease was lost: %v, want client.ErrOutcomeUnknown from an interrupted call", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the exec outlived the lease")
 	}
 }

@@ -67,6 +67,7 @@ const (
 	CodeBadRequest        = "bad_request"
 	CodeUnknownSandbox    = "unknown_sandbox"
 	CodeEngineUnavailable = "engine_unavailable"
+	CodeInterrupted       = "interrupted"
 	CodeInternal          = "internal"
 
 	// Codes of sentinels: sandbox's families, and the standard errors a cause may be.
@@ -159,6 +160,7 @@ var errorCodes = []errorCode{
 	typed[*UnknownSandboxError](CodeUnknownSandbox),
 	typed[*EngineUnavailableError](CodeEngineUnavailable),
 	alias[*sandbox.BackendUnavailableError](CodeEngineUnavailable), // the daemon cannot be reached
+	typed[*InterruptedError](CodeInterrupted),
 	typed[*InternalError](CodeInternal),
 
 	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
@@ -276,6 +278,17 @@ func (e *EngineUnavailableError) Error() string {
 
 // Is reports [ErrUnavailable].
 func (e *EngineUnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// InterruptedError says the engine took the call and stopped waiting for it before it
+// finished, because the engine's placement lease on the sandbox ended meanwhile: the call may
+// have had its effect, in whole or in part, or none. Unlike [EngineUnavailableError] it is not
+// a call that did not run, so it is never repeated blindly; acquire again to reach the
+// sandbox's owner, and decide from the sandbox's state whether to run the call again.
+type InterruptedError struct {
+	Reason string
+}
+
+func (e *InterruptedError) Error() string { return "interrupted: " + e.Reason }
 
 // InternalError is a failure the table has no code for; Message is its text.
 type InternalError struct {
