@@ -803,3 +803,61 @@ func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
 		t.Fatal("the workload was not started after the seal verdict")
 	}
 }
+
+// storingSink stores windows before removal and records how many calls had been made then.
+type storingSink struct {
+	sink
+	stored []EgressWindow
+}
+
+func (s *storingSink) EgressStore(_ context.Context, w EgressWindow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stored = append(s.stored, w)
+	s.at = append(s.at, len(s.f.Calls()))
+	return nil
+}
+
+// A storing sink holds the window before the proxy's removal is even asked, marked pending,
+// and never gets it again after the removal. A refused removal leaves the proxy, whose next
+// drain stores the same window under the same proxy ID: the repeat the stream drops.
+func TestEgressStoringSinkStoresBeforeRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	s := &storingSink{sink: sink{f: f}}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	proxy := f.find(docker.ProxyName(n))
+	f.decide(n, "ALLOW a.example:443")
+	f.removeProxy = func(string) (docker.RemoveOutcome, error) {
+		return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+	}
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err == nil {
+		t.Fatal("a refused removal reported success")
+	}
+	f.removeProxy = nil
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	stored, at := slices.Clone(s.stored), slices.Clone(s.at)
+	s.mu.Unlock()
+	if len(stored) != 2 || len(s.got()) != 0 {
+		t.Fatalf("stored %d windows and drained %d after removal; want 2 stored (one per drain), none after", len(stored), len(s.got()))
+	}
+	for i, w := range stored {
+		if w.ProxyID != proxy.id || w.Removal != egresslog.RemovalPending || len(w.Decisions) != 1 {
+			t.Fatalf("stored window %d: %+v", i, w)
+		}
+	}
+	calls := f.Calls()
+	for _, i := range at { // each store falls between the drain's log read and the removal
+		if i == 0 || i >= len(calls) || !strings.HasPrefix(calls[i-1], "logs ") || !strings.HasPrefix(calls[i], "rm ") {
+			t.Fatalf("a window was not stored between its read and its removal: %v (stored after %v calls)", calls, at)
+		}
+	}
+}

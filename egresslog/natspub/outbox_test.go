@@ -251,3 +251,45 @@ func TestWindowSink(t *testing.T) {
 		t.Fatalf("%d error lines for the unpublishable window, want 1", n)
 	}
 }
+
+// EgressStore returns once the publisher accepted the window; while the publisher is down it
+// gives up after its wait with the window still held, which the outbox then delivers once;
+// Close tells a waiter its window was not delivered.
+func TestWindowSinkStoreWaitsForTheAck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := &fakePublisher{}
+	b, err := NewOutbox(p, WithBackoff(time.Millisecond, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := b.WindowSink(egresslog.DefaultSubjectPrefix, "E").WithStoreWait(50 * time.Millisecond)
+	w := testWindow()
+	w.Removal = egresslog.RemovalPending
+	if err := sink.EgressStore(context.Background(), w); err != nil {
+		t.Fatalf("store with the publisher up: %v", err)
+	}
+	if got := p.got(); len(got) != 1 {
+		t.Fatalf("accepted %v when the store returned", got)
+	}
+	p.set(true)
+	w.ProxyID = "3f9c000000000000000000000000000000000000000000000000000000000002"
+	if err := sink.EgressStore(context.Background(), w); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("store with the publisher down: %v, want the wait's deadline", err)
+	}
+	if st := b.Stats(); st.Pending != 1 {
+		t.Fatalf("after a store that timed out: %+v, want the window held", st)
+	}
+	p.set(false)
+	waitFor(t, "the held window", func() bool { return b.Stats().Delivered == 2 })
+
+	p.set(true)
+	done := make(chan error, 1)
+	go func() { done <- b.EnqueueWait(context.Background(), msg(7)) }()
+	waitFor(t, "an attempt", func() bool { return b.Stats().Attempts >= 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	b.Close(ctx)
+	if err := <-done; !errors.Is(err, ErrOutboxClosed) {
+		t.Fatalf("waiter at close: %v", err)
+	}
+}
