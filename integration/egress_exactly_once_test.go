@@ -1,0 +1,527 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// This file is the exactly-once proof of docs/events.md: engines that die between a proxy's
+// drain and the publication of its window, or between that publication and the proxy's
+// removal, and a NATS server restarted on its store mid-traffic — and still every window in
+// the stream exactly once. The deaths are test-only fault injection, entirely here: a driver
+// wrapper that refuses every removal once its engine is "dead", a sink wrapper that kills the
+// engine at the chosen moment, and the dead engine's outbox closed without delivering (what
+// a crash does to memory). Nothing in the engine's own code knows about them.
+
+// eventsWindows is how many windows TestEgressEventsExactlyOnceAcrossFaults runs: 200 (the
+// cluster issue's target), or MAF_SANDBOX_EVENTS_WINDOWS for a quicker local run.
+func eventsWindows(t *testing.T) int {
+	if s := os.Getenv("MAF_SANDBOX_EVENTS_WINDOWS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MAF_SANDBOX_EVENTS_WINDOWS=%q: not a positive count", s)
+		}
+		return n
+	}
+	return 200
+}
+
+// errEngineDied is what a dead engine's daemon calls answer: a refusal, so nothing retries it.
+var errEngineDied = &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("the engine died (test fault)")}
+
+// mortalDriver is a driver whose engine can die: from then on it removes nothing, as a dead
+// process would not.
+type mortalDriver struct {
+	docker.Driver
+	dead atomic.Bool
+}
+
+func (d *mortalDriver) Remove(ctx context.Context, target string) (docker.RemoveOutcome, error) {
+	if d.dead.Load() {
+		return 0, errEngineDied
+	}
+	return d.Driver.Remove(ctx, target)
+}
+
+func (d *mortalDriver) NetworkRemove(ctx context.Context, id string) (docker.RemoveOutcome, error) {
+	if d.dead.Load() {
+		return 0, errEngineDied
+	}
+	return d.Driver.NetworkRemove(ctx, id)
+}
+
+// The two moments an engine dies at.
+const (
+	dieBeforeStore = iota + 1 // drained, not published, not removed
+	dieAfterStore             // drained, published (acknowledged), not removed
+)
+
+// dyingSink kills its engine when the first window arrives: before storing it or right after
+// the stream acknowledged it. The death also takes the engine's outbox (its memory).
+type dyingSink struct {
+	inner natspub.WindowSink
+	box   *natspub.Outbox
+	drv   *mortalDriver
+	when  int
+	mu    sync.Mutex
+	ids   []string // windows handed over
+	acked []string // windows the stream acknowledged before the death
+}
+
+func (s *dyingSink) EgressDrained(context.Context, actors.EgressWindow) {} // never: it stores first
+
+func (s *dyingSink) EgressStore(ctx context.Context, w actors.EgressWindow) error {
+	s.mu.Lock()
+	s.ids = append(s.ids, w.ProxyID)
+	s.mu.Unlock()
+	if s.drv.dead.Load() {
+		return errEngineDied
+	}
+	var err error = errEngineDied
+	if s.when == dieAfterStore {
+		if err = s.inner.EgressStore(ctx, w); err == nil {
+			s.mu.Lock()
+			s.acked = append(s.acked, w.ProxyID)
+			s.mu.Unlock()
+		}
+	}
+	s.drv.dead.Store(true)
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.box.Close(dead) // a crash: what the outbox held is gone
+	return err
+}
+
+// dyingEngine is an engine (a backend on cfg) that dies at when, publishing through pub
+// under prefix with its own outbox. It never calls t.Fatal: workers make them.
+func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natspub.Publisher, prefix string, when int, log *zap.Logger) (*actors.Backend, *dyingSink, error) {
+	inner, err := docker.NewEngine(cfg, docker.WithLogger(log))
+	if err != nil {
+		return nil, nil, err
+	}
+	drv := &mortalDriver{Driver: inner}
+	box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &dyingSink{inner: box.WindowSink(prefix, eventsEngineID), box: box, drv: drv, when: when}
+	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithoutEventWatch(), actors.WithLogger(log), actors.WithEgressSink(s))
+	if err != nil {
+		box.Close(ctx)
+		return nil, nil, err
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b, s, nil
+}
+
+// eventsConfig is the backend configuration of the exactly-once tests (egressBackend's).
+func eventsConfig(fx *egressFixture) docker.Config {
+	return docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+		OutboundNetwork: fx.network, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
+}
+
+// countingSink is a surviving engine's sink: it stores as any engine does and remembers what.
+type countingSink struct {
+	natspub.WindowSink
+	mu     sync.Mutex
+	stored map[string]int
+}
+
+func (s *countingSink) EgressStore(ctx context.Context, w actors.EgressWindow) error {
+	err := s.WindowSink.EgressStore(ctx, w)
+	s.mu.Lock()
+	s.stored[w.ProxyID]++
+	s.mu.Unlock()
+	return err
+}
+
+// 200 allowlisted windows across engine deaths and a NATS restart → each in the stream once.
+// A quarter of the windows are disposed cleanly by one engine; a quarter by an engine that
+// dies after the drain and before the publication; a quarter by one that dies after the
+// stream acknowledged the window and before the proxy's removal; a quarter cleanly by a
+// second engine. A dead engine's window is then drained by whoever comes next, in turn
+// another engine's dispose of the key, its purge of the conversation, or a reap of the scope.
+// Halfway through, the NATS server is shut down and restarted on the same store. It is a
+// heavy test, run once per make test (on the default driver's pass).
+func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
+	if testDriver() == docker.DriverCLI {
+		t.Skip("the 200-window exactly-once test runs once per make test, in the API driver's pass")
+	}
+	n := eventsWindows(t)
+	fx := newEgressFixture(t)
+	prefix := "maf.e2e." + randomHex(t)
+	opts := natstest.Options(t.TempDir()) // the store outlives the first server
+	opts.Port = freePort(t)
+	srv := natstest.RunWithOptions(t, opts)
+	url := srv.ClientURL()
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+		if err != nil {
+			t.Fatalf("connect %s: %v", url, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	nc := connect()
+	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.EnsureStreams(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	newBox := func() *natspub.Outbox {
+		box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { box.Close(context.Background()) })
+		return box
+	}
+	cfg := eventsConfig(fx)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	survivor := func() (*actors.Backend, *countingSink, *natspub.Outbox) {
+		box := newBox()
+		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID), stored: map[string]int{}}
+		return egressBackend(t, fx.network, actors.WithEgressSink(s), actors.WithLogger(log)), s, box
+	}
+	look, err := docker.NewEngine(cfg) // the test's own eyes on the daemon
+	if err != nil {
+		t.Fatal(err)
+	}
+	engA, _, boxA := survivor()
+	engB, sinkB, boxB := survivor()
+	engR, sinkR, boxR := survivor() // the reaping engine: Reap runs one sweep at a time
+	var reapMu sync.Mutex
+
+	// A dying engine is made in a worker goroutine: errors, never t.Fatal.
+	var dying sync.Mutex
+	var dead []*dyingSink
+	newDying := func(ctx context.Context, when int) (*actors.Backend, *dyingSink, error) {
+		b, s, err := dyingEngine(ctx, t, cfg, pub, prefix, when, log)
+		if err == nil {
+			dying.Lock()
+			dead = append(dead, s)
+			dying.Unlock()
+		}
+		return b, s, err
+	}
+
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	egressID := docker.EgressID(images.ProxyTag, sandbox.EgressHosts(spec.EgressAllow))
+	keys := make([]sandbox.Key, n)
+	for i := range keys {
+		keys[i] = newKey(t)
+	}
+	t.Cleanup(func() { // whatever a failure left behind
+		eachAtOnce(n, func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_ = engA.Dispose(ctx, keys[i], sandbox.DisposeOptions{})
+		})
+		_ = engA.AwaitTeardowns(context.Background())
+	})
+	proxyIDs := make([]string, n)
+
+	window := func(ctx context.Context, i int) error {
+		key := keys[i]
+		fault := [4]int{0, dieBeforeStore, dieAfterStore, 0}[i%4]
+		eng := engA
+		switch {
+		case i%4 == 3:
+			eng = engB
+		case fault != 0:
+			d, _, err := newDying(ctx, fault)
+			if err != nil {
+				return fmt.Errorf("a dying engine: %w", err)
+			}
+			eng = d
+		}
+		sb, err := eng.Acquire(ctx, key, spec)
+		if err != nil {
+			return fmt.Errorf("acquire: %w", err)
+		}
+		res, err := sb.Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
+		if err != nil || strings.TrimSpace(res.Stdout()) != "code=200" {
+			return fmt.Errorf("through the proxy: %v %s %s", err, res.Stdout(), res.Stderr())
+		}
+		info, err := look.Inspect(ctx, docker.ProxyName(docker.ContainerName(key, spec.Kind, egressID)))
+		if err != nil {
+			return fmt.Errorf("inspect the proxy: %w", err)
+		}
+		proxyIDs[i] = info.ID
+		f := eng.Dispose(ctx, key, sandbox.DisposeOptions{})
+		if fault == 0 {
+			if f != nil {
+				return fmt.Errorf("dispose: %v", f)
+			}
+			return nil
+		}
+		// The engine died in that dispose; the proxy, stopped, is the window's record. The
+		// next drainer finds it.
+		switch (i / 4) % 3 {
+		case 0:
+			f = engB.Dispose(ctx, key, sandbox.DisposeOptions{})
+		case 1:
+			if p := engB.DisposeScope(ctx, key.Scope, key.ThreadID); p.Undisposed != nil {
+				return fmt.Errorf("purge after the death: %+v", p)
+			}
+		case 2:
+			reapMu.Lock()
+			r, err := engR.Reap(ctx, time.Nanosecond, reaper.WithScope(key.Scope))
+			reapMu.Unlock()
+			if err != nil || len(r.Failures) > 0 || r.ProxiesRemoved != 1 {
+				return fmt.Errorf("reap after the death: %+v %v", r, err)
+			}
+		}
+		if f != nil {
+			return fmt.Errorf("dispose after the death: %v", f)
+		}
+		return nil
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	began := time.Now()
+	var finished atomic.Int64
+	half := make(chan struct{})
+	errs := make([]error, n)
+	all := make(chan struct{})
+	go func() {
+		defer close(all)
+		eachAtOnce(n, func(i int) {
+			errs[i] = window(ctx, i)
+			if finished.Add(1) == int64(n/2) {
+				close(half)
+			}
+		})
+	}()
+	select {
+	case <-half:
+	case <-all:
+	}
+	// NATS goes away mid-traffic and comes back on the same store; the windows drained
+	// meanwhile wait in their outboxes (their proxies wait for them up to the store wait).
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	time.Sleep(500 * time.Millisecond)
+	again := natstest.Options(opts.StoreDir)
+	again.Port = opts.Port
+	srv = natstest.RunWithOptions(t, again)
+	<-all
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("window %d of %d (%s): %v", i+1, n, keys[i], err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if err := errors.Join(engA.AwaitTeardowns(ctx), engB.AwaitTeardowns(ctx), engR.AwaitTeardowns(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); boxA.Stats().Pending+boxB.Stats().Pending+boxR.Stats().Pending > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("outboxes still hold windows: %+v %+v %+v", boxA.Stats(), boxB.Stats(), boxR.Stats())
+		}
+	}
+	took := time.Since(began)
+
+	// Every dying engine died where it was meant to, and the stream acknowledged the windows
+	// of those that died after the publication: those are the ones published twice.
+	var diedBefore, diedAfter, repeats int
+	for _, s := range dead {
+		s.mu.Lock()
+		if len(s.ids) != 1 {
+			t.Errorf("a dying engine was handed %d windows, want 1", len(s.ids))
+		}
+		if s.when == dieBeforeStore {
+			diedBefore++
+		} else {
+			diedAfter += len(s.acked)
+			for _, id := range s.acked {
+				for _, c := range []*countingSink{sinkB, sinkR} {
+					c.mu.Lock()
+					repeats += c.stored[id]
+					c.mu.Unlock()
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	if repeats == 0 || diedAfter == 0 || diedBefore == 0 {
+		t.Fatalf("faults not exercised: %d deaths before the publication, %d after, %d windows published again", diedBefore, diedAfter, repeats)
+	}
+
+	// Read the stream back as a consumer would: each window exactly once, none missing.
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, natspub.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for total := 0; ; {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			var ev egresslog.EgressObservedEvent
+			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+				t.Fatalf("decode %s: %v", m.Data(), err)
+			}
+			if ev.EventID != m.Headers().Get(egresslog.HeaderMsgID) || ev.EventID != egresslog.EgressEventID(ev.Proxy.ContainerID) ||
+				ev.Counts != (egresslog.EventCounts{Allow: 1}) || len(ev.Decisions) != 1 || ev.Decisions[0].Host != allowedHost {
+				t.Errorf("event %s", m.Data())
+			}
+			seen[ev.Proxy.ContainerID]++
+		}
+		if total += got; got == 0 {
+			break
+		}
+	}
+	missing, twice := 0, 0
+	for i, id := range proxyIDs {
+		switch c := seen[id]; {
+		case c == 0:
+			missing++
+			t.Errorf("window %d (proxy %s) is not in the stream", i+1, id)
+		case c > 1:
+			twice++
+			t.Errorf("window %d (proxy %s) is in the stream %d times", i+1, id, c)
+		}
+		delete(seen, id)
+	}
+	if len(seen) > 0 {
+		t.Errorf("the stream holds windows of no proxy of this test: %v", seen)
+	}
+	ctrs := strings.Fields(dockertest.Docker(t, "ps", "-aq", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
+	nets := strings.Fields(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
+	if len(ctrs) != 0 || len(nets) != 0 {
+		t.Errorf("after the test: %d containers and %d networks of the sandboxes are left", len(ctrs), len(nets))
+	}
+	t.Logf("%d windows in %s: %d engines died before publishing, %d after (their windows published again %d times and dropped by the stream); %d missing, %d twice",
+		n, took.Round(time.Second), diedBefore, diedAfter, repeats, missing, twice)
+}
+
+// engine reap --nats-url, as an operator runs it after an engine crashed mid-dispose: the
+// proxy it left (drained, and for one key already published) is drained again by the sweep
+// and its window is in the stream exactly once — the one key's only through the sweep, the
+// other's as a repeat the stream dropped.
+func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
+	fx := newEgressFixture(t)
+	srv := natstest.Run(t)
+	nc := natstest.Connect(t, srv)
+	prefix := "maf.e2e." + randomHex(t)
+	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := pub.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "engine")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	cleanup := egressBackend(t, fx.network, actors.WithLogger(log)) // removes whatever a failure leaves
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	egressID := docker.EgressID(images.ProxyTag, sandbox.EgressHosts(spec.EgressAllow))
+	want := map[string]egresslog.Trigger{} // proxy ID → the drain that stored its window first
+	for _, when := range []int{dieBeforeStore, dieAfterStore} {
+		key := newKey(t)
+		t.Cleanup(func() { _ = cleanup.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+		b, s, err := dyingEngine(ctx, t, eventsConfig(fx), pub, prefix, when, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		useAllowlist(t, b, key, fx)
+		_ = b.Dispose(ctx, key, sandbox.DisposeOptions{}) // it dies in there
+		s.mu.Lock()
+		handed, acked := len(s.ids), len(s.acked)
+		s.mu.Unlock()
+		if handed != 1 || (when == dieAfterStore) != (acked == 1) {
+			t.Fatalf("the engine dying at %d was handed %d windows and had %d acknowledged", when, handed, acked)
+		}
+		proxy := docker.ProxyName(docker.ContainerName(key, spec.Kind, egressID))
+		first := egresslog.TriggerReap
+		if when == dieAfterStore {
+			first = egresslog.TriggerDispose
+		}
+		want[strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", "{{.Id}}", proxy))] = first
+		time.Sleep(1100 * time.Millisecond) // older than the sweep's cutoff
+		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json", "--driver", testDriver(),
+			"--nats-url", srv.ClientURL(), "--nats-prefix", prefix).CombinedOutput()
+		if err != nil {
+			t.Fatalf("engine reap: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(dockertest.Docker(t, "ps", "-aq", "--filter", "name="+proxy)); got != "" {
+			t.Fatalf("the dead engine's proxy %s is still there after the sweep", proxy)
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, natspub.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(10, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for m := range batch.Messages() {
+		var ev egresslog.EgressObservedEvent
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		seen[ev.Proxy.ContainerID]++
+		if want[ev.Proxy.ContainerID] != ev.Trigger || ev.Counts.Allow != 1 || ev.Counts.Deny != 1 {
+			t.Errorf("event %s", m.Data())
+		}
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("stream holds windows %v, want one each of %v", seen, want)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("window of %s in the stream %d times", id, c)
+		}
+	}
+}
