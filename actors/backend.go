@@ -345,10 +345,9 @@ func (b *Backend) ObserveEgress(report func(sandbox.EgressObserved)) (func(sandb
 // observing reports whether anyone receives drained windows: only then is a proxy read.
 func (b *Backend) observing() bool { return b.egress.sink != nil || b.reporter.Load() != nil }
 
-// deliverWindow hands a window whose proxy is gone to the sink (unless it stored the window
-// before the removal) and the reporter.
+// deliverWindow hands a window whose proxy is gone to the sink and the reporter.
 func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
-	if b.egress.sink != nil && b.storingSink() == nil {
+	if b.egress.sink != nil {
 		b.egress.sink.EgressDrained(context.WithoutCancel(ctx), w)
 	}
 	if r := b.reporter.Load(); r != nil {

@@ -94,19 +94,6 @@ type EgressSink interface {
 	EgressDrained(ctx context.Context, w EgressWindow)
 }
 
-// StoringEgressSink is an [EgressSink] that stores a window before its proxy is removed: the
-// exactly-once path (docs/events.md). EgressStore is called once the proxy is stopped and
-// read, with the window's Removal [egresslog.RemovalPending], and returns once the window is
-// durably stored (nil) or the sink gave up waiting (the sink keeps it and logs why). The
-// backend removes the proxy only after EgressStore returned, so until the store holds the
-// window the stopped proxy is its record, and whoever drains the proxy next — an engine that
-// did not die, the reaper — stores it again under the same event ID, which the store drops as
-// a repeat. EgressDrained is then never called for that window.
-type StoringEgressSink interface {
-	EgressSink
-	EgressStore(ctx context.Context, w EgressWindow) error
-}
-
 // NopEgressSink discards every window. Wiring it still makes the backend drain proxies.
 type NopEgressSink struct{}
 
@@ -617,9 +604,7 @@ func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox
 // drainRemove is the drain of §3.2 followed by the removal by the inspected ID and the
 // publication rule of §3.4: the window reaches the sink only when the removal of that same
 // ID succeeded or found it absent. A failed, timed-out or cancelled removal publishes
-// nothing; the surviving proxy is drained again by the next attempt. A [StoringEgressSink]
-// gets the window before the removal instead (storeWindow), so that an engine dying between
-// the two loses nothing.
+// nothing; the surviving proxy is drained again by the next attempt.
 func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) error {
 	if !b.observing() {
 		_, err := b.engine.Remove(ctx, ref)
@@ -632,7 +617,6 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 	if id == "" {
 		return nil // absent: nothing to remove
 	}
-	b.storeWindow(ctx, window)
 	outcome, err := b.engine.Remove(ctx, id)
 	if err != nil {
 		if window != nil {
@@ -707,25 +691,4 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 		return nil, info.ID, nil
 	}
 	return w, info.ID, nil
-}
-
-// storingSink is the backend's sink when it stores windows before removal, else nil.
-func (b *Backend) storingSink() StoringEgressSink {
-	s, _ := b.egress.sink.(StoringEgressSink)
-	return s
-}
-
-// storeWindow hands w (nil: nothing drained) to a storing sink before its proxy's removal
-// and waits as long as the sink does. Whatever the answer the removal follows: the sink
-// keeps a window it could not store yet, and has said so.
-func (b *Backend) storeWindow(ctx context.Context, w *EgressWindow) {
-	s := b.storingSink()
-	if s == nil || w == nil {
-		return
-	}
-	pending := *w
-	pending.Removal = egresslog.RemovalPending
-	if err := s.EgressStore(ctx, pending); err != nil {
-		b.log.Debug("egress window not stored before its proxy's removal", zap.String("container_id", w.ProxyID), zap.Error(err))
-	}
 }

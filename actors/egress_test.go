@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -804,27 +805,29 @@ func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
 	}
 }
 
-// storingSink stores windows before removal and records how many calls had been made then.
-type storingSink struct {
-	sink
-	stored []EgressWindow
+// orderSink records, at each window it is handed, how many proxy removals had returned.
+type orderSink struct {
+	mu       sync.Mutex
+	returned *atomic.Int64
+	windows  []EgressWindow
+	at       []int64
 }
 
-func (s *storingSink) EgressStore(_ context.Context, w EgressWindow) error {
+func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stored = append(s.stored, w)
-	s.at = append(s.at, len(s.f.Calls()))
-	return nil
+	s.windows = append(s.windows, w)
+	s.at = append(s.at, s.returned.Load())
 }
 
-// A storing sink holds the window before the proxy's removal is even asked, marked pending,
-// and never gets it again after the removal. A refused removal leaves the proxy, whose next
-// drain stores the same window under the same proxy ID: the repeat the stream drops.
-func TestEgressStoringSinkStoresBeforeRemoval(t *testing.T) {
+// The contract's order (§3.4): drain, remove by the inspected ID, and only once that removal
+// returned removed or absent hand the window over. A refused removal hands over nothing; the
+// surviving proxy's next drain hands its window over once, after its own removal returned.
+func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newNetFake()
-	s := &storingSink{sink: sink{f: f}}
+	var returned atomic.Int64
+	s := &orderSink{returned: &returned}
 	b := egressBackend(t, f, WithEgressSink(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
@@ -833,31 +836,43 @@ func TestEgressStoringSinkStoresBeforeRemoval(t *testing.T) {
 	n := workloadName(b, spec)
 	proxy := f.find(docker.ProxyName(n))
 	f.decide(n, "ALLOW a.example:443")
-	f.removeProxy = func(string) (docker.RemoveOutcome, error) {
-		return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+	refuse := true
+	f.removeProxy = func(id string) (docker.RemoveOutcome, error) {
+		defer returned.Add(1)
+		if id != proxy.id {
+			t.Errorf("removed %s, not the inspected ID %s", id, proxy.id)
+		}
+		s.mu.Lock()
+		handed := len(s.windows)
+		s.mu.Unlock()
+		if handed != 0 {
+			t.Errorf("a window was handed over before its proxy's removal returned")
+		}
+		if refuse {
+			return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+		}
+		return docker.Removed, nil
 	}
 	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err == nil {
 		t.Fatal("a refused removal reported success")
 	}
-	f.removeProxy = nil
+	s.mu.Lock()
+	handed := len(s.windows)
+	s.mu.Unlock()
+	if handed != 0 {
+		t.Fatalf("a refused removal handed over %d windows", handed)
+	}
+	refuse = false
 	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err != nil {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	stored, at := slices.Clone(s.stored), slices.Clone(s.at)
+	ws, at := slices.Clone(s.windows), slices.Clone(s.at)
 	s.mu.Unlock()
-	if len(stored) != 2 || len(s.got()) != 0 {
-		t.Fatalf("stored %d windows and drained %d after removal; want 2 stored (one per drain), none after", len(stored), len(s.got()))
+	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != egresslog.RemovalRemoved || len(ws[0].Decisions) != 1 {
+		t.Fatalf("after the retry: %+v, want the proxy's one window, removed", ws)
 	}
-	for i, w := range stored {
-		if w.ProxyID != proxy.id || w.Removal != egresslog.RemovalPending || len(w.Decisions) != 1 {
-			t.Fatalf("stored window %d: %+v", i, w)
-		}
-	}
-	calls := f.Calls()
-	for _, i := range at { // each store falls between the drain's log read and the removal
-		if i == 0 || i >= len(calls) || !strings.HasPrefix(calls[i-1], "logs ") || !strings.HasPrefix(calls[i], "rm ") {
-			t.Fatalf("a window was not stored between its read and its removal: %v (stored after %v calls)", calls, at)
-		}
+	if at[0] != 2 {
+		t.Fatalf("the window was handed over after %d returned removals, want 2 (the refused one and its own)", at[0])
 	}
 }

@@ -22,8 +22,7 @@ var ErrReapInProgress = errors.New("actors: a reap of this engine is already in 
 // The sweep logs through the backend's logger. When the backend has an egress sink
 // ([WithEgressSink]), every proxy is drained before its removal by the same inspected ID and
 // its window reaches the sink only after that removal succeeded or found it absent (§4.8),
-// filed under the key its own labels carry — or, for a [StoringEgressSink], before the
-// removal, as every other drain does; a [reaper.WithDrainer] among opts replaces that.
+// filed under the key its own labels carry; a [reaper.WithDrainer] among opts replaces that.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...reaper.Option) (reaper.Result, error) {
 	if !b.reaping.CompareAndSwap(false, true) {
 		return reaper.Result{}, ErrReapInProgress
@@ -53,7 +52,6 @@ func (d reapDrainer) Drain(ctx context.Context, proxy docker.Resource) reaper.Pu
 	if w == nil || id == "" {
 		return nil
 	}
-	d.b.storeWindow(ctx, w) // before the reaper removes the proxy, as drainRemove does
 	return func(ctx context.Context, removal docker.RemoveOutcome) {
 		if removal == docker.Removed || removal == docker.Absent {
 			w.Removal = map[docker.RemoveOutcome]string{docker.Removed: "removed", docker.Absent: "absent"}[removal]

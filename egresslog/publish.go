@@ -106,16 +106,10 @@ const (
 const (
 	RemovalRemoved = "removed" // the drainer removed the proxy, then published
 	RemovalAbsent  = "absent"  // someone else removed it first
-	// RemovalPending: the window was published before its proxy's removal, which follows
-	// the stream's acknowledgement. It is the exactly-once path (docs/events.md): until the
-	// stream holds the window the stopped proxy is its durable record, and any drainer that
-	// finds the proxy again publishes the same event ID, which the stream drops as a repeat.
-	RemovalPending = "pending"
 )
 
-// Window is one drained proxy window, published either after its proxy's removal succeeded
-// or found it absent, or before that removal once the proxy is stopped (Removal
-// [RemovalPending]): everything an [EgressObservedEvent] is built from.
+// Window is one drained proxy window whose proxy's removal has succeeded or found it absent
+// (it is published only then, §3.4): everything an [EgressObservedEvent] is built from.
 type Window struct {
 	ProxyID      string // the inspected 64-hex container ID that was read and removed
 	ProxyName    string
@@ -130,7 +124,7 @@ type Window struct {
 	Truncated    bool
 	Unreadable   string
 	Trigger      Trigger
-	Removal      string // RemovalRemoved, RemovalAbsent or RemovalPending
+	Removal      string // RemovalRemoved or RemovalAbsent
 	DrainSeconds float64
 }
 
@@ -189,7 +183,7 @@ type EgressObservedEvent struct {
 	Truncated    bool            `json:"truncated"`
 	Unreadable   *string         `json:"unreadable"`
 	Trigger      Trigger         `json:"trigger"`
-	Removal      string          `json:"removal"` // removed, absent or pending
+	Removal      string          `json:"removal"` // removed or absent
 	DrainSeconds float64         `json:"drainSeconds"`
 	PublishedAt  time.Time       `json:"publishedAt"`
 }
@@ -204,7 +198,7 @@ func EgressEventID(proxyID string) string { return "egw_" + proxyID }
 
 // Event builds the window's event for the engine engineID, stamped publishedAt. It refuses
 // with [ErrInvalidEvent] a window that must not be published: a proxy ID that is not 64 hex,
-// an unattributed key, a removal that is none of removed, absent and pending, or an empty window
+// an unattributed key, a removal that is neither removed nor absent, or an empty window
 // (no decision and nothing unreadable: §3.1 emits nothing for it).
 func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
 	switch {
@@ -212,8 +206,8 @@ func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEve
 		return EgressObservedEvent{}, fmt.Errorf("%w: proxy ID %q is not 64 hex", ErrInvalidEvent, w.ProxyID)
 	case !w.Attribution.Attributed():
 		return EgressObservedEvent{}, fmt.Errorf("%w: window of %s is not attributed (%s)", ErrInvalidEvent, w.ProxyID, w.Attribution)
-	case w.Removal != RemovalRemoved && w.Removal != RemovalAbsent && w.Removal != RemovalPending:
-		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is none of removed, absent and pending", ErrInvalidEvent, w.Removal)
+	case w.Removal != RemovalRemoved && w.Removal != RemovalAbsent:
+		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is neither removed nor absent", ErrInvalidEvent, w.Removal)
 	case len(w.Decisions) == 0 && w.Unreadable == "":
 		return EgressObservedEvent{}, fmt.Errorf("%w: empty window", ErrInvalidEvent)
 	}

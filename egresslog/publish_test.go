@@ -167,11 +167,11 @@ func TestReapSummaryEvent(t *testing.T) {
 }
 
 // Two drains of one proxy — by two engines, or an engine and the reaper, at different times,
-// one before the removal and one after — must carry one event ID, or the stream's duplicate
+// one finding it removed by itself and one finding it absent — must carry one event ID, or the stream's duplicate
 // window could not drop the second: the ID is the proxy's identity and nothing of the drain.
 func TestEventIDIsTheProxysAcrossDrains(t *testing.T) {
 	first := testWindow()
-	first.Removal, first.Trigger, first.DrainSeconds = RemovalPending, TriggerDispose, 0.2
+	first.Removal, first.Trigger, first.DrainSeconds = RemovalRemoved, TriggerDispose, 0.2
 	second := testWindow()
 	second.Removal, second.Trigger, second.DrainSeconds = RemovalAbsent, TriggerReap, 3.5
 	second.End = first.End.Add(time.Hour)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,13 +33,15 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// This file is the exactly-once proof of docs/events.md: engines that die between a proxy's
-// drain and the publication of its window, or between that publication and the proxy's
-// removal, and a NATS server restarted on its store mid-traffic — and still every window in
-// the stream exactly once. The deaths are test-only fault injection, entirely here: a driver
-// wrapper that refuses every removal once its engine is "dead", a sink wrapper that kills the
-// engine at the chosen moment, and the dead engine's outbox closed without delivering (what
-// a crash does to memory). Nothing in the engine's own code knows about them.
+// This file is the exactly-once proof of docs/events.md: engines that die after a proxy's
+// drain and before its removal, or after its removal and the stream's acknowledgement of its
+// window, and a NATS server restarted on its store mid-traffic — and still every window in
+// the stream exactly once, each published only once its proxy's removal returned removed or
+// absent. The deaths are test-only fault injection, entirely here: a driver wrapper that
+// dies at the drained proxy's removal (and refuses every removal from then on, as a dead
+// process removes nothing), a sink wrapper that dies once the stream acknowledged the
+// window, and the dead engine's outbox closed without delivering (what a crash does to
+// memory). Nothing in the engine's own code knows about them.
 
 // eventsWindows is how many windows TestEgressEventsExactlyOnceAcrossFaults runs: 200 (the
 // cluster issue's target), or MAF_SANDBOX_EVENTS_WINDOWS for a quicker local run.
@@ -76,15 +79,44 @@ func atOnce(n, width int, fn func(i int)) {
 // errEngineDied is what a dead engine's daemon calls answer: a refusal, so nothing retries it.
 var errEngineDied = &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("the engine died (test fault)")}
 
-// mortalDriver is a driver whose engine can die: from then on it removes nothing, as a dead
-// process would not.
+// The two moments an engine dies at.
+const (
+	dieBeforeRemoval = iota + 1 // drained (stopped and read), not removed, nothing published
+	dieAfterPublish             // drained, removed, published and acknowledged
+)
+
+// mortalDriver is a driver whose engine can die: with when dieBeforeRemoval it dies at the
+// removal of the proxy it stopped and read, before asking the daemon; once dead it removes
+// nothing, as a dead process would not.
 type mortalDriver struct {
 	docker.Driver
-	dead atomic.Bool
+	when    int
+	die     func()
+	dead    atomic.Bool
+	mu      sync.Mutex
+	stopped string // the proxy a drain stopped
+	victim  string // the proxy whose removal the engine died at
+}
+
+func (d *mortalDriver) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
+	d.mu.Lock()
+	d.stopped = id
+	d.mu.Unlock()
+	return d.Driver.ProxyStop(ctx, id, grace)
 }
 
 func (d *mortalDriver) Remove(ctx context.Context, target string) (docker.RemoveOutcome, error) {
 	if d.dead.Load() {
+		return 0, errEngineDied
+	}
+	d.mu.Lock()
+	drained := d.stopped != "" && d.stopped == target
+	if drained && d.when == dieBeforeRemoval {
+		d.victim = target
+	}
+	d.mu.Unlock()
+	if drained && d.when == dieBeforeRemoval {
+		d.die()
 		return 0, errEngineDied
 	}
 	return d.Driver.Remove(ctx, target)
@@ -97,46 +129,38 @@ func (d *mortalDriver) NetworkRemove(ctx context.Context, id string) (docker.Rem
 	return d.Driver.NetworkRemove(ctx, id)
 }
 
-// The two moments an engine dies at.
-const (
-	dieBeforeStore = iota + 1 // drained, not published, not removed
-	dieAfterStore             // drained, published (acknowledged), not removed
-)
-
-// dyingSink kills its engine when the first window arrives: before storing it or right after
-// the stream acknowledged it. The death also takes the engine's outbox (its memory).
-type dyingSink struct {
-	inner natspub.WindowSink
-	box   *natspub.Outbox
-	drv   *mortalDriver
-	when  int
-	mu    sync.Mutex
-	ids   []string // windows handed over
-	acked []string // windows the stream acknowledged before the death
+func (d *mortalDriver) diedAt() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.victim
 }
 
-func (s *dyingSink) EgressDrained(context.Context, actors.EgressWindow) {} // never: it stores first
+// dyingSink is a dying engine's sink. The backend hands it a window only after the proxy's
+// removal returned (an engine dying before the removal hands it nothing); with when
+// dieAfterPublish it waits for the stream's acknowledgement and then kills its engine.
+type dyingSink struct {
+	box              *natspub.Outbox
+	prefix, engineID string
+	drv              *mortalDriver
+	when             int
+	mu               sync.Mutex
+	ids              []string // windows handed over
+	acked            []string // windows the stream acknowledged before the death
+}
 
-func (s *dyingSink) EgressStore(ctx context.Context, w actors.EgressWindow) error {
+func (s *dyingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
 	s.mu.Lock()
 	s.ids = append(s.ids, w.ProxyID)
 	s.mu.Unlock()
-	if s.drv.dead.Load() {
-		return errEngineDied
+	if s.drv.dead.Load() || s.when != dieAfterPublish {
+		return
 	}
-	var err error = errEngineDied
-	if s.when == dieAfterStore {
-		if err = s.inner.EgressStore(ctx, w); err == nil {
-			s.mu.Lock()
-			s.acked = append(s.acked, w.ProxyID)
-			s.mu.Unlock()
-		}
+	if err := s.box.EnqueueWindowWait(ctx, s.prefix, s.engineID, w); err == nil {
+		s.mu.Lock()
+		s.acked = append(s.acked, w.ProxyID)
+		s.mu.Unlock()
 	}
-	s.drv.dead.Store(true)
-	dead, cancel := context.WithCancel(context.Background())
-	cancel()
-	s.box.Close(dead) // a crash: what the outbox held is gone
-	return err
+	s.drv.die()
 }
 
 // dyingEngine is an engine (a backend on cfg) that dies at when, publishing through pub
@@ -146,12 +170,18 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natsp
 	if err != nil {
 		return nil, nil, err
 	}
-	drv := &mortalDriver{Driver: inner}
 	box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &dyingSink{inner: box.WindowSink(prefix, eventsEngineID), box: box, drv: drv, when: when}
+	drv := &mortalDriver{Driver: inner, when: when}
+	drv.die = func() {
+		drv.dead.Store(true)
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		box.Close(dead) // a crash: what the outbox held is gone
+	}
+	s := &dyingSink{box: box, prefix: prefix, engineID: eventsEngineID, drv: drv, when: when}
 	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithoutEventWatch(), actors.WithLogger(log), actors.WithEgressSink(s))
 	if err != nil {
 		box.Close(ctx)
@@ -167,27 +197,35 @@ func eventsConfig(fx *egressFixture) docker.Config {
 		OutboundNetwork: fx.network, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
 }
 
-// countingSink is a surviving engine's sink: it stores as any engine does and remembers what.
+// countingSink is a surviving engine's sink: it publishes as any engine does (after the
+// removal) and remembers what.
 type countingSink struct {
 	natspub.WindowSink
-	mu     sync.Mutex
-	stored map[string]int
+	mu        sync.Mutex
+	published map[string]int
 }
 
-func (s *countingSink) EgressStore(ctx context.Context, w actors.EgressWindow) error {
-	err := s.WindowSink.EgressStore(ctx, w)
+func (s *countingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
+	s.WindowSink.EgressDrained(ctx, w)
 	s.mu.Lock()
-	s.stored[w.ProxyID]++
+	s.published[w.ProxyID]++
 	s.mu.Unlock()
-	return err
+}
+
+func (s *countingSink) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.published[id]
 }
 
 // 200 allowlisted windows across engine deaths and a NATS restart → each in the stream once.
 // A quarter of the windows are disposed cleanly by one engine; a quarter by an engine that
-// dies after the drain and before the publication; a quarter by one that dies after the
-// stream acknowledged the window and before the proxy's removal; a quarter cleanly by a
-// second engine. A dead engine's window is then drained by whoever comes next, in turn
-// another engine's dispose of the key, its purge of the conversation, or a reap of the scope.
+// dies after the drain and before the proxy's removal (nothing published: the stopped proxy
+// survives); a quarter by one that dies after the removal and the stream's acknowledgement
+// of the window; a quarter cleanly by a second engine. Whoever comes next after a death —
+// in turn another engine's dispose of the key, its purge of the conversation, or a reap of
+// the scope — drains the surviving proxy and publishes its window once, or finds nothing
+// left to drain.
 // Halfway through, the NATS server is shut down and restarted on the same store. It is a
 // heavy test, run once per make test (on the default driver's pass).
 func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
@@ -229,7 +267,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	survivor := func() (*actors.Backend, *countingSink, *natspub.Outbox) {
 		box := newBox()
-		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID), stored: map[string]int{}}
+		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID), published: map[string]int{}}
 		return egressBackend(t, fx.network, actors.WithEgressSink(s), actors.WithLogger(log)), s, box
 	}
 	look, err := docker.NewEngine(cfg) // the test's own eyes on the daemon
@@ -272,7 +310,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 
 	window := func(ctx context.Context, i int) error {
 		key := keys[i]
-		fault := [4]int{0, dieBeforeStore, dieAfterStore, 0}[i%4]
+		fault := [4]int{0, dieBeforeRemoval, dieAfterPublish, 0}[i%4]
 		eng := engA
 		switch {
 		case i%4 == 3:
@@ -304,8 +342,9 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 			}
 			return nil
 		}
-		// The engine died in that dispose; the proxy, stopped, is the window's record. The
-		// next drainer finds it.
+		// The engine died in that dispose: before the proxy's removal (the stopped proxy is
+		// the window's record, and the next drainer publishes it) or after its publication
+		// (nothing is left to drain, only the network the dead engine did not remove).
 		switch (i / 4) % 3 {
 		case 0:
 			f = engB.Dispose(ctx, key, sandbox.DisposeOptions{})
@@ -317,7 +356,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 			reapMu.Lock()
 			r, err := engR.Reap(ctx, time.Nanosecond, reaper.WithScope(key.Scope))
 			reapMu.Unlock()
-			if err != nil || len(r.Failures) > 0 || r.ProxiesRemoved != 1 {
+			if want := map[int]int{dieBeforeRemoval: 1, dieAfterPublish: 0}[fault]; err != nil || len(r.Failures) > 0 || r.ProxiesRemoved != want {
 				return fmt.Errorf("reap after the death: %+v %v", r, err)
 			}
 		}
@@ -348,7 +387,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	case <-all:
 	}
 	// NATS goes away mid-traffic and comes back on the same store; the windows drained
-	// meanwhile wait in their outboxes (their proxies wait for them up to the store wait).
+	// meanwhile, their proxies already removed, wait in their outboxes.
 	atRestart := finished.Load()
 	srv.Shutdown()
 	srv.WaitForShutdown()
@@ -376,30 +415,39 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	}
 	took := time.Since(began)
 
-	// Every dying engine died where it was meant to, and the stream acknowledged the windows
-	// of those that died after the publication: those are the ones published twice.
-	var diedBefore, diedAfter, repeats int
+	// Every dying engine died where it was meant to. One that died before the removal handed
+	// nothing over, and a survivor published that window once; one that died after the
+	// publication left nothing a survivor could publish again.
+	var diedBefore, diedAfter, republished int
 	for _, s := range dead {
 		s.mu.Lock()
-		if len(s.ids) != 1 {
-			t.Errorf("a dying engine was handed %d windows, want 1", len(s.ids))
-		}
-		if s.when == dieBeforeStore {
+		ids, acked := slices.Clone(s.ids), slices.Clone(s.acked)
+		s.mu.Unlock()
+		switch s.when {
+		case dieBeforeRemoval:
+			victim := s.drv.diedAt()
+			if len(ids) != 0 || victim == "" {
+				t.Errorf("an engine dying before the removal was handed %d windows and died at %q", len(ids), victim)
+				continue
+			}
 			diedBefore++
-		} else {
-			diedAfter += len(s.acked)
-			for _, id := range s.acked {
-				for _, c := range []*countingSink{sinkB, sinkR} {
-					c.mu.Lock()
-					repeats += c.stored[id]
-					c.mu.Unlock()
-				}
+			if c := sinkB.count(victim) + sinkR.count(victim); c != 1 {
+				t.Errorf("the window of %s, whose engine died before removing it, was published %d times by the survivors, want 1", victim, c)
+			}
+			republished += sinkB.count(victim) + sinkR.count(victim)
+		case dieAfterPublish:
+			if len(ids) != 1 || len(acked) != 1 {
+				t.Errorf("an engine dying after the publication was handed %d windows and had %d acknowledged, want 1 and 1", len(ids), len(acked))
+				continue
+			}
+			diedAfter++
+			if c := sinkB.count(acked[0]) + sinkR.count(acked[0]); c != 0 {
+				t.Errorf("the window of %s, published before its engine died, was published again %d times", acked[0], c)
 			}
 		}
-		s.mu.Unlock()
 	}
-	if repeats == 0 || diedAfter == 0 || diedBefore == 0 {
-		t.Fatalf("faults not exercised: %d deaths before the publication, %d after, %d windows published again", diedBefore, diedAfter, repeats)
+	if diedAfter == 0 || diedBefore == 0 || republished != diedBefore {
+		t.Fatalf("faults not exercised: %d deaths before the removal (%d windows published by a survivor), %d after the publication", diedBefore, republished, diedAfter)
 	}
 
 	// Read the stream back as a consumer would: each window exactly once, none missing.
@@ -454,14 +502,15 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	if len(ctrs) != 0 || len(nets) != 0 {
 		t.Errorf("after the test: %d containers and %d networks of the sandboxes are left", len(ctrs), len(nets))
 	}
-	t.Logf("%d windows in %s: %d engines died before publishing, %d after (their windows published again %d times and dropped by the stream); %d missing, %d twice",
-		n, took.Round(time.Second), diedBefore, diedAfter, repeats, missing, twice)
+	t.Logf("%d windows in %s: %d engines died before the removal (their windows published by a survivor), %d after the publication; %d missing, %d twice",
+		n, took.Round(time.Second), diedBefore, diedAfter, missing, twice)
 }
 
 // engine reap --nats-url, as an operator runs it after an engine crashed mid-dispose: the
-// proxy it left (drained, and for one key already published) is drained again by the sweep
-// and its window is in the stream exactly once — the one key's only through the sweep, the
-// other's as a repeat the stream dropped.
+// proxy an engine left when it died after the drain and before the removal is drained again
+// by the sweep, removed, and only then published; the window of an engine that died after
+// its publication has no proxy left to drain. Each window is in the stream exactly once: the
+// one through the sweep, the other through the dispose.
 func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	fx := newEgressFixture(t)
 	srv := natstest.Run(t)
@@ -483,8 +532,8 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	cleanup := egressBackend(t, fx.network, actors.WithLogger(log)) // removes whatever a failure leaves
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	egressID := docker.EgressID(images.ProxyTag, sandbox.EgressHosts(spec.EgressAllow))
-	want := map[string]egresslog.Trigger{} // proxy ID → the drain that stored its window first
-	for _, when := range []int{dieBeforeStore, dieAfterStore} {
+	want := map[string]egresslog.Trigger{} // proxy ID → the drain that published its window
+	for _, when := range []int{dieBeforeRemoval, dieAfterPublish} {
 		key := newKey(t)
 		t.Cleanup(func() { _ = cleanup.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 		b, s, err := dyingEngine(ctx, t, eventsConfig(fx), pub, prefix, when, log)
@@ -492,19 +541,20 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		useAllowlist(t, b, key, fx)
+		proxy := docker.ProxyName(docker.ContainerName(key, spec.Kind, egressID))
+		proxyID := strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", "{{.Id}}", proxy))
 		_ = b.Dispose(ctx, key, sandbox.DisposeOptions{}) // it dies in there
 		s.mu.Lock()
 		handed, acked := len(s.ids), len(s.acked)
 		s.mu.Unlock()
-		if handed != 1 || (when == dieAfterStore) != (acked == 1) {
-			t.Fatalf("the engine dying at %d was handed %d windows and had %d acknowledged", when, handed, acked)
+		if want := map[int]int{dieBeforeRemoval: 0, dieAfterPublish: 1}[when]; handed != want || acked != want || !s.drv.dead.Load() {
+			t.Fatalf("the engine dying at %d was handed %d windows and had %d acknowledged (dead: %v)", when, handed, acked, s.drv.dead.Load())
 		}
-		proxy := docker.ProxyName(docker.ContainerName(key, spec.Kind, egressID))
 		first := egresslog.TriggerReap
-		if when == dieAfterStore {
+		if when == dieAfterPublish {
 			first = egresslog.TriggerDispose
 		}
-		want[strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", "{{.Id}}", proxy))] = first
+		want[proxyID] = first
 		time.Sleep(1100 * time.Millisecond) // older than the sweep's cutoff
 		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json", "--driver", testDriver(),
 			"--nats-url", srv.ClientURL(), "--nats-prefix", prefix).CombinedOutput()

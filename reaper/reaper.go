@@ -78,10 +78,7 @@ type Decision struct {
 // Drainer reads an egress proxy's window right before the reaper removes it (§4.8). Drain
 // gets the proxy as inventoried (its ID is the expected ID; there is no caller key) and
 // returns the publication of what it drained, or nil when there is nothing to publish. Drain
-// never stops the removal: whatever it fails at, it returns nil and the proxy is removed. A
-// drainer may also store the window itself before returning (the exactly-once path of
-// docs/events.md: the proxy goes only once its window is stored); its publication then only
-// reports the removal.
+// never stops the removal: whatever it fails at, it returns nil and the proxy is removed.
 type Drainer interface {
 	Drain(ctx context.Context, proxy docker.Resource) Publication
 }

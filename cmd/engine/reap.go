@@ -99,7 +99,8 @@ func (v *reapVerb) run(ctx context.Context) error {
 	closeWindows := func() error { return nil }
 	if v.natsURL != "" && !v.dryRun {
 		// An orphaned proxy (its engine died before removing it) may be the only record of
-		// its window: the sweep drains and stores it before removing it, as an engine would.
+		// its window: the sweep drains it, removes it by the inspected ID and publishes the
+		// window only once that removal succeeded or found it absent, as an engine would.
 		sink, done, err := reapWindows(ctx, drv, log, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait, natspub.WithDuplicateWindow(v.natsDupes))
 		if err != nil {
 			return err
@@ -324,10 +325,10 @@ func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res r
 }
 
 // reapWindows is the egress sink of a sweep: the windows of the proxies it removes go to url
-// under prefix (JetStream, or core NATS when core), each stored before its proxy's removal.
+// under prefix (JetStream, or core NATS when core), each enqueued after its proxy's removal.
 // done delivers what is still held for at most wait and fails when something was not.
 func reapWindows(ctx context.Context, ids engineIdentity, log *zap.Logger, url, prefix string, core bool, wait time.Duration,
-	pubOpts ...natspub.JetStreamOpt) (actors.StoringEgressSink, func() error, error) {
+	pubOpts ...natspub.JetStreamOpt) (actors.EgressSink, func() error, error) {
 	engineID := "unknown"
 	if id, err := ids.EngineID(ctx); err == nil {
 		engineID = id

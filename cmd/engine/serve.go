@@ -344,9 +344,9 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 
 // egressEvents publishes the egress windows the backend drains (docs/events.md) to the
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
-// is away. The sink stores each window before its proxy's removal (exactly once across an
-// engine's death: docs/events.md). The events carry the Docker daemon's ID, which ids answers.
-func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, actors.StoringEgressSink, error) {
+// is away. The backend hands the sink a window only once its proxy's removal succeeded or
+// found it absent (docs/events.md). The events carry the Docker daemon's ID, which ids answers.
+func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, actors.EgressSink, error) {
 	engineID := "unknown"
 	if id, err := ids.EngineID(ctx); err == nil {
 		engineID = id

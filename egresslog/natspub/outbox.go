@@ -276,10 +276,10 @@ func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) erro
 	return b.Enqueue(m)
 }
 
-// StoreWindow is [Outbox.EnqueueWindow] that waits as [Outbox.EnqueueWait] does: the call a
-// sink makes before the proxy's removal, so that the proxy goes only once the stream holds
-// its window.
-func (b *Outbox) StoreWindow(ctx context.Context, prefix, engineID string, w egresslog.Window) error {
+// EnqueueWindowWait is [Outbox.EnqueueWindow] that waits as [Outbox.EnqueueWait] does, for a
+// caller that may block until the stream holds the window. Like EnqueueWindow it is called
+// only once the proxy's removal succeeded or found it absent (§3.4), never before.
+func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string, w egresslog.Window) error {
 	m, err := windowMessage(prefix, engineID, w)
 	if err != nil {
 		return err

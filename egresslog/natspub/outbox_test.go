@@ -252,32 +252,32 @@ func TestWindowSink(t *testing.T) {
 	}
 }
 
-// EgressStore returns once the publisher accepted the window; while the publisher is down it
-// gives up after its wait with the window still held, which the outbox then delivers once;
-// Close tells a waiter its window was not delivered.
-func TestWindowSinkStoreWaitsForTheAck(t *testing.T) {
+// EnqueueWindowWait returns once the publisher accepted the window; while the publisher is
+// down it gives up at its context's end with the window still held, which the outbox then
+// delivers once; Close tells a waiter its window was not delivered.
+func TestEnqueueWindowWaitWaitsForTheAck(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := &fakePublisher{}
 	b, err := NewOutbox(p, WithBackoff(time.Millisecond, 5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := b.WindowSink(egresslog.DefaultSubjectPrefix, "E").WithStoreWait(50 * time.Millisecond)
 	w := testWindow()
-	w.Removal = egresslog.RemovalPending
-	if err := sink.EgressStore(context.Background(), w); err != nil {
-		t.Fatalf("store with the publisher up: %v", err)
+	if err := b.EnqueueWindowWait(context.Background(), egresslog.DefaultSubjectPrefix, "E", w); err != nil {
+		t.Fatalf("wait with the publisher up: %v", err)
 	}
 	if got := p.got(); len(got) != 1 {
-		t.Fatalf("accepted %v when the store returned", got)
+		t.Fatalf("accepted %v when the wait returned", got)
 	}
 	p.set(true)
 	w.ProxyID = "3f9c000000000000000000000000000000000000000000000000000000000002"
-	if err := sink.EgressStore(context.Background(), w); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("store with the publisher down: %v, want the wait's deadline", err)
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := b.EnqueueWindowWait(short, egresslog.DefaultSubjectPrefix, "E", w); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with the publisher down: %v, want the wait's deadline", err)
 	}
 	if st := b.Stats(); st.Pending != 1 {
-		t.Fatalf("after a store that timed out: %+v, want the window held", st)
+		t.Fatalf("after a wait that timed out: %+v, want the window held", st)
 	}
 	p.set(false)
 	waitFor(t, "the held window", func() bool { return b.Stats().Delivered == 2 })
