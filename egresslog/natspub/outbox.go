@@ -51,7 +51,8 @@ type OutboxStats struct {
 // entry is one held message and, for [Outbox.EnqueueWait], who waits for its outcome.
 type entry struct {
 	m    egresslog.Message
-	done chan error // nil when nobody waits; else buffered 1: nil delivered, else why not
+	done chan error  // nil when nobody waits; else buffered 1: nil delivered, else why not
+	then func(error) // nil, or called by the worker with how m ended (as done would get)
 }
 
 // NewOutbox starts an outbox in front of pub. Close it to stop its worker.
@@ -193,6 +194,9 @@ func (b *Outbox) run() {
 
 // finish tells e's waiter, if any, how its message ended.
 func (e entry) finish(err error) {
+	if e.then != nil {
+		e.then(err)
+	}
 	if e.done != nil {
 		e.done <- err
 	}
@@ -285,6 +289,17 @@ func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string,
 		return err
 	}
 	return b.EnqueueWait(ctx, m)
+}
+
+// EnqueueWindowThen is [Outbox.EnqueueWindow] that calls then, from the outbox's worker, with
+// how the window ended: nil once the publisher accepted it, the refusal, or [ErrOutboxClosed].
+// then is not called when the window is not enqueued (the error is returned instead).
+func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w egresslog.Window, then func(error)) error {
+	m, err := windowMessage(prefix, engineID, w)
+	if err != nil {
+		return err
+	}
+	return b.enqueue(entry{m: m, then: then})
 }
 
 func windowMessage(prefix, engineID string, w egresslog.Window) (egresslog.Message, error) {
