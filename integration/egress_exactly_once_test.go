@@ -79,10 +79,11 @@ func atOnce(n, width int, fn func(i int)) {
 // errEngineDied is what a dead engine's daemon calls answer: a refusal, so nothing retries it.
 var errEngineDied = &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("the engine died (test fault)")}
 
-// The two moments an engine dies at.
+// The moments an engine dies at.
 const (
-	dieBeforeRemoval = iota + 1 // drained (stopped and read), not removed, nothing published
-	dieAfterPublish             // drained, removed, published and acknowledged
+	dieBeforeRemoval = iota + 1 // drained (stopped and read), recorded pending, not removed
+	dieAfterRemoval             // removed, its pending record kept, nothing published
+	dieAfterPublish             // removed, published and acknowledged, its pending record kept
 )
 
 // mortalDriver is a driver whose engine can die: with when dieBeforeRemoval it dies at the
@@ -135,11 +136,14 @@ func (d *mortalDriver) diedAt() string {
 	return d.victim
 }
 
-// dyingSink is a dying engine's sink. The backend hands it a window only after the proxy's
-// removal returned (an engine dying before the removal hands it nothing); with when
-// dieAfterPublish it waits for the stream's acknowledgement and then kills its engine.
+// dyingSink is a dying engine's sink. It records each window as pending before the removal,
+// as engine serve's does; the backend hands it the window only after the proxy's removal
+// returned (an engine dying before the removal hands it nothing). With when dieAfterRemoval
+// it then dies without publishing; with dieAfterPublish it waits for the stream's
+// acknowledgement and dies before forgetting the pending record.
 type dyingSink struct {
 	box              *natspub.Outbox
+	pending          *natspub.PendingStore
 	prefix, engineID string
 	drv              *mortalDriver
 	when             int
@@ -148,11 +152,21 @@ type dyingSink struct {
 	acked            []string // windows the stream acknowledged before the death
 }
 
+func (s *dyingSink) EgressPending(ctx context.Context, w actors.EgressWindow) {
+	if !s.drv.dead.Load() {
+		_ = s.pending.Put(ctx, w) // as WindowSink.EgressPending: a failure only reopens the gap
+	}
+}
+
 func (s *dyingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
 	s.mu.Lock()
 	s.ids = append(s.ids, w.ProxyID)
 	s.mu.Unlock()
-	if s.drv.dead.Load() || s.when != dieAfterPublish {
+	if s.drv.dead.Load() || s.when == dieBeforeRemoval {
+		return
+	}
+	if s.when == dieAfterRemoval {
+		s.drv.die()
 		return
 	}
 	if err := s.box.EnqueueWindowWait(ctx, s.prefix, s.engineID, w); err == nil {
@@ -165,7 +179,8 @@ func (s *dyingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
 
 // dyingEngine is an engine (a backend on cfg) that dies at when, publishing through pub
 // under prefix with its own outbox. It never calls t.Fatal: workers make them.
-func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natspub.Publisher, prefix string, when int, log *zap.Logger) (*actors.Backend, *dyingSink, error) {
+func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natspub.Publisher, pending *natspub.PendingStore, prefix string, when int,
+	log *zap.Logger) (*actors.Backend, *dyingSink, error) {
 	inner, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return nil, nil, err
@@ -181,7 +196,7 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natsp
 		cancel()
 		box.Close(dead) // a crash: what the outbox held is gone
 	}
-	s := &dyingSink{box: box, prefix: prefix, engineID: eventsEngineID, drv: drv, when: when}
+	s := &dyingSink{box: box, pending: pending, prefix: prefix, engineID: eventsEngineID, drv: drv, when: when}
 	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithoutEventWatch(), actors.WithLogger(log), actors.WithEgressSink(s))
 	if err != nil {
 		box.Close(ctx)
@@ -265,9 +280,13 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	}
 	cfg := eventsConfig(fx)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	pending, err := natspub.NewPendingStore(nc, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
 	survivor := func() (*actors.Backend, *countingSink, *natspub.Outbox) {
 		box := newBox()
-		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID), published: map[string]int{}}
+		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID).WithPending(pending), published: map[string]int{}}
 		return egressBackend(t, fx.network, actors.WithEgressSink(s), actors.WithLogger(log)), s, box
 	}
 	look, err := docker.NewEngine(cfg) // the test's own eyes on the daemon
@@ -279,11 +298,33 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	engR, sinkR, boxR := survivor() // the reaping engine: Reap runs one sweep at a time
 	var reapMu sync.Mutex
 
+	// A recovery pass, as engine serve runs one every 30 s: what it published, by proxy ID.
+	var recMu sync.Mutex
+	recovered := map[string]int{}
+	recoverPass := func(ctx context.Context) error {
+		_, err := pending.Recover(ctx, func(ctx context.Context, id string) (bool, error) {
+			_, err := look.Inspect(ctx, id)
+			if errors.Is(err, docker.ErrNotFound) {
+				return true, nil
+			}
+			return false, err
+		}, func(ctx context.Context, w egresslog.Window) error {
+			err := boxR.EnqueueWindowWait(ctx, prefix, eventsEngineID, w)
+			if err == nil {
+				recMu.Lock()
+				recovered[w.ProxyID]++
+				recMu.Unlock()
+			}
+			return err
+		})
+		return err
+	}
+
 	// A dying engine is made in a worker goroutine: errors, never t.Fatal.
 	var dying sync.Mutex
 	var dead []*dyingSink
 	newDying := func(ctx context.Context, when int) (*actors.Backend, *dyingSink, error) {
-		b, s, err := dyingEngine(ctx, t, cfg, pub, prefix, when, log)
+		b, s, err := dyingEngine(ctx, t, cfg, pub, pending, prefix, when, log)
 		if err == nil {
 			dying.Lock()
 			dead = append(dead, s)
@@ -310,10 +351,10 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 
 	window := func(ctx context.Context, i int) error {
 		key := keys[i]
-		fault := [4]int{0, dieBeforeRemoval, dieAfterPublish, 0}[i%4]
+		fault := [5]int{0, dieBeforeRemoval, dieAfterRemoval, dieAfterPublish, 0}[i%5]
 		eng := engA
 		switch {
-		case i%4 == 3:
+		case i%5 == 4:
 			eng = engB
 		case fault != 0:
 			d, _, err := newDying(ctx, fault)
@@ -343,9 +384,10 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 			return nil
 		}
 		// The engine died in that dispose: before the proxy's removal (the stopped proxy is
-		// the window's record, and the next drainer publishes it) or after its publication
-		// (nothing is left to drain, only the network the dead engine did not remove).
-		switch (i / 4) % 3 {
+		// the window's record, and the next drainer publishes it) or after it (nothing is
+		// left to drain, only the network the dead engine did not remove; the pending record
+		// is the window's, and a recovery pass publishes it).
+		switch (i / 5) % 3 {
 		case 0:
 			f = engB.Dispose(ctx, key, sandbox.DisposeOptions{})
 		case 1:
@@ -356,12 +398,20 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 			reapMu.Lock()
 			r, err := engR.Reap(ctx, time.Nanosecond, reaper.WithScope(key.Scope))
 			reapMu.Unlock()
-			if want := map[int]int{dieBeforeRemoval: 1, dieAfterPublish: 0}[fault]; err != nil || len(r.Failures) > 0 || r.ProxiesRemoved != want {
+			if want := map[int]int{dieBeforeRemoval: 1}[fault]; err != nil || len(r.Failures) > 0 || r.ProxiesRemoved != want {
 				return fmt.Errorf("reap after the death: %+v %v", r, err)
 			}
 		}
 		if f != nil {
 			return fmt.Errorf("dispose after the death: %v", f)
+		}
+		if fault != dieBeforeRemoval {
+			_ = recoverPass(ctx) // may fail while NATS restarts: the final pass follows
+			// A dispose or purge of a key with no container left does not look for the
+			// network the dead engine failed to remove (a reap does); the test removes it.
+			if _, err := look.NetworkRemove(ctx, docker.NetworkName(docker.ContainerName(key, spec.Kind, egressID))); err != nil {
+				return fmt.Errorf("the dead engine's network: %w", err)
+			}
 		}
 		return nil
 	}
@@ -413,12 +463,25 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 			t.Fatalf("outboxes still hold windows: %+v %+v %+v", boxA.Stats(), boxB.Stats(), boxR.Stats())
 		}
 	}
+	// The last recovery pass, then nothing may be pending: every record was forgotten by its
+	// drainer or by a recovery that published it.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := recoverPass(ctx)
+		left, lerr := pending.List(ctx)
+		if err == nil && lerr == nil && len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending records left: %d (%v, %v)", len(left), err, lerr)
+		}
+	}
 	took := time.Since(began)
 
 	// Every dying engine died where it was meant to. One that died before the removal handed
 	// nothing over, and a survivor published that window once; one that died after the
-	// publication left nothing a survivor could publish again.
-	var diedBefore, diedAfter, republished int
+	// removal left nothing a survivor could drain, and a recovery pass published the window
+	// (a second time, dropped by the stream, when the engine had published it).
+	var diedBefore, diedAfterRemoval, diedAfter, republished int
 	for _, s := range dead {
 		s.mu.Lock()
 		ids, acked := slices.Clone(s.ids), slices.Clone(s.acked)
@@ -435,19 +498,30 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 				t.Errorf("the window of %s, whose engine died before removing it, was published %d times by the survivors, want 1", victim, c)
 			}
 			republished += sinkB.count(victim) + sinkR.count(victim)
-		case dieAfterPublish:
-			if len(ids) != 1 || len(acked) != 1 {
-				t.Errorf("an engine dying after the publication was handed %d windows and had %d acknowledged, want 1 and 1", len(ids), len(acked))
+		case dieAfterRemoval, dieAfterPublish:
+			if wantAcked := map[int]int{dieAfterPublish: 1}[s.when]; len(ids) != 1 || len(acked) != wantAcked {
+				t.Errorf("an engine dying at %d was handed %d windows and had %d acknowledged, want 1 and %d", s.when, len(ids), len(acked), wantAcked)
 				continue
 			}
-			diedAfter++
-			if c := sinkB.count(acked[0]) + sinkR.count(acked[0]); c != 0 {
-				t.Errorf("the window of %s, published before its engine died, was published again %d times", acked[0], c)
+			if s.when == dieAfterRemoval {
+				diedAfterRemoval++
+			} else {
+				diedAfter++
+			}
+			if c := sinkB.count(ids[0]) + sinkR.count(ids[0]); c != 0 {
+				t.Errorf("the window of %s, whose proxy its dead engine removed, was drained again %d times", ids[0], c)
+			}
+			recMu.Lock()
+			c := recovered[ids[0]]
+			recMu.Unlock()
+			if c == 0 {
+				t.Errorf("the pending window of %s (engine died at %d) was not published by a recovery", ids[0], s.when)
 			}
 		}
 	}
-	if diedAfter == 0 || diedBefore == 0 || republished != diedBefore {
-		t.Fatalf("faults not exercised: %d deaths before the removal (%d windows published by a survivor), %d after the publication", diedBefore, republished, diedAfter)
+	if diedAfter == 0 || diedAfterRemoval == 0 || diedBefore == 0 || republished != diedBefore {
+		t.Fatalf("faults not exercised: %d deaths before the removal (%d windows published by a survivor), %d after the removal, %d after the publication",
+			diedBefore, republished, diedAfterRemoval, diedAfter)
 	}
 
 	// Read the stream back as a consumer would: each window exactly once, none missing.
@@ -502,15 +576,17 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	if len(ctrs) != 0 || len(nets) != 0 {
 		t.Errorf("after the test: %d containers and %d networks of the sandboxes are left", len(ctrs), len(nets))
 	}
-	t.Logf("%d windows in %s: %d engines died before the removal (their windows published by a survivor), %d after the publication; %d missing, %d twice",
-		n, took.Round(time.Second), diedBefore, diedAfter, missing, twice)
+	t.Logf("%d windows in %s: %d engines died before the removal (their windows published by a survivor), %d after the removal and %d after the publication (theirs published by a recovery); %d missing, %d twice",
+		n, took.Round(time.Second), diedBefore, diedAfterRemoval, diedAfter, missing, twice)
 }
 
 // engine reap --nats-url, as an operator runs it after an engine crashed mid-dispose: the
 // proxy an engine left when it died after the drain and before the removal is drained again
 // by the sweep, removed, and only then published; the window of an engine that died after
-// its publication has no proxy left to drain. Each window is in the stream exactly once: the
-// one through the sweep, the other through the dispose.
+// the removal and before publishing is published by the sweep's recovery pass from its
+// pending record (the proxy confirmed absent); that of one that died after its publication
+// is published again by that pass and dropped by the stream. Each window is in the stream
+// exactly once.
 func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	fx := newEgressFixture(t)
 	srv := natstest.Run(t)
@@ -532,11 +608,15 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	cleanup := egressBackend(t, fx.network, actors.WithLogger(log)) // removes whatever a failure leaves
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	egressID := docker.EgressID(images.ProxyTag, sandbox.EgressHosts(spec.EgressAllow))
-	want := map[string]egresslog.Trigger{} // proxy ID → the drain that published its window
-	for _, when := range []int{dieBeforeRemoval, dieAfterPublish} {
+	pending, err := natspub.NewPendingStore(nc, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]egresslog.Trigger{} // proxy ID → the drain whose window is in the stream
+	for _, when := range []int{dieBeforeRemoval, dieAfterRemoval, dieAfterPublish} {
 		key := newKey(t)
 		t.Cleanup(func() { _ = cleanup.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
-		b, s, err := dyingEngine(ctx, t, eventsConfig(fx), pub, prefix, when, log)
+		b, s, err := dyingEngine(ctx, t, eventsConfig(fx), pub, pending, prefix, when, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -547,11 +627,11 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 		s.mu.Lock()
 		handed, acked := len(s.ids), len(s.acked)
 		s.mu.Unlock()
-		if want := map[int]int{dieBeforeRemoval: 0, dieAfterPublish: 1}[when]; handed != want || acked != want || !s.drv.dead.Load() {
+		if wantHanded, wantAcked := map[int]int{dieAfterRemoval: 1, dieAfterPublish: 1}[when], map[int]int{dieAfterPublish: 1}[when]; handed != wantHanded || acked != wantAcked || !s.drv.dead.Load() {
 			t.Fatalf("the engine dying at %d was handed %d windows and had %d acknowledged (dead: %v)", when, handed, acked, s.drv.dead.Load())
 		}
 		first := egresslog.TriggerReap
-		if when == dieAfterPublish {
+		if when != dieBeforeRemoval {
 			first = egresslog.TriggerDispose
 		}
 		want[proxyID] = first
@@ -595,5 +675,8 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 		if c != 1 {
 			t.Errorf("window of %s in the stream %d times", id, c)
 		}
+	}
+	if left, err := pending.List(ctx); err != nil || len(left) != 0 {
+		t.Errorf("pending records left after the sweeps: %d (%v)", len(left), err)
 	}
 }

@@ -326,8 +326,14 @@ func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res r
 
 // reapWindows is the egress sink of a sweep: the windows of the proxies it removes go to url
 // under prefix (JetStream, or core NATS when core), each enqueued after its proxy's removal.
-// done delivers what is still held for at most wait and fails when something was not.
-func reapWindows(ctx context.Context, ids engineIdentity, log *zap.Logger, url, prefix string, core bool, wait time.Duration,
+// On JetStream each window is also recorded as pending before its proxy's removal, and done
+// first runs one recovery pass (docs/events.md, across engine failures): the pending windows
+// of every engine whose proxies are gone are published. done then delivers what is still held
+// for at most wait and fails when something was not.
+func reapWindows(ctx context.Context, ids interface {
+	inspector
+	engineIdentity
+}, log *zap.Logger, url, prefix string, core bool, wait time.Duration,
 	pubOpts ...natspub.JetStreamOpt) (actors.EgressSink, func() error, error) {
 	engineID := "unknown"
 	if id, err := ids.EngineID(ctx); err == nil {
@@ -350,8 +356,21 @@ func reapWindows(ctx context.Context, ids engineIdentity, log *zap.Logger, url, 
 		nc.Close()
 		return nil, nil, fmt.Errorf("reap: egress windows: %w", err)
 	}
+	sink := box.WindowSink(prefix, engineID)
+	recoverPending := func() {}
+	if !core {
+		rec, err := newPendingRecovery(ctx, nc, ids, box, prefix, log)
+		if err != nil {
+			box.Close(ctx)
+			nc.Close()
+			return nil, nil, fmt.Errorf("reap: %w", err)
+		}
+		sink = sink.WithPending(rec.store)
+		recoverPending = func() { _, _ = rec.run(context.WithoutCancel(ctx)) }
+	}
 	done := func() error {
 		defer nc.Close()
+		recoverPending()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 		defer cancel()
 		if n := box.Close(wctx); n > 0 {
@@ -359,5 +378,5 @@ func reapWindows(ctx context.Context, ids engineIdentity, log *zap.Logger, url, 
 		}
 		return nil
 	}
-	return box.WindowSink(prefix, engineID), done, nil
+	return sink, done, nil
 }

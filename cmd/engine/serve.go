@@ -251,7 +251,17 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		if err != nil {
 			return nil, nil, err
 		}
+		// Each window is recorded as pending before its proxy's removal, and a window whose
+		// engine died between the removal and the acknowledgement is published by a
+		// recovery once its proxy is confirmed absent: now, and every pendingRecoveryEvery.
+		rec, err := newPendingRecovery(ctx, events, drv, box, v.eventPrefix, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		sink = sink.WithPending(rec.store)
+		stopRecovery := rec.every(ctx, pendingRecoveryEvery)
 		closeBox = func() {
+			stopRecovery()
 			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
 			defer cancel()
 			if n := box.Close(wait); n > 0 {
@@ -346,7 +356,7 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
 // is away. The backend hands the sink a window only once its proxy's removal succeeded or
 // found it absent (docs/events.md). The events carry the Docker daemon's ID, which ids answers.
-func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, actors.EgressSink, error) {
+func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, natspub.WindowSink, error) {
 	engineID := "unknown"
 	if id, err := ids.EngineID(ctx); err == nil {
 		engineID = id
@@ -355,7 +365,7 @@ func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix
 	}
 	pub, err := natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
 	}
 	// The streams exist from the start, so a consumer made before the first window (a
 	// subscriber's durable, the demo's read-back) finds them; a NATS without JetStream yet is
@@ -367,7 +377,7 @@ func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix
 	}
 	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log.Named("egress-events")))
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
 	}
 	return box, box.WindowSink(prefix, engineID), nil
 }
