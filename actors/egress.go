@@ -95,6 +95,17 @@ type EgressSink interface {
 	EgressDrained(ctx context.Context, w EgressWindow)
 }
 
+// PendingEgressSink is an [EgressSink] that also records each window before its proxy's
+// removal, as a pending record that is not an event: EgressPending is called once the proxy
+// is stopped and read, and the removal follows whatever it answers (it bounds its own wait).
+// The window still reaches EgressDrained only once the removal succeeded or found the proxy
+// absent; the record lets a later recovery publish a window whose engine died in between,
+// once it confirms the proxy absent (docs/events.md).
+type PendingEgressSink interface {
+	EgressSink
+	EgressPending(ctx context.Context, w EgressWindow)
+}
+
 // NopEgressSink discards every window. Wiring it still makes the backend drain proxies.
 type NopEgressSink struct{}
 
@@ -631,6 +642,7 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 	if id == "" {
 		return nil // absent: nothing to remove
 	}
+	b.recordPending(ctx, window)
 	outcome, err := b.engine.Remove(ctx, id)
 	if err != nil {
 		if window != nil {
@@ -705,4 +717,12 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 		return nil, info.ID, nil
 	}
 	return w, info.ID, nil
+}
+
+// recordPending hands w (nil: nothing drained) to a [PendingEgressSink] before its proxy's
+// removal.
+func (b *Backend) recordPending(ctx context.Context, w *EgressWindow) {
+	if s, ok := b.egress.sink.(PendingEgressSink); ok && w != nil {
+		s.EgressPending(ctx, *w)
+	}
 }

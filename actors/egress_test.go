@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -824,5 +825,133 @@ func TestWorkloadAddress(t *testing.T) {
 		if got := workloadAddress(n).String(); got != tc.want {
 			t.Errorf("workloadAddress(%v) = %s, want %s", tc.subnets, got, tc.want)
 		}
+	}
+}
+
+// orderSink records, at each window it is handed, how many proxy removals had returned.
+type orderSink struct {
+	mu       sync.Mutex
+	returned *atomic.Int64
+	windows  []EgressWindow
+	at       []int64
+}
+
+func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, w)
+	s.at = append(s.at, s.returned.Load())
+}
+
+// The contract's order (§3.4): drain, remove by the inspected ID, and only once that removal
+// returned removed or absent hand the window over. A refused removal hands over nothing; the
+// surviving proxy's next drain hands its window over once, after its own removal returned.
+func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	var returned atomic.Int64
+	s := &orderSink{returned: &returned}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	proxy := f.find(docker.ProxyName(n))
+	f.decide(n, "ALLOW a.example:443")
+	refuse := true
+	f.removeProxy = func(id string) (docker.RemoveOutcome, error) {
+		defer returned.Add(1)
+		if id != proxy.id {
+			t.Errorf("removed %s, not the inspected ID %s", id, proxy.id)
+		}
+		s.mu.Lock()
+		handed := len(s.windows)
+		s.mu.Unlock()
+		if handed != 0 {
+			t.Errorf("a window was handed over before its proxy's removal returned")
+		}
+		if refuse {
+			return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+		}
+		return docker.Removed, nil
+	}
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err == nil {
+		t.Fatal("a refused removal reported success")
+	}
+	s.mu.Lock()
+	handed := len(s.windows)
+	s.mu.Unlock()
+	if handed != 0 {
+		t.Fatalf("a refused removal handed over %d windows", handed)
+	}
+	refuse = false
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	ws, at := slices.Clone(s.windows), slices.Clone(s.at)
+	s.mu.Unlock()
+	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != egresslog.RemovalRemoved || len(ws[0].Decisions) != 1 {
+		t.Fatalf("after the retry: %+v, want the proxy's one window, removed", ws)
+	}
+	if at[0] != 2 {
+		t.Fatalf("the window was handed over after %d returned removals, want 2 (the refused one and its own)", at[0])
+	}
+}
+
+// pendingOrderSink is an orderSink that also takes pending records, noting how many proxy
+// removals had returned at each.
+type pendingOrderSink struct {
+	orderSink
+	pending   []EgressWindow
+	pendingAt []int64
+}
+
+func (s *pendingOrderSink) EgressPending(_ context.Context, w EgressWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, w)
+	s.pendingAt = append(s.pendingAt, s.returned.Load())
+}
+
+// A PendingEgressSink gets the pending record between the read and the removal, and the
+// window itself still only after the removal returned: a refused removal leaves only its
+// record, and the retry records again and then hands the window over once.
+func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newNetFake()
+	var returned atomic.Int64
+	s := &pendingOrderSink{orderSink: orderSink{returned: &returned}}
+	b := egressBackend(t, f, WithEgressSink(s))
+	spec := allowSpec(t, "a.example")
+	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
+		t.Fatal(err)
+	}
+	n := workloadName(b, spec)
+	proxy := f.find(docker.ProxyName(n))
+	f.decide(n, "ALLOW a.example:443")
+	refuse := true
+	f.removeProxy = func(string) (docker.RemoveOutcome, error) {
+		defer returned.Add(1)
+		if refuse {
+			return 0, &docker.CommandError{Args: []string{"rm"}, ExitCode: 1, Stderr: []byte("removal refused")}
+		}
+		return docker.Removed, nil
+	}
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err == nil {
+		t.Fatal("a refused removal reported success")
+	}
+	refuse = false
+	if err := b.drainRemove(context.Background(), docker.ProxyName(n), "", &testKey, "dispose"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) != 2 || s.pendingAt[0] != 0 || s.pendingAt[1] != 1 || s.pending[0].ProxyID != proxy.id || s.pending[0].Removal != "" {
+		t.Fatalf("pending records %+v at %v returned removals; want one per drain, each before its removal", s.pending, s.pendingAt)
+	}
+	if len(s.windows) != 1 || s.at[0] != 2 || s.windows[0].Removal != egresslog.RemovalRemoved {
+		t.Fatalf("windows %+v at %v returned removals; want one, after the second removal", s.windows, s.at)
 	}
 }

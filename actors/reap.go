@@ -52,6 +52,7 @@ func (d reapDrainer) Drain(ctx context.Context, proxy docker.Resource) reaper.Pu
 	if w == nil || id == "" {
 		return nil
 	}
+	d.b.recordPending(ctx, w) // the reaper removes the proxy once Drain returned
 	return func(ctx context.Context, removal docker.RemoveOutcome) {
 		if removal == docker.Removed || removal == docker.Absent {
 			w.Removal = map[docker.RemoveOutcome]string{docker.Removed: "removed", docker.Absent: "absent"}[removal]

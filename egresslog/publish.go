@@ -102,8 +102,14 @@ const (
 	TriggerTopologyRepair Trigger = "topology_repair"
 )
 
-// Window is one drained proxy window whose proxy's removal has succeeded or found it absent:
-// everything an [EgressObservedEvent] is built from.
+// Removal outcomes a window's event carries (the "removal" field).
+const (
+	RemovalRemoved = "removed" // the drainer removed the proxy, then published
+	RemovalAbsent  = "absent"  // someone else removed it first
+)
+
+// Window is one drained proxy window whose proxy's removal has succeeded or found it absent
+// (it is published only then, §3.4): everything an [EgressObservedEvent] is built from.
 type Window struct {
 	ProxyID      string // the inspected 64-hex container ID that was read and removed
 	ProxyName    string
@@ -118,7 +124,7 @@ type Window struct {
 	Truncated    bool
 	Unreadable   string
 	Trigger      Trigger
-	Removal      string // "removed" or "absent"
+	Removal      string // RemovalRemoved or RemovalAbsent
 	DrainSeconds float64
 }
 
@@ -177,7 +183,7 @@ type EgressObservedEvent struct {
 	Truncated    bool            `json:"truncated"`
 	Unreadable   *string         `json:"unreadable"`
 	Trigger      Trigger         `json:"trigger"`
-	Removal      string          `json:"removal"`
+	Removal      string          `json:"removal"` // removed or absent
 	DrainSeconds float64         `json:"drainSeconds"`
 	PublishedAt  time.Time       `json:"publishedAt"`
 }
@@ -185,12 +191,14 @@ type EgressObservedEvent struct {
 var proxyID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // EgressEventID is the stable ID of the window of the proxy container proxyID: one proxy
-// container is one window, so retries and overlapping drainers produce the same ID.
+// container is one window, so retries and overlapping drainers — any engine, the reaper —
+// produce the same ID. It holds nothing of the drain (no time, no drainer, nothing random):
+// that is what lets the stream's duplicate window drop a second drain of the same proxy.
 func EgressEventID(proxyID string) string { return "egw_" + proxyID }
 
 // Event builds the window's event for the engine engineID, stamped publishedAt. It refuses
 // with [ErrInvalidEvent] a window that must not be published: a proxy ID that is not 64 hex,
-// an unattributed key, a removal that is neither "removed" nor "absent", or an empty window
+// an unattributed key, a removal that is neither removed nor absent, or an empty window
 // (no decision and nothing unreadable: §3.1 emits nothing for it).
 func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
 	switch {
@@ -198,7 +206,7 @@ func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEve
 		return EgressObservedEvent{}, fmt.Errorf("%w: proxy ID %q is not 64 hex", ErrInvalidEvent, w.ProxyID)
 	case !w.Attribution.Attributed():
 		return EgressObservedEvent{}, fmt.Errorf("%w: window of %s is not attributed (%s)", ErrInvalidEvent, w.ProxyID, w.Attribution)
-	case w.Removal != "removed" && w.Removal != "absent":
+	case w.Removal != RemovalRemoved && w.Removal != RemovalAbsent:
 		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is neither removed nor absent", ErrInvalidEvent, w.Removal)
 	case len(w.Decisions) == 0 && w.Unreadable == "":
 		return EgressObservedEvent{}, fmt.Errorf("%w: empty window", ErrInvalidEvent)

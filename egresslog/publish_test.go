@@ -165,3 +165,33 @@ func TestReapSummaryEvent(t *testing.T) {
 		}
 	}
 }
+
+// Two drains of one proxy — by two engines, or an engine and the reaper, at different times,
+// one finding it removed by itself and one finding it absent — must carry one event ID, or the stream's duplicate
+// window could not drop the second: the ID is the proxy's identity and nothing of the drain.
+func TestEventIDIsTheProxysAcrossDrains(t *testing.T) {
+	first := testWindow()
+	first.Removal, first.Trigger, first.DrainSeconds = RemovalRemoved, TriggerDispose, 0.2
+	second := testWindow()
+	second.Removal, second.Trigger, second.DrainSeconds = RemovalAbsent, TriggerReap, 3.5
+	second.End = first.End.Add(time.Hour)
+	a, err := first.Event("engine-a", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := second.Event("engine-b", time.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, _ := EgressMessage("p", a)
+	mb, _ := EgressMessage("p", b)
+	if a.EventID != b.EventID || ma.ID != mb.ID || ma.Subject != mb.Subject || ma.ID != "egw_"+first.ProxyID {
+		t.Fatalf("two drains of one proxy: IDs %q and %q, subjects %q and %q", ma.ID, mb.ID, ma.Subject, mb.Subject)
+	}
+	other := testWindow()
+	other.ProxyID = strings.Repeat("e", 64)
+	c, _ := other.Event("engine-a", time.Now())
+	if c.EventID == a.EventID {
+		t.Fatal("two proxies share an event ID")
+	}
+}

@@ -30,6 +30,7 @@ var errReapFailures = errors.New("the sweep reported failures")
 // (egress-and-reap.md §4).
 type reapVerb struct {
 	olderThan, callTimeout, natsWait  time.Duration
+	natsDupes                         time.Duration
 	scope, dockerPath, driver         string
 	dryRun, asJSON, verbose, natsCore bool
 	natsURL, natsPrefix               string
@@ -54,9 +55,10 @@ func (v *reapVerb) parse(args []string) error {
 	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.DurationVar(&v.callTimeout, "call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	fs.BoolVar(&v.verbose, "v", false, "log the sweep's work to stderr")
-	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") to this NATS server")
+	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") and the windows of the egress proxies it removes ("+egresslog.SchemaEgressObserved+") to this NATS server")
 	fs.BoolVar(&v.natsCore, "nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
 	fs.StringVar(&v.natsPrefix, "nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
+	fs.DurationVar(&v.natsDupes, "nats-duplicate-window", natspub.DefaultDuplicateWindow, "the event streams' duplicate window, as engine serve's --event-duplicate-window (the streams are created or updated with it)")
 	fs.DurationVar(&v.natsWait, "nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
@@ -93,8 +95,22 @@ func (v *reapVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
-	backend, err := actors.NewBackend(cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch())
+	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch()}
+	closeWindows := func() error { return nil }
+	if v.natsURL != "" && !v.dryRun {
+		// An orphaned proxy (its engine died before removing it) may be the only record of
+		// its window: the sweep drains it, removes it by the inspected ID and publishes the
+		// window only once that removal succeeded or found it absent, as an engine would.
+		sink, done, err := reapWindows(ctx, drv, log, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait, natspub.WithDuplicateWindow(v.natsDupes))
+		if err != nil {
+			return err
+		}
+		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
+		closeWindows = done
+	}
+	backend, err := actors.NewBackend(cfg, backendOpts...)
 	if err != nil {
+		_ = closeWindows()
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
@@ -107,6 +123,9 @@ func (v *reapVerb) run(ctx context.Context) error {
 		opts = append(opts, reaper.WithDryRun())
 	}
 	res, err := backend.Reap(ctx, v.olderThan, opts...)
+	if werr := closeWindows(); werr != nil && err == nil {
+		err = werr
+	}
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
@@ -119,7 +138,7 @@ func (v *reapVerb) run(ctx context.Context) error {
 		return err
 	}
 	if v.natsURL != "" && !res.DryRun {
-		if err := publishReap(ctx, drv, log, res, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait); err != nil {
+		if err := publishReap(ctx, drv, log, res, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait, natspub.WithDuplicateWindow(v.natsDupes)); err != nil {
 			return err
 		}
 	}
@@ -266,7 +285,8 @@ func reapMessage(prefix, engineID string, res reaper.Result) (egresslog.Message,
 // publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
 // unreachable, for at most wait; not delivered by then is an error (the command exits
 // non-zero), never a silent loss.
-func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration) error {
+func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration,
+	pubOpts ...natspub.JetStreamOpt) error {
 	engineID, err := ids.EngineID(ctx)
 	if err != nil {
 		return fmt.Errorf("reap summary: %w", err)
@@ -283,7 +303,7 @@ func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res r
 	defer nc.Close()
 	var pub natspub.Publisher = natspub.NewCorePublisher(nc)
 	if !core {
-		if pub, err = natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix)); err != nil {
+		if pub, err = natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...); err != nil {
 			return fmt.Errorf("reap summary: %w", err)
 		}
 	}
@@ -302,4 +322,61 @@ func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res r
 	}
 	fmt.Fprintf(os.Stderr, "published %s on %s\n", msg.ID, msg.Subject)
 	return nil
+}
+
+// reapWindows is the egress sink of a sweep: the windows of the proxies it removes go to url
+// under prefix (JetStream, or core NATS when core), each enqueued after its proxy's removal.
+// On JetStream each window is also recorded as pending before its proxy's removal, and done
+// first runs one recovery pass (docs/events.md, across engine failures): the pending windows
+// of every engine whose proxies are gone are published. done then delivers what is still held
+// for at most wait and fails when something was not.
+func reapWindows(ctx context.Context, ids interface {
+	inspector
+	engineIdentity
+}, log *zap.Logger, url, prefix string, core bool, wait time.Duration,
+	pubOpts ...natspub.JetStreamOpt) (actors.EgressSink, func() error, error) {
+	engineID := "unknown"
+	if id, err := ids.EngineID(ctx); err == nil {
+		engineID = id
+	}
+	nc, err := nats.Connect(url, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reap: egress windows: connect %s: %w", url, err)
+	}
+	var pub natspub.Publisher = natspub.NewCorePublisher(nc)
+	if !core {
+		if pub, err = natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("reap: egress windows: %w", err)
+		}
+	}
+	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log), natspub.WithBackoff(200*time.Millisecond, 5*time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("reap: egress windows: %w", err)
+	}
+	sink := box.WindowSink(prefix, engineID)
+	recoverPending := func() {}
+	if !core {
+		rec, err := newPendingRecovery(ctx, nc, ids, box, prefix, log)
+		if err != nil {
+			box.Close(ctx)
+			nc.Close()
+			return nil, nil, fmt.Errorf("reap: %w", err)
+		}
+		sink = sink.WithPending(rec.store)
+		recoverPending = func() { _, _ = rec.run(context.WithoutCancel(ctx)) }
+	}
+	done := func() error {
+		defer nc.Close()
+		recoverPending()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		defer cancel()
+		if n := box.Close(wctx); n > 0 {
+			return fmt.Errorf("%d egress windows not delivered to %s within %s", n, url, wait)
+		}
+		return nil
+	}
+	return sink, done, nil
 }

@@ -61,7 +61,7 @@ type serveVerb struct {
 	listen, dataDir, readyFile, engineID, dockerPath, driver string
 	proxyImage, outbound, subnetPool, eventPrefix            string
 	observerImage                                            string
-	drain, idleActors                                        time.Duration
+	drain, idleActors, eventDupes                            time.Duration
 	labels                                                   labelFlag
 	place                                                    placementFlags
 }
@@ -91,6 +91,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
+	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", natspub.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
@@ -246,11 +247,21 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}
 	closeBox := func() {}
 	if v.proxyImage != "" && v.eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, events, drv, v.eventPrefix, log)
+		box, sink, err := egressEvents(ctx, events, drv, v.eventPrefix, log, natspub.WithDuplicateWindow(v.eventDupes))
 		if err != nil {
 			return nil, nil, err
 		}
+		// Each window is recorded as pending before its proxy's removal, and a window whose
+		// engine died between the removal and the acknowledgement is published by a
+		// recovery once its proxy is confirmed absent: now, and every pendingRecoveryEvery.
+		rec, err := newPendingRecovery(ctx, events, drv, box, v.eventPrefix, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		sink = sink.WithPending(rec.store)
+		stopRecovery := rec.every(ctx, pendingRecoveryEvery)
 		closeBox = func() {
+			stopRecovery()
 			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
 			defer cancel()
 			if n := box.Close(wait); n > 0 {
@@ -273,7 +284,7 @@ func (v *serveVerb) reapEvents(ctx context.Context, events *nats.Conn, drv docke
 	if v.eventPrefix == "" {
 		return nil, func() {}, nil
 	}
-	reaps, err := newReapEvents(events, drv, v.eventPrefix, log)
+	reaps, err := newReapEvents(events, drv, v.eventPrefix, log, natspub.WithDuplicateWindow(v.eventDupes))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -343,17 +354,18 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 
 // egressEvents publishes the egress windows the backend drains (docs/events.md) to the
 // JetStream streams under prefix, through an outbox that keeps and retries them while NATS
-// is away. The events carry the Docker daemon's ID, which ids answers.
-func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*natspub.Outbox, actors.EgressSink, error) {
+// is away. The backend hands the sink a window only once its proxy's removal succeeded or
+// found it absent (docs/events.md). The events carry the Docker daemon's ID, which ids answers.
+func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, natspub.WindowSink, error) {
 	engineID := "unknown"
 	if id, err := ids.EngineID(ctx); err == nil {
 		engineID = id
 	} else {
 		log.Warn("egress events will carry no daemon ID", zap.Error(err))
 	}
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	pub, err := natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
 	}
 	// The streams exist from the start, so a consumer made before the first window (a
 	// subscriber's durable, the demo's read-back) finds them; a NATS without JetStream yet is
@@ -365,7 +377,7 @@ func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix
 	}
 	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log.Named("egress-events")))
 	if err != nil {
-		return nil, nil, fmt.Errorf("serve: egress events: %w", err)
+		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
 	}
 	return box, box.WindowSink(prefix, engineID), nil
 }
@@ -395,8 +407,8 @@ type engineIdentity interface {
 	EngineID(ctx context.Context) (string, error)
 }
 
-func newReapEvents(nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger) (*reapEvents, error) {
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+func newReapEvents(nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*reapEvents, error) {
+	pub, err := natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("serve: reap summaries: %w", err)
 	}

@@ -30,7 +30,7 @@ type Outbox struct {
 	o    outboxOptions
 	log  *zap.Logger
 	mu   sync.Mutex
-	q    []egresslog.Message
+	q    []entry
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -46,6 +46,13 @@ type OutboxStats struct {
 	Refused   int64 // refused by Enqueue because the outbox was full
 	Failed    int64 // refused for good by the server
 	Attempts  int64 // publish attempts, retries included
+}
+
+// entry is one held message and, for [Outbox.EnqueueWait], who waits for its outcome.
+type entry struct {
+	m    egresslog.Message
+	done chan error  // nil when nobody waits; else buffered 1: nil delivered, else why not
+	then func(error) // nil, or called by the worker with how m ended (as done would get)
 }
 
 // NewOutbox starts an outbox in front of pub. Close it to stop its worker.
@@ -72,6 +79,28 @@ func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
 // its capacity (logged at Error and counted: the event is not kept), [ErrOutboxClosed] after
 // Close.
 func (b *Outbox) Enqueue(m egresslog.Message) error {
+	return b.enqueue(entry{m: m})
+}
+
+// EnqueueWait keeps m as [Outbox.Enqueue] does and waits until the publisher accepted it
+// (nil: for JetStream the stream holds it, or held it already), the server refused it for
+// good, or ctx ends. The message stays held and retried whatever the outcome of the wait: a
+// wait that ends early says only that it is not known to be stored yet.
+func (b *Outbox) EnqueueWait(ctx context.Context, m egresslog.Message) error {
+	e := entry{m: m, done: make(chan error, 1)}
+	if err := b.enqueue(e); err != nil {
+		return err
+	}
+	select {
+	case err := <-e.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("natspub: %s not stored yet (still held and retried): %w", m.ID, ctx.Err())
+	}
+}
+
+func (b *Outbox) enqueue(e entry) error {
+	m := e.m
 	b.mu.Lock()
 	if b.shut {
 		b.mu.Unlock()
@@ -84,7 +113,7 @@ func (b *Outbox) Enqueue(m egresslog.Message) error {
 			zap.String("subject", m.Subject), zap.String("event_id", m.ID), zap.Int("capacity", b.o.capacity), zap.Int64("refused_total", n))
 		return fmt.Errorf("%w: %s", ErrOutboxFull, m.ID)
 	}
-	b.q = append(b.q, m)
+	b.q = append(b.q, e)
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
@@ -128,8 +157,9 @@ func (b *Outbox) Close(ctx context.Context) (undelivered int) {
 	left := b.q
 	b.q = nil
 	b.mu.Unlock()
-	for _, m := range left {
-		b.log.Error("egress outbox closed with an undelivered event", zap.String("subject", m.Subject), zap.String("event_id", m.ID))
+	for _, e := range left {
+		b.log.Error("egress outbox closed with an undelivered event", zap.String("subject", e.m.Subject), zap.String("event_id", e.m.ID))
+		e.finish(ErrOutboxClosed)
 	}
 	return len(left)
 }
@@ -138,7 +168,7 @@ func (b *Outbox) Close(ctx context.Context) (undelivered int) {
 func (b *Outbox) run() {
 	defer close(b.done)
 	for {
-		m, ok := b.head()
+		e, ok := b.head()
 		if !ok {
 			b.mu.Lock()
 			shut := b.shut
@@ -153,18 +183,30 @@ func (b *Outbox) run() {
 				return
 			}
 		}
-		if !b.deliver(m) {
+		ok, err := b.deliver(e.m)
+		if !ok {
 			return
 		}
 		b.pop()
+		e.finish(err)
 	}
 }
 
-func (b *Outbox) head() (egresslog.Message, bool) {
+// finish tells e's waiter, if any, how its message ended.
+func (e entry) finish(err error) {
+	if e.then != nil {
+		e.then(err)
+	}
+	if e.done != nil {
+		e.done <- err
+	}
+}
+
+func (b *Outbox) head() (entry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.q) == 0 {
-		return egresslog.Message{}, false
+		return entry{}, false
 	}
 	return b.q[0], true
 }
@@ -175,9 +217,9 @@ func (b *Outbox) pop() {
 	b.mu.Unlock()
 }
 
-// deliver publishes m until it is accepted or refused for good (true: take it off the queue)
-// or the outbox is stopped (false: keep it).
-func (b *Outbox) deliver(m egresslog.Message) bool {
+// deliver publishes m until it is accepted (true, nil) or refused for good (true and the
+// refusal: take it off the queue either way) or the outbox is stopped (false: keep it).
+func (b *Outbox) deliver(m egresslog.Message) (bool, error) {
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.o.minBackoff), backoff.WithMaxInterval(b.o.maxBackoff),
 		backoff.WithMaxElapsedTime(0))
 	start := time.Now()
@@ -199,13 +241,13 @@ func (b *Outbox) deliver(m egresslog.Message) bool {
 				b.log.Info("egress event delivered after retries", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
 					zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(start)))
 			}
-			return true
+			return true, nil
 		}
 		if permanent(err) {
 			b.failed.Add(1)
 			b.log.Error("egress event refused by the server and NOT delivered", zap.String("subject", m.Subject),
 				zap.String("event_id", m.ID), zap.Error(err))
-			return true
+			return true, err
 		}
 		if attempt == 1 {
 			b.log.Warn("egress event not delivered yet; kept and retried", zap.String("subject", m.Subject),
@@ -216,7 +258,7 @@ func (b *Outbox) deliver(m egresslog.Message) bool {
 		select {
 		case <-time.After(bo.NextBackOff()):
 		case <-b.stop:
-			return false
+			return false, nil
 		}
 	}
 }
@@ -231,13 +273,39 @@ func permanent(err error) bool {
 // absent. [egresslog.ErrInvalidEvent] for a window that must not be published (nothing is
 // enqueued), otherwise as [Outbox.Enqueue].
 func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) error {
-	ev, err := w.Event(engineID, time.Now())
-	if err != nil {
-		return err
-	}
-	m, err := egresslog.EgressMessage(prefix, ev)
+	m, err := windowMessage(prefix, engineID, w)
 	if err != nil {
 		return err
 	}
 	return b.Enqueue(m)
+}
+
+// EnqueueWindowWait is [Outbox.EnqueueWindow] that waits as [Outbox.EnqueueWait] does, for a
+// caller that may block until the stream holds the window. Like EnqueueWindow it is called
+// only once the proxy's removal succeeded or found it absent (§3.4), never before.
+func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string, w egresslog.Window) error {
+	m, err := windowMessage(prefix, engineID, w)
+	if err != nil {
+		return err
+	}
+	return b.EnqueueWait(ctx, m)
+}
+
+// EnqueueWindowThen is [Outbox.EnqueueWindow] that calls then, from the outbox's worker, with
+// how the window ended: nil once the publisher accepted it, the refusal, or [ErrOutboxClosed].
+// then is not called when the window is not enqueued (the error is returned instead).
+func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w egresslog.Window, then func(error)) error {
+	m, err := windowMessage(prefix, engineID, w)
+	if err != nil {
+		return err
+	}
+	return b.enqueue(entry{m: m, then: then})
+}
+
+func windowMessage(prefix, engineID string, w egresslog.Window) (egresslog.Message, error) {
+	ev, err := w.Event(engineID, time.Now())
+	if err != nil {
+		return egresslog.Message{}, err
+	}
+	return egresslog.EgressMessage(prefix, ev)
 }

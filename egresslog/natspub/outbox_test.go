@@ -251,3 +251,45 @@ func TestWindowSink(t *testing.T) {
 		t.Fatalf("%d error lines for the unpublishable window, want 1", n)
 	}
 }
+
+// EnqueueWindowWait returns once the publisher accepted the window; while the publisher is
+// down it gives up at its context's end with the window still held, which the outbox then
+// delivers once; Close tells a waiter its window was not delivered.
+func TestEnqueueWindowWaitWaitsForTheAck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := &fakePublisher{}
+	b, err := NewOutbox(p, WithBackoff(time.Millisecond, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := testWindow()
+	if err := b.EnqueueWindowWait(context.Background(), egresslog.DefaultSubjectPrefix, "E", w); err != nil {
+		t.Fatalf("wait with the publisher up: %v", err)
+	}
+	if got := p.got(); len(got) != 1 {
+		t.Fatalf("accepted %v when the wait returned", got)
+	}
+	p.set(true)
+	w.ProxyID = "3f9c000000000000000000000000000000000000000000000000000000000002"
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := b.EnqueueWindowWait(short, egresslog.DefaultSubjectPrefix, "E", w); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with the publisher down: %v, want the wait's deadline", err)
+	}
+	if st := b.Stats(); st.Pending != 1 {
+		t.Fatalf("after a wait that timed out: %+v, want the window held", st)
+	}
+	p.set(false)
+	waitFor(t, "the held window", func() bool { return b.Stats().Delivered == 2 })
+
+	p.set(true)
+	done := make(chan error, 1)
+	go func() { done <- b.EnqueueWait(context.Background(), msg(7)) }()
+	waitFor(t, "an attempt", func() bool { return b.Stats().Attempts >= 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	b.Close(ctx)
+	if err := <-done; !errors.Is(err, ErrOutboxClosed) {
+		t.Fatalf("waiter at close: %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package natspub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mafsandbox/engine/egresslog"
+)
+
+// PendingBucket is the KV bucket of the windows of prefix drained and not yet known to be in
+// the stream: "<prefix with . as _>_egress_pending".
+func PendingBucket(prefix string) string {
+	return strings.ReplaceAll(prefix, ".", "_") + "_egress_pending"
+}
+
+// PendingStore holds, per proxy ID, a window drained before its proxy's removal: a record
+// that is not an event (nothing subscribes to it), so nothing is published before the
+// removal. It closes the gap between the removal and the stream's acknowledgement: an
+// engine dying there leaves the entry, and [PendingStore.Recover] publishes it once it
+// confirms the proxy absent. The bucket is created on first use, replicated as the streams.
+type PendingStore struct {
+	js     jetstream.JetStream
+	bucket string
+	mu     sync.Mutex
+	kv     jetstream.KeyValue
+}
+
+// NewPendingStore keeps pending windows of prefix over nc, which the caller owns. It makes no
+// call to the server.
+func NewPendingStore(nc *nats.Conn, prefix string) (*PendingStore, error) {
+	if err := egresslog.CheckSubjectPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("natspub: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("natspub: pending store: %w", err)
+	}
+	return &PendingStore{js: js, bucket: PendingBucket(prefix)}, nil
+}
+
+func (s *PendingStore) bucketKV(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: s.bucket,
+		Description: "maf-sandbox egress windows drained, their events not yet known stored", Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("natspub: pending bucket %s: %w", s.bucket, err)
+	}
+	s.kv = kv
+	return kv, nil
+}
+
+// Put records w under its proxy ID (replacing an earlier drain's record of the same proxy).
+func (s *PendingStore) Put(ctx context.Context, w egresslog.Window) error {
+	kv, err := s.bucketKV(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
+	}
+	if _, err := kv.Put(ctx, w.ProxyID, b); err != nil {
+		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
+	}
+	return nil
+}
+
+// Delete forgets proxyID's record; one already gone is no error.
+func (s *PendingStore) Delete(ctx context.Context, proxyID string) error {
+	kv, err := s.bucketKV(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, proxyID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("natspub: forget pending %s: %w", proxyID, err)
+	}
+	return nil
+}
+
+// List returns every pending window.
+func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
+	kv, err := s.bucketKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("natspub: list pending: %w", err)
+	}
+	var ws []egresslog.Window
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // forgotten meanwhile
+		}
+		if err != nil {
+			_ = keys.Stop()
+			return nil, fmt.Errorf("natspub: pending %s: %w", k, err)
+		}
+		var w egresslog.Window
+		if err := json.Unmarshal(e.Value(), &w); err != nil {
+			_ = keys.Stop()
+			return nil, fmt.Errorf("natspub: pending %s: %w", k, err)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// Recover publishes, once its proxy is confirmed absent, every pending window whose drainer
+// did not see it through, and forgets it once the stream acknowledged it: gone answers
+// whether the proxy with that ID no longer exists, publish publishes the window and waits for
+// the acknowledgement. A window whose proxy still exists is left to the proxy's next drain,
+// and one whose check or publication failed to the next recovery. The event carries the same
+// ID as the drainer's own, so a window the drainer did publish is a repeat the stream drops.
+func (s *PendingStore) Recover(ctx context.Context, gone func(ctx context.Context, proxyID string) (bool, error),
+	publish func(ctx context.Context, w egresslog.Window) error) (published int, err error) {
+	ws, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, w := range ws {
+		absent, err := gone(ctx, w.ProxyID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("natspub: recover %s: %w", w.ProxyID, err))
+			continue
+		}
+		if !absent {
+			continue
+		}
+		if w.Removal == "" {
+			w.Removal = egresslog.RemovalAbsent
+		}
+		if err := publish(ctx, w); err != nil && !errors.Is(err, egresslog.ErrInvalidEvent) {
+			errs = append(errs, fmt.Errorf("natspub: recover %s: %w", w.ProxyID, err))
+			continue
+		} else if err == nil {
+			published++
+		}
+		if err := s.Delete(ctx, w.ProxyID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return published, errors.Join(errs...)
+}
