@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -65,13 +66,15 @@ func (r *socketRelay) cut() {
 }
 
 // The daemon's socket made unreachable mid-run: calls fail with the unreachable class —
-// never "absent" — promptly, and nothing is left running on the host side.
+// never "absent" — promptly, and nothing is left running on the host side. On the archive
+// plane, where every file call is a daemon call: the host plane reaches a container it
+// proved at acquire through the process's root, not through the daemon.
 func TestDaemonUnreachableMidRun(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	relay := newSocketRelay(t, "/var/run/docker.sock")
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
-	b := newBackend(t)
+	b := newBackend(t, actors.WithFilePlane(actors.FilePlaneArchive))
 	key := newKey(t)
 	spec := filesSpec(t)
 	sb, err := b.Acquire(ctxT(t), key, spec)
