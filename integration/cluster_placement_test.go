@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/client"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/natscluster"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -20,9 +19,7 @@ import (
 // placement record names. It is about the cluster, not the driver: it runs once per make
 // test, in the API driver's pass.
 func TestClusterOneContainerPerKeyDocker(t *testing.T) {
-	if testDriver() == docker.DriverCLI {
-		t.Skip("the 50-worker cluster test runs once per make test, in the API driver's pass")
-	}
+	oncePerRun(t, "the 50-worker cluster test")
 	d := newDockerCluster(t, natscluster.Run(t, 3), 3, "k")
 	backends, stores := d.backends, d.stores
 	spec := busyboxSpec(t)

@@ -244,9 +244,7 @@ func (s *countingSink) count(id string) int {
 // Halfway through, the NATS server is shut down and restarted on the same store. It is a
 // heavy test, run once per make test (on the default driver's pass).
 func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
-	if testDriver() == docker.DriverCLI {
-		t.Skip("the 200-window exactly-once test runs once per make test, in the API driver's pass")
-	}
+	oncePerRun(t, "the 200-window exactly-once test")
 	n := eventsWindows(t)
 	fx := newEgressFixture(t)
 	prefix := "maf.e2e." + randomHex(t)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
@@ -35,9 +34,7 @@ func egressScale(t *testing.T) int {
 // containers is left. It is the heavy scale test, run once per make test (on the default
 // driver's pass).
 func TestEgressManyAllowlistedSandboxes(t *testing.T) {
-	if testDriver() == docker.DriverCLI {
-		t.Skip("the 250-sandbox scale test runs once per make test, in the API driver's pass")
-	}
+	oncePerRun(t, "the 250-sandbox scale test")
 	n := egressScale(t)
 	fx := newEgressFixture(t)
 	b := egressBackend(t, fx.network)
