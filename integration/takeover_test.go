@@ -389,6 +389,51 @@ func (p *holdProxy) Close() {
 	p.wg.Wait()
 }
 
+// heldWrite acquires key on engine (from node 3), writes note.txt ("written through
+// <engine>"), then starts a write whose upload proxy holds, and returns the sandbox and its
+// instance once the container is frozen under that write. When the test ends the write is cancelled
+// and awaited, then the key's sandbox is disposed through pool and no container of it may be
+// left.
+func heldWrite(t *testing.T, c *natscluster.Cluster, pool *client.Backend, engine string, proxy *holdProxy, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if f := pool.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Errorf("dispose: %v", f)
+		}
+		if left := keyContainers(t, key); len(left) != 0 {
+			t.Errorf("containers left after the dispose: %v", left)
+		}
+	})
+	ctx := ctxT(t)
+	first, err := clusterClient(t, c.URL(2), client.WithEngine(engine)).Acquire(ctx, key, spec)
+	if err != nil {
+		t.Fatalf("acquire on %s: %v", engine, err)
+	}
+	if err := first.WriteFile(ctx, "note.txt", []byte("written through "+engine), "."); err != nil {
+		t.Fatalf("write on %s: %v", engine, err)
+	}
+	id := first.InstanceID()
+
+	proxy.arm()
+	wctx, cancelWrite := context.WithCancel(context.Background())
+	wrote := make(chan error, 1)
+	go func() { wrote <- first.WriteFile(wctx, "big.bin", bytes.Repeat([]byte("x"), 1<<20), ".") }()
+	t.Cleanup(func() { cancelWrite(); <-wrote })
+	select {
+	case <-proxy.held:
+	case err := <-wrote:
+		t.Fatalf("the write ended before its upload was held: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the write's upload never reached the proxy")
+	}
+	if st := containerState(t, id); st != "running=true paused=true" {
+		t.Fatalf("during the held write the container is %s, want frozen", st)
+	}
+	return first, id
+}
+
 // TestTakeoverThawsTheFreezeItsDeadOwnerLeft: engine a, an `engine serve --placement` process
 // on the archive file plane, is killed (SIGKILL) in the middle of a write, holding the
 // container frozen — its daemon connection runs through a proxy that swallows the archive
@@ -408,41 +453,8 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 	})
 	key, spec := newKey(t), filesSpec(t)
 	pool := clusterClient(t, c.URL(2))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if f := pool.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
-			t.Errorf("dispose: %v", f)
-		}
-		if left := keyContainers(t, key); len(left) != 0 {
-			t.Errorf("containers left after the dispose: %v", left)
-		}
-	})
+	_, id := heldWrite(t, c, pool, "fa", proxy, key, spec)
 	ctx := ctxT(t)
-	first, err := clusterClient(t, c.URL(2), client.WithEngine("fa")).Acquire(ctx, key, spec)
-	if err != nil {
-		t.Fatalf("acquire on fa: %v", err)
-	}
-	if err := first.WriteFile(ctx, "note.txt", []byte("written through fa"), "."); err != nil {
-		t.Fatalf("write on fa: %v", err)
-	}
-	id := first.InstanceID()
-
-	proxy.arm()
-	wctx, cancelWrite := context.WithCancel(context.Background())
-	wrote := make(chan error, 1)
-	go func() { wrote <- first.WriteFile(wctx, "big.bin", bytes.Repeat([]byte("x"), 1<<20), ".") }()
-	defer func() { cancelWrite(); <-wrote }()
-	select {
-	case <-proxy.held:
-	case err := <-wrote:
-		t.Fatalf("the write ended before its upload was held: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the write's upload never reached the proxy")
-	}
-	if st := containerState(t, id); st != "running=true paused=true" {
-		t.Fatalf("during the held write the container is %s, want frozen", st)
-	}
 	if err := a.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill fa: %v", err)
 	}
@@ -491,41 +503,8 @@ func TestTakeoverAfterACutOwnerLiftedItsFreeze(t *testing.T) {
 	})
 	key, spec := newKey(t), filesSpec(t)
 	pool := clusterClient(t, c.URL(2))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if f := pool.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
-			t.Errorf("dispose: %v", f)
-		}
-		if left := keyContainers(t, key); len(left) != 0 {
-			t.Errorf("containers left after the dispose: %v", left)
-		}
-	})
+	first, id := heldWrite(t, c, pool, "ca", proxy, key, spec)
 	ctx := ctxT(t)
-	first, err := clusterClient(t, c.URL(2), client.WithEngine("ca")).Acquire(ctx, key, spec)
-	if err != nil {
-		t.Fatalf("acquire on ca: %v", err)
-	}
-	if err := first.WriteFile(ctx, "note.txt", []byte("written through ca"), "."); err != nil {
-		t.Fatalf("write on ca: %v", err)
-	}
-	id := first.InstanceID()
-
-	proxy.arm()
-	wctx, cancelWrite := context.WithCancel(context.Background())
-	wrote := make(chan error, 1)
-	go func() { wrote <- first.WriteFile(wctx, "big.bin", bytes.Repeat([]byte("x"), 1<<20), ".") }()
-	defer func() { cancelWrite(); <-wrote }()
-	select {
-	case <-proxy.held:
-	case err := <-wrote:
-		t.Fatalf("the write ended before its upload was held: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the write's upload never reached the proxy")
-	}
-	if st := containerState(t, id); st != "running=true paused=true" {
-		t.Fatalf("during the held write the container is %s, want frozen", st)
-	}
 	relay.Cut()
 	cut := time.Now()
 	// Nothing asks cb for the key until the container runs again: whoever thawed it was ca.
