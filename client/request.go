@@ -57,16 +57,7 @@ func (b *Backend) do(ctx context.Context, c call) error {
 			return nil
 		}
 		var drop *droppedError
-		var intr *wire.InterruptedError
-		if errors.As(err, &intr) {
-			// The engine took the call and stopped it unfinished (its lease ended): like a
-			// drop, except that the engine said so.
-			if !c.repeatable {
-				return backoff.Permanent(&OutcomeUnknownError{Subject: c.subject, Reason: intr.Reason, Err: err})
-			}
-			drop = &droppedError{reason: intr.Reason}
-		}
-		if drop != nil || errors.As(err, &drop) {
+		if errors.As(err, &drop) {
 			if !c.repeatable {
 				return backoff.Permanent(&OutcomeUnknownError{Subject: c.subject, Reason: drop.reason, Err: drop.err})
 			}
@@ -132,7 +123,14 @@ func (b *Backend) once(ctx context.Context, c call) error {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine's reply on %s is not JSON: %v", c.subject, err)}
 	}
 	if head.Error != nil {
-		return wire.DecodeError(head.Error)
+		err := wire.DecodeError(head.Error)
+		var intr *wire.InterruptedError
+		if errors.As(err, &intr) {
+			// The engine took the call and stopped it unfinished (its lease ended): a drop
+			// that the engine reports, so the drop rule decides what happens next.
+			return &droppedError{reason: intr.Reason, err: err}
+		}
+		return err
 	}
 	if head.Type != c.respType {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine answered %s with type %q, want %q", c.subject, head.Type, c.respType)}

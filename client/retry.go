@@ -37,7 +37,7 @@ func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 // repeats the call when it is safe to, and answers an [*OutcomeUnknownError] otherwise.
 type droppedError struct {
 	reason string
-	err    error // the engine-unavailable error of an engine that stopped answering, if that was it
+	err    error // what the engine said, if anything: unavailable (it stopped answering) or interrupted
 }
 
 func (e *droppedError) Error() string { return e.reason }
