@@ -3,26 +3,19 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/sandbox"
 )
 
 // The host plane's crash child: the key to acquire, JSON (the labels ride crashLabelsEnv).
@@ -39,7 +32,7 @@ var hostStaging = regexp.MustCompile(`^\.maf-write-[0-9a-f]{32}$`)
 // write finish: the new content whole, nothing left.
 func TestHostPlaneWriteCrashLeavesOldOrNewContent(t *testing.T) {
 	if os.Getenv(hostCrashChildEnv) != "" {
-		hostCrashChild(t)
+		crashChild(t, hostCrashChildEnv, actors.WithFilePlane(actors.FilePlaneHost))
 		return
 	}
 	if !slices.Contains(filePlanes(t), actors.FilePlaneHost) {
@@ -87,7 +80,7 @@ func TestHostPlaneWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		}
 		_ = child.Wait()
 
-		after := acquireAgainOn(t, key, spec, host)
+		after := acquireAgain(t, key, spec, host)
 		got, err := after.ReadFile(ctx, crashFile, ".", 64<<20)
 		switch {
 		case err != nil:
@@ -137,53 +130,4 @@ func waitForStaging(t *testing.T, dir string) {
 		}
 	}
 	t.Fatal("the writer's temporary never held a byte")
-}
-
-// hostCrashChild is the writer: it acquires the parent's sandbox on the host plane, says so,
-// and writes the new content until it is killed.
-func hostCrashChild(t *testing.T) {
-	var key sandbox.Key
-	var labels map[string]string
-	if err := json.Unmarshal([]byte(os.Getenv(hostCrashChildEnv)), &key); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(os.Getenv(crashLabelsEnv)), &labels); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	b, err := actors.Create(ctx, docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second},
-		actors.WithLogger(zap.NewNop()), actors.WithFilePlane(actors.FilePlaneHost))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := b.Acquire(ctx, key, filesSpec(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content := crashContent("NEW CONTENT\n")
-	// The plane is proven on the first file call: make it before saying ready, so the kill
-	// lands in the write itself.
-	if _, err := sb.StatFile(ctx, crashFile, "."); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println(crashReady + " " + strconv.Itoa(len(content)))
-	if err := sb.WriteFile(ctx, crashFile, content, "."); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println(crashWrote)
-	time.Sleep(time.Minute) // killed long before
-}
-
-// acquireAgainOn acquires key through a new backend on the given plane (closed when the test
-// ends).
-func acquireAgainOn(t *testing.T, key sandbox.Key, spec sandbox.Spec, plane actors.Option) sandbox.Sandbox {
-	t.Helper()
-	b := newBackend(t, plane)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sb, err := b.Acquire(ctx, key, spec)
-	if err != nil {
-		t.Fatalf("acquire after the crash: %v", err)
-	}
-	return sb
 }

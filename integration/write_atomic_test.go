@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,7 +51,7 @@ func crashContent(fill string) []byte { return bytes.Repeat([]byte(fill), crashS
 // finds the new content whole and no staging name left.
 func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 	if os.Getenv(crashChildEnv) != "" {
-		crashChild(t)
+		crashChild(t, crashChildEnv, archiveOnly())
 		return
 	}
 	dockertest.Require(t)
@@ -98,7 +99,7 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 		proxy.Close() // the daemon's side of the upload ends here
 
 		// A fresh engine, as after a restart: its acquire must thaw the guest.
-		after := acquireAgain(t, key, spec)
+		after := acquireAgain(t, key, spec, archiveOnly()) // staging names and cut uploads are the archive plane's
 		got, err := after.ReadFile(ctx, crashFile, ".", 64<<20)
 		switch {
 		case err != nil:
@@ -125,12 +126,14 @@ func TestWriteCrashLeavesOldOrNewContent(t *testing.T) {
 	}
 }
 
-// crashChild is the writer: it acquires the parent's sandbox with the parent's labels, says
-// so, and writes the new content until it is killed.
-func crashChild(t *testing.T) {
+// crashChild is the writer of both crash tests: it acquires the parent's sandbox (the key in
+// the env variable keyEnv, the parent's labels) on plane, makes one file call (the host plane
+// is proven on the first, so the kill lands in the write itself), says it is ready and how
+// many bytes it writes, and writes the new content until it is killed.
+func crashChild(t *testing.T, keyEnv string, plane actors.Option) {
 	var key sandbox.Key
 	var labels map[string]string
-	if err := json.Unmarshal([]byte(os.Getenv(crashChildEnv)), &key); err != nil {
+	if err := json.Unmarshal([]byte(os.Getenv(keyEnv)), &key); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(os.Getenv(crashLabelsEnv)), &labels); err != nil {
@@ -138,7 +141,7 @@ func crashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	b, err := actors.Create(ctx, docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second},
-		actors.WithLogger(zap.NewNop()), archiveOnly())
+		actors.WithLogger(zap.NewNop()), plane)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +150,10 @@ func crashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	content := crashContent("NEW CONTENT\n")
-	fmt.Println(crashReady)
+	if _, err := sb.StatFile(ctx, crashFile, "."); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(crashReady + " " + strconv.Itoa(len(content)))
 	if err := sb.WriteFile(ctx, crashFile, content, "."); err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +161,10 @@ func crashChild(t *testing.T) {
 	time.Sleep(time.Minute) // killed long before
 }
 
-// acquireAgain acquires key through a new backend (closed when the test ends).
-func acquireAgain(t *testing.T, key sandbox.Key, spec sandbox.Spec) sandbox.Sandbox {
+// acquireAgain acquires key through a new backend on plane (closed when the test ends).
+func acquireAgain(t *testing.T, key sandbox.Key, spec sandbox.Spec, plane actors.Option) sandbox.Sandbox {
 	t.Helper()
-	b := newBackend(t, archiveOnly()) // staging names and cut uploads are the archive plane's
+	b := newBackend(t, plane)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sb, err := b.Acquire(ctx, key, spec)
