@@ -207,6 +207,25 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natsp
 }
 
 // eventsConfig is the backend configuration of the exactly-once tests (egressBackend's).
+// daemonPendingStore is the pending store an engine on this machine's daemon keeps: scoped to
+// the daemon's identity, as engine serve and engine reap scope theirs.
+func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *natspub.PendingStore {
+	t.Helper()
+	drv, err := docker.NewEngine(docker.Config{Driver: testDriver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := drv.EngineID(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := natspub.NewPendingStore(nc, prefix, natspub.WithPendingDaemon(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pending
+}
+
 func eventsConfig(fx *egressFixture) docker.Config {
 	return docker.Config{Driver: testDriver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
 		OutboundNetwork: fx.network, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
@@ -278,10 +297,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	}
 	cfg := eventsConfig(fx)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	pending, err := natspub.NewPendingStore(nc, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pending := daemonPendingStore(t, nc, prefix)
 	survivor := func() (*actors.Backend, *countingSink, *natspub.Outbox) {
 		box := newBox()
 		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID).WithPending(pending), published: map[string]int{}}
@@ -606,10 +622,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	cleanup := egressBackend(t, fx.network, actors.WithLogger(log)) // removes whatever a failure leaves
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	egressID := docker.EgressID(images.ProxyTag, sandbox.EgressHosts(spec.EgressAllow))
-	pending, err := natspub.NewPendingStore(nc, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pending := daemonPendingStore(t, nc, prefix)
 	want := map[string]egresslog.Trigger{} // proxy ID → the drain whose window is in the stream
 	for _, when := range []int{dieBeforeRemoval, dieAfterRemoval, dieAfterPublish} {
 		key := newKey(t)

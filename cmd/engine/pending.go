@@ -41,13 +41,14 @@ func newPendingRecovery(ctx context.Context, nc *nats.Conn, drv interface {
 	inspector
 	engineIdentity
 }, box *natspub.Outbox, prefix string, log *zap.Logger) (pendingRecovery, error) {
-	store, err := natspub.NewPendingStore(nc, prefix)
+	// Only the daemon that ran a proxy can confirm it gone, so the records are this daemon's.
+	engineID, err := drv.EngineID(ctx)
+	if err != nil {
+		return pendingRecovery{}, fmt.Errorf("egress pending windows: the daemon's identity: %w", err)
+	}
+	store, err := natspub.NewPendingStore(nc, prefix, natspub.WithPendingDaemon(engineID))
 	if err != nil {
 		return pendingRecovery{}, fmt.Errorf("egress pending windows: %w", err)
-	}
-	engineID := "unknown"
-	if id, err := drv.EngineID(ctx); err == nil {
-		engineID = id
 	}
 	return pendingRecovery{store: store, drv: drv, box: box, prefix: prefix, engineID: engineID, log: log.Named("egress-pending")}, nil
 }

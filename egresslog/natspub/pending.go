@@ -2,6 +2,8 @@ package natspub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,13 +30,41 @@ func PendingBucket(prefix string) string {
 type PendingStore struct {
 	js     jetstream.JetStream
 	bucket string
+	daemon string // the key prefix of this daemon's entries ("" for none), see WithPendingDaemon
 	mu     sync.Mutex
 	kv     jetstream.KeyValue
 }
 
+// PendingOption configures a [PendingStore].
+type PendingOption func(*PendingStore)
+
+// WithPendingDaemon scopes the store to the entries of the Docker daemon with identity id:
+// its records are kept under a digest of id, and [PendingStore.List] and
+// [PendingStore.Recover] see only those. Engines of several hosts share one bucket, and a
+// proxy absent from this daemon may well exist on another's: only the daemon that ran a proxy
+// can confirm it gone. Without it the store keeps bare proxy IDs, for one daemon alone.
+func WithPendingDaemon(id string) PendingOption {
+	return func(s *PendingStore) {
+		sum := sha256.Sum256([]byte(id))
+		s.daemon = hex.EncodeToString(sum[:8]) + "."
+	}
+}
+
+// key is proxyID's entry key in this store.
+func (s *PendingStore) key(proxyID string) string { return s.daemon + proxyID }
+
+// mine reports whether the entry key k is this store's: under its daemon's prefix, or, for an
+// unscoped store, a bare proxy ID.
+func (s *PendingStore) mine(k string) bool {
+	if s.daemon == "" {
+		return !strings.Contains(k, ".")
+	}
+	return strings.HasPrefix(k, s.daemon)
+}
+
 // NewPendingStore keeps pending windows of prefix over nc, which the caller owns. It makes no
 // call to the server.
-func NewPendingStore(nc *nats.Conn, prefix string) (*PendingStore, error) {
+func NewPendingStore(nc *nats.Conn, prefix string, opts ...PendingOption) (*PendingStore, error) {
 	if err := egresslog.CheckSubjectPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("natspub: %w", err)
 	}
@@ -42,7 +72,11 @@ func NewPendingStore(nc *nats.Conn, prefix string) (*PendingStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natspub: pending store: %w", err)
 	}
-	return &PendingStore{js: js, bucket: PendingBucket(prefix)}, nil
+	s := &PendingStore{js: js, bucket: PendingBucket(prefix)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 func (s *PendingStore) bucketKV(ctx context.Context) (jetstream.KeyValue, error) {
@@ -70,7 +104,7 @@ func (s *PendingStore) Put(ctx context.Context, w egresslog.Window) error {
 	if err != nil {
 		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
 	}
-	if _, err := kv.Put(ctx, w.ProxyID, b); err != nil {
+	if _, err := kv.Put(ctx, s.key(w.ProxyID), b); err != nil {
 		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
 	}
 	return nil
@@ -82,13 +116,13 @@ func (s *PendingStore) Delete(ctx context.Context, proxyID string) error {
 	if err != nil {
 		return err
 	}
-	if err := kv.Purge(ctx, proxyID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := kv.Purge(ctx, s.key(proxyID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("natspub: forget pending %s: %w", proxyID, err)
 	}
 	return nil
 }
 
-// List returns every pending window.
+// List returns every pending window of this store (see [WithPendingDaemon]).
 func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 	kv, err := s.bucketKV(ctx)
 	if err != nil {
@@ -100,6 +134,9 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 	}
 	var ws []egresslog.Window
 	for k := range keys.Keys() {
+		if !s.mine(k) {
+			continue
+		}
 		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // forgotten meanwhile

@@ -119,3 +119,43 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 		t.Fatalf("recover with the daemon away: %v, pending %v", err, pendingIDs())
 	}
 }
+
+// Engines of several hosts share the bucket, and a proxy absent from one daemon may exist on
+// another's: a store scoped to a daemon lists and recovers only that daemon's records, so no
+// engine ever publishes a window whose proxy it cannot see.
+func TestPendingRecoveryIsTheDaemonsOwn(t *testing.T) {
+	s := runNATS(t, -1, t.TempDir())
+	nc := connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := NewPendingStore(nc, egresslog.DefaultSubjectPrefix, WithPendingDaemon("AAAA:BBBB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPendingStore(nc, egresslog.DefaultSubjectPrefix, WithPendingDaemon("CCCC:DDDD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := egresslog.Window{ProxyID: strings.Repeat("ab", 32)}
+	if err := a.Put(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	everywhereGone := func(context.Context, string) (bool, error) { return true, nil }
+	var published []string
+	publish := func(_ context.Context, w egresslog.Window) error {
+		published = append(published, w.ProxyID)
+		return nil
+	}
+	if n, err := b.Recover(ctx, everywhereGone, publish); err != nil || n != 0 || len(published) != 0 {
+		t.Fatalf("another daemon's recovery published %d (%v), %v; want nothing", n, published, err)
+	}
+	if ws, err := b.List(ctx); err != nil || len(ws) != 0 {
+		t.Fatalf("another daemon lists %v, %v; want none", ws, err)
+	}
+	if n, err := a.Recover(ctx, everywhereGone, publish); err != nil || n != 1 || len(published) != 1 || published[0] != w.ProxyID {
+		t.Fatalf("its own daemon's recovery published %d (%v), %v; want the one window", n, published, err)
+	}
+	if ws, err := a.List(ctx); err != nil || len(ws) != 0 {
+		t.Fatalf("after the recovery %v, %v; want it forgotten", ws, err)
+	}
+}
