@@ -167,6 +167,7 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	if doc.Config != nil {
 		info.Image = doc.Config.Image
 		info.User = strings.TrimSpace(doc.Config.User)
+		info.Entrypoint, info.Cmd = doc.Config.Entrypoint, doc.Config.Cmd
 		if doc.Config.Labels != nil {
 			info.Labels = doc.Config.Labels
 		}

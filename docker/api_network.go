@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 )
 
@@ -173,7 +174,12 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 	if spec.Sealed {
 		applySeal(hc)
 	}
-	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: hc}, nil
+	opts := client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: hc}
+	if spec.IPv4.IsValid() {
+		opts.NetworkingConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			spec.Network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: spec.IPv4}}}}
+	}
+	return opts, nil
 }
 
 // ProxyCreate implements [Networks]. The Engine API never pulls on create, so a missing image

@@ -69,9 +69,11 @@ type inspectDoc struct {
 		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
 	Config struct {
-		Image  string            `json:"Image"`
-		User   string            `json:"User"`
-		Labels map[string]string `json:"Labels"`
+		Image      string            `json:"Image"`
+		User       string            `json:"User"`
+		Labels     map[string]string `json:"Labels"`
+		Entrypoint []string          `json:"Entrypoint"`
+		Cmd        []string          `json:"Cmd"`
 	} `json:"Config"`
 	HostConfig struct {
 		CapDrop []string `json:"CapDrop"`
@@ -114,18 +116,20 @@ func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error)
 		return ContainerInfo{}, fmt.Errorf("inspect %s: answer without an ID", target)
 	}
 	info := ContainerInfo{
-		ID:       doc.ID,
-		Name:     strings.TrimPrefix(doc.Name, "/"),
-		Image:    doc.Config.Image,
-		ImageID:  doc.Image,
-		Status:   doc.State.Status,
-		Running:  doc.State.Running,
-		Paused:   doc.State.Paused,
-		ExitCode: doc.State.ExitCode,
-		Labels:   doc.Config.Labels,
-		User:     strings.TrimSpace(doc.Config.User),
-		CapDrop:  doc.HostConfig.CapDrop,
-		Networks: make(map[string]string, len(doc.NetworkSettings.Networks)),
+		ID:         doc.ID,
+		Name:       strings.TrimPrefix(doc.Name, "/"),
+		Image:      doc.Config.Image,
+		ImageID:    doc.Image,
+		Status:     doc.State.Status,
+		Running:    doc.State.Running,
+		Paused:     doc.State.Paused,
+		ExitCode:   doc.State.ExitCode,
+		Labels:     doc.Config.Labels,
+		User:       strings.TrimSpace(doc.Config.User),
+		Entrypoint: doc.Config.Entrypoint,
+		Cmd:        doc.Config.Cmd,
+		CapDrop:    doc.HostConfig.CapDrop,
+		Networks:   make(map[string]string, len(doc.NetworkSettings.Networks)),
 	}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}

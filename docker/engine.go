@@ -115,9 +115,13 @@ type ContainerInfo struct {
 	Paused   bool
 	ExitCode int
 	Labels   map[string]string
-	User     string            // Config.User, trimmed
-	CapDrop  []string          // HostConfig.CapDrop
-	Networks map[string]string // network name → network ID
+	User     string // Config.User, trimmed
+	// Entrypoint and Cmd are Config.Entrypoint and Config.Cmd: what the container's first
+	// process runs (an allowlisted workload's gate is told apart by them).
+	Entrypoint []string
+	Cmd        []string
+	CapDrop    []string          // HostConfig.CapDrop
+	Networks   map[string]string // network name → network ID
 	// Pid and StartedAt are State.Pid and State.StartedAt: the host pid of the init process
 	// of a running container (0 otherwise) and when it was started. The host file plane
 	// proves a process is the container's with them (sandbox/hostfs).

@@ -63,6 +63,9 @@ type ProxySpec struct {
 	Env     []string // K=V, in order
 	Labels  []Label  // in command-line order; Config.Labels are appended
 	Sealed  bool     // the workload's seal constraints (SealCapDrop, SealSysctls) apply
+	// IPv4, when valid, is the proxy's fixed address on Network (--ip): the workload gate
+	// dials it for its release.
+	IPv4 netip.Addr
 }
 
 // Proxy hardening limits (egress-and-reap.md §1.5).
@@ -93,6 +96,9 @@ func cliProxyCreateArgs(s ProxySpec) []string {
 		"--pids-limit", proxyPidsLimit, "--memory", proxyMemory, "--user", proxyUser,
 		"--log-driver", "json-file", "--log-opt", "max-size=16m", "--log-opt", "max-file=2",
 		"--network", s.Network}
+	if s.IPv4.IsValid() {
+		args = append(args, "--ip", s.IPv4.String())
+	}
 	if s.Sealed {
 		args = append(args, sealArgs()...)
 	}
