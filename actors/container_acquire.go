@@ -126,7 +126,7 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 	if err := a.recheckOS(ctx, spec, began); err != nil {
 		return nil, false, err
 	}
-	if info != nil && a.restart(ctx) {
+	if info != nil && a.restart(ctx, info) {
 		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
 	} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
 		return nil, false, err
@@ -275,8 +275,11 @@ func (a *containerActor) recheckOS(ctx context.Context, spec sandbox.Spec, began
 
 // restart starts a stopped container; one that will not start is removed so that it cannot
 // hold the name against the create that follows.
-func (a *containerActor) restart(ctx context.Context) bool {
+func (a *containerActor) restart(ctx context.Context, info *docker.ContainerInfo) bool {
 	err := a.beforeStart(ctx) // egress hook: the network's seal first
+	if err == nil {
+		err = a.releaseForRestart(ctx, info) // egress hook: a gated workload goes straight on
+	}
 	if err == nil {
 		err = a.b.engine.Start(ctx, a.name)
 	}
@@ -322,7 +325,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 			if berr := checkBase(info, base); berr != nil {
 				return false, berr
 			}
-			if info.Running || a.restart(ctx) {
+			if info.Running || a.restart(ctx, info) {
 				a.log.Info("sandbox already existed; adopted", zap.String("kind", spec.Kind))
 				return false, nil
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -214,7 +213,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 	if err != nil {
 		return nil, info, err
 	}
-	netID, addr, fresh, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec, t)
+	netID, addrs, fresh, err := a.ensureNetwork(ctx, nets, m.Key, m.Spec, t)
 	if err != nil {
 		return nil, info, err
 	}
@@ -224,7 +223,10 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 			return nil, info, fmt.Errorf("egress network hook: %w", err)
 		}
 	}
-	run := newEgressRun(nets, netID, addr, fresh, a.provedNetwork != netID)
+	run, err := newEgressRun(nets, netID, addrs, fresh, a.provedNetwork != netID)
+	if err != nil {
+		return nil, info, err
+	}
 	a.egressBuild = run
 	go run.build(func(sealed func()) (string, error) {
 		return a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, run, sealed)
@@ -268,15 +270,15 @@ func bridgeProblem(n docker.NetworkInfo, t docker.Topology) string {
 // network just created that fails the check is removed and refused; so is a daemon that
 // rejects a gateway-mode option.
 func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks, key sandbox.Key, spec sandbox.Spec,
-	t docker.Topology) (id string, workload netip.Addr, fresh bool, err error) {
+	t docker.Topology) (id string, addrs egressAddrs, fresh bool, err error) {
 	name := docker.NetworkName(a.name)
 	labels, err := label.Sandbox(key, spec.Kind, spec.Labels)
 	if err != nil {
-		return "", netip.Addr{}, false, fmt.Errorf("label network %s: %w", name, err)
+		return "", egressAddrs{}, false, fmt.Errorf("label network %s: %w", name, err)
 	}
 	pool, err := a.b.subnetPool()
 	if err != nil {
-		return "", netip.Addr{}, false, err
+		return "", egressAddrs{}, false, err
 	}
 	tried := 0
 	for subnet := range pool.Candidates(name) {
@@ -288,18 +290,18 @@ func (a *containerActor) ensureNetwork(ctx context.Context, nets docker.Networks
 		case err == nil:
 			return a.checkCreated(ctx, nets, name, id, t)
 		case errors.Is(err, docker.ErrGatewayModeRejected):
-			return "", netip.Addr{}, false, &EgressTopologyError{Network: name, Reason: "the daemon refused the gateway mode: " + err.Error()}
+			return "", egressAddrs{}, false, &EgressTopologyError{Network: name, Reason: "the daemon refused the gateway mode: " + err.Error()}
 		case errors.Is(err, docker.ErrNetworkExists):
 			id, addr, err := a.adoptNetwork(ctx, nets, name, t)
 			return id, addr, false, err
 		}
-		return "", netip.Addr{}, false, fmt.Errorf("create egress network %s: %w", name, err)
+		return "", egressAddrs{}, false, fmt.Errorf("create egress network %s: %w", name, err)
 	}
-	return "", netip.Addr{}, false, &EgressSubnetsExhaustedError{Network: name, Pool: pool.Base(), Tried: tried}
+	return "", egressAddrs{}, false, &EgressSubnetsExhaustedError{Network: name, Pool: pool.Base(), Tried: tried}
 }
 
 // checkCreated reads a network just created back and removes it when it fails the check.
-func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, netip.Addr, bool, error) {
+func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks, name, id string, t docker.Topology) (string, egressAddrs, bool, error) {
 	reason := ""
 	n, err := nets.NetworkInspect(ctx, id)
 	if err != nil {
@@ -310,28 +312,28 @@ func (a *containerActor) checkCreated(ctx context.Context, nets docker.Networks,
 	if reason == "" {
 		a.log.Info("egress network created", zap.String("network", name), zap.String("topology", string(t)),
 			zap.Strings("subnets", n.Subnets()))
-		return id, workloadAddress(n), true, nil
+		return id, egressAddresses(n), true, nil
 	}
 	cleanup := "the network was removed"
 	if _, rerr := nets.NetworkRemove(context.WithoutCancel(ctx), id); rerr != nil {
 		cleanup = fmt.Sprintf("the network could not be removed (%v); remove it by hand", rerr)
 	}
-	return "", netip.Addr{}, false, &EgressTopologyError{Network: name, Reason: "the daemon built it but " + reason, Cleanup: cleanup}
+	return "", egressAddrs{}, false, &EgressTopologyError{Network: name, Reason: "the daemon built it but " + reason, Cleanup: cleanup}
 }
 
 // adoptNetwork takes over an existing N-net once its bridge check passes.
-func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, netip.Addr, error) {
+func (a *containerActor) adoptNetwork(ctx context.Context, nets docker.Networks, name string, t docker.Topology) (string, egressAddrs, error) {
 	n, err := nets.NetworkInspect(ctx, name)
 	if isNotFound(err) {
-		return "", netip.Addr{}, fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
+		return "", egressAddrs{}, fmt.Errorf("egress network %s existed at create and was gone when read; retry, the next acquire creates it", name)
 	}
 	if err != nil {
-		return "", netip.Addr{}, fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, err)
+		return "", egressAddrs{}, fmt.Errorf("egress network %s exists and could not be read (%w); remove it and retry", name, err)
 	}
 	if reason := bridgeProblem(n, t); reason != "" {
-		return "", netip.Addr{}, fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
+		return "", egressAddrs{}, fmt.Errorf("egress network %s exists but %s; remove it and retry", name, reason)
 	}
-	return n.ID, workloadAddress(n), nil
+	return n.ID, egressAddresses(n), nil
 }
 
 // discardUnusable is §15.2: before the reuse decision, an N-net that fails the bridge check,
@@ -418,12 +420,15 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	}
 	if prove {
 		env = append(env, proxy.EnvSealTargets+"="+proxy.FormatSealTargets(a.b.sealTargets(ctx, nets)))
-		if run.addr.IsValid() { // the workload's own address: it may be up there, gated
-			env = append(env, proxy.EnvSealSkip+"="+run.addr.String())
+		if run.addrs.workload.IsValid() { // the workload's own address: it may be up there, gated
+			env = append(env, proxy.EnvSealSkip+"="+run.addrs.workload.String())
+		}
+		if run.token != "" { // the gate's release, served once sealed
+			env = append(env, proxy.EnvGateListen+"="+run.gateProxy(), proxy.EnvGateToken+"="+run.token)
 		}
 	}
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
-		Network: docker.NetworkName(a.name), Env: env, Labels: labels, Sealed: true})
+		Network: docker.NetworkName(a.name), Env: env, Labels: labels, Sealed: true, IPv4: run.addrs.proxy})
 	if errors.Is(err, docker.ErrImageMissing) {
 		return "", &sandbox.ImageMissingError{Backend: BackendName, Image: a.b.cfg.EgressProxyImage,
 			Hint: "it is the egress proxy's; build it with `engine images build`"}

@@ -8,23 +8,26 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/proxy"
 )
 
 // An allowlisted cold acquire builds two things that do not depend on each other until
 // hand-out: the proxy (create, start, seal probe, outbound leg) and the workload (create,
 // facts, storage base). The proxy is built on a goroutine of the acquire while the actor
 // prepares the workload. When the proxy image carries the workload gate, the workload's first
-// process is the gate (internal/images/cmd/gate): the workload starts at once and the gate
-// runs the image's own command only once the engine writes its release file, after the seal
-// verdict; without a gate the workload's start waits for the verdict. Either way no process
-// of the image runs on a network before its proof, and hand-out waits for the whole proxy and
-// the §1.7 checks. The goroutine never outlives the acquire: every path out of it joins the
-// run first.
+// process is the gate (internal/images/cmd/gate): the workload starts while the proxy starts
+// and probes, and the gate runs the image's own command only once the proxy, sealed, hands it
+// the release token over the internal network; without a gate the workload's start waits
+// for the verdict. Either way no process of the image runs on a network before its proof,
+// and hand-out waits for the whole proxy and the §1.7 checks. The goroutine never outlives
+// the acquire: every path out of it joins the run first.
 
 // egressRun is what one acquire is building for an allowlisted sandbox.
 type egressRun struct {
@@ -32,9 +35,13 @@ type egressRun struct {
 	networkID string
 	fresh     bool // the network was created by this acquire
 	prove     bool // the proxy proves the network's seal before its outbound leg
-	// addr is the workload's fixed address on the network (invalid when the subnet gives
-	// none): the seal probe skips it, since the workload may already be up there, gated.
-	addr netip.Addr
+	// addrs are the proxy's and the workload's fixed addresses on the network (invalid when
+	// the subnet gives none): the seal probe skips the workload's, since it may already be up
+	// there, gated, and the gate dials the proxy's for its release.
+	addrs egressAddrs
+	// token is the gate's release, drawn per acquire when the network is to be proved and
+	// both addresses are fixed ("" otherwise: the workload is not gated).
+	token string
 
 	gateOnce  sync.Once
 	gateReady chan struct{} // closed once it is known whether the workload is gated
@@ -51,14 +58,27 @@ type egressRun struct {
 	joined  bool
 }
 
-func newEgressRun(nets docker.Networks, networkID string, addr netip.Addr, fresh, prove bool) *egressRun {
-	r := &egressRun{nets: nets, networkID: networkID, addr: addr, fresh: fresh, prove: prove,
+func newEgressRun(nets docker.Networks, networkID string, addrs egressAddrs, fresh, prove bool) (*egressRun, error) {
+	r := &egressRun{nets: nets, networkID: networkID, addrs: addrs, fresh: fresh, prove: prove,
 		sealed: make(chan struct{}), done: make(chan struct{}), gateReady: make(chan struct{})}
 	if !prove {
 		r.markSealed(nil) // proved by an earlier acquire of this actor
 		r.offerGate(nil)  // nothing to wait for: the workload starts as it is
+		return r, nil
 	}
-	return r
+	if addrs.proxy.IsValid() && addrs.workload.IsValid() {
+		var token [16]byte
+		if _, err := rand.Read(token[:]); err != nil {
+			return nil, fmt.Errorf("draw the workload gate's release token: %w", err)
+		}
+		r.token = hex.EncodeToString(token[:])
+	}
+	return r, nil
+}
+
+// gateProxy is where the gate dials for its release: the proxy's fixed address.
+func (r *egressRun) gateProxy() string {
+	return netip.AddrPortFrom(r.addrs.proxy, proxy.GatePort).String()
 }
 
 // offerGate records whether the workload is gated (gate is the binary, nil for not); only the
@@ -159,20 +179,24 @@ func (a *containerActor) joinEgress(r *egressRun, werr error) error {
 // per backend, and where it is copied into each gated workload.
 const gatePath = "/maf-sandbox-gate"
 
+// gateProtocol is the gate's usage line (internal/images/cmd/gate), looked for in the binary:
+// a gate that does not carry it predates the release over the network and is not used.
+const gateProtocol = "usage: maf-sandbox-gate RELEASE PROXY TOKEN COMMAND"
+
 // maxGateBytes bounds the gate binary's read from the proxy image.
 const maxGateBytes = 16 << 20
 
 // workloadGate is the gate of the workload one acquire created.
 type workloadGate struct {
-	binary  []byte
-	release string // the file whose existence lets the gate run the image's command
+	binary []byte
 }
 
 // workloadOpts are the create options an allowlisted acquire adds to its workload, and
 // whether its image is present: the fixed address, and — when the proxy image carries the
-// gate and the network is still to be proved — the gate as entrypoint, with the release file
-// and the image's own entrypoint and command as its arguments. The release file's name holds
-// 128 random bits drawn now, so no image can ship it.
+// gate and the network is still to be proved — the gate as entrypoint, with its release (the
+// file a restart is released by, the proxy's address, the token) and the image's own
+// entrypoint and command as its arguments. The token and the file's name hold 128 random
+// bits drawn per acquire, so no image can ship either.
 func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRef string, present func() (bool, error)) ([]docker.CreateOpt, bool, error) {
 	if r == nil {
 		ok, err := present()
@@ -180,10 +204,10 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	}
 	r.workload = nil
 	var opts []docker.CreateOpt
-	if r.addr.IsValid() {
-		opts = append(opts, docker.WithIPv4(r.addr))
+	if r.addrs.workload.IsValid() {
+		opts = append(opts, docker.WithIPv4(r.addrs.workload))
 	}
-	if !r.prove {
+	if !r.prove || r.token == "" {
 		ok, err := present()
 		return opts, ok, err
 	}
@@ -202,19 +226,27 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	if gate == nil {
 		return opts, true, nil
 	}
-	var token [16]byte
-	if _, err := rand.Read(token[:]); err != nil {
-		return nil, false, fmt.Errorf("draw the gate's release name: %w", err)
-	}
-	release := gatePath + "." + hex.EncodeToString(token[:])
-	cmd := append(append([]string{release}, ep...), docker.KeepAlive...)
-	r.workload = &workloadGate{binary: gate, release: release}
+	cmd := append(append([]string{gateRelease(r.token), r.gateProxy(), r.token}, ep...), docker.KeepAlive...)
+	r.workload = &workloadGate{binary: gate}
 	return append(opts, docker.WithEntrypoint(gatePath), docker.WithCmd(cmd...)), true, nil
 }
 
-// startGated copies the gate into a workload this acquire created, starts it — the gate is its
-// only process, waiting — and, once the network's seal is proved, writes the release file. A
-// failure at any step, the proof's included, removes the workload: nothing of it has run.
+// gateRelease is the release file of the gate whose token is token.
+func gateRelease(token string) string { return gatePath + "." + token }
+
+// gatedRelease is the release file of a workload whose first process is the gate, "" for
+// any other.
+func gatedRelease(info *docker.ContainerInfo) string {
+	if info == nil || !slices.Equal(info.Entrypoint, []string{gatePath}) || len(info.Cmd) < 3 ||
+		!strings.HasPrefix(info.Cmd[0], gatePath+".") {
+		return ""
+	}
+	return info.Cmd[0]
+}
+
+// startGated copies the gate into a workload this acquire created and starts it — the gate is
+// then its only process, waiting for the proxy's release — and waits for the seal verdict. A failure at any step, the proof's included,
+// removes the workload: nothing of it has run.
 func (a *containerActor) startGated(ctx context.Context, id string, g *workloadGate) error {
 	fail := func(err error) error { a.removeContainer(id); return err }
 	gate, err := docker.BuildTar(docker.FileEntry(gatePath, g.binary, 0o755, 0, 0))
@@ -228,15 +260,26 @@ func (a *containerActor) startGated(ctx context.Context, id string, g *workloadG
 		return fail(fmt.Errorf("docker could not start container %s: %w", a.name, err))
 	}
 	a.info = nil
-	if err := a.beforeStart(ctx); err != nil { // the network's seal first
+	if err := a.beforeStart(ctx); err != nil { // the network's seal
 		return fail(err)
 	}
-	release, err := docker.BuildTar(docker.FileEntry(g.release, nil, 0o444, 0, 0))
+	return nil
+}
+
+// releaseForRestart writes the release file into a stopped gated workload before it is
+// started again: its network was proved when it was created, and the proxy that released it
+// then may be gone. No-op for a workload that is not gated.
+func (a *containerActor) releaseForRestart(ctx context.Context, info *docker.ContainerInfo) error {
+	release := gatedRelease(info)
+	if release == "" {
+		return nil
+	}
+	tar, err := docker.BuildTar(docker.FileEntry(release, nil, 0o444, 0, 0))
+	if err == nil {
+		err = a.b.engine.CopyIn(ctx, info.ID, tar)
+	}
 	if err != nil {
-		return fail(err)
-	}
-	if err := a.b.engine.CopyIn(ctx, id, release); err != nil {
-		return fail(fmt.Errorf("release the gate of %s: %w", a.name, err))
+		return fmt.Errorf("release the gate of %s for its restart: %w", a.name, err)
 	}
 	return nil
 }
@@ -249,19 +292,29 @@ func (a *containerActor) gatedWorkload() *workloadGate {
 	return a.egressBuild.workload
 }
 
-// workloadAddress is the workload's fixed address on an egress network: the last host of its
-// IPv4 subnet (the proxy takes the first free one, the gateway the first). Invalid when the
-// network has no IPv4 subnet with room for both.
-func workloadAddress(n docker.NetworkInfo) netip.Addr {
+// egressAddrs are the fixed addresses of a sandbox's proxy and workload on its network.
+type egressAddrs struct {
+	proxy, workload netip.Addr
+}
+
+// egressAddresses are the fixed addresses on an egress network: the workload takes the last
+// host of its IPv4 subnet and the proxy the one after the gateway (the subnet's first host).
+// Both invalid when the network has no IPv4 subnet with room for gateway, proxy and workload.
+func egressAddresses(n docker.NetworkInfo) egressAddrs {
 	for _, c := range n.IPAM {
 		p, err := netip.ParsePrefix(c.Subnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() > 29 {
 			continue
 		}
 		b := p.Masked().Addr().As4()
-		v := binary.BigEndian.Uint32(b[:]) | (1<<(32-p.Bits()) - 1) // the broadcast address
-		binary.BigEndian.PutUint32(b[:], v-1)
-		return netip.AddrFrom4(b)
+		base := binary.BigEndian.Uint32(b[:])
+		at := func(v uint32) netip.Addr {
+			var a [4]byte
+			binary.BigEndian.PutUint32(a[:], v)
+			return netip.AddrFrom4(a)
+		}
+		last := base | (1<<(32-p.Bits()) - 1) // the broadcast address
+		return egressAddrs{proxy: at(base + 2), workload: at(last - 1)}
 	}
-	return netip.Addr{}
+	return egressAddrs{}
 }

@@ -805,25 +805,27 @@ func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
 	}
 }
 
-// The workload's fixed address is the last host of the network's IPv4 subnet; a network with
-// no IPv4 subnet, or one too small for gateway, proxy and workload, gives none.
-func TestWorkloadAddress(t *testing.T) {
+// The workload's fixed address is the last host of the network's IPv4 subnet and the
+// proxy's the one after the gateway; a network with no IPv4 subnet, or one too small for
+// gateway, proxy and workload, gives neither.
+func TestEgressAddresses(t *testing.T) {
 	for _, tc := range []struct {
-		subnets []string
-		want    string
+		subnets         []string
+		proxy, workload string
 	}{
-		{[]string{"10.213.0.8/29"}, "10.213.0.14"},
-		{[]string{"fd00::/64", "10.213.4.0/24"}, "10.213.4.254"},
-		{[]string{"10.213.0.8/30"}, "invalid IP"},
-		{[]string{"fd00::/64"}, "invalid IP"},
-		{nil, "invalid IP"},
+		{[]string{"10.213.0.8/29"}, "10.213.0.10", "10.213.0.14"},
+		{[]string{"fd00::/64", "10.213.4.0/24"}, "10.213.4.2", "10.213.4.254"},
+		{[]string{"10.213.0.8/30"}, "invalid IP", "invalid IP"},
+		{[]string{"fd00::/64"}, "invalid IP", "invalid IP"},
+		{nil, "invalid IP", "invalid IP"},
 	} {
 		var n docker.NetworkInfo
 		for _, s := range tc.subnets {
 			n.IPAM = append(n.IPAM, docker.IPAMConfig{Subnet: s})
 		}
-		if got := workloadAddress(n).String(); got != tc.want {
-			t.Errorf("workloadAddress(%v) = %s, want %s", tc.subnets, got, tc.want)
+		got := egressAddresses(n)
+		if got.proxy.String() != tc.proxy || got.workload.String() != tc.workload {
+			t.Errorf("egressAddresses(%v) = proxy %s, workload %s; want %s, %s", tc.subnets, got.proxy, got.workload, tc.proxy, tc.workload)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,16 +91,23 @@ func (b *Backend) topology() docker.Topology {
 // never an answer older than began — and records the topology it allows.
 func (b *Backend) learnTopology(ctx context.Context, began time.Time) (docker.Topology, error) {
 	return b.topo.flight.do(ctx, "", began, func(ctx context.Context) (docker.Topology, error) {
-		osName, err := b.engine.ServerOS(ctx)
+		// Both at once; the OS answer is the acquire's (recheckOS joins it).
+		var (
+			v    string
+			verr error
+		)
+		got := make(chan struct{})
+		go func() { defer close(got); v, verr = b.engine.ServerVersion(ctx) }()
+		osName, err := b.osFlight.do(ctx, "", began, b.engine.ServerOS)
+		<-got
 		if err != nil {
 			return "", fmt.Errorf("read the daemon's OS: %w", err)
 		}
 		if osName != "linux" {
 			return "", &EgressTopologyError{Network: "-", Reason: fmt.Sprintf("the daemon runs %q, not linux", osName)}
 		}
-		v, err := b.engine.ServerVersion(ctx)
-		if err != nil {
-			return "", fmt.Errorf("read the daemon's version: %w", err)
+		if verr != nil {
+			return "", fmt.Errorf("read the daemon's version: %w", verr)
 		}
 		t, err := docker.TopologyFor(v)
 		if err != nil {
@@ -154,8 +162,9 @@ func (b *Backend) sealTargets(ctx context.Context, nets docker.Networks) []netip
 
 // gateBinary returns the workload gate the proxy image carries, read from the proxy container
 // proxyID (created, not started) the first time and kept: the image is the backend's. nil
-// when the image has no gate (an image built before it) — then workloads start after the
-// proof — or when the read failed (asked again next time).
+// when the image has no gate, or one that predates the release by the proxy (an image built
+// before it) — then workloads start after the proof — or when the read failed (asked again
+// next time).
 func (b *Backend) gateBinary(ctx context.Context, proxyID string) []byte {
 	b.topo.mu.Lock()
 	if b.topo.gateRead {
@@ -174,6 +183,10 @@ func (b *Backend) gateBinary(ctx context.Context, proxyID string) []byte {
 		return nil
 	case e == nil || len(body) == 0:
 		b.log.Warn("the workload gate in the proxy image is not a regular file", zap.String("image", b.cfg.EgressProxyImage))
+		body = nil
+	case !bytes.Contains(body, []byte(gateProtocol)):
+		b.log.Info("the egress proxy image's workload gate predates its release by the proxy: allowlisted workloads start after their seal proof; rebuild it with `engine images build`",
+			zap.String("image", b.cfg.EgressProxyImage))
 		body = nil
 	}
 	b.topo.mu.Lock()

@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// flight shares one engine question among callers that ask at once: a caller joins a call
-// only if that call started after the caller began, so every answer it gets was read after
-// it asked (cold acquires must re-read the daemon, not reuse an old answer).
+// flight shares one engine question among callers: a caller joins a call — under way or
+// done — only if that call started after the caller began, so every answer it gets was read
+// after it asked (cold acquires must re-read the daemon, not reuse an old answer), and one
+// acquire that asks twice (the egress topology's OS check, then the workload's) asks once.
+// A finished call is kept for flightKeep, long enough for the acquire that made it.
 type flight[T any] struct {
 	mu  sync.Mutex
 	cur map[string]*flightCall[T]
@@ -29,16 +31,17 @@ func (f *flight[T]) do(ctx context.Context, key string, since time.Time, fn func
 	}
 	c := f.cur[key]
 	if c == nil || c.started.Before(since) {
-		c = &flightCall[T]{started: time.Now(), done: make(chan struct{})}
+		now := time.Now()
+		for k, old := range f.cur { // finished calls no acquire still under way can use
+			if now.Sub(old.started) > flightKeep && isDone(old.done) {
+				delete(f.cur, k)
+			}
+		}
+		c = &flightCall[T]{started: now, done: make(chan struct{})}
 		f.cur[key] = c
 		f.mu.Unlock()
 		c.val, c.err = fn(context.WithoutCancel(ctx))
 		close(c.done)
-		f.mu.Lock()
-		if f.cur[key] == c {
-			delete(f.cur, key)
-		}
-		f.mu.Unlock()
 		return c.val, c.err
 	}
 	f.mu.Unlock()
@@ -48,5 +51,17 @@ func (f *flight[T]) do(ctx context.Context, key string, since time.Time, fn func
 	case <-ctx.Done():
 		var zero T
 		return zero, ctx.Err()
+	}
+}
+
+// flightKeep is how long a finished call stays joinable.
+const flightKeep = time.Minute
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

@@ -91,6 +91,32 @@ func TestEgressGateRunsTheImagesOwnCommand(t *testing.T) {
 	}
 }
 
+// A stopped gated workload started again goes straight on to the image's command even when
+// the proxy that released it is gone: its network was proved when it was created, and the
+// engine writes the gate's release file before the restart. The replacement proxy is built
+// without a proof (the actor proved that network) and so holds no release token: only the
+// file can release the gate.
+func TestEgressGateReleasesARestartedWorkload(t *testing.T) {
+	fx := newEgressFixture(t)
+	b := egressBackend(t, fx.network)
+	key := newKey(t)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	acquire(t, b, key, spec)
+	name := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+	dockertest.Docker(t, "kill", name, docker.ProxyName(name))
+	sb := acquire(t, b, key, spec)
+	if got := pid1(t, sb); !strings.HasPrefix(got, "sleep infinity \n") {
+		t.Fatalf("pid 1 of the restarted workload runs %q, want the engine's sleep infinity (the gate was not released)", strings.SplitN(got, "\n", 2)[0])
+	}
+	if path := strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", "{{.Path}}", name)); path != images.GateBinary {
+		t.Fatalf("the workload was replaced, not restarted: its entrypoint is %q", path)
+	}
+	res, err := sb.Exec(ctxT(t), sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
+	if err != nil || strings.TrimSpace(string(res.StdoutBytes)) != "code=200" {
+		t.Fatalf("the restarted sandbox does not reach the allowed host through its new proxy: %v %s", err, res.StdoutBytes)
+	}
+}
+
 // An image whose command cannot be found: without a gate its start fails; with the gate the
 // gate stops at once, before any wait, and the acquire is refused with nothing left behind.
 func TestEgressGateRefusesAnAbsentCommand(t *testing.T) {

@@ -1,6 +1,7 @@
 // Command proxy is the egress proxy process: the image's entrypoint, run as
 // "/maf-egress-proxy proxy". Everything it does is [proxy.Run]; configuration comes from the
-// environment (MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT). It sets
+// environment (MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT; the seal
+// probe's and the workload gate's release variables of package proxy). It sets
 // the Go runtime's soft memory limit to [proxy.MemoryLimit], below the container's, unless
 // GOMEMLIMIT is in the environment.
 package main
@@ -36,8 +37,28 @@ func main() {
 	// As PID 1 the process gets no default signal handling; stop on SIGTERM and SIGINT.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	gateAddr, token, gated, err := proxy.GateConfig(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
+		os.Exit(2)
+	}
 	if targets, probe := os.LookupEnv(proxy.EnvSealTargets); probe {
-		if !proveSeal(ctx, targets) {
+		verdict, sealed := proveSeal(ctx, targets)
+		if sealed && gated {
+			// Bound before the verdict is written: the outbound leg comes only after it.
+			ln, err := proxy.ListenGate(ctx, gateAddr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
+				os.Exit(1)
+			}
+			go func() {
+				if err := proxy.ServeGate(ctx, ln, token); err != nil {
+					fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
+				}
+			}()
+		}
+		fmt.Fprint(os.Stdout, verdict)
+		if !sealed {
 			os.Exit(3)
 		}
 	}
@@ -48,9 +69,10 @@ func main() {
 }
 
 // proveSeal runs the seal probe before the proxy listens (the engine connects the outbound
-// leg only after reading "sealed") and writes its line; false means a breach or a probe that
-// could not run, and the process stops without serving.
-func proveSeal(ctx context.Context, targets string) bool {
+// leg only after reading "sealed") and returns its line; false means a breach or a probe that
+// could not run, and the process stops without serving. Only a sealed proxy releases the
+// workload gate.
+func proveSeal(ctx context.Context, targets string) (string, bool) {
 	addrs, err := proxy.SealTargetsFromEnv(targets)
 	var skip []netip.Addr
 	if err == nil {
@@ -60,15 +82,12 @@ func proveSeal(ctx context.Context, targets string) bool {
 		var rep proxy.SealReport
 		if rep, err = proxy.ProbeSeal(ctx, proxy.SealConfig{Targets: addrs, Skip: skip}); err == nil {
 			if rep.Sealed() {
-				fmt.Fprint(os.Stdout, egresslog.FormatSealed(rep.Attempts))
-				return true
+				return egresslog.FormatSealed(rep.Attempts), true
 			}
-			fmt.Fprint(os.Stdout, egresslog.FormatBreach(strings.Join(rep.Breaches, "; ")))
-			return false
+			return egresslog.FormatBreach(strings.Join(rep.Breaches, "; ")), false
 		}
 	}
-	fmt.Fprint(os.Stdout, egresslog.FormatBreach("the probe could not run: "+err.Error()))
-	return false
+	return egresslog.FormatBreach("the probe could not run: " + err.Error()), false
 }
 
 // memoryLimit returns the soft memory limit to set: [proxy.MemoryLimit], which keeps the

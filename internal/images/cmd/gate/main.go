@@ -1,7 +1,9 @@
 // Command gate is the first process of an allowlisted workload (docs/architecture.md, "The
-// workload gate"): run as "/maf-sandbox-gate RELEASE COMMAND...", it waits until the file
-// RELEASE exists — the engine writes it once the seal proof of the sandbox's network passed
-// — and then execve()s COMMAND in its place: the image's own entrypoint and command, with the
+// workload gate"): run as "/maf-sandbox-gate RELEASE PROXY TOKEN COMMAND...", it waits until
+// the sandbox's proxy, dialled at PROXY (ADDRESS:PORT on the internal network), hands it
+// TOKEN — the proxy listens for that only once its seal probe passed — or until the file
+// RELEASE exists (the engine writes it before it starts a stopped gated workload again), and
+// then execve()s COMMAND in its place: the image's own entrypoint and command, with the
 // environment, working directory and user the container gave the gate, unchanged. So the
 // container can be started while its network is still being proved and no code of the image
 // runs before the proof.
@@ -9,39 +11,107 @@
 // COMMAND is resolved the way runc resolves a container's first process (a name without a
 // slash is looked up in the container's PATH), and before the wait, so that an image whose
 // command is absent fails at once, as its start would have. The program uses the standard
-// library only and opens nothing: the image's process inherits its descriptors as runc
-// left them.
+// library only; its one socket is closed before the exec, so the image's process inherits
+// its descriptors as runc left them.
 package main
 
 import (
+	"crypto/subtle"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// poll is how often the release file is looked for: a stat on the container's own
-// filesystem, cheap against the milliseconds a `docker cp` takes to write it.
-const poll = 2 * time.Millisecond
+// usage names the arguments; the engine looks for it in the binary to know the gate speaks
+// this release (actors/egress_run.go, gateProtocol), so the two change together.
+const usage = "usage: maf-sandbox-gate RELEASE PROXY TOKEN COMMAND [ARG...]"
+
+const (
+	// poll is the pause between two tries: a refused dial (the proxy not sealed yet) and a
+	// stat of the release file are both cheap.
+	poll = 2 * time.Millisecond
+	// dialBudget bounds one try at the proxy, on the same segment: a present address
+	// answers in well under a millisecond; the proxy's own interface may not be up yet.
+	dialBudget = 50 * time.Millisecond
+	// readBudget bounds reading the token once connected.
+	readBudget = time.Second
+)
 
 func main() {
-	if len(os.Args) < 3 {
-		fail(2, "usage: maf-sandbox-gate RELEASE COMMAND [ARG...]")
+	if len(os.Args) < 5 {
+		fail(2, usage)
 	}
-	release, argv := os.Args[1], os.Args[2:]
+	release, token, argv := os.Args[1], os.Args[3], os.Args[4:]
+	proxy, port, ok := parseProxy(os.Args[2])
+	if !ok {
+		fail(2, "PROXY is not an IPv4 ADDRESS:PORT: "+os.Args[2])
+	}
 	path, err := lookPath(argv[0])
 	if err != nil {
 		fail(127, err.Error())
 	}
-	for {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(release, &st); err == nil {
-			break
-		}
+	for !released(release, proxy, port, token) {
 		time.Sleep(poll)
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	fail(126, "exec "+argv[0]+": "+err.Error())
+}
+
+// released is one try: the release file is there, or the proxy handed over the token.
+func released(release string, proxy [4]byte, port int, token string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(release, &st) == nil {
+		return true
+	}
+	// A raw socket call keeps the net package (and a third of the binary) out. The timeouts
+	// bound connect (Linux applies SO_SNDTIMEO to it) and the read.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	dial, read := syscall.NsecToTimeval(dialBudget.Nanoseconds()), syscall.NsecToTimeval(readBudget.Nanoseconds())
+	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &dial) != nil ||
+		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &read) != nil {
+		return false
+	}
+	if syscall.Connect(fd, &syscall.SockaddrInet4{Port: port, Addr: proxy}) != nil {
+		return false
+	}
+	want := token + "\n"
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, len(want))
+	for len(got) < len(want) {
+		n, err := syscall.Read(fd, buf[:len(want)-len(got)])
+		if err != nil || n <= 0 {
+			return false
+		}
+		got = append(got, buf[:n]...)
+	}
+	return subtle.ConstantTimeCompare(got, []byte(want)) == 1
+}
+
+// parseProxy reads PROXY, an IPv4 ADDRESS:PORT.
+func parseProxy(s string) (addr [4]byte, port int, ok bool) {
+	host, p, found := strings.Cut(s, ":")
+	if !found {
+		return addr, 0, false
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) != 4 {
+		return addr, 0, false
+	}
+	for i, part := range parts {
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 0 || n > 255 {
+			return addr, 0, false
+		}
+		addr[i] = byte(n)
+	}
+	port, err := strconv.Atoi(p)
+	return addr, port, err == nil && port > 0 && port < 1<<16
 }
 
 // lookPath is os/exec.LookPath as runc applies it to a container's first process: a name
