@@ -16,7 +16,7 @@ run: images
 
 # The integration suite runs twice: on the default engine driver (api) with everything else,
 # then again on the CLI driver, so the two cannot drift. The API pass, which also runs the
-# heavy tests once, took 22½ minutes on a two-core machine and the CLI pass 19
+# heavy tests once, took 17 to 22½ minutes on a two-core machine and the CLI pass 13 to 19
 # (docs/testing.md), so go test's 10-minute default deadline is lifted: a hang still ends,
 # with every goroutine's stack, at TEST_TIMEOUT.
 TEST_TIMEOUT ?= 40m

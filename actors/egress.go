@@ -223,7 +223,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 			return nil, info, fmt.Errorf("egress network hook: %w", err)
 		}
 	}
-	run, err := newEgressRun(nets, netID, addrs, fresh, a.provedNetwork != netID)
+	run, err := newEgressRun(nets, netID, addrs, fresh, a.provedNetwork != netID, info == nil)
 	if err != nil {
 		return nil, info, err
 	}

@@ -58,7 +58,13 @@ type egressRun struct {
 	joined  bool
 }
 
-func newEgressRun(nets docker.Networks, networkID string, addrs egressAddrs, fresh, prove bool) (*egressRun, error) {
+// creates says whether this acquire creates the workload (none exists): only then is it gated,
+// and only then does the proxy take its fixed address — a workload an older engine left on
+// the network may hold it.
+func newEgressRun(nets docker.Networks, networkID string, addrs egressAddrs, fresh, prove, creates bool) (*egressRun, error) {
+	if !creates {
+		addrs.proxy = netip.Addr{}
+	}
 	r := &egressRun{nets: nets, networkID: networkID, addrs: addrs, fresh: fresh, prove: prove,
 		sealed: make(chan struct{}), done: make(chan struct{}), gateReady: make(chan struct{})}
 	if !prove {

@@ -957,3 +957,22 @@ func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
 		t.Fatalf("windows %+v at %v returned removals; want one, after the second removal", s.windows, s.at)
 	}
 }
+
+// Only an acquire that creates the workload gates it: a workload already on the network (a
+// restart, an adoption) is not, and the proxy then takes no fixed address, which that
+// workload may hold.
+func TestEgressRunGatesOnlyAWorkloadItCreates(t *testing.T) {
+	addrs := egressAddresses(docker.NetworkInfo{IPAM: []docker.IPAMConfig{{Subnet: "10.213.0.8/29"}}})
+	r, err := newEgressRun(nil, "net", addrs, true, true, true)
+	if err != nil || r.token == "" || r.addrs.proxy != addrs.proxy || r.gateProxy() != "10.213.0.10:3129" {
+		t.Fatalf("creating: token %q, proxy %v, %v", r.token, r.addrs.proxy, err)
+	}
+	r, err = newEgressRun(nil, "net", addrs, false, true, false)
+	if err != nil || r.token != "" || r.addrs.proxy.IsValid() || r.addrs.workload != addrs.workload {
+		t.Fatalf("workload present: token %q, proxy %v, workload %v, %v", r.token, r.addrs.proxy, r.addrs.workload, err)
+	}
+	r, err = newEgressRun(nil, "net", addrs, false, false, true)
+	if err != nil || r.token != "" {
+		t.Fatalf("network already proved: token %q, %v", r.token, err)
+	}
+}
