@@ -187,7 +187,7 @@ const gatePath = "/maf-sandbox-gate"
 
 // gateProtocol is the gate's usage line (internal/images/cmd/gate), looked for in the binary:
 // a gate that does not carry it predates the release over the network and is not used.
-const gateProtocol = "usage: maf-sandbox-gate RELEASE PROXY TOKEN COMMAND"
+const gateProtocol = "usage: maf-sandbox-gate PROXY TOKEN COMMAND"
 
 // maxGateBytes bounds the gate binary's read from the proxy image.
 const maxGateBytes = 16 << 20
@@ -200,9 +200,9 @@ type workloadGate struct {
 // workloadOpts are the create options an allowlisted acquire adds to its workload, and
 // whether its image is present: the fixed address, and — when the proxy image carries the
 // gate and the network is still to be proved — the gate as entrypoint, with its release (the
-// file a restart is released by, the proxy's address, the token) and the image's own
-// entrypoint and command as its arguments. The token and the file's name hold 128 random
-// bits drawn per acquire, so no image can ship either.
+// proxy's address and the token, which also names the file a restart is released by) and
+// the image's own entrypoint and command as its arguments. The token holds 128 random bits
+// drawn per acquire, so no image can ship it.
 func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRef string, present func() (bool, error)) ([]docker.CreateOpt, bool, error) {
 	if r == nil {
 		ok, err := present()
@@ -232,27 +232,24 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	if gate == nil {
 		return opts, true, nil
 	}
-	cmd := append(append([]string{gateRelease(r.token), r.gateProxy(), r.token}, ep...), docker.KeepAlive...)
+	cmd := append(append([]string{r.gateProxy(), r.token}, ep...), docker.KeepAlive...)
 	r.workload = &workloadGate{binary: gate}
 	return append(opts, docker.WithEntrypoint(gatePath), docker.WithCmd(cmd...)), true, nil
 }
 
-// gateRelease is the release file of the gate whose token is token.
-func gateRelease(token string) string { return gatePath + "." + token }
-
-// gatedRelease is the release file of a workload whose first process is the gate, "" for
-// any other.
+// gatedRelease is the release file of a workload whose first process is the gate (its path,
+// "." and the token, the gate's second argument), "" for any other.
 func gatedRelease(info *docker.ContainerInfo) string {
 	if info == nil || !slices.Equal(info.Entrypoint, []string{gatePath}) || len(info.Cmd) < 3 ||
-		!strings.HasPrefix(info.Cmd[0], gatePath+".") {
+		strings.ContainsAny(info.Cmd[1], "/.") || info.Cmd[1] == "" {
 		return ""
 	}
-	return info.Cmd[0]
+	return gatePath + "." + info.Cmd[1]
 }
 
 // startGated copies the gate into a workload this acquire created and starts it — the gate is
-// then its only process, waiting for the proxy's release — and waits for the seal verdict. A failure at any step, the proof's included,
-// removes the workload: nothing of it has run.
+// then its only process, waiting for the proxy's release — and waits for the seal verdict. A
+// failure at any step, the proof's included, removes the workload: nothing of it has run.
 func (a *containerActor) startGated(ctx context.Context, id string, g *workloadGate) error {
 	fail := func(err error) error { a.removeContainer(id); return err }
 	gate, err := docker.BuildTar(docker.FileEntry(gatePath, g.binary, 0o755, 0, 0))

@@ -1,9 +1,9 @@
 // Command gate is the first process of an allowlisted workload (docs/architecture.md, "The
-// workload gate"): run as "/maf-sandbox-gate RELEASE PROXY TOKEN COMMAND...", it waits until
-// the sandbox's proxy, dialled at PROXY (ADDRESS:PORT on the internal network), hands it
-// TOKEN — the proxy listens for that only once its seal probe passed — or until the file
-// RELEASE exists (the engine writes it before it starts a stopped gated workload again), and
-// then execve()s COMMAND in its place: the image's own entrypoint and command, with the
+// workload gate"): run as "/maf-sandbox-gate PROXY TOKEN COMMAND...", it waits until the
+// sandbox's proxy, dialled at PROXY (ADDRESS:PORT on the internal network), hands it TOKEN —
+// the proxy listens for that only once its seal probe passed — or until the release file
+// exists, its own path followed by "." and TOKEN (the engine writes it before it starts a
+// stopped gated workload again), and then execve()s COMMAND in its place: the image's own entrypoint and command, with the
 // environment, working directory and user the container gave the gate, unchanged. So the
 // container can be started while its network is still being proved and no code of the image
 // runs before the proof.
@@ -17,8 +17,8 @@ package main
 
 import (
 	"crypto/subtle"
+	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +26,7 @@ import (
 
 // usage names the arguments; the engine looks for it in the binary to know the gate speaks
 // this release (actors/egress_run.go, gateProtocol), so the two change together.
-const usage = "usage: maf-sandbox-gate RELEASE PROXY TOKEN COMMAND [ARG...]"
+const usage = "usage: maf-sandbox-gate PROXY TOKEN COMMAND [ARG...]"
 
 const (
 	// poll is the pause between two tries: a refused dial (the proxy not sealed yet) and a
@@ -40,19 +40,20 @@ const (
 )
 
 func main() {
-	if len(os.Args) < 5 {
+	if len(os.Args) < 4 {
 		fail(2, usage)
 	}
-	release, token, argv := os.Args[1], os.Args[3], os.Args[4:]
-	proxy, port, ok := parseProxy(os.Args[2])
-	if !ok {
-		fail(2, "PROXY is not an IPv4 ADDRESS:PORT: "+os.Args[2])
+	token, argv := os.Args[2], os.Args[3:]
+	proxy, err := netip.ParseAddrPort(os.Args[1])
+	if err != nil || !proxy.Addr().Is4() {
+		fail(2, "PROXY is not an IPv4 ADDRESS:PORT: "+os.Args[1])
 	}
+	release := os.Args[0] + "." + token
 	path, err := lookPath(argv[0])
 	if err != nil {
 		fail(127, err.Error())
 	}
-	for !released(release, proxy, port, token) {
+	for !released(release, proxy, token) {
 		time.Sleep(poll)
 	}
 	err = syscall.Exec(path, argv, os.Environ())
@@ -60,7 +61,7 @@ func main() {
 }
 
 // released is one try: the release file is there, or the proxy handed over the token.
-func released(release string, proxy [4]byte, port int, token string) bool {
+func released(release string, proxy netip.AddrPort, token string) bool {
 	var st syscall.Stat_t
 	if syscall.Lstat(release, &st) == nil {
 		return true
@@ -77,7 +78,7 @@ func released(release string, proxy [4]byte, port int, token string) bool {
 		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &read) != nil {
 		return false
 	}
-	if syscall.Connect(fd, &syscall.SockaddrInet4{Port: port, Addr: proxy}) != nil {
+	if syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(proxy.Port()), Addr: proxy.Addr().As4()}) != nil {
 		return false
 	}
 	want := token + "\n"
@@ -91,27 +92,6 @@ func released(release string, proxy [4]byte, port int, token string) bool {
 		got = append(got, buf[:n]...)
 	}
 	return subtle.ConstantTimeCompare(got, []byte(want)) == 1
-}
-
-// parseProxy reads PROXY, an IPv4 ADDRESS:PORT.
-func parseProxy(s string) (addr [4]byte, port int, ok bool) {
-	host, p, found := strings.Cut(s, ":")
-	if !found {
-		return addr, 0, false
-	}
-	parts := strings.Split(host, ".")
-	if len(parts) != 4 {
-		return addr, 0, false
-	}
-	for i, part := range parts {
-		n, err := strconv.Atoi(part)
-		if err != nil || n < 0 || n > 255 {
-			return addr, 0, false
-		}
-		addr[i] = byte(n)
-	}
-	port, err := strconv.Atoi(p)
-	return addr, port, err == nil && port > 0 && port < 1<<16
 }
 
 // lookPath is os/exec.LookPath as runc applies it to a container's first process: a name
