@@ -72,8 +72,17 @@ func TestMicroStatsCountTheRealWork(t *testing.T) {
 		t.Fatalf("alive: %v", err)
 	}
 
+	// micro counts a request after its handler returns, which can be after the reply reached
+	// us: read the stats until the requests just answered (two execs, one alive) are in them.
 	var st micro.Stats
-	control(t, nc, micro.StatsVerb, "", &st)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st = micro.Stats{}
+		control(t, nc, micro.StatsVerb, "", &st)
+		a, x := endpointStats(st, "alive"), endpointStats(st, "exec")
+		if a != nil && a.NumRequests >= 1 && x != nil && x.NumRequests >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if st.Type != micro.StatsResponseType || st.ID != e.svc.EngineID() || st.Name != service.ServiceName {
 		t.Errorf("stats identity: %+v, want the engine ID as the service ID", st.ServiceIdentity)
 	}
