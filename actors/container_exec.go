@@ -114,9 +114,17 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		}
 		root.Send(f.PID(), &done)
 	}()
-	a.tenure.execs++ // until the continuation runs, the actor is not idle (passivate.go)
+	// Until the continuation runs the actor is not idle (passivate.go), and a stop answers
+	// the caller in its place: a stopped actor never runs it.
+	if a.tenure.execs == nil {
+		a.tenure.execs = map[uint64]func(error){}
+	}
+	a.tenure.execs[seq] = func(err error) { reply(&execResponse{Err: err}) }
 	actx.ReenterAfter(f, func(res any, err error) {
-		a.tenure.execs--
+		if _, owed := a.tenure.execs[seq]; !owed {
+			return // answered by the stop
+		}
+		delete(a.tenure.execs, seq)
 		done, _ := res.(*execDone)
 		if done == nil {
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}

@@ -54,12 +54,12 @@ type tenure struct {
 	// The exec bookkeeping lives here, not in the actor, so that a restart after a panic
 	// neither forgets an exec that may still be starting (a freeze would race it) nor drops
 	// the requests stashed behind the one that failed. Actor goroutine only.
-	execs    int                 // execs whose continuation has not run
-	starting map[uint64]struct{} // execs whose process may not have started yet (see handle)
-	execSeq  uint64              // numbers the execs for starting
-	stash    []stashed           // requests waiting for them
-	started  bool                // Started was seen once (a restart sees it again)
-	stopped  atomic.Bool         // set by Stopped: user messages dispatched after it never reach Receive
+	execs    map[uint64]func(error) // execs whose continuation has not run, by number: how to answer one now
+	starting map[uint64]struct{}    // execs whose process may not have started yet (see handle)
+	execSeq  uint64                 // numbers the execs for starting
+	stash    []stashed              // requests waiting for them
+	started  bool                   // Started was seen once (a restart sees it again)
+	stopped  atomic.Bool            // set by Stopped: user messages dispatched after it never reach Receive
 }
 
 var _ actor.MailboxMiddleware = (*tenure)(nil)
@@ -107,7 +107,7 @@ func (a *containerActor) adopt(bd *binding) {
 
 // quiet reports whether the actor holds nothing that stopping would lose.
 func (a *containerActor) quiet() bool {
-	return a.tenure.execs == 0 && len(a.tenure.starting) == 0 && len(a.tenure.stash) == 0 && a.holding == ""
+	return len(a.tenure.execs) == 0 && len(a.tenure.starting) == 0 && len(a.tenure.stash) == 0 && a.holding == ""
 }
 
 // touch records the arrival of a call: it postpones the idle timeout and withdraws a pending

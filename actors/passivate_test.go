@@ -307,7 +307,7 @@ func TestBusyActorIsNotPassivated(t *testing.T) {
 	t.Run("quiet", func(t *testing.T) {
 		b := newTestBackend(t, newFakeEngine())
 		for name, busy := range map[string]func(a *containerActor){
-			"exec":     func(a *containerActor) { a.tenure.execs = 1 },
+			"exec":     func(a *containerActor) { a.tenure.execs = map[uint64]func(error){1: func(error) {}} },
 			"starting": func(a *containerActor) { a.tenure.starting = map[uint64]struct{}{1: {}} },
 			"stash":    func(a *containerActor) { a.tenure.stash = []stashed{{}} },
 			"freeze":   func(a *containerActor) { a.holding = "id" },
