@@ -375,6 +375,7 @@ type ProgramTimeoutError struct {
 	Timeout     time.Duration
 	Output      string // display text, at most 2000 characters
 	OutputBytes []byte
+	Note        string // why Output is empty when the output could not be read; "" when it was
 	Signal      SignalOutcome
 	Reach       SignalReach
 }
@@ -383,6 +384,9 @@ func (e *ProgramTimeoutError) Error() string {
 	signal := e.Signal
 	if signal == "" {
 		signal = SignalUnknown
+	}
+	if e.Note != "" {
+		return fmt.Sprintf("program timed out after %s (signal %s to %s); %s", e.Timeout, signal, e.Reach, e.Note)
 	}
 	return fmt.Sprintf("program timed out after %s (signal %s to %s); output: %s", e.Timeout, signal, e.Reach, e.Output)
 }

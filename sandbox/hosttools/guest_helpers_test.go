@@ -32,6 +32,9 @@ type fakeGuest struct {
 	failReq  int   // fail this many host reads of request files with failErr; -1 fails them all
 	failGate int   // fail this many host writes of the start gate with failErr
 	failErr  error // what those calls fail with
+	// slowRead holds each host read of a file with this base name for the duration given,
+	// or until the read's context ends, which fails it.
+	slowRead map[string]time.Duration
 	kills    []string
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -110,6 +113,13 @@ func (f *fakeGuest) WriteFile(ctx context.Context, p string, content []byte, wd 
 
 // ReadFile fails the host's reads of request files as failReq says.
 func (f *fakeGuest) ReadFile(ctx context.Context, p, wd string, maxBytes int64) ([]byte, error) {
+	if d, ok := f.slowRead[path.Base(p)]; ok {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if strings.HasSuffix(p, ".request.json") {
 		f.mu.Lock()
 		fail := f.failReq != 0

@@ -125,7 +125,7 @@ func (s *supervisor) launch(ctx, dctx context.Context, source []byte) (*sandbox.
 	for _, u := range uploads {
 		if err := s.sb.WriteFile(dctx, s.l.rel(u.p), u.b, s.l.Dir); err != nil {
 			if s.expiredBy(ctx, err) {
-				return nil, s.timeoutError(nil, sandbox.SignalAbsent, sandbox.ReachNothing)
+				return nil, s.timeoutError(nil, "", sandbox.SignalAbsent, sandbox.ReachNothing)
 			}
 			return nil, fmt.Errorf("write %s: %w", path.Base(u.p), err)
 		}
@@ -135,7 +135,7 @@ func (s *supervisor) launch(ctx, dctx context.Context, source []byte) (*sandbox.
 	case err != nil && s.expiredBy(ctx, err):
 		// No receipt, so no gate: whatever the launcher detached waits, and leaves once
 		// host_tools/ is gone. Nothing here can say more than that.
-		return nil, s.timeoutError(nil, sandbox.SignalUnrecorded, sandbox.ReachNothing)
+		return nil, s.timeoutError(nil, "", sandbox.SignalUnrecorded, sandbox.ReachNothing)
 	case err != nil:
 		return nil, fmt.Errorf("start the launcher: %w", err)
 	case started.ExitCode != 0:
@@ -485,14 +485,17 @@ func (s *supervisor) output(ctx context.Context) ([]byte, string) {
 func (s *supervisor) expired(ctx context.Context) (sandbox.ExecResult, error) {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalLookGrace)
 	m := s.read(gctx, s.l.ExitCode, markerCap)
+	cancel()
 	if m.err == nil && m.present && !m.tooLarge {
-		cancel()
 		return s.completed(ctx, m.body)
 	}
-	out, _ := s.output(gctx)
+	// The output has a grace of its own: on a frozen file plane under load the look alone
+	// can take most of one, and the output is what the caller most needs.
+	gctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalLookGrace)
+	out, note := s.output(gctx)
 	cancel()
 	fate, reach := s.stop(ctx)
-	return sandbox.ExecResult{}, s.timeoutError(out, fate, reach)
+	return sandbox.ExecResult{}, s.timeoutError(out, note, fate, reach)
 }
 
 // failed ends a run that started a program on a failure other than its bound: the program is
@@ -534,12 +537,12 @@ func (s *supervisor) stop(ctx context.Context) (sandbox.SignalOutcome, sandbox.S
 	return sandbox.SignalSent, reach
 }
 
-func (s *supervisor) timeoutError(out []byte, fate sandbox.SignalOutcome, reach sandbox.SignalReach) error {
+func (s *supervisor) timeoutError(out []byte, note string, fate sandbox.SignalOutcome, reach sandbox.SignalReach) error {
 	shown := sandbox.DecodeReplace(out)
 	if r := []rune(shown); len(r) > 2000 {
 		shown = string(r[:2000])
 	}
-	return &sandbox.ProgramTimeoutError{Timeout: s.timeout, Output: shown, OutputBytes: out, Signal: fate, Reach: reach}
+	return &sandbox.ProgramTimeoutError{Timeout: s.timeout, Output: shown, OutputBytes: out, Note: note, Signal: fate, Reach: reach}
 }
 
 // reclaim removes host_tools/ on every path, on a grace of its own.

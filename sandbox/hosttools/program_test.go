@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -222,6 +223,44 @@ func TestRunProgramNeverExits(t *testing.T) {
 			}
 			if el := time.Since(start); el > 2*time.Second {
 				t.Fatalf("the run took %s past a 200ms bound", el)
+			}
+			assertTransportGone(t, f, l)
+		})
+	}
+}
+
+// TestRunProgramFinalLookAndOutputEachHaveAGrace: at the bound, a slow look for the exit
+// marker does not eat the time the output needs (a frozen file plane under load takes most
+// of a grace for one read), and output that could still not be read says so instead of
+// passing for a program that printed nothing.
+func TestRunProgramFinalLookAndOutputEachHaveAGrace(t *testing.T) {
+	cases := []struct {
+		name       string
+		outputRead time.Duration
+		wantOutput string
+		wantNote   bool
+	}{
+		{"both reads slow, each within its grace", 1200 * time.Millisecond, "working", false},
+		{"the output read past its grace", time.Hour, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			run := newRun(t, nil)
+			f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
+				g.print("working")
+				<-ctx.Done()
+				return 0
+			})
+			f.receipt = "process-v1 4242 4242\n"
+			l := layoutFor(t)
+			f.slowRead = map[string]time.Duration{path.Base(l.ExitCode): 1200 * time.Millisecond, path.Base(l.Output): tc.outputRead}
+			_, err := hosttools.RunProgram(context.Background(), f, run, l, nil, 200*time.Millisecond, fast)
+			var pt *sandbox.ProgramTimeoutError
+			if !errors.As(err, &pt) || pt.Signal != sandbox.SignalSent {
+				t.Fatalf("RunProgram = %v, want a program timeout with the signal sent", err)
+			}
+			if pt.Output != tc.wantOutput || (pt.Note != "") != tc.wantNote || (tc.wantNote && !strings.Contains(err.Error(), pt.Note)) {
+				t.Fatalf("output %q, note %q, error %q", pt.Output, pt.Note, err)
 			}
 			assertTransportGone(t, f, l)
 		})
