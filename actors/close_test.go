@@ -13,65 +13,51 @@ import (
 )
 
 // Close cancels the execs in flight, and their callers hear ErrEngineStopped at once rather
-// than waiting for the exec's timeout or the ask bound.
+// than waiting for the exec's timeout or the ask bound. The second case forces the race
+// behind the first: the exec's host side comes back only after Close has stopped the actors,
+// so its continuation never runs and the stop answers the caller.
 func TestCloseAnswersAnExecInFlight(t *testing.T) {
-	defer verifyNoneWithin(t, 3*time.Second)
-	f, b, sb := runtimeSandbox(t)
-	ctx := context.Background()
-	started := make(chan struct{})
-	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
-		close(started)
-		<-ctx.Done()
-		return docker.ExecOutput{}, ctx.Err()
+	cases := []struct {
+		name     string
+		outlives bool
+	}{
+		{"the host side ends at the cancel", false},
+		{"the host side outlives the actor", true},
 	}
-	done := make(chan error)
-	go func() {
-		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
-		done <- err
-	}()
-	<-started
-	b.Close(ctx)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrEngineStopped) {
-			t.Fatalf("exec in flight at Close = %v, want ErrEngineStopped", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("an exec in flight at Close never returned")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoneWithin(t, 3*time.Second)
+			f, b, sb := runtimeSandbox(t)
+			ctx := context.Background()
+			started, closed, hostDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+				defer close(hostDone)
+				close(started)
+				<-ctx.Done()
+				if tc.outlives {
+					<-closed
+				}
+				return docker.ExecOutput{}, ctx.Err()
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
+				done <- err
+			}()
+			<-started
+			b.Close(ctx)
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrEngineStopped) {
+					t.Fatalf("exec in flight at Close = %v, want ErrEngineStopped", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("an exec in flight at Close never returned")
+			}
+			close(closed)
+			<-hostDone
+		})
 	}
-}
-
-// The race behind the test above, forced: the exec's host side comes back only after Close
-// has stopped the actors, so its continuation never runs. The stop answers the caller.
-func TestCloseAnswersAnExecWhoseHostSideOutlivesTheActor(t *testing.T) {
-	defer verifyNoneWithin(t, 3*time.Second)
-	f, b, sb := runtimeSandbox(t)
-	ctx := context.Background()
-	started, closed := make(chan struct{}), make(chan struct{})
-	hostDone := make(chan struct{})
-	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
-		defer close(hostDone)
-		close(started)
-		<-closed
-		return docker.ExecOutput{}, ctx.Err()
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := sb.Exec(ctx, sandbox.Argv("long"), "/", time.Minute)
-		done <- err
-	}()
-	<-started
-	b.Close(ctx)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrEngineStopped) {
-			t.Fatalf("exec in flight at Close = %v, want ErrEngineStopped", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("an exec whose host side outlived its actor never returned")
-	}
-	close(closed)
-	<-hostDone
 }
 
 // verifyNoneWithin is goleak.VerifyNone with room for protoactor's dead-letter throttle: the
