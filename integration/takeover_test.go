@@ -465,12 +465,7 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 
 	sb, took := takeOver(t, pool, key, spec)
 	t.Logf("kill → served by the taker: %s (lease %s, grace %s)", took.Round(10*time.Millisecond), placement.DefaultLease, placement.DefaultGrace)
-	if sb.Engine() != "fb" || sb.InstanceID() != id {
-		t.Fatalf("taken over by %s with instance %s, want fb adopting %s", sb.Engine(), sb.InstanceID(), id)
-	}
-	if got, err := sb.ReadFile(ctx, "note.txt", ".", 100); err != nil || string(got) != "written through fa" {
-		t.Fatalf("the taker reads %q, %v; want the file fa wrote", got, err)
-	}
+	assertAdopted(t, sb, "fa", "fb", id, key)
 	if _, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
 		t.Fatalf("exec on the taker: %v", err)
 	}
@@ -479,6 +474,19 @@ func TestTakeoverThawsTheFreezeItsDeadOwnerLeft(t *testing.T) {
 	}
 	if !strings.Contains(logB.String(), "thawed before reuse") {
 		t.Fatalf("fb's log does not say it thawed the container")
+	}
+}
+
+// assertAdopted checks a takeover's outcome: the taker serves the container the dead or cut
+// owner held — the same instance, the file written through the owner still there — and it
+// is the key's only container.
+func assertAdopted(t *testing.T, sb *client.Sandbox, owner, taker, id string, key sandbox.Key) {
+	t.Helper()
+	if sb.Engine() != taker || sb.InstanceID() != id {
+		t.Fatalf("taken over by %s with instance %s, want %s adopting %s", sb.Engine(), sb.InstanceID(), taker, id)
+	}
+	if got, err := sb.ReadFile(ctxT(t), "note.txt", ".", 100); err != nil || string(got) != "written through "+owner {
+		t.Fatalf("the taker reads %q, %v; want the file %s wrote", got, err, owner)
 	}
 	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("containers of the key %v, want only %s", ids, id)
@@ -519,17 +527,9 @@ func TestTakeoverAfterACutOwnerLiftedItsFreeze(t *testing.T) {
 
 	sb, _ := takeOver(t, pool, key, spec)
 	t.Logf("cut → served by the taker: %s (lease %s, grace %s)", time.Since(cut).Round(10*time.Millisecond), placement.DefaultLease, placement.DefaultGrace)
-	if sb.Engine() != "cb" || sb.InstanceID() != id {
-		t.Fatalf("taken over by %s with instance %s, want cb adopting %s", sb.Engine(), sb.InstanceID(), id)
-	}
-	if got, err := sb.ReadFile(ctx, "note.txt", ".", 100); err != nil || string(got) != "written through ca" {
-		t.Fatalf("the taker reads %q, %v; want the file ca wrote", got, err)
-	}
+	assertAdopted(t, sb, "ca", "cb", id, key)
 	if strings.Contains(logB.String(), "thawed before reuse") {
 		t.Fatalf("cb thawed the container: the cut owner's freeze outlived its lease")
-	}
-	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != id {
-		t.Fatalf("containers of the key %v, want only %s", ids, id)
 	}
 
 	relay.Heal()

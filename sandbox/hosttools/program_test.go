@@ -201,12 +201,7 @@ func TestRunProgramNeverExits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			run := newRun(t, nil)
-			f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
-				g.print("working")
-				<-ctx.Done()
-				return 0
-			})
+			run, f := newRun(t, nil), workingForever(t)
 			f.receipt = tc.receipt
 			l := layoutFor(t)
 			start := time.Now()
@@ -245,12 +240,7 @@ func TestRunProgramFinalLookAndOutputEachHaveAGrace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			run := newRun(t, nil)
-			f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
-				g.print("working")
-				<-ctx.Done()
-				return 0
-			})
+			run, f := newRun(t, nil), workingForever(t)
 			f.receipt = "process-v1 4242 4242\n"
 			l := layoutFor(t)
 			f.slowRead = map[string]time.Duration{path.Base(l.ExitCode): 1200 * time.Millisecond, path.Base(l.Output): tc.outputRead}
@@ -265,6 +255,15 @@ func TestRunProgramFinalLookAndOutputEachHaveAGrace(t *testing.T) {
 			assertTransportGone(t, f, l)
 		})
 	}
+}
+
+// workingForever is a guest program that prints "working" and never exits.
+func workingForever(t *testing.T) *fakeGuest {
+	return newFakeGuest(t, func(ctx context.Context, g *guest) int {
+		g.print("working")
+		<-ctx.Done()
+		return 0
+	})
 }
 
 // TestRunProgramHangingTool: the tool is never cancelled, but the run's bound holds.
