@@ -15,7 +15,8 @@ import (
 // Close cancels the execs in flight, and their callers hear ErrEngineStopped at once rather
 // than waiting for the exec's timeout or the ask bound. The second case forces the race
 // behind the first: the exec's host side comes back only after Close has stopped the actors,
-// so its continuation never runs and the stop answers the caller.
+// so its continuation never runs and the stop answers the caller — and the write stashed
+// behind the exec (it needs a freeze, which waits for the exec's start) is answered too.
 func TestCloseAnswersAnExecInFlight(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -45,14 +46,23 @@ func TestCloseAnswersAnExecInFlight(t *testing.T) {
 				done <- err
 			}()
 			<-started
+			waits := map[string]chan error{"exec in flight": done}
+			if tc.outlives { // else the exec ends at the cancel, and a write behind it could run
+				stashed := make(chan error, 1)
+				go func() { stashed <- sb.WriteFile(ctx, "a", []byte("x"), "/tmp") }()
+				time.Sleep(50 * time.Millisecond) // let it reach the actor and wait in its stash
+				waits["write stashed behind it"] = stashed
+			}
 			b.Close(ctx)
-			select {
-			case err := <-done:
-				if !errors.Is(err, ErrEngineStopped) {
-					t.Fatalf("exec in flight at Close = %v, want ErrEngineStopped", err)
+			for what, c := range waits {
+				select {
+				case err := <-c:
+					if !errors.Is(err, ErrEngineStopped) {
+						t.Fatalf("%s at Close = %v, want ErrEngineStopped", what, err)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatalf("the %s at Close never returned", what)
 				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("an exec in flight at Close never returned")
 			}
 			close(closed)
 			<-hostDone
