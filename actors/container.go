@@ -115,10 +115,10 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		a.tenure.stash = nil
 		// An exec still running is answered now: its continuation would meet a stopped actor.
 		// At Close the backend's end has already cancelled it on the host side.
-		for seq, answer := range a.tenure.execs {
+		for _, answer := range a.tenure.execs {
 			answer(ErrEngineStopped)
-			delete(a.tenure.execs, seq)
 		}
+		a.tenure.execs = nil
 	case *actor.Stopped:
 		a.tenure.stopped.Store(true)
 		a.tenure.report(a.name, actorStopped)

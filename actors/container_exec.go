@@ -119,7 +119,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	if a.tenure.execs == nil {
 		a.tenure.execs = map[uint64]func(error){}
 	}
-	a.tenure.execs[seq] = func(err error) { reply(&execResponse{Err: err}) }
+	a.tenure.execs[seq] = func(err error) { reply(m.fail(err)) }
 	actx.ReenterAfter(f, func(res any, err error) {
 		if _, owed := a.tenure.execs[seq]; !owed {
 			return // answered by the stop

@@ -111,7 +111,8 @@ func (f *fakeGuest) WriteFile(ctx context.Context, p string, content []byte, wd 
 	return f.Sandbox.WriteFile(ctx, p, content, wd)
 }
 
-// ReadFile fails the host's reads of request files as failReq says.
+// ReadFile holds the host's reads as slowRead says and fails its reads of request files as
+// failReq says.
 func (f *fakeGuest) ReadFile(ctx context.Context, p, wd string, maxBytes int64) ([]byte, error) {
 	if d, ok := f.slowRead[path.Base(p)]; ok {
 		select {

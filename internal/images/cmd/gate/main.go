@@ -3,10 +3,10 @@
 // sandbox's proxy, dialled at PROXY (ADDRESS:PORT on the internal network), hands it TOKEN —
 // the proxy listens for that only once its seal probe passed — or until the release file
 // exists, its own path followed by "." and TOKEN (the engine writes it before it starts a
-// stopped gated workload again), and then execve()s COMMAND in its place: the image's own entrypoint and command, with the
-// environment, working directory and user the container gave the gate, unchanged. So the
-// container can be started while its network is still being proved and no code of the image
-// runs before the proof.
+// stopped gated workload again), and then execve()s COMMAND in its place: the image's own
+// entrypoint and command, with the environment, working directory and user the container
+// gave the gate, unchanged. So the container can be started while its network is still
+// being proved and no code of the image runs before the proof.
 //
 // COMMAND is resolved the way runc resolves a container's first process (a name without a
 // slash is looked up in the container's PATH), and before the wait, so that an image whose
