@@ -223,7 +223,8 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 			return nil, info, fmt.Errorf("egress network hook: %w", err)
 		}
 	}
-	run, err := newEgressRun(nets, netID, addrs, fresh, a.provedNetwork != netID, info == nil)
+	run, err := newEgressRun(nets, egressLaunch{networkID: netID, addrs: addrs, fresh: fresh,
+		prove: a.provedNetwork != netID, creates: info == nil})
 	if err != nil {
 		return nil, info, err
 	}

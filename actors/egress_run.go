@@ -58,14 +58,24 @@ type egressRun struct {
 	joined  bool
 }
 
-// creates says whether this acquire creates the workload (none exists): only then is it gated,
-// and only then does the proxy take its fixed address — a workload an older engine left on
-// the network may hold it.
-func newEgressRun(nets docker.Networks, networkID string, addrs egressAddrs, fresh, prove, creates bool) (*egressRun, error) {
-	if !creates {
+// egressLaunch is what an acquire knows about its network when it launches the proxy's build.
+type egressLaunch struct {
+	networkID string
+	addrs     egressAddrs
+	fresh     bool // this acquire created the network
+	prove     bool // this actor has not proved the network's seal yet
+	// creates says whether this acquire creates the workload (none exists): only then is it
+	// gated, and only then does the proxy take its fixed address — a workload an older engine
+	// left on the network may hold it.
+	creates bool
+}
+
+func newEgressRun(nets docker.Networks, l egressLaunch) (*egressRun, error) {
+	addrs, prove := l.addrs, l.prove
+	if !l.creates {
 		addrs.proxy = netip.Addr{}
 	}
-	r := &egressRun{nets: nets, networkID: networkID, addrs: addrs, fresh: fresh, prove: prove,
+	r := &egressRun{nets: nets, networkID: l.networkID, addrs: addrs, fresh: l.fresh, prove: prove,
 		sealed: make(chan struct{}), done: make(chan struct{}), gateReady: make(chan struct{})}
 	if !prove {
 		r.markSealed(nil) // proved by an earlier acquire of this actor

@@ -963,15 +963,15 @@ func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
 // workload may hold.
 func TestEgressRunGatesOnlyAWorkloadItCreates(t *testing.T) {
 	addrs := egressAddresses(docker.NetworkInfo{IPAM: []docker.IPAMConfig{{Subnet: "10.213.0.8/29"}}})
-	r, err := newEgressRun(nil, "net", addrs, true, true, true)
+	r, err := newEgressRun(nil, egressLaunch{networkID: "net", addrs: addrs, fresh: true, prove: true, creates: true})
 	if err != nil || r.token == "" || r.addrs.proxy != addrs.proxy || r.gateProxy() != "10.213.0.10:3129" {
 		t.Fatalf("creating: token %q, proxy %v, %v", r.token, r.addrs.proxy, err)
 	}
-	r, err = newEgressRun(nil, "net", addrs, false, true, false)
+	r, err = newEgressRun(nil, egressLaunch{networkID: "net", addrs: addrs, prove: true})
 	if err != nil || r.token != "" || r.addrs.proxy.IsValid() || r.addrs.workload != addrs.workload {
 		t.Fatalf("workload present: token %q, proxy %v, workload %v, %v", r.token, r.addrs.proxy, r.addrs.workload, err)
 	}
-	r, err = newEgressRun(nil, "net", addrs, false, false, true)
+	r, err = newEgressRun(nil, egressLaunch{networkID: "net", addrs: addrs, creates: true})
 	if err != nil || r.token != "" {
 		t.Fatalf("network already proved: token %q, %v", r.token, err)
 	}
