@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -249,18 +251,31 @@ func TestEgressAttacksFromARootWorkload(t *testing.T) {
 			t.Errorf("%s failed for another reason than a refusal: %s", line, out)
 		}
 	}
-	// Ordinary TCP and UDP to every host address, and straight to the targets.
+	// Ordinary TCP and UDP to every host address, and straight to the targets, all at once
+	// (each silent attempt waits out its timeout). The proxy, on the sandbox's own network, is
+	// the positive control: it accepts TCP on its port and answers UDP to a closed port with
+	// port-unreachable, so a probe that could not see an answer fails here.
 	var direct []string
 	for _, a := range hostAddrs {
 		direct = append(direct, a+":22", a+":53", a+":80", a+":2375")
 	}
 	direct = append(direct, fx.targets[allowedHost]+":443", fx.targets[deniedHost]+":443")
+	slices.Sort(direct)
+	direct = slices.Compact(direct) // the default bridge's gateway is listed twice
+	proxyTCP, proxyUDP := docker.ProxyName(n)+":3128", docker.ProxyName(n)+":9"
+	got := reachProbes(t, run, append(direct, proxyTCP), append(direct, proxyUDP))
+	if r := got["tcp "+proxyTCP]; r.code != 0 {
+		t.Fatalf("positive control: TCP to the proxy %s failed (%d): %s", proxyTCP, r.code, r.out)
+	}
+	if r := got["udp "+proxyUDP]; r.code != 0 || !strings.Contains(r.out, "refused") {
+		t.Fatalf("positive control: UDP to a closed port of the proxy %s drew no port-unreachable (%d): %s", proxyUDP, r.code, r.out)
+	}
 	for _, addr := range direct {
-		if out, code := run("maf-e2e dial " + addr); code == 0 {
-			t.Errorf("direct TCP to %s from the sandbox: %s", addr, out)
+		if r := got["tcp "+addr]; r.code == 0 {
+			t.Errorf("direct TCP to %s from the sandbox: %s", addr, r.out)
 		}
-		if out, code := run("echo x | busybox nc -u -w 1 " + strings.Replace(addr, ":", " ", 1) + " && echo sent"); code == 0 && strings.Contains(out, "refused") {
-			t.Errorf("UDP to %s drew an answer: %s", addr, out)
+		if r := got["udp "+addr]; r.code == 0 {
+			t.Errorf("UDP to %s drew an answer: %s", addr, r.out)
 		}
 	}
 	if out, code := run("maf-e2e resolve " + deniedHost); code == 0 {
@@ -270,6 +285,52 @@ func TestEgressAttacksFromARootWorkload(t *testing.T) {
 	if out, _ := run("maf-e2e get https://" + allowedHost + "/ " + fx.caB64); out != "code=200" {
 		t.Fatalf("allowed host through the proxy: %s", out)
 	}
+}
+
+// probeResult is one reach attempt made from inside a sandbox: its exit status and output.
+type probeResult struct {
+	code int
+	out  string
+}
+
+// reachProbes makes, in one exec and all at once, a TCP connection attempt (`maf-e2e dial`,
+// 3 s) to each of tcp and a one-datagram UDP exchange (`maf-e2e udp`, 1 s) with each of udp,
+// and returns the results keyed "tcp <addr>" and "udp <addr>". Every attempt prints exactly
+// one line, a single write, so lines from parallel attempts never interleave.
+func reachProbes(t *testing.T, run func(string) (string, int), tcp, udp []string) map[string]probeResult {
+	t.Helper()
+	var script strings.Builder
+	script.WriteString(`probe() { if [ "$1" = tcp ]; then out=$(maf-e2e dial "$2" 2>&1); else ` +
+		`out=$(maf-e2e udp "$2" 2>&1); fi; code=$?; ` +
+		`echo "$1 $2 $code $(echo $out)"; }; `)
+	for _, a := range tcp {
+		fmt.Fprintf(&script, "probe tcp %s & ", a)
+	}
+	for _, a := range udp {
+		fmt.Fprintf(&script, "probe udp %s & ", a)
+	}
+	script.WriteString("wait")
+	out, _ := run(script.String())
+	got := map[string]probeResult{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) < 3 {
+			continue
+		}
+		code, err := strconv.Atoi(f[2])
+		if err != nil {
+			t.Fatalf("probe line %q", line)
+		}
+		r := probeResult{code: code}
+		if len(f) == 4 {
+			r.out = f[3]
+		}
+		got[f[0]+" "+f[1]] = r
+	}
+	if len(got) != len(tcp)+len(udp) {
+		t.Fatalf("%d probe results for %d attempts:\n%s", len(got), len(tcp)+len(udp), out)
+	}
+	return got
 }
 
 // A network whose seal fails — the test gives the host an address on the new bridge, as a

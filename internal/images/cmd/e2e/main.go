@@ -1,7 +1,8 @@
 // Command e2e is the offline fixture's static program (egress-and-reap.md §5.4): "serve" is
 // the HTTPS target server (GET / → 200, certificate from the environment), and the client
 // verbs run inside a workload: "get" fetches a URL through the proxy the environment names
-// and prints "code=NNN", "dial" opens a raw TCP connection, "resolve" looks a name up.
+// and prints "code=NNN", "dial" opens a raw TCP connection, "udp" sends one datagram and
+// waits a second for any answer, "resolve" looks a name up.
 // "dns" is the canary DNS server of §5.3: it prints every query it receives and answers
 // each with NXDOMAIN, so a leak shows in its log and nothing is ever resolved through it.
 package main
@@ -12,17 +13,19 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | dial HOST:PORT | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | dial HOST:PORT | udp HOST:PORT | resolve NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -40,6 +43,13 @@ func main() {
 		}
 		c.Close()
 		fmt.Println("connected")
+	case "udp":
+		answer, err := udpExchange(os.Args[2], time.Second)
+		if err != nil {
+			fmt.Println("no answer:", err)
+			os.Exit(1)
+		}
+		fmt.Println(answer)
 	case "resolve":
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -52,6 +62,29 @@ func main() {
 	default:
 		os.Exit(2)
 	}
+}
+
+// udpExchange sends one datagram to addr on a connected socket and waits up to wait for
+// anything back. A datagram or an ICMP port-unreachable (ECONNREFUSED on a connected socket)
+// is an answer: either proves the address is reached. Silence and no route are errors.
+func udpExchange(addr string, wait time.Duration) (string, error) {
+	c, err := net.DialTimeout("udp", addr, wait)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	_, err = c.Write([]byte("x"))
+	if err == nil {
+		_, err = c.Read(make([]byte, 1))
+	}
+	switch {
+	case err == nil:
+		return "answered a datagram", nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "answered port-unreachable (refused)", nil
+	}
+	return "", err
 }
 
 func serve() {
