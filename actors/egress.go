@@ -65,15 +65,10 @@ const (
 	// Readiness: the spec polls 20 times 250 ms apart, a 5 s budget. The proxy listens within
 	// milliseconds of its start, so the polls begin 10 ms apart and double up to 250 ms within
 	// the same budget: an allowlisted acquire no longer waits a quarter second for a proxy that
-	// was ready at once. A proving proxy is first read when its seal probe's budget is out,
-	// then every verdictStep for verdictWindow: the verdict is on the acquire's path and,
-	// on a busy machine, lands tens of milliseconds after it is due, which a doubling poll
-	// overshoots by as much again; a log read costs about a millisecond on the API.
+	// was ready at once. A proving proxy is first read when its seal probe's budget is out.
 	readinessBudget  = 20 * 250 * time.Millisecond
 	readinessFirst   = 10 * time.Millisecond
 	readinessLongest = 250 * time.Millisecond
-	verdictStep      = 5 * time.Millisecond
-	verdictWindow    = time.Second
 	readinessTail    = 50
 	readinessMaxRead = 64 << 10
 	maxEgressEntry   = 253
@@ -482,7 +477,6 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 // its seal line says it will not, within the readiness budget. It returns the log read.
 func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, id string, prove bool) ([]byte, error) {
 	deadline := time.Now().Add(readinessBudget)
-	var steady time.Time // until then, polls are verdictStep apart
 	if prove {
 		// The probe writes its verdict only after every attempt has had its budget, so no
 		// read before then can find it; the polls begin when it is due.
@@ -491,10 +485,8 @@ func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, i
 			return nil, ctx.Err()
 		case <-time.After(proxy.DefaultSealBudget):
 		}
-		steady = time.Now().Add(verdictWindow)
 	}
-	pause := readinessFirst
-	for {
+	for pause := readinessFirst; ; pause = min(2*pause, readinessLongest) {
 		out, err := nets.ProxyLogs(ctx, id, readinessTail, readinessMaxRead)
 		if err == nil {
 			if bytes.Contains(out, []byte(egresslog.ReadyMarker)) {
@@ -511,16 +503,10 @@ func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, i
 			}
 			return nil, errors.New("it never reported listening")
 		}
-		wait := pause
-		if time.Now().Before(steady) {
-			wait = verdictStep
-		} else {
-			pause = min(2*pause, readinessLongest)
-		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(min(wait, left)):
+		case <-time.After(min(pause, left)):
 		}
 	}
 }
