@@ -62,30 +62,66 @@ func daemonPlatform(ctx context.Context, dockerPath string) (goos, goarch string
 	return f[0], f[1], nil
 }
 
-// imageLabel returns the value of label on the image tag, or "" when the image or the label
-// is absent. "image ls" answers an absent image with an empty list, so absence and a daemon
-// failure are told apart without reading error text.
-func imageLabel(ctx context.Context, dockerPath, tag, label string) (string, error) {
-	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--no-trunc", "--format",
-		"{{.ID}}", tag)
+// imageLabel returns the ID of the image tag and the value of label on it, "" for each when
+// the image or the label is absent. "image ls" answers an absent image with an empty list, so
+// absence and a daemon failure are told apart without reading error text.
+func imageLabel(ctx context.Context, dockerPath, tag, label string) (id, value string, err error) {
+	id, err = imageID(ctx, dockerPath, tag)
+	if err != nil || id == "" {
+		return "", "", err
+	}
+	cmd := exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format",
+		`{{index .Config.Labels "`+label+`"}}`, id)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("inspect image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return id, strings.TrimSpace(string(out)), nil
+}
+
+// imageID returns the full ID of the image tag, "" when there is none.
+func imageID(ctx context.Context, dockerPath, tag string) (string, error) {
+	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--no-trunc", "--format", "{{.ID}}", tag)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("look up image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	ids := strings.Fields(string(out))
-	if len(ids) == 0 {
-		return "", nil
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		return ids[0], nil
 	}
-	cmd = exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format",
-		`{{index .Config.Labels "`+label+`"}}`, ids[0])
-	stderr.Reset()
-	cmd.Stderr = &stderr
-	if out, err = cmd.Output(); err != nil {
-		return "", fmt.Errorf("inspect image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+	return "", nil
+}
+
+// buildReplacing builds dir as tag and then drops prev, the image tag named before ("" for
+// none), as [dropReplaced] does.
+func buildReplacing(ctx context.Context, dockerPath, tag, dir, prev string) error {
+	if err := dockerBuild(ctx, dockerPath, tag, dir); err != nil {
+		return err
 	}
-	return strings.TrimSpace(string(out)), nil
+	if prev != "" {
+		dropReplaced(ctx, dockerPath, tag, prev)
+	}
+	return nil
+}
+
+// dropReplaced removes the image old once a build has moved tag off it, so that rebuilding an
+// image whose source changed leaves no untagged image behind. It removes without force: an
+// image that still has a tag (someone named it) or that a container uses is kept, and so is
+// one the daemon will not remove — a leftover is untidy, never harmful, so a refusal is not
+// an error.
+func dropReplaced(ctx context.Context, dockerPath, tag, old string) {
+	if now, err := imageID(ctx, dockerPath, tag); err != nil || now == old {
+		return
+	}
+	tags, err := exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format", "{{len .RepoTags}}", old).Output()
+	if err != nil || strings.TrimSpace(string(tags)) != "0" {
+		return
+	}
+	_ = exec.CommandContext(ctx, dockerPath, "image", "rm", old).Run()
 }
 
 // imagePresent says whether the daemon has an image tag that also passes filters ("--filter",

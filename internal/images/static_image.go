@@ -48,13 +48,11 @@ func (im staticImage) make(ctx context.Context, dockerPath, tag string, unlessCu
 	if err != nil {
 		return err
 	}
-	if unlessCurrent {
-		have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
-		if err != nil || have == sum {
-			return err
-		}
+	prev, have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
+	if err != nil || unlessCurrent && have == sum {
+		return err
 	}
-	return dockerBuild(ctx, dockerPath, tag, dir)
+	return buildReplacing(ctx, dockerPath, tag, dir, prev)
 }
 
 // context writes a build context to a new temporary directory: the binary for the daemon's
