@@ -405,9 +405,15 @@ func TestEgressAllowlist(t *testing.T) {
 	for _, gw := range strings.Fields(netInfo) {
 		direct = append(direct, gw+":53")
 	}
+	shell := func(line string) (string, int) { return run("sh", "-c", line) }
+	proxyTCP := docker.ProxyName(n) + ":3128" // the positive control: a dial that must connect
+	got := reachProbes(t, shell, append(direct, proxyTCP), nil)
+	if r := got["tcp "+proxyTCP]; r.code != 0 {
+		t.Fatalf("positive control: TCP to the proxy %s failed (%d): %s", proxyTCP, r.code, r.out)
+	}
 	for _, addr := range direct {
-		if out, code := run("maf-e2e", "dial", addr); code == 0 {
-			t.Errorf("direct connection to %s from the sandbox: %s", addr, out)
+		if r := got["tcp "+addr]; r.code == 0 {
+			t.Errorf("direct connection to %s from the sandbox: %s", addr, r.out)
 		}
 	}
 	for _, name := range []string{allowedHost, deniedHost} {
