@@ -458,6 +458,46 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 	b.Close(ctx)
 }
 
+// A broken event stream vouches for nothing it may have missed: the first warm acquire after
+// the break inspects again, even once the stream is back, and the ones after it ask nothing.
+func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	spec := testSpec(t, sandbox.WithRequires())
+	acquireWarm := func() []string {
+		t.Helper()
+		n := len(f.Calls())
+		if _, err := b.Acquire(ctx, testKey, spec); err != nil {
+			t.Fatal(err)
+		}
+		return f.Calls()[n:]
+	}
+	acquireWarm()
+	for !b.watch.fresh(b.watch.epochFor(ctx)) { // the stream starts with the first acquire
+		time.Sleep(time.Millisecond)
+	}
+	acquireWarm() // re-inspects: the create and start invalidated the cache
+	if calls := acquireWarm(); len(calls) != 0 {
+		t.Fatalf("premise: a vouched-for warm acquire called the engine: %v", calls)
+	}
+	before := b.watch.epochFor(ctx)
+	f.breakEvents()
+	// Wait for the stream to be back: what was cached under the old one may have changed
+	// while nothing watched, so even now it is not trusted.
+	for e := b.watch.epochFor(ctx); e == before || !b.watch.fresh(e); e = b.watch.epochFor(ctx) {
+		time.Sleep(time.Millisecond)
+	}
+	if calls := acquireWarm(); !slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "inspect") }) {
+		t.Fatalf("the warm acquire after the stream broke trusted its cache: calls %v", calls)
+	}
+	if calls := acquireWarm(); len(calls) != 0 {
+		t.Fatalf("once the stream was back, a warm acquire called the engine: %v", calls)
+	}
+	b.Close(ctx)
+}
+
 // A streaming exec hands each piece of output to emit while the command runs, from the exec's
 // goroutine: the fake command cannot end until the test has seen its first chunk. Output the
 // driver reads after the call returned (cancelled) never reaches emit.

@@ -27,6 +27,8 @@ type fakeEngine struct {
 	onStat  func(target, p string) (*docker.Entry, error)
 	onPause func(target string) error
 	onCopy  func() error
+
+	streams []chan struct{} // one per open event stream; closed by breakEvents
 }
 
 type fakeContainer struct {
@@ -243,9 +245,28 @@ func (f *fakeEngine) ListNames(context.Context, map[string]string, string) ([]st
 }
 
 func (f *fakeEngine) Events(ctx context.Context, _ docker.EventFilter) (<-chan docker.Event, error) {
-	ch := make(chan docker.Event)
-	go func() { <-ctx.Done(); close(ch) }()
+	ch, broken := make(chan docker.Event), make(chan struct{})
+	f.mu.Lock()
+	f.streams = append(f.streams, broken)
+	f.mu.Unlock()
+	go func() {
+		defer close(ch)
+		select {
+		case <-ctx.Done():
+		case <-broken:
+		}
+	}()
 	return ch, nil
+}
+
+// breakEvents ends every event stream open now, as a daemon restart or a cut socket would.
+func (f *fakeEngine) breakEvents() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.streams {
+		close(b)
+	}
+	f.streams = nil
 }
 
 // The rest of docker.Driver: a daemon with no networks, proxies or inventory of its own (the
