@@ -62,26 +62,22 @@ func daemonPlatform(ctx context.Context, dockerPath string) (goos, goarch string
 	return f[0], f[1], nil
 }
 
-// imageLabel returns the ID of the image tag and the value of label on it, "" for each when
-// the image or the label is absent. "image ls" answers an absent image with an empty list, so
-// absence and a daemon failure are told apart without reading error text.
-func imageLabel(ctx context.Context, dockerPath, tag, label string) (id, value string, err error) {
-	id, err = imageID(ctx, dockerPath, tag)
-	if err != nil || id == "" {
-		return "", "", err
-	}
+// imageLabel returns the value of label on the image ref (an ID), "" when the label is absent.
+func imageLabel(ctx context.Context, dockerPath, ref, label string) (string, error) {
 	cmd := exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format",
-		`{{index .Config.Labels "`+label+`"}}`, id)
+		`{{index .Config.Labels "`+label+`"}}`, ref)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", "", fmt.Errorf("inspect image %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
+		return "", fmt.Errorf("inspect image %s: %w: %s", ref, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return id, strings.TrimSpace(string(out)), nil
+	return strings.TrimSpace(string(out)), nil
 }
 
-// imageID returns the full ID of the image tag, "" when there is none.
+// imageID returns the full ID of the image tag, "" when there is none. "image ls" answers an
+// absent image with an empty list, so absence and a daemon failure are told apart without
+// reading error text.
 func imageID(ctx context.Context, dockerPath, tag string) (string, error) {
 	cmd := exec.CommandContext(ctx, dockerPath, "image", "ls", "--no-trunc", "--format", "{{.ID}}", tag)
 	var stderr bytes.Buffer
@@ -103,20 +99,17 @@ func buildReplacing(ctx context.Context, dockerPath, tag, dir, prev string) erro
 		return err
 	}
 	if prev != "" {
-		dropReplaced(ctx, dockerPath, tag, prev)
+		dropReplaced(ctx, dockerPath, prev)
 	}
 	return nil
 }
 
-// dropReplaced removes the image old once a build has moved tag off it, so that rebuilding an
-// image whose source changed leaves no untagged image behind. It removes without force: an
-// image that still has a tag (someone named it) or that a container uses is kept, and so is
-// one the daemon will not remove — a leftover is untidy, never harmful, so a refusal is not
-// an error.
-func dropReplaced(ctx context.Context, dockerPath, tag, old string) {
-	if now, err := imageID(ctx, dockerPath, tag); err != nil || now == old {
-		return
-	}
+// dropReplaced removes the image old once a build has moved the tag off it, so that rebuilding
+// an image whose source changed leaves no untagged image behind. It removes only an image no
+// tag names any more — one the build left under the tag, or that someone else named, is kept
+// — and without force, so one a container uses is kept too. A leftover is untidy, never
+// harmful, so a refusal is not an error.
+func dropReplaced(ctx context.Context, dockerPath, old string) {
 	tags, err := exec.CommandContext(ctx, dockerPath, "image", "inspect", "--format", "{{len .RepoTags}}", old).Output()
 	if err != nil || strings.TrimSpace(string(tags)) != "0" {
 		return

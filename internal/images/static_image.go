@@ -48,9 +48,15 @@ func (im staticImage) make(ctx context.Context, dockerPath, tag string, unlessCu
 	if err != nil {
 		return err
 	}
-	prev, have, err := imageLabel(ctx, dockerPath, tag, LabelBinarySHA256)
-	if err != nil || unlessCurrent && have == sum {
+	prev, err := imageID(ctx, dockerPath, tag)
+	if err != nil {
 		return err
+	}
+	if unlessCurrent && prev != "" {
+		have, err := imageLabel(ctx, dockerPath, prev, LabelBinarySHA256)
+		if err != nil || have == sum {
+			return err
+		}
 	}
 	return buildReplacing(ctx, dockerPath, tag, dir, prev)
 }
