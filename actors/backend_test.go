@@ -427,41 +427,11 @@ func TestFreezeWaitsOnlyForAnExecsStart(t *testing.T) {
 	b.Close(ctx)
 }
 
-// While the event watch vouches for the last inspect, a warm acquire of a runtime-only spec
-// asks the engine nothing.
-func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	f := newFakeEngine()
-	b := newTestBackend(t, f)
-	ctx := context.Background()
-	spec := testSpec(t, sandbox.WithRequires())
-	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
-		t.Fatal(err)
-	}
-	// The stream starts with the first acquire; until it is up, nothing is vouched for.
-	for !b.watch.fresh(b.watch.epochFor(ctx)) {
-		time.Sleep(time.Millisecond)
-	}
-	// The first warm acquire re-inspects (the create and start invalidated the cache).
-	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
-		t.Fatal(err)
-	}
-	n := len(f.Calls())
-	for range 5 {
-		if _, err := b.Acquire(ctx, testKey, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if extra := f.Calls()[n:]; len(extra) != 0 {
-		t.Fatalf("warm runtime-only acquires called the engine: %v", extra)
-	}
-	b.Close(ctx)
-}
-
-// A broken event stream vouches for nothing it may have missed: the first warm acquire after
-// the break inspects again, even once the stream is back, and the ones after it ask nothing.
-func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+// warmRuntimeOnly acquires a runtime-only sandbox on a fake engine, waits for the event watch
+// to vouch for it and acquires it once more (the create and start invalidated the cache). It
+// returns the engine, the backend and a warm acquire that reports the engine calls it made.
+func warmRuntimeOnly(t *testing.T) (*fakeEngine, *Backend, func() []string) {
+	t.Helper()
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -478,7 +448,29 @@ func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
 	for !b.watch.fresh(b.watch.epochFor(ctx)) { // the stream starts with the first acquire
 		time.Sleep(time.Millisecond)
 	}
-	acquireWarm() // re-inspects: the create and start invalidated the cache
+	acquireWarm()
+	return f, b, acquireWarm
+}
+
+// While the event watch vouches for the last inspect, a warm acquire of a runtime-only spec
+// asks the engine nothing.
+func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	_, b, acquireWarm := warmRuntimeOnly(t)
+	for range 5 {
+		if calls := acquireWarm(); len(calls) != 0 {
+			t.Fatalf("warm runtime-only acquires called the engine: %v", calls)
+		}
+	}
+	b.Close(context.Background())
+}
+
+// A broken event stream vouches for nothing it may have missed: the first warm acquire after
+// the break inspects again, even once the stream is back, and the ones after it ask nothing.
+func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f, b, acquireWarm := warmRuntimeOnly(t)
+	ctx := context.Background()
 	if calls := acquireWarm(); len(calls) != 0 {
 		t.Fatalf("premise: a vouched-for warm acquire called the engine: %v", calls)
 	}
