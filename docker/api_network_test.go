@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +168,101 @@ func TestAPIDriverNetworksAndInventory(t *testing.T) {
 	if len(engineIDs) == 2 && !reflect.DeepEqual(engineIDs[0], engineIDs[1]) {
 		t.Fatalf("the drivers name the engine differently: %v", engineIDs)
 	}
+}
+
+// TestProxyLogsKeepStdout holds both drivers to what the egress drain reads: the proxy's
+// stdout, where its decisions are, each line after the daemon's timestamp, within the tail
+// and the byte bound, and never its stderr.
+// The contract suite had no case for it, so a driver that read nothing passed it.
+func TestProxyLogsKeepStdout(t *testing.T) {
+	busybox := dockertest.Busybox(t)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	image := "maf-sandbox-test/proxy-logs:" + hex.EncodeToString(suffix)
+	dir := t.TempDir()
+	// The stderr line comes first and well before the rest: the daemon logs the two streams
+	// from two pipes, and --tail counts the lines of both.
+	dockerfile := "FROM " + busybox + "\nCMD [\"sh\", \"-c\", \"echo decision >&2; sleep 1; echo first; echo second; echo third\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _, _ = dockertest.DockerErr(c, "image", "rm", "--force", image)
+	})
+	dockertest.Docker(t, "build", "--quiet", "--label", "maf-sandbox.test-image=proxy-logs", "-t", image, dir)
+	for _, d := range seamDrivers(t) {
+		t.Run(d.name, func(t *testing.T) {
+			e := d.e
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			name := "maf-sandbox-test-logs-" + d.name + "-" + hex.EncodeToString(suffix)
+			spec := docker.NetworkSpec{Name: name + "-net"}
+			t.Cleanup(func() {
+				c, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, _ = e.Remove(c, name+"-proxy")
+				_, _ = e.NetworkRemove(c, spec.Name)
+			})
+			if _, err := e.NetworkCreate(ctx, spec); err != nil {
+				t.Fatalf("NetworkCreate = %v", err)
+			}
+			id, err := e.ProxyCreate(ctx, docker.ProxySpec{Name: name + "-proxy", Image: image, Network: spec.Name})
+			if err != nil {
+				t.Fatalf("ProxyCreate = %v", err)
+			}
+			if err := e.ProxyStart(ctx, id); err != nil {
+				t.Fatalf("ProxyStart = %v", err)
+			}
+			waitExited(t, e, id)
+			cases := []struct {
+				name           string
+				tail, maxBytes int
+				want           string
+			}{
+				{"whole", 10, 1024, "first\nsecond\nthird\n"},
+				{"tail", 2, 1024, "second\nthird\n"},
+			}
+			for _, tc := range cases {
+				got, err := e.ProxyLogs(ctx, id, tc.tail, tc.maxBytes)
+				if err != nil || untimed(t, got) != tc.want {
+					t.Fatalf("%s: ProxyLogs = %q, %v; want %q after the timestamps", tc.name, got, err, tc.want)
+				}
+			}
+			if got, err := e.ProxyLogs(ctx, id, 10, 4); err != nil || len(got) > 5 {
+				t.Fatalf("bounded ProxyLogs = %q, %v; want at most the bound and one byte", got, err)
+			}
+		})
+	}
+}
+
+// untimed is the log b with each line's leading timestamp taken off, which must be one.
+func untimed(t *testing.T, b []byte) string {
+	t.Helper()
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		ts, text, ok := strings.Cut(line, " ")
+		if _, err := time.Parse(time.RFC3339Nano, ts); !ok || err != nil {
+			t.Fatalf("log line %q does not start with a timestamp", line)
+		}
+		out.WriteString(text)
+	}
+	return out.String()
+}
+
+// waitExited polls until the container id has stopped by itself.
+func waitExited(t *testing.T, e docker.Engine, id string) {
+	t.Helper()
+	for range 200 {
+		info, err := e.Inspect(context.Background(), id)
+		if err != nil {
+			t.Fatalf("Inspect = %v", err)
+		}
+		if !info.Running {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("container %s did not exit", id)
 }

@@ -31,17 +31,9 @@ func newBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	return b
 }
 
-// oncePerRun skips a heavy test, or one about something other than the driver, on the CLI
-// driver's pass: make test runs it once, in the API driver's pass (docs/testing.md).
-func oncePerRun(t *testing.T, what string) {
-	t.Helper()
-	if testDriver() == docker.DriverCLI {
-		t.Skip(what + " runs once per make test, in the API driver's pass")
-	}
-}
-
 // testDriver is the engine driver the suite runs on: MAF_SANDBOX_TEST_DRIVER (cli or api),
-// empty for the default. make test runs the package once per driver.
+// empty for the default. make test runs the package on the default driver, then its
+// driverLevel tests on the CLI driver.
 func testDriver() string { return os.Getenv("MAF_SANDBOX_TEST_DRIVER") }
 
 // testFilePlane is the file plane the suite's backends use: MAF_SANDBOX_FILE_PLANE, else the

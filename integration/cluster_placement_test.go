@@ -19,7 +19,6 @@ import (
 // placement record names. It is about the cluster, not the driver: it runs once per make
 // test, in the API driver's pass.
 func TestClusterOneContainerPerKeyDocker(t *testing.T) {
-	oncePerRun(t, "the 50-worker cluster test")
 	d := newDockerCluster(t, natscluster.Run(t, 3), 3, "k")
 	backends, stores := d.backends, d.stores
 	spec := busyboxSpec(t)

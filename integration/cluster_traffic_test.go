@@ -23,7 +23,6 @@ import (
 // exactly one line, one that answered client.ErrOutcomeUnknown at most one, and no line is
 // there twice.
 func TestClusterNodeKillMidTrafficDocker(t *testing.T) {
-	oncePerRun(t, "the node-kill test (the client's retry rule, not the driver)")
 	c := natscluster.Run(t, 3)
 	d := newDockerCluster(t, c, 2, "d")
 	backends := d.backends

@@ -15,7 +15,6 @@ import (
 // denied one, its window read back from JetStream — and leaves nothing behind.
 func TestDemoCommand(t *testing.T) {
 	// The demo runs on the embedded defaults, whatever the pass's driver: one run is enough.
-	oncePerRun(t, "the demo, on the default driver")
 	dockertest.Busybox(t)
 	dockertest.Python(t)
 	bin := filepath.Join(t.TempDir(), "engine")

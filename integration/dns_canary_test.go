@@ -31,7 +31,6 @@ const (
 // be logged, or the probe would prove nothing.
 func TestEgressDNSCanary(t *testing.T) {
 	// It asks the daemon's resolver, through the docker CLI, never the engine's drivers.
-	oncePerRun(t, "the daemon's DNS canary")
 	dockertest.Require(t)
 	ctx := ctxT(t)
 	for _, err := range []error{images.EnsureTarget(ctx, "docker"), images.EnsureClient(ctx, "docker", dockertest.Busybox(t))} {

@@ -263,7 +263,6 @@ func (s *countingSink) count(id string) int {
 // Halfway through, the NATS server is shut down and restarted on the same store. It is a
 // heavy test, run once per make test (on the default driver's pass).
 func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
-	oncePerRun(t, "the 200-window exactly-once test")
 	n := eventsWindows(t)
 	fx := newEgressFixture(t)
 	prefix := "maf.e2e." + randomHex(t)

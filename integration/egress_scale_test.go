@@ -34,7 +34,6 @@ func egressScale(t *testing.T) int {
 // containers is left. It is the heavy scale test, run once per make test (on the default
 // driver's pass).
 func TestEgressManyAllowlistedSandboxes(t *testing.T) {
-	oncePerRun(t, "the 250-sandbox scale test")
 	n := egressScale(t)
 	fx := newEgressFixture(t)
 	b := egressBackend(t, fx.network)

@@ -6,4 +6,7 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-func TestMain(m *testing.M) { dockertest.Main(m) }
+func TestMain(m *testing.M) {
+	onlyDriverLevelOnTheCLI()
+	dockertest.Main(m)
+}

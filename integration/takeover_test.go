@@ -150,7 +150,6 @@ func containerState(t *testing.T, id string) string {
 // this daemon's container of the name as an older tenure's and creates afresh: a new
 // instance, no file, still one container. After the heal a serves the sandbox no more.
 func TestTakeoverAdoptsTheContainerOnItsDaemon(t *testing.T) {
-	oncePerRun(t, "the adoption test (placement and router, not the driver)")
 	c := natscluster.Run(t, 3)
 	daemon := dockertest.Docker(t, "info", "--format", "{{.ID}}")
 	for _, tc := range []struct {
