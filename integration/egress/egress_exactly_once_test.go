@@ -265,6 +265,7 @@ func (s *countingSink) count(id string) int {
 // heavy test, run once per make test (on the default driver's pass).
 func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	n := eventsWindows(t)
+	dockertest.Alone(t) // engines killed and NATS restarted across 200 windows: the heaviest fault test
 	fx := newEgressFixture(t)
 	prefix := "maf.e2e." + randomHex(t)
 	opts := natstest.Options(t.TempDir()) // the store outlives the first server

@@ -36,6 +36,7 @@ func egressScale(t *testing.T) int {
 // driver's pass).
 func TestEgressManyAllowlistedSandboxes(t *testing.T) {
 	n := egressScale(t)
+	dockertest.Alone(t) // 250 proxies and networks at once: another package beside it would time out
 	fx := newEgressFixture(t)
 	b := egressBackend(t, fx.network)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
