@@ -45,10 +45,16 @@ func Alone(t testing.TB) {
 }
 
 // join registers process pid as a user of the daemon, once no test is alone on it: under the
-// shared gate it locks <pid>.run, which it holds until release (or the process's end).
-func join(ctx context.Context, dir string, pid int) (release func(), err error) {
+// shared gate it locks <pid>.run, which it holds until release (or the process's end). A
+// process whose parent ppid is a registered user is part of its parent's use (a test that
+// re-runs its own binary as a writer it kills, say) and does not register: waiting at the
+// gate there would deadlock with an [Alone] test waiting for the parent to end.
+func join(ctx context.Context, dir string, pid, ppid int) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, fmt.Errorf("make %s: %w", dir, err)
+	}
+	if parent, err := flock.Held(filepath.Join(dir, strconv.Itoa(ppid)+".run")); err != nil || parent {
+		return func() {}, err
 	}
 	gate, err := flock.Lock(ctx, filepath.Join(dir, "gate"), false)
 	if err != nil {

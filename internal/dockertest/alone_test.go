@@ -34,7 +34,7 @@ func TestAloneWaitsForTheDaemonsOtherUsers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			leave, err := join(context.Background(), dir, self)
+			leave, err := join(context.Background(), dir, self, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestAloneWaitsForTheDaemonsOtherUsers(t *testing.T) {
 				t.Fatalf("alone: %v", err)
 			}
 			defer release()
-			if _, err := join(cancelled, dir, other+1); !errors.Is(err, context.Canceled) {
+			if _, err := join(cancelled, dir, other+1, 0); !errors.Is(err, context.Canceled) {
 				t.Fatalf("a user joined while a test is alone: %v, want to wait (context.Canceled)", err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "1.alone")); !errors.Is(err, os.ErrNotExist) {
@@ -91,7 +91,7 @@ func TestJoinAfterAlone(t *testing.T) {
 	release()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	leave, err := join(cancelled, dir, 3)
+	leave, err := join(cancelled, dir, 3, 0)
 	if err != nil {
 		t.Fatalf("join after the alone test ended: %v", err)
 	}
@@ -101,5 +101,35 @@ func TestJoinAfterAlone(t *testing.T) {
 	leave()
 	if _, err := os.Stat(filepath.Join(dir, "3.run")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a user that left leaves its file: %v", err)
+	}
+}
+
+// A child of a registered user (a test re-running its own binary) does not register and does
+// not wait at the gate: an alone test waiting for the parent to end would wait for ever if
+// the child waited for it.
+func TestJoinOfARegisteredUsersChild(t *testing.T) {
+	dir := t.TempDir()
+	leave, err := join(context.Background(), dir, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	gate, err := flock.Lock(context.Background(), filepath.Join(dir, "gate"), true) // an alone test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := join(cancelled, dir, 3, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a user joined while a test is alone: %v, want to wait (context.Canceled)", err)
+	}
+	child, err := join(cancelled, dir, 2, 1)
+	if err != nil {
+		t.Fatalf("the child of a registered user waited: %v", err)
+	}
+	defer child()
+	if _, err := os.Stat(filepath.Join(dir, "2.run")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the child registered: %v", err)
 	}
 }

@@ -34,7 +34,7 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	joinCtx, cancel := context.WithTimeout(context.Background(), shareWait)
-	leave, err := join(joinCtx, usersDir(), os.Getpid())
+	leave, err := join(joinCtx, usersDir(), os.Getpid(), os.Getppid())
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dockertest: join the daemon's users: %v\n", err)
