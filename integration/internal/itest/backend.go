@@ -106,6 +106,7 @@ func Acquire(t testing.TB, b sandbox.Backend, key sandbox.Key, spec sandbox.Spec
 	return sb
 }
 
+// Context is a context for one call of the test: it ends after 2 minutes, or with the test.
 func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

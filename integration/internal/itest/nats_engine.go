@@ -59,6 +59,8 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 	return svc, nc
 }
 
+// StartNATSEngine serves a new backend ([NewBackend]) on a new embedded NATS server
+// ([ServeBackend]); both stop when the test ends.
 func StartNATSEngine(t testing.TB) *NATSEngine {
 	t.Helper()
 	b := NewBackend(t)
