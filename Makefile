@@ -15,8 +15,9 @@ run: images
 	$(GO) run ./cmd/engine demo
 
 # The tests run in two passes. The first runs every package on the default engine driver (the
-# Engine API); the second runs, on the CLI driver, only the integration tests that go through a
-# part of the engine seam whose two implementations differ (integration/driver_level_test.go):
+# Engine API); the second runs the integration packages on the CLI driver, where each
+# package's TestMain (itest.Main) keeps only the tests that go through a part of the engine
+# seam whose two implementations differ (the one list, integration/internal/itest/driver.go):
 # everything else above the seam runs once, and docker/enginetest holds both drivers to one
 # contract in the first pass (docs/testing.md). go test's 10-minute default deadline is lifted:
 # a hang still ends, with every goroutine's stack, at TEST_TIMEOUT. gotestsum runs go test and
@@ -28,7 +29,7 @@ GOTESTSUM = $(GO) run gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
 test: fmt-check vet staticcheck images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
 	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/
+	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
 
 # test-times prints each package's time and the ten slowest tests of the last make test.
 test-times:

@@ -14,7 +14,7 @@ import (
 
 // fakeEngine is an in-memory docker.Driver for the actor's unit tests: containers with a
 // flat filesystem of directories, and a log of every call in order. Hooks override one
-// method. It proves sequencing and failure handling; the real engine is in integration/.
+// method. It proves sequencing and failure handling; the real engine is in integration/....
 type fakeEngine struct {
 	mu         sync.Mutex
 	calls      []string

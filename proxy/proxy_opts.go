@@ -54,7 +54,7 @@ const MaxConns = maxConns
 // Before this budget a tunnel held two 64 KiB buffers for its whole life (137 KiB a tunnel,
 // measured) and an unfinished head its whole length and more (84 KiB for 60 KiB): 1024 of
 // either was 84-137 MiB, and either flood got the proxy OOM-killed
-// (integration/proxy_flood_test.go).
+// (integration/egress/proxy_flood_test.go).
 const (
 	copyBufSize   = 64 << 10 // a large copy buffer, as the reference's (§2.4)
 	largeBufs     = 128      // large buffers lent at once

@@ -18,5 +18,12 @@
 // still carries this process's labels and reports it: a leak is a bug, but it must not leave
 // the engine dirty.
 //
+// # Sharing the daemon
+//
+// [Main] registers the test binary as a user of the daemon before its tests, and [Alone]
+// gives a test the daemon to itself among the registered binaries: it waits for the others
+// to finish and keeps new ones from starting until the test ends. Both use flock(2) on files
+// in the temporary directory, which the kernel releases when a process dies.
+//
 // No state is kept between calls: each helper asks the engine again.
 package dockertest

@@ -16,8 +16,10 @@ import (
 // when that fails. When the daemon does not answer it exits with status 1 if
 // [EnvRequireDocker] is "1", and otherwise runs the tests, whose Docker parts then skip.
 //
-// After the tests it removes every container and network still carrying this process's
-// [Labels], reports them on standard error, and exits with the tests' status.
+// Before the tests it registers the binary as a user of the daemon, waiting while a test of
+// another binary has it alone ([Alone]). After the tests it removes every container and
+// network still carrying this process's [Labels], reports them on standard error, and exits
+// with the tests' status.
 func Main(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -31,8 +33,16 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "dockertest: docker daemon does not answer, Docker tests will skip: %v\n", err)
 		return m.Run()
 	}
+	joinCtx, cancel := context.WithTimeout(context.Background(), shareWait)
+	leave, err := join(joinCtx, usersDir(), os.Getpid(), os.Getppid())
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dockertest: join the daemon's users: %v\n", err)
+		return 1
+	}
+	defer leave()
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	err := images.EnsureBusybox(ctx, dockerCLI, images.BusyboxTag)
+	err = images.EnsureBusybox(ctx, dockerCLI, images.BusyboxTag)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dockertest: build test image: %v\n", err)

@@ -12,4 +12,8 @@
 // installed engine needs no source tree and no Go toolchain, or else one built from the
 // module's source. The e2e fixture images ([TargetTag], [ClientTag]) are built from source
 // only: they are for the tests.
+//
+// Every Ensure function checks and builds while it holds a lock of its tag shared by the
+// whole machine (a flock in the temporary directory), so test packages that run side by side
+// build an image once: the others wait, then find it current.
 package images

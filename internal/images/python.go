@@ -77,16 +77,19 @@ func debianMirror() (string, error) {
 }
 
 // EnsurePython builds the Python image under tag with [BuildPython] unless the engine already
-// has one whose [LabelInputs] matches the current recipe (suite, variant, packages, mirror).
+// has one whose [LabelInputs] matches the current recipe (suite, variant, packages, mirror);
+// processes that ensure it at once build it once.
 func EnsurePython(ctx context.Context, dockerPath, tag string) error {
 	r, err := currentPythonRecipe()
 	if err != nil {
 		return err
 	}
-	if have, err := imagePresent(ctx, dockerPath, tag, "--filter", "label="+LabelInputs+"="+r.hash()); err != nil || have {
-		return err
-	}
-	return buildPython(ctx, dockerPath, tag, r)
+	return exclusive(ctx, tag, func() error {
+		if have, err := imagePresent(ctx, dockerPath, tag, "--filter", "label="+LabelInputs+"="+r.hash()); err != nil || have {
+			return err
+		}
+		return buildPython(ctx, dockerPath, tag, r)
+	})
 }
 
 // BuildPython bootstraps Debian (bookworm, --variant=minbase, with python3) with debootstrap

@@ -29,10 +29,10 @@ type staticImage struct {
 type extraBinary struct{ binary, main string }
 
 // ensure builds the image under tag unless the daemon already has an image of that tag built
-// around the same binary ([LabelBinarySHA256]). A build from source is cheap with Go's build
+// around the same binary ([LabelBinarySHA256]), holding the tag's build lock ([exclusive]). A build from source is cheap with Go's build
 // cache, so a stale image is never mistaken for a current one.
 func (im staticImage) ensure(ctx context.Context, dockerPath, tag string) error {
-	return im.make(ctx, dockerPath, tag, true)
+	return exclusive(ctx, tag, func() error { return im.make(ctx, dockerPath, tag, true) })
 }
 
 // build builds the image under tag, replacing any image of that name.

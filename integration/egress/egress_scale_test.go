@@ -1,0 +1,119 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// egressScale is how many allowlisted sandboxes TestEgressManyAllowlistedSandboxes holds at
+// once: 250 (the egress issue's target), or MAF_SANDBOX_EGRESS_SCALE for a quicker local run.
+func egressScale(t *testing.T) int {
+	if s := os.Getenv("MAF_SANDBOX_EGRESS_SCALE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MAF_SANDBOX_EGRESS_SCALE=%q: not a positive count", s)
+		}
+		return n
+	}
+	return 250
+}
+
+// 250 allowlisted sandboxes alive at once on one daemon, far past the ~30 networks of its
+// default address pools: each on a subnet of the egress pool, each proved sealed, each
+// reaching the allowed target through its own proxy; after dispose none of their networks or
+// containers is left. It is the heavy scale test, run once per make test (on the default
+// driver's pass).
+func TestEgressManyAllowlistedSandboxes(t *testing.T) {
+	n := egressScale(t)
+	dockertest.Alone(t) // 250 proxies and networks at once: another package beside it would time out
+	fx := newEgressFixture(t)
+	b := egressBackend(t, fx.network)
+	spec := allowlistSpec(t, images.ClientTag, allowedHost)
+	keys := make([]sandbox.Key, n)
+	for i := range keys {
+		keys[i] = itest.NewKey(t)
+	}
+	disposeAll := func() {
+		eachAtOnce(len(keys), func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if f := b.Dispose(ctx, keys[i], sandbox.DisposeOptions{}); f != nil {
+				t.Errorf("dispose %s: %v", keys[i], f)
+			}
+		})
+	}
+	t.Cleanup(disposeAll)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	began := time.Now()
+	sbs := make([]sandbox.Sandbox, n)
+	errs := make([]error, n)
+	eachAtOnce(n, func(i int) { sbs[i], errs[i] = b.Acquire(ctx, keys[i], spec) })
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("acquire %d of %d: %v", i+1, n, err)
+		}
+	}
+	acquired := time.Since(began)
+	if proved, broken := b.SealCounts(); proved != n || broken != 0 {
+		t.Fatalf("seals: %d proved, %d broken, want %d proved", proved, broken, n)
+	}
+	eachAtOnce(n, func(i int) {
+		res, err := sbs[i].Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case strings.TrimSpace(res.Stdout()) != "code=200":
+			errs[i] = fmt.Errorf("through the proxy: %s %s", res.Stdout(), res.Stderr())
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("sandbox %d of %d: %v", i+1, n, err)
+		}
+	}
+	nets := strings.Fields(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
+	if len(nets) < n {
+		t.Fatalf("%d labelled networks for %d sandboxes", len(nets), n)
+	}
+	began = time.Now()
+	disposeAll()
+	if err := b.AwaitTeardowns(ctx); err != nil { // the networks go after the replies
+		t.Fatal(err)
+	}
+	disposed := time.Since(began)
+	left := strings.Fields(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
+	ctrs := strings.Fields(dockertest.Docker(t, "ps", "-aq", "--filter", "label="+dockertest.LabelProcess+"="+dockertest.Process(), "--filter", "name=maf-sandbox-docker-"))
+	if len(left) != 0 || len(ctrs) != 0 {
+		t.Fatalf("after dispose: %d networks and %d containers of the sandboxes are left", len(left), len(ctrs))
+	}
+	t.Logf("%d allowlisted sandboxes: acquired in %s, all reached the target, disposed in %s", n, acquired.Round(time.Second), disposed.Round(time.Second))
+}
+
+// eachAtOnce runs fn for 0..n-1, eight at a time, and returns when all have.
+func eachAtOnce(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

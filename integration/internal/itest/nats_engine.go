@@ -1,0 +1,98 @@
+package itest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+)
+
+// NATSEngine is the Docker backend served on an embedded NATS server.
+type NATSEngine struct {
+	Server  *server.Server
+	Backend *actors.Backend
+	Service *service.Service
+}
+
+// ServeBackend serves b (through a router floored at container isolation) on srv, reaping
+// with b's sweep, and stops the service when the test ends.
+func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...service.Option) (*service.Service, *nats.Conn) {
+	t.Helper()
+	nc := natstest.Connect(t, srv)
+	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
+	if err != nil {
+		t.Fatalf("new router: %v", err)
+	}
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
+		var opts []reaper.Option
+		if scope != "" {
+			opts = append(opts, reaper.WithScope(scope))
+		}
+		res, err := b.Reap(ctx, olderThan, opts...)
+		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
+		for _, f := range res.Failures {
+			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+		}
+		return out, err
+	})
+	svc, err := service.New(nc, router, append([]service.Option{service.WithLogger(zaptest.NewLogger(t)), service.WithReaper(reap)}, opts...)...)
+	if err != nil {
+		t.Fatalf("new service: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			t.Errorf("stop service: %v", err)
+		}
+	})
+	return svc, nc
+}
+
+// StartNATSEngine serves a new backend ([NewBackend]) on a new embedded NATS server
+// ([ServeBackend]); both stop when the test ends.
+func StartNATSEngine(t testing.TB) *NATSEngine {
+	t.Helper()
+	b := NewBackend(t)
+	srv := natstest.Run(t)
+	svc, _ := ServeBackend(t, srv, b)
+	return &NATSEngine{Server: srv, Backend: b, Service: svc}
+}
+
+// Remote connects a client to e.
+func (e *NATSEngine) Remote(t testing.TB, opts ...client.Option) *client.Backend {
+	t.Helper()
+	c, err := client.New(Context(t), natstest.Connect(t, e.Server), opts...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return c
+}
+
+// AcquireRemote acquires through c and registers the key's disposal on the Docker backend
+// itself, so cleanup works whatever became of the engines.
+func AcquireRemote(t testing.TB, c *client.Backend, b *actors.Backend, key sandbox.Key, spec sandbox.Spec) sandbox.Sandbox {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Errorf("dispose %s: %v", key, f)
+		}
+	})
+	sb, err := c.Acquire(Context(t), key, spec)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	return sb
+}

@@ -1,0 +1,40 @@
+package service
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mafsandbox/engine/internal/dockertest"
+)
+
+// The README's run command: the demo builds, serves on embedded NATS, plays its agent over
+// the client — a closed sandbox; model-written Python that calls a host tool served by the
+// agent's host on NATS; an allowlisted sandbox that reaches an allowed name and is refused a
+// denied one, its window read back from JetStream — and leaves nothing behind.
+func TestDemoCommand(t *testing.T) {
+	// The demo runs on the embedded defaults, whatever the pass's driver: one run is enough.
+	dockertest.Busybox(t)
+	dockertest.Python(t)
+	bin := filepath.Join(t.TempDir(), "engine")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mafsandbox/engine/cmd/engine").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	args := []string{"demo"}
+	for k, v := range dockertest.Labels() {
+		args = append(args, "--label", k+"="+v)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("engine demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
+		"lists 0 containers", "sealed", "code=200", "Forbidden", "read back from JetStream", "durable consumer",
+		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443",
+		`result 2 for "otters", from the host`, `refused: Error: "drop_tables" is not a registered host tool`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
