@@ -72,21 +72,25 @@ func (b *Backend) retain(key sandbox.Key, name string) {
 	b.retained[key][name] = struct{}{}
 }
 
-// purge is the shared sweep: list by label, add the fallback names, then hand each sandbox
-// to its container actor, keyed by the workload's name, which tears it down in the one
-// order of egress-and-reap.md §1.9 (proxy drained and removed, workload, network last) and
-// so never overtakes that sandbox's acquire or any other call in progress. A listed proxy
-// whose workload is gone goes to the actor of its base name all the same. It counts only
+// purge is the shared sweep: list containers and networks by label, add the fallback names,
+// then hand each sandbox to its container actor, keyed by the workload's name, which tears it
+// down in the one order of egress-and-reap.md §1.9 (proxy drained and removed, workload,
+// network last) and so never overtakes that sandbox's acquire or any other call in progress.
+// A listed proxy or network whose workload is gone goes to the actor of its base name all the
+// same. It counts only
 // workloads that were actually there; a failed name is retained for the next sweep. caller
 // is the key of a key-addressed purge (Dispose), nil for a sweep of a conversation
 // (DisposeScope): an empty agent_id is a key like any other, so it cannot tell them apart.
 func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key, caller *sandbox.Key) (int, *sandbox.DisposalFailure) {
 	var failures []sandbox.DisposalFailure
+	networks := make(chan []string, 1)
+	go func() { networks <- b.networkNames(ctx, filter) }()
 	listed, err := b.engine.ListNames(ctx, filter, "^"+docker.NamePrefix)
 	if err != nil {
 		failures = append(failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted,
 			Detail: fmt.Sprintf("could not list containers, so the sweep may be partial: %v", err)})
 	}
+	listed = append(listed, <-networks...)
 	disposed := 0
 	for _, n := range purgeTargets(append(listed, fallback...)) {
 		res := b.teardown(ctx, n, &disposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
@@ -101,6 +105,32 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 		}
 	}
 	return disposed, sandbox.FoldDisposalFailures(failures)
+}
+
+// networkNames lists the derived networks filter matches, by name. An engine that died
+// between its proxy's removal and its network's left a network that no container names any
+// more; listing it sends it to its base's actor, whose teardown removes it. A network that
+// cannot be listed or read is a logged leak, as one that cannot be removed is (§1.9).
+func (b *Backend) networkNames(ctx context.Context, filter map[string]string) []string {
+	ids, err := b.engine.ListNetworkIDs(ctx, filter)
+	if err != nil {
+		b.log.Warn("list the sweep's networks", zap.Error(err))
+		return nil
+	}
+	var names []string
+	for _, id := range ids {
+		r, err := b.engine.InspectNetworkID(ctx, id)
+		if err != nil {
+			if !isNotFound(err) {
+				b.log.Warn("inspect a network of the sweep", zap.String("network", id), zap.Error(err))
+			}
+			continue
+		}
+		if _, role, ok := docker.ParseName(r.Name); ok && role == docker.RoleNetworkName {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // teardown asks the actor of the workload name n to tear its sandbox down.

@@ -10,7 +10,10 @@
 // [Lease]: the entry's KV revision and an expiry. [Store.Renew] extends it with kv.Update on
 // that revision, so a renewal succeeds only while nobody else has written the entry.
 // [Store.Release] deletes it on that revision (dispose), [Store.ReleaseScope] deletes every
-// entry of a conversation this engine owns (scope purge).
+// entry of a conversation this engine owns (scope purge). A dispose that reaches an engine
+// which does not own an entry reads it ([Store.KeyEntries], [Store.ScopeEntries]) and either
+// hands the dispose to the live owner or, once [Store.Lapsed], claims the entry and releases
+// it (package service).
 //
 // A lease that is not renewed lapses. Another engine's Claim then takes the entry over with
 // kv.Update on the last revision it read, so of several engines taking over at once one wins

@@ -27,6 +27,11 @@ func scopeFilter(scope, thread string) string {
 	return token(scope) + "." + token(thread) + ".>"
 }
 
+// keyFilter matches the entries of every kind of key's sandboxes.
+func keyFilter(key sandbox.Key) string {
+	return strings.Join([]string{token(key.Scope), token(key.ThreadID), token(key.AgentID), token(key.CallID), "*"}, ".")
+}
+
 // ParseEntryKey is the inverse of [EntryKey].
 func ParseEntryKey(k string) (sandbox.Key, string, error) {
 	parts := strings.Split(k, ".")

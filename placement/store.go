@@ -167,7 +167,7 @@ func (s *Store) Lease() time.Duration { return s.o.lease }
 // grace) has not lapsed: where a call on the sandbox should go. It makes no round trip.
 func (s *Store) Owner(key sandbox.Key, kind string) (string, bool) {
 	r, ok := s.Lookup(key, kind)
-	if !ok || !s.now().Before(r.Expires.Add(s.o.grace)) {
+	if !ok || s.Lapsed(r) {
 		return "", false
 	}
 	return r.Engine, true
@@ -180,6 +180,78 @@ func (s *Store) Lookup(key sandbox.Key, kind string) (Record, bool) {
 	defer s.mu.RUnlock()
 	r, ok := s.cache[EntryKey(key, kind)]
 	return r, ok
+}
+
+// Lapsed reports whether r's lease ended more than the grace ago by this store's clock: a
+// claim would take it over.
+func (s *Store) Lapsed(r Record) bool { return !s.now().Before(r.Expires.Add(s.o.grace)) }
+
+// Entry is a record with the sandbox it is the entry of.
+type Entry struct {
+	Key    sandbox.Key
+	Kind   string
+	Record Record
+}
+
+// KeyEntries reads from the bucket the entries of key's sandboxes: of kind alone when it is
+// not nil, else of every kind. An entry that holds no record is skipped, as the watch skips it.
+func (s *Store) KeyEntries(ctx context.Context, key sandbox.Key, kind *string) ([]Entry, error) {
+	if kind == nil {
+		return s.entries(ctx, keyFilter(key))
+	}
+	return s.read(ctx, nil, EntryKey(key, *kind))
+}
+
+// ScopeEntries reads from the bucket the entries of every sandbox of (scope, thread), as
+// KeyEntries does.
+func (s *Store) ScopeEntries(ctx context.Context, scope, thread string) ([]Entry, error) {
+	return s.entries(ctx, scopeFilter(scope, thread))
+}
+
+// entries reads the entries filter matches, each as it is when read. It reads on past an
+// entry it cannot get, and returns those errors joined with what it read.
+func (s *Store) entries(ctx context.Context, filter string) ([]Entry, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("placement: list %s: %w", filter, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	if err := lister.Stop(); err != nil {
+		s.log.Debug("stop the listing", zap.String("filter", filter), zap.Error(err))
+	}
+	var out []Entry
+	var errs []error
+	for _, k := range keys {
+		var err error
+		if out, err = s.read(ctx, out, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// read appends the entry k to out when it holds a record.
+func (s *Store) read(ctx context.Context, out []Entry, k string) ([]Entry, error) {
+	key, kind, err := ParseEntryKey(k)
+	if err != nil {
+		return out, nil // not an entry of this package's
+	}
+	e, err := s.kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("placement: get %s: %w", k, err)
+	}
+	r, err := decodeRecord(e)
+	if err != nil {
+		s.log.Warn("placement entry is not a record; ignored", zap.String("entry", k), zap.Error(err))
+		return out, nil
+	}
+	return append(out, Entry{Key: key, Kind: kind, Record: r}), nil
 }
 
 // Get reads the record of (key, kind) from the bucket itself.
@@ -317,33 +389,15 @@ func (s *Store) ReleaseKey(ctx context.Context, key sandbox.Key, kind string) er
 // ReleaseScope deletes every entry of (scope, thread) that this engine owns (scope purge) and
 // returns how many; entries of other engines are theirs to release.
 func (s *Store) ReleaseScope(ctx context.Context, scope, thread string) (int, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, scopeFilter(scope, thread))
-	if err != nil {
-		return 0, fmt.Errorf("placement: list scope: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	if err := lister.Stop(); err != nil {
-		s.log.Debug("stop the scope listing", zap.Error(err))
-	}
+	es, err := s.ScopeEntries(ctx, scope, thread)
+	errs := []error{err}
 	n := 0
-	var errs []error
-	for _, k := range keys {
-		e, err := s.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	for _, e := range es {
+		if e.Record.Engine != s.engine {
 			continue
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("placement: get %s: %w", k, err))
-			continue
-		}
-		r, err := decodeRecord(e)
-		if err != nil || r.Engine != s.engine {
-			continue
-		}
-		if err := s.Release(ctx, Lease{Entry: k, Engine: s.engine, Revision: r.Revision}); err != nil {
+		l := Lease{Entry: EntryKey(e.Key, e.Kind), Engine: s.engine, Revision: e.Record.Revision}
+		if err := s.Release(ctx, l); err != nil {
 			if !errors.Is(err, ErrNotOwner) {
 				errs = append(errs, err)
 			}

@@ -299,3 +299,71 @@ func TestMembersExpireUnlessAnnounced(t *testing.T) {
 		return err == nil && len(got) == 1 && got[0].Engine == "e2"
 	})
 }
+
+// TestEntriesOfAKeyAndAConversation: KeyEntries reads every kind of one key (or the kind
+// asked) and ScopeEntries every sandbox of a conversation, each with its record, and no
+// other key's or conversation's; an entry that holds no record is skipped.
+func TestEntriesOfAKeyAndAConversation(t *testing.T) {
+	noLeaks(t)
+	url := embedded(t)
+	e1, e2 := store(t, url, "e1"), store(t, url, "e2")
+	ctx := t.Context()
+	key := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
+	sibling := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "b"}
+	stranger := sandbox.Key{Scope: "s", ThreadID: "u", AgentID: "a"}
+	for _, c := range []struct {
+		s    *placement.Store
+		key  sandbox.Key
+		kind string
+	}{{e1, key, "shell"}, {e2, key, "python"}, {e1, sibling, "shell"}, {e2, stranger, "shell"}} {
+		if _, _, err := c.s.Claim(ctx, c.key, c.kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, js := jsOn(t, url)
+	kv, err := js.KeyValue(ctx, placement.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, placement.EntryKey(key, "junk"), []byte("not a record")); err != nil {
+		t.Fatal(err)
+	}
+	owners := func(es []placement.Entry) map[string]string {
+		out := map[string]string{}
+		for _, e := range es {
+			out[e.Key.AgentID+"/"+e.Kind] = e.Record.Engine
+		}
+		return out
+	}
+	shell := "shell"
+	for _, tc := range []struct {
+		name string
+		read func() ([]placement.Entry, error)
+		want map[string]string
+	}{
+		{"every kind of a key", func() ([]placement.Entry, error) { return e1.KeyEntries(ctx, key, nil) },
+			map[string]string{"a/shell": "e1", "a/python": "e2"}},
+		{"one kind of a key", func() ([]placement.Entry, error) { return e2.KeyEntries(ctx, key, &shell) },
+			map[string]string{"a/shell": "e1"}},
+		{"a conversation", func() ([]placement.Entry, error) { return e2.ScopeEntries(ctx, "s", "t") },
+			map[string]string{"a/shell": "e1", "a/python": "e2", "b/shell": "e1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es, err := tc.read()
+			if got := owners(es); err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+			for _, e := range es {
+				if e.Record.Revision == 0 || e.Record.Expires.IsZero() || e.Record.Engine == "" {
+					t.Fatalf("entry %+v lacks its record", e)
+				}
+			}
+		})
+	}
+	if r, ok := e2.Lookup(key, "python"); !ok || e2.Lapsed(r) {
+		t.Fatalf("a fresh lease reads lapsed: %+v, %v", r, ok)
+	}
+	if !e1.Lapsed(placement.Record{Expires: time.Now().Add(-time.Minute)}) {
+		t.Fatalf("a record that expired a minute ago does not read lapsed")
+	}
+}

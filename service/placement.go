@@ -25,7 +25,9 @@ const ForwardedHeader = "Maf-Sandbox-Forwarded-By"
 // (package placement): a cold acquire claims the sandbox before creating anything, an acquire
 // of a sandbox another engine owns is forwarded to that engine, the engine renews the leases of
 // what it holds and stops serving a sandbox whose lease it lost, and dispose, scope purge and
-// Stop release its entries. p's engine ID must be this engine's ([WithEngineID]). Without it
+// Stop release its entries; a dispose or purge of a sandbox another live engine owns is
+// forwarded to that engine, and a lapsed owner's entry is claimed and then released
+// (placement_dispose.go). p's engine ID must be this engine's ([WithEngineID]). Without it
 // (the default) the engine keeps no placement, as a single engine needs none.
 func WithPlacement(p *placement.Store) Option {
 	return func(o *options) error {
@@ -258,39 +260,67 @@ func (s *Service) recordInstance(ctx context.Context, key sandbox.Key, kind, ins
 // answer. An acquire that was itself forwarded is not forwarded again: the client retries it.
 func (s *Service) forward(ctx context.Context, owner string) (any, func(), error) {
 	c := callOf(ctx)
-	if c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
+	if c == nil {
 		return nil, nil, &EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
+	}
+	var resp messages.APIAcquireResponse
+	if err := s.relayed(ctx, SubjectEngineAcquireT, owner, c.msg.Data, &resp); err != nil {
+		return nil, nil, err
+	}
+	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
+	return &resp, nil, nil
+}
+
+// relay sends data, a request of this call's, to engine owner's own subject of subjectT, marked
+// as forwarded, and returns the reply. A call that was itself forwarded is not forwarded again
+// ([*EngineUnavailableError], as when the owner does not answer): the client retries it.
+func (s *Service) relay(ctx context.Context, subjectT, owner string, data []byte) (*nats.Msg, error) {
+	c := callOf(ctx)
+	if c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
+		return nil, &EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
 	}
 	h := c.headers()
 	h.Set(ForwardedHeader, s.id)
-	subject := Engine(SubjectEngineAcquireT, s.o.prefix, owner)
+	subject := Engine(subjectT, s.o.prefix, owner)
 	// A reply subscription of its own, gone when the call is: the connection's shared request
 	// inbox would stay subscribed, and Stop waits for the service's subscriptions to go.
 	inbox := s.nc.NewInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+		return nil, fmt.Errorf("forward the %s to engine %s: %w", c.op.name, owner, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: c.msg.Data}); err != nil {
-		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: data}); err != nil {
+		return nil, fmt.Errorf("forward the %s to engine %s: %w", c.op.name, owner, err)
 	}
 	msg, err := sub.NextMsgWithContext(ctx)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, nil, &EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the sandbox's owner, engine %s, does not answer; its lease must lapse before another engine takes it", owner)}
+		return nil, &EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the sandbox's owner, engine %s, does not answer; its lease must lapse before another engine takes it", owner)}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("forward the acquire to engine %s: %w", owner, err)
+		return nil, fmt.Errorf("forward the %s to engine %s: %w", c.op.name, owner, err)
 	}
-	var resp messages.APIAcquireResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, nil, &InternalError{Message: fmt.Sprintf("engine %s answered the forwarded acquire with no JSON: %v", owner, err)}
+	return msg, nil
+}
+
+// relayed relays data as relay does and decodes the owner's reply into resp, a response type
+// of package messages; the error the owner answered is returned as the error it stands for.
+func (s *Service) relayed(ctx context.Context, subjectT, owner string, data []byte, resp any) error {
+	msg, err := s.relay(ctx, subjectT, owner, data)
+	if err != nil {
+		return err
 	}
-	if resp.Error != nil {
-		return nil, nil, wire.DecodeError(resp.Error)
+	var head messages.APIResponse
+	if err := json.Unmarshal(msg.Data, &head); err != nil {
+		return &InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no JSON: %v", owner, err)}
 	}
-	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
-	return &resp, nil, nil
+	if head.Error != nil {
+		return wire.DecodeError(head.Error)
+	}
+	if err := json.Unmarshal(msg.Data, resp); err != nil {
+		return &InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no %T: %v", owner, resp, err)}
+	}
+	return nil
 }
 
 // fenced bounds a call on the sandbox handle names by its lease's fence (see fence); without

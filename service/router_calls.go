@@ -68,15 +68,21 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 		kind = &k
 	}
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
+	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
+	if !local {
+		return &messages.APIDisposeResponse{Undisposed: FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	}
 	f := s.router.Dispose(ctx, key, opts)
 	if f == nil {
 		s.released(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
+	} else {
+		failures = append(failures, *f)
 	}
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
 			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
 	}))
-	return &messages.APIDisposeResponse{Undisposed: FailureToWire(f)}, nil
+	return &messages.APIDisposeResponse{Undisposed: FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 }
 
 func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -88,14 +94,20 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
+	if !local {
+		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
 	if p.Undisposed == nil {
 		s.released(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
+	} else {
+		failures = append(failures, *p.Undisposed)
 	}
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
 	}))
-	return &messages.APIDisposeScopeResponse{Disposed: p.Disposed, Undisposed: FailureToWire(p.Undisposed)}, nil
+	return &messages.APIDisposeScopeResponse{Disposed: disposed + p.Disposed, Undisposed: FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 }
 
 func reap(ctx context.Context, s *Service, data []byte) (any, error) {

@@ -2,14 +2,21 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natscluster"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -101,5 +108,203 @@ func TestClusterOneContainerPerKeyDocker(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
+	}
+}
+
+// placementProbe reads a cluster's placement and members buckets from url, as any client can.
+type placementProbe struct {
+	t       *testing.T
+	kv      jetstream.KeyValue
+	members *placement.Members
+}
+
+func newPlacementProbe(t *testing.T, url string) *placementProbe {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctxT(t), placement.DefaultBucket)
+	if err != nil {
+		t.Fatalf("open the placement bucket: %v", err)
+	}
+	members, err := placement.NewMembers(ctxT(t), js)
+	if err != nil {
+		t.Fatalf("open the members bucket: %v", err)
+	}
+	return &placementProbe{t: t, kv: kv, members: members}
+}
+
+// entry reports whether the bucket holds an entry for (key, kind), and the engine it names.
+func (p *placementProbe) entry(key sandbox.Key, kind string) (string, bool) {
+	p.t.Helper()
+	e, err := p.kv.Get(ctxT(p.t), placement.EntryKey(key, kind))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return "", false
+	}
+	if err != nil {
+		p.t.Fatalf("read the entry of %v: %v", key, err)
+	}
+	var r placement.Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		p.t.Fatalf("entry of %v: %v", key, err)
+	}
+	return r.Engine, true
+}
+
+// announced is the number of sandboxes engine's members record counts (-1 without a record).
+func (p *placementProbe) announced(engine string) int {
+	p.t.Helper()
+	ms, err := p.members.List(ctxT(p.t))
+	if err != nil {
+		p.t.Fatalf("list the members: %v", err)
+	}
+	for _, m := range ms {
+		if m.Engine == engine {
+			return m.Sandboxes
+		}
+	}
+	return -1
+}
+
+// TestClusterDisposeOnANonOwnerEndsTheOwnersEntry: two `engine serve --placement` processes
+// on this machine's daemon, each on its own node of a 3-node cluster. Each engine acquires two
+// keys; every key is then disposed through the engine that does not own it. Each key's
+// containers go, its placement entry goes, and its owner counts it no more: health says 0
+// sandboxes and so, at its next announcement, does its members record, which the pool's
+// choice of engine reads. Then a conversation with a sandbox on each engine is purged through
+// one of them, with the same outcome for both.
+func TestClusterDisposeOnANonOwnerEndsTheOwnersEntry(t *testing.T) {
+	oncePerRun(t, "the dispose-forwarding test (placement, not the driver)")
+	c := natscluster.Run(t, 3)
+	bin := buildEngine(t)
+	engines := []string{"pa", "pb"}
+	clusterServe(t, bin, c.URL(0), "pa")
+	clusterServe(t, bin, c.URL(1), "pb")
+	waitFor(t, "both engines reachable from node 3", func() bool {
+		return engineReachable(t, c.URL(2), "pa") && engineReachable(t, c.URL(2), "pb")
+	})
+	probe := newPlacementProbe(t, c.URL(2))
+	pinned := map[string]*client.Backend{}
+	for _, e := range engines {
+		pinned[e] = clusterClient(t, c.URL(2), client.WithEngine(e))
+	}
+	spec := busyboxSpec(t)
+	ctx := ctxT(t)
+	owners := map[sandbox.Key]int{}
+	for i := range 4 {
+		key := newKey(t)
+		t.Cleanup(func() { newBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+		if _, err := pinned[engines[i%2]].Acquire(ctx, key, spec); err != nil {
+			t.Fatalf("acquire on %s: %v", engines[i%2], err)
+		}
+		owners[key] = i % 2
+	}
+	for key, o := range owners {
+		if got, ok := probe.entry(key, spec.Kind); !ok || got != engines[o] {
+			t.Fatalf("entry of %v names %q (%v), want %s", key, got, ok, engines[o])
+		}
+	}
+	for _, e := range engines {
+		if h, err := pinned[e].Health(ctx); err != nil || h.Sandboxes != 2 {
+			t.Fatalf("%s's health before: %+v, %v; want 2 sandboxes", e, h, err)
+		}
+	}
+
+	for key, o := range owners {
+		if f := pinned[engines[1-o]].Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Fatalf("dispose %v through %s: %v", key, engines[1-o], f)
+		}
+		if got, ok := probe.entry(key, spec.Kind); ok {
+			t.Errorf("disposed through %s, %v keeps its entry, naming %s", engines[1-o], key, got)
+		}
+		if ids := keyContainers(t, key); len(ids) != 0 {
+			t.Errorf("disposed through %s, %v keeps containers %v", engines[1-o], key, ids)
+		}
+	}
+	for _, e := range engines {
+		if h, err := pinned[e].Health(ctx); err != nil || h.Sandboxes != 0 {
+			t.Errorf("%s's health after every dispose: %+v, %v; want 0 sandboxes", e, h, err)
+		}
+		waitFor(t, e+"'s members record counting no sandbox", func() bool { return probe.announced(e) == 0 })
+	}
+
+	// A scope purge of a conversation with a sandbox on each engine, through one of them.
+	conv := newKey(t)
+	t.Cleanup(func() { newBackend(t).DisposeScope(context.Background(), conv.Scope, conv.ThreadID) })
+	var keys []sandbox.Key
+	for i, e := range engines {
+		key := conv
+		key.AgentID = fmt.Sprintf("agent-%d", i)
+		if _, err := pinned[e].Acquire(ctx, key, spec); err != nil {
+			t.Fatalf("acquire on %s: %v", e, err)
+		}
+		keys = append(keys, key)
+	}
+	if p := pinned["pb"].DisposeScope(ctx, conv.Scope, conv.ThreadID); p.Undisposed != nil || p.Disposed != 2 {
+		t.Fatalf("purge through pb: %+v, want 2 disposed and no failure", p)
+	}
+	for _, key := range keys {
+		if got, ok := probe.entry(key, spec.Kind); ok {
+			t.Errorf("purged through pb, %v keeps its entry, naming %s", key, got)
+		}
+	}
+	if ids := keyContainers(t, conv); len(ids) != 0 {
+		t.Errorf("purged through pb, the conversation keeps containers %v", ids)
+	}
+	for _, e := range engines {
+		if h, err := pinned[e].Health(ctx); err != nil || h.Sandboxes != 0 {
+			t.Errorf("%s's health after the purge: %+v, %v; want 0 sandboxes", e, h, err)
+		}
+	}
+}
+
+// TestClusterDisposeEndsAKilledOwnersEntry: engine pa, an `engine serve --placement` process,
+// acquires a key and is killed (SIGKILL): its entry stays, as it must while its lease may
+// still be live. The key is then disposed through pb. Until pa's lease lapses the dispose
+// answers unreachable (only an owner may touch its sandbox, and pb cannot tell a dead owner
+// from one cut off from NATS); then pb takes the entry over, disposes the key and deletes the
+// entry.
+func TestClusterDisposeEndsAKilledOwnersEntry(t *testing.T) {
+	oncePerRun(t, "the dead owner's dispose test (placement, not the driver)")
+	c := natscluster.Run(t, 3)
+	bin := buildEngine(t)
+	a, _ := clusterServe(t, bin, c.URL(0), "pa")
+	clusterServe(t, bin, c.URL(1), "pb")
+	waitFor(t, "both engines reachable from node 3", func() bool {
+		return engineReachable(t, c.URL(2), "pa") && engineReachable(t, c.URL(2), "pb")
+	})
+	probe := newPlacementProbe(t, c.URL(2))
+	key, spec := newKey(t), busyboxSpec(t)
+	t.Cleanup(func() { newBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	ctx := ctxT(t)
+	if _, err := clusterClient(t, c.URL(2), client.WithEngine("pa")).Acquire(ctx, key, spec); err != nil {
+		t.Fatalf("acquire on pa: %v", err)
+	}
+	if err := a.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill pa: %v", err)
+	}
+	if got, ok := probe.entry(key, spec.Kind); !ok || got != "pa" {
+		t.Fatalf("after the kill the entry names %q (%v), want pa", got, ok)
+	}
+	b := clusterClient(t, c.URL(2), client.WithEngine("pb"))
+	var f *sandbox.DisposalFailure
+	waitFor(t, "a dispose through pb succeeding", func() bool {
+		f = b.Dispose(ctx, key, sandbox.DisposeOptions{})
+		if f != nil && f.Code != sandbox.DisposalUnreachable {
+			t.Fatalf("dispose through pb while pa's lease lapses: %v, want unreachable or success", f)
+		}
+		return f == nil
+	})
+	if got, ok := probe.entry(key, spec.Kind); ok {
+		t.Fatalf("disposed through pb, the dead owner's entry stays, naming %s", got)
+	}
+	if ids := keyContainers(t, key); len(ids) != 0 {
+		t.Fatalf("disposed through pb, the key keeps containers %v", ids)
 	}
 }

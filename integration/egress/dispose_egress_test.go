@@ -85,3 +85,60 @@ func TestDisposeEgressScopePurgeRemovesProxyAndNetwork(t *testing.T) {
 		t.Fatalf("left behind: %s", left)
 	}
 }
+
+// An engine that dies in the middle of a disposal — after the proxy went, before the network
+// did — leaves the sandbox's network behind, with or without its workload. A later disposal
+// of the key or the conversation, by a fresh backend that never saw the sandbox, finds the
+// network by its labels and removes it.
+func TestDisposeAfterACrashMidDisposeRemovesTheNetwork(t *testing.T) {
+	dockertest.Require(t)
+	if err := images.EnsureProxy(ctxT(t), "docker", images.ProxyTag); err != nil {
+		t.Fatalf("build the proxy image: %v", err)
+	}
+	for _, tc := range []struct {
+		name         string
+		keepWorkload bool
+		scope        bool
+	}{
+		{name: "key, workload gone"},
+		{name: "key, workload left", keepWorkload: true},
+		{name: "scope, workload gone", scope: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := newKey(t)
+			spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
+			n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+			t.Cleanup(func() {
+				_, _, _ = dockertest.DockerErr(context.Background(), "rm", "--force", n, docker.ProxyName(n))
+				_, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", docker.NetworkName(n))
+			})
+			acquire(t, egressBackend(t, ""), key, spec)
+			// The layout the crash leaves: the proxy removed, the workload too unless kept, the
+			// network still there with the labels the engine gave it.
+			gone := []string{"rm", "--force", docker.ProxyName(n)}
+			if !tc.keepWorkload {
+				gone = append(gone, n)
+			}
+			dockertest.Docker(t, gone...)
+			if strings.TrimSpace(dockertest.Docker(t, "network", "ls", "--quiet", "--filter", "name="+docker.NetworkName(n))) == "" {
+				t.Fatalf("the network %s is not there to begin with", docker.NetworkName(n))
+			}
+
+			b := egressBackend(t, "")
+			ctx := ctxT(t)
+			if tc.scope {
+				if p := b.DisposeScope(ctx, key.Scope, key.ThreadID); p.Undisposed != nil {
+					t.Fatalf("purge = %+v", p)
+				}
+			} else if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+				t.Fatalf("dispose: %v", f)
+			}
+			if err := b.AwaitTeardowns(ctx); err != nil { // the network goes after the reply
+				t.Fatal(err)
+			}
+			if left := leftovers(t, n); left != "" {
+				t.Fatalf("left behind: %s", left)
+			}
+		})
+	}
+}

@@ -1,0 +1,156 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/placement"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
+)
+
+// A dispose or scope purge ends the placement entries of the sandboxes it names, wherever it
+// landed, and their owners learn of it (docs/architecture.md, "Over NATS"). Of the entries the
+// call names:
+//
+//   - one another engine owns, its lease live, is that engine's to dispose: the call is
+//     forwarded to the owner's own subject, as an acquire is, and the owner removes the
+//     sandbox, drops its handles (its health and members counts follow) and releases the
+//     entry, as for a call it got itself.
+//   - one whose owner lapsed is claimed first — taken over, as an acquire would — and one of
+//     this engine's own that it no longer holds (a restart under the same ID) renewed, so the
+//     local dispose that follows releases it like any lease of this engine's.
+//
+// A live owner that does not answer, or answers with an error, stops the call before it
+// touches anything here: only the owner may touch its sandbox, and it may be cut off from
+// NATS but not from its daemon. The caller is told (unreachable, until the owner's lease
+// lapses) and disposes again. A call that was itself forwarded is served where it landed.
+
+// placedDispose does the above for a dispose of key (req.Kind, or every kind). It returns the
+// failures to report and whether the local dispose is to follow: not when it must stop, nor
+// when the one kind asked was the owner's to dispose and it did.
+func (s *Service) placedDispose(ctx context.Context, req *messages.APIDisposeRequest, key sandbox.Key) (failures []sandbox.DisposalFailure, local bool) {
+	entries, ok := s.placedEntries(ctx, func(p *placement.Store) ([]placement.Entry, error) { return p.KeyEntries(ctx, key, req.Kind) })
+	if !ok {
+		return entries.failures, false
+	}
+	for _, e := range entries.owned {
+		one := *req
+		one.Kind = &e.Kind
+		var resp messages.APIDisposeResponse
+		if f := s.forwardDisposal(ctx, SubjectEngineDisposeT, e.Record.Engine, &one, &resp); f != nil {
+			return append(failures, *f), false
+		}
+		if f := wire.FailureFromWire(resp.Undisposed); f != nil {
+			failures = append(failures, *f)
+		}
+	}
+	return failures, req.Kind == nil || len(entries.owned) == 0
+}
+
+// placedDisposeScope does the above for a purge of (scope, thread): the purge goes, unchanged,
+// to every other live owner of one of the conversation's sandboxes. It returns the failures to
+// report, the sandboxes the owners disposed, and whether the local purge is to follow.
+func (s *Service) placedDisposeScope(ctx context.Context, req *messages.APIDisposeScopeRequest, scope, thread string) (failures []sandbox.DisposalFailure, disposed int, local bool) {
+	entries, ok := s.placedEntries(ctx, func(p *placement.Store) ([]placement.Entry, error) { return p.ScopeEntries(ctx, scope, thread) })
+	if !ok {
+		return entries.failures, 0, false
+	}
+	done := map[string]bool{}
+	for _, e := range entries.owned {
+		owner := e.Record.Engine
+		if done[owner] {
+			continue
+		}
+		done[owner] = true
+		var resp messages.APIDisposeScopeResponse
+		if f := s.forwardDisposal(ctx, SubjectEngineDisposeScopeT, owner, req, &resp); f != nil {
+			return append(failures, *f), disposed, false
+		}
+		disposed += resp.Disposed
+		if f := wire.FailureFromWire(resp.Undisposed); f != nil {
+			failures = append(failures, *f)
+		}
+	}
+	return failures, disposed, true
+}
+
+// placed sorts the entries a dispose names.
+type placed struct {
+	owned    []placement.Entry         // another live engine's, to forward
+	failures []sandbox.DisposalFailure // why the call stops
+}
+
+// placedEntries reads the entries list returns and takes over those of lapsed owners (and its
+// own it no longer holds); it returns the rest, other live engines' entries, and ok. Without
+// placement, or for a forwarded call, it returns none and ok. Not ok when the entries cannot
+// be read or one cannot be taken over: the call stops.
+func (s *Service) placedEntries(ctx context.Context, list func(*placement.Store) ([]placement.Entry, error)) (placed, bool) {
+	p := s.o.placement
+	c := callOf(ctx)
+	if p == nil || c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
+		return placed{}, true
+	}
+	entries, err := list(p)
+	if err != nil {
+		return placed{failures: []sandbox.DisposalFailure{{Code: sandbox.DisposalUnreachable,
+			Detail: fmt.Sprintf("read the placement entries, so nothing was disposed: %v", err)}}}, false
+	}
+	var out placed
+	for _, e := range entries {
+		r := e.Record
+		if r.Engine != s.id && !p.Lapsed(r) {
+			out.owned = append(out.owned, e)
+			continue
+		}
+		if _, ok := s.leases.get(e.Key, e.Kind); ok && r.Engine == s.id {
+			continue // held: the local dispose releases it
+		}
+		l, _, err := p.Claim(ctx, e.Key, e.Kind)
+		var held *placement.HeldError
+		switch {
+		case errors.As(err, &held):
+			// Another engine claimed it meanwhile: its to dispose.
+			e.Record = placement.Record{Engine: held.Owner, Expires: held.Expires}
+			out.owned = append(out.owned, e)
+		case err != nil:
+			out.failures = append(out.failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnreachable,
+				Detail: fmt.Sprintf("take over the placement entry of %s (kind %q), so nothing was disposed: %v", e.Key, e.Kind, err)})
+			return out, false
+		default:
+			if r.Engine != s.id {
+				s.log.Info("took a lapsed sandbox over to dispose of it", zap.Stringer("key", e.Key),
+					zap.String("kind", e.Kind), zap.String("from", r.Engine))
+			}
+			s.leases.put(e.Key, e.Kind, l)
+		}
+	}
+	return out, true
+}
+
+// forwardDisposal sends req to owner's own subject of subjectT and decodes the reply into resp.
+// It returns a failure when the owner did not answer or answered with an error, nil when resp
+// holds its answer.
+func (s *Service) forwardDisposal(ctx context.Context, subjectT, owner string, req, resp any) *sandbox.DisposalFailure {
+	data, err := json.Marshal(req)
+	if err == nil {
+		err = s.relayed(ctx, subjectT, owner, data, resp)
+	}
+	if err == nil {
+		s.log.Debug("forwarded a disposal to the owner", zap.String("owner", owner), zap.String("subject", subjectT))
+		return nil
+	}
+	code := sandbox.DisposalUnknown
+	switch {
+	case errors.Is(err, wire.ErrUnavailable):
+		code = sandbox.DisposalUnreachable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = sandbox.DisposalTimeout
+	}
+	return &sandbox.DisposalFailure{Code: code, Detail: fmt.Sprintf("a sandbox named is engine %s's to dispose: %v", owner, err)}
+}
