@@ -129,11 +129,11 @@ func newPlacementProbe(t *testing.T, url string) *placementProbe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctxT(t), placement.DefaultBucket)
+	kv, err := js.KeyValue(itest.Context(t), placement.DefaultBucket)
 	if err != nil {
 		t.Fatalf("open the placement bucket: %v", err)
 	}
-	members, err := placement.NewMembers(ctxT(t), js)
+	members, err := placement.NewMembers(itest.Context(t), js)
 	if err != nil {
 		t.Fatalf("open the members bucket: %v", err)
 	}
@@ -143,7 +143,7 @@ func newPlacementProbe(t *testing.T, url string) *placementProbe {
 // entry reports whether the bucket holds an entry for (key, kind), and the engine it names.
 func (p *placementProbe) entry(key sandbox.Key, kind string) (string, bool) {
 	p.t.Helper()
-	e, err := p.kv.Get(ctxT(p.t), placement.EntryKey(key, kind))
+	e, err := p.kv.Get(itest.Context(p.t), placement.EntryKey(key, kind))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return "", false
 	}
@@ -160,7 +160,7 @@ func (p *placementProbe) entry(key sandbox.Key, kind string) (string, bool) {
 // announced is the number of sandboxes engine's members record counts (-1 without a record).
 func (p *placementProbe) announced(engine string) int {
 	p.t.Helper()
-	ms, err := p.members.List(ctxT(p.t))
+	ms, err := p.members.List(itest.Context(p.t))
 	if err != nil {
 		p.t.Fatalf("list the members: %v", err)
 	}
@@ -180,9 +180,8 @@ func (p *placementProbe) announced(engine string) int {
 // choice of engine reads. Then a conversation with a sandbox on each engine is purged through
 // one of them, with the same outcome for both.
 func TestClusterDisposeOnANonOwnerEndsTheOwnersEntry(t *testing.T) {
-	oncePerRun(t, "the dispose-forwarding test (placement, not the driver)")
 	c := natscluster.Run(t, 3)
-	bin := buildEngine(t)
+	bin := itest.BuildEngine(t)
 	engines := []string{"pa", "pb"}
 	clusterServe(t, bin, c.URL(0), "pa")
 	clusterServe(t, bin, c.URL(1), "pb")
@@ -194,12 +193,12 @@ func TestClusterDisposeOnANonOwnerEndsTheOwnersEntry(t *testing.T) {
 	for _, e := range engines {
 		pinned[e] = clusterClient(t, c.URL(2), client.WithEngine(e))
 	}
-	spec := busyboxSpec(t)
-	ctx := ctxT(t)
+	spec := itest.BusyboxSpec(t)
+	ctx := itest.Context(t)
 	owners := map[sandbox.Key]int{}
 	for i := range 4 {
-		key := newKey(t)
-		t.Cleanup(func() { newBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+		key := itest.NewKey(t)
+		t.Cleanup(func() { itest.NewBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 		if _, err := pinned[engines[i%2]].Acquire(ctx, key, spec); err != nil {
 			t.Fatalf("acquire on %s: %v", engines[i%2], err)
 		}
@@ -235,8 +234,8 @@ func TestClusterDisposeOnANonOwnerEndsTheOwnersEntry(t *testing.T) {
 	}
 
 	// A scope purge of a conversation with a sandbox on each engine, through one of them.
-	conv := newKey(t)
-	t.Cleanup(func() { newBackend(t).DisposeScope(context.Background(), conv.Scope, conv.ThreadID) })
+	conv := itest.NewKey(t)
+	t.Cleanup(func() { itest.NewBackend(t).DisposeScope(context.Background(), conv.Scope, conv.ThreadID) })
 	var keys []sandbox.Key
 	for i, e := range engines {
 		key := conv
@@ -271,18 +270,17 @@ func TestClusterDisposeOnANonOwnerEndsTheOwnersEntry(t *testing.T) {
 // from one cut off from NATS); then pb takes the entry over, disposes the key and deletes the
 // entry.
 func TestClusterDisposeEndsAKilledOwnersEntry(t *testing.T) {
-	oncePerRun(t, "the dead owner's dispose test (placement, not the driver)")
 	c := natscluster.Run(t, 3)
-	bin := buildEngine(t)
+	bin := itest.BuildEngine(t)
 	a, _ := clusterServe(t, bin, c.URL(0), "pa")
 	clusterServe(t, bin, c.URL(1), "pb")
 	waitFor(t, "both engines reachable from node 3", func() bool {
 		return engineReachable(t, c.URL(2), "pa") && engineReachable(t, c.URL(2), "pb")
 	})
 	probe := newPlacementProbe(t, c.URL(2))
-	key, spec := newKey(t), busyboxSpec(t)
-	t.Cleanup(func() { newBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
-	ctx := ctxT(t)
+	key, spec := itest.NewKey(t), itest.BusyboxSpec(t)
+	t.Cleanup(func() { itest.NewBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	ctx := itest.Context(t)
 	if _, err := clusterClient(t, c.URL(2), client.WithEngine("pa")).Acquire(ctx, key, spec); err != nil {
 		t.Fatalf("acquire on pa: %v", err)
 	}

@@ -92,7 +92,7 @@ func TestDisposeEgressScopePurgeRemovesProxyAndNetwork(t *testing.T) {
 // network by its labels and removes it.
 func TestDisposeAfterACrashMidDisposeRemovesTheNetwork(t *testing.T) {
 	dockertest.Require(t)
-	if err := images.EnsureProxy(ctxT(t), "docker", images.ProxyTag); err != nil {
+	if err := images.EnsureProxy(itest.Context(t), "docker", images.ProxyTag); err != nil {
 		t.Fatalf("build the proxy image: %v", err)
 	}
 	for _, tc := range []struct {
@@ -105,14 +105,14 @@ func TestDisposeAfterACrashMidDisposeRemovesTheNetwork(t *testing.T) {
 		{name: "scope, workload gone", scope: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			key := newKey(t)
+			key := itest.NewKey(t)
 			spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
 			n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
 			t.Cleanup(func() {
 				_, _, _ = dockertest.DockerErr(context.Background(), "rm", "--force", n, docker.ProxyName(n))
 				_, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", docker.NetworkName(n))
 			})
-			acquire(t, egressBackend(t, ""), key, spec)
+			itest.Acquire(t, egressBackend(t, ""), key, spec)
 			// The layout the crash leaves: the proxy removed, the workload too unless kept, the
 			// network still there with the labels the engine gave it.
 			gone := []string{"rm", "--force", docker.ProxyName(n)}
@@ -125,7 +125,7 @@ func TestDisposeAfterACrashMidDisposeRemovesTheNetwork(t *testing.T) {
 			}
 
 			b := egressBackend(t, "")
-			ctx := ctxT(t)
+			ctx := itest.Context(t)
 			if tc.scope {
 				if p := b.DisposeScope(ctx, key.Scope, key.ThreadID); p.Undisposed != nil {
 					t.Fatalf("purge = %+v", p)
