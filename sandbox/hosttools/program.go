@@ -421,17 +421,18 @@ func later(a, b time.Time) time.Time {
 }
 
 // answer turns one request file into its answer; false for an abandoned number, which gets
-// none.
+// none and is no call. A request the host cannot read is still a call the guest made: it is
+// counted and reported with its refusal.
 func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, bool) {
 	if r.tooLarge {
-		return refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory"), true
+		return s.run.refuseRequest(refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory")), true
 	}
 	body := bytes.TrimSpace(r.body)
 	if !utf8.Valid(body) || !json.Valid(body) {
-		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if len(body) == 0 || body[0] != '{' {
-		return refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object")), true
 	}
 	var req struct {
 		Name      json.RawMessage `json:"name"`
@@ -439,7 +440,7 @@ func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, b
 		Abandoned json.RawMessage `json:"abandoned"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if bytes.Equal(bytes.TrimSpace(req.Abandoned), []byte("true")) {
 		return Answer{}, false
