@@ -31,8 +31,16 @@ import (
 // while the supervisor is backing off. A running tool is never
 // cancelled, but the run's bound still holds: the supervisor stops waiting for it.
 //
+// Before the launch and after the run, on every path, it ends every process in the sandbox
+// that no live exec holds, but for the container's own (PID 1 and its session): whatever an
+// earlier run or exec left running, however it detached, so that nothing but this run's
+// program can make its calls or write its marker. Background processes an earlier exec
+// started do not outlive a run; two runs at once in one sandbox end each other's programs.
+// A sweep that finds processes it cannot signal fails the run with [ErrLeftoverProcesses].
+//
 // It returns the program's combined output and the exit code its marker claims; the marker
-// is the guest's claim, so a program can write it and keep running (dispose to be sure). When
+// is the guest's claim, so a program can write it and then exit whenever it likes within the
+// run, and anything it started is ended with the run (dispose to be sure of more). When
 // the bound passes it takes a final look for the marker, reads the output so far, sends
 // SIGKILL (to the process group only when the receipt named one) and fails with
 // [*sandbox.ProgramTimeoutError]. Sandbox failures are returned as they are, after the
@@ -61,7 +69,11 @@ func RunProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, sou
 	}
 	o.callTimeout = max(o.callTimeout, timeout+finalLookGrace)
 	s := &supervisor{sb: sb, run: run, l: l, o: o, timeout: timeout, logger: o.logger.With(zap.String("run", l.Dir))}
+	if err := s.sweepBefore(ctx); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	defer s.reclaim(ctx)
+	defer s.sweepAfter(ctx)
 	return s.supervise(ctx, source)
 }
 

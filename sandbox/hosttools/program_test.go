@@ -44,10 +44,11 @@ func TestRunProgramServesCalls(t *testing.T) {
 	}
 	assertTransportGone(t, f, l)
 	// The program, the shim and the launcher went in through the file plane; work/ is the
-	// caller's and is left.
+	// caller's and is left. The execs are the launcher between two sweeps.
 	execs := f.ExecCalls()
-	if len(execs) != 1 || !strings.Contains(execs[0].Text, l.Launcher) || execs[0].WorkDir != l.Dir {
-		t.Fatalf("execs = %+v, want exactly the launcher", execs)
+	if len(execs) != 3 || !strings.Contains(execs[1].Text, l.Launcher) || execs[1].WorkDir != l.Dir ||
+		!strings.Contains(execs[0].Text, "swept") || execs[2].Text != execs[0].Text {
+		t.Fatalf("execs = %+v, want a sweep, the launcher, a sweep", execs)
 	}
 	if rc := f.ReclaimCalls(); len(rc) != 1 || rc[0].Text != hosttools.TransportDir || rc[0].WorkDir != l.Dir {
 		t.Fatalf("reclaims = %+v, want host_tools under the run directory", rc)
