@@ -2,11 +2,13 @@ package hosttools
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/hosttools"
@@ -121,7 +123,19 @@ func TestHostToolsLeftoverCannotForgeALaterRun(t *testing.T) {
 	}
 	honestRun(t)
 
-	// An exec in flight is no leftover: a run beside it leaves it running.
+	// An exec in flight is no leftover: a run beside it leaves it running. Only the host
+	// file plane serves a run beside an exec: the archive plane's file calls wait for the
+	// sandbox's execs to end (docs/architecture.md, "The freeze").
+	if !slices.Contains(itest.FilePlanes(t), actors.FilePlaneHost) {
+		t.Log("an exec beside a run: needs the host file plane, which this pass does not run")
+		return
+	}
+	hb := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneHost))
+	router, err := sandbox.NewRouter([]sandbox.Backend{hb}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb = hostToolsEnv{router: router, reg: env.reg, spec: env.spec}.acquire(t)
 	type outcome struct {
 		res sandbox.ExecResult
 		err error
