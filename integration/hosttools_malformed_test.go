@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ def raw(body):
             with open(r) as f:
                 return json.load(f)
         except (OSError, ValueError):
-            time.sleep(0.02)
+            time.sleep(0.05)
 for body in (b"not json", b"[1, 2]", b'{"name": "search", "arguments": {"query": "\xff"}}',
              b'{"name": "search", "arguments": {"query": NaN}}'):
     print("refused:", raw(body).get("refusal"))
@@ -63,7 +64,11 @@ func TestHostToolsMalformedRequestsCounted(t *testing.T) {
 	decl := map[string]json.RawMessage{"source": json.RawMessage(`"untrusted"`), "sink": json.RawMessage(`null`), "identity": json.RawMessage(`"app"`)}
 	tools := []messages.APIHostTool{{Name: "search", Subject: prefix + ".search", Declaration: decl,
 		Params: []messages.APIHostToolParam{{Name: "query", Required: true}}}}
-	res, err := sb.RunProgram(ctxT(t), messages.APIRunProgramRequest{TimeoutMS: 60000, PollMS: 50, Tools: tools, Source: malformedProgram})
+	// Eight calls on the archive plane of a loaded daemon can take a minute and more: each
+	// look is a freeze and a copy. The bound is generous, the assertions are not.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	res, err := sb.RunProgram(ctx, messages.APIRunProgramRequest{TimeoutMS: 300000, PollMS: 50, Tools: tools, Source: malformedProgram})
 	if err != nil {
 		t.Fatalf("run_program: %v", err)
 	}
