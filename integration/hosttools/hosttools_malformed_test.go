@@ -1,4 +1,4 @@
-package integration
+package hosttools
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
@@ -45,12 +46,12 @@ for body in (b"not json", b"[1, 2]", b'{"name": "search", "arguments": {"query":
 // to the guest, and each is still a call: counted in the reply's calls and published as a
 // host_tools.called event with its refusal code, in order with the good calls.
 func TestHostToolsMalformedRequestsCounted(t *testing.T) {
-	b := newBackend(t)
+	b := itest.NewBackend(t)
 	srv := natstest.Run(t)
-	svc, _ := serveBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
-	e := &natsEngine{srv: srv, backend: b, svc: svc}
-	c := e.remote(t)
-	prefix := "tools." + newKey(t).Scope
+	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
+	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
+	c := e.Remote(t)
+	prefix := "tools." + itest.NewKey(t).Scope
 	startToolServer(t, e, prefix)
 	events := make(chan *nats.Msg, 64)
 	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
@@ -60,7 +61,7 @@ func TestHostToolsMalformedRequestsCounted(t *testing.T) {
 	defer func() { _ = evSub.Unsubscribe() }()
 	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: 16,
 		ResponseLimits: sandbox.DefaultTransferLimits()}
-	sb := acquireRemote(t, c, e.backend, newKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
+	sb := itest.AcquireRemote(t, c, e.Backend, itest.NewKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
 	decl := map[string]json.RawMessage{"source": json.RawMessage(`"untrusted"`), "sink": json.RawMessage(`null`), "identity": json.RawMessage(`"app"`)}
 	tools := []messages.APIHostTool{{Name: "search", Subject: prefix + ".search", Declaration: decl,
 		Params: []messages.APIHostToolParam{{Name: "query", Required: true}}}}

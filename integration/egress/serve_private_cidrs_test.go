@@ -1,4 +1,4 @@
-package integration
+package egress
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
@@ -23,18 +24,18 @@ func TestServeEgressPrivateCIDRs(t *testing.T) {
 	cleanup := egressBackend(t, fx.network) // only to dispose whatever the test leaves
 	fetch := func(t *testing.T, args ...string) string {
 		t.Helper()
-		url := startServe(t, nil, append([]string{"--egress-proxy-image", images.ProxyTag, "--egress-outbound-network", fx.network}, args...)...)
+		url := itest.StartServe(t, nil, append([]string{"--egress-proxy-image", images.ProxyTag, "--egress-outbound-network", fx.network}, args...)...)
 		nc, err := nats.Connect(url)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}
 		t.Cleanup(nc.Close)
-		c, err := client.New(ctxT(t), nc)
+		c, err := client.New(itest.Context(t), nc)
 		if err != nil {
 			t.Fatalf("new client: %v", err)
 		}
-		sb := acquireRemote(t, c, cleanup, newKey(t), allowlistSpec(t, images.ClientTag, allowedHost))
-		res, err := sb.Exec(ctxT(t), sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
+		sb := itest.AcquireRemote(t, c, cleanup, itest.NewKey(t), allowlistSpec(t, images.ClientTag, allowedHost))
+		res, err := sb.Exec(itest.Context(t), sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
 		if err != nil {
 			t.Fatalf("exec: %v", err)
 		}
