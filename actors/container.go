@@ -45,6 +45,10 @@ type containerActor struct {
 	host        *hostfs.Root
 	hostRefused string
 
+	// baseTakenOver is the instance with no recorded storage base whose default base was
+	// found to be a directory (container_acquire.go's checkBase); "" when none.
+	baseTakenOver string
+
 	*memory // what it knows of the instance, kept across restarts
 }
 

@@ -77,7 +77,7 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 		return fail(err)
 	}
 	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
-	if err := checkBase(info, base); err != nil {
+	if err := a.checkBase(ctx, info, base); err != nil {
 		return fail(err)
 	}
 	if err := a.prepare(ctx, spec, info, base, imageRef, created); err != nil {
@@ -105,7 +105,7 @@ func (a *containerActor) found(ctx context.Context, base string) (*docker.Contai
 	if info == nil {
 		return nil, nil
 	}
-	if err := checkBase(info, base); err != nil {
+	if err := a.checkBase(ctx, info, base); err != nil {
 		return nil, err
 	}
 	if info.Paused {
@@ -246,16 +246,34 @@ func (a *containerActor) refresh(ctx context.Context) (*docker.ContainerInfo, er
 	return a.info, nil
 }
 
-// checkBase refuses a container recorded with a different (or no) storage base: it must be
-// disposed before another base is asked of it.
-func checkBase(info *docker.ContainerInfo, base string) error {
+// checkBase refuses a container recorded with a different storage base: it must be disposed
+// before another base is asked of it. A container with no recorded base (the reference
+// implementation records none) is the default base when that base is a directory in it, and
+// is taken over for the default; one without the directory is refused like a different base.
+func (a *containerActor) checkBase(ctx context.Context, info *docker.ContainerInfo, base string) error {
 	recorded, ok := info.Labels[label.WorkDir]
-	if !ok || recorded != base {
+	switch {
+	case ok && recorded == base:
+		return nil
+	case !ok && base == DefaultWorkDir && a.baseTakenOver == info.ID:
+		return nil
+	case !ok && base == DefaultWorkDir:
+		e, err := a.b.engine.Stat(ctx, info.ID, DefaultWorkDir)
+		if err != nil {
+			return fmt.Errorf("check the storage base of %s: %w", info.Name, err)
+		}
+		if e != nil && e.Type == docker.EntryDir {
+			a.log.Info("sandbox with no recorded storage base taken over: its default base exists", zap.String("base", base))
+			a.baseTakenOver = info.ID
+			return nil
+		}
 		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
-			"container %s has a different or unrecorded storage base (%q, asked %q); dispose it before requesting another base",
-			info.Name, recorded, base)}
+			"container %s records no storage base and has no directory at the default base %q; dispose it before acquiring it",
+			info.Name, DefaultWorkDir)}
 	}
-	return nil
+	return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+		"container %s has a different or unrecorded storage base (%q, asked %q); dispose it before requesting another base",
+		info.Name, recorded, base)}
 }
 
 // recheckOS asks the daemon's OS again before anything is created or restarted, when the
@@ -322,7 +340,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	if errors.Is(err, docker.ErrConflict) {
 		info, ierr := a.refresh(ctx)
 		if ierr == nil && info != nil {
-			if berr := checkBase(info, base); berr != nil {
+			if berr := a.checkBase(ctx, info, base); berr != nil {
 				return false, berr
 			}
 			if info.Running || a.restart(ctx, info) {

@@ -56,7 +56,8 @@ type Config struct {
 	// CapDropAll adds --cap-drop ALL to workload containers.
 	CapDropAll bool
 	// EgressPrivateCIDRs are private blocks the egress proxy may dial although they are not
-	// globally routable. Never admits loopback, link-local or metadata addresses.
+	// globally routable. Never admits loopback, link-local or metadata addresses. A block
+	// wider than any private range (a /0) is refused ([*PrivateCIDRError]).
 	EgressPrivateCIDRs []netip.Prefix
 	// EgressSubnetPool is the IPv4 range every allowlisted sandbox's internal network takes a
 	// /29 from (subnet.go). The zero prefix means DefaultEgressSubnetPool.
@@ -115,6 +116,11 @@ func (c Config) validate() error {
 	}
 	if _, err := MergeLabels(nil, c.Labels); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	for _, p := range c.EgressPrivateCIDRs {
+		if err := checkPrivateCIDR(p); err != nil {
+			return fmt.Errorf("config: EgressPrivateCIDRs: %w", err)
+		}
 	}
 	return nil
 }

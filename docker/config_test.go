@@ -3,6 +3,7 @@ package docker
 import (
 	"errors"
 	"math"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -43,6 +44,9 @@ func TestConfigValidate(t *testing.T) {
 		{"negative timeout", Config{CommandTimeout: -time.Second}, ErrInvalid},
 		{"NaN cpus", Config{CPUs: &nan}, ErrInvalid},
 		{"zero cpus", Config{CPUs: &zero}, ErrInvalid},
+		{"private block", Config{EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}}, nil},
+		{"private block of everything", Config{EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, ErrInvalid},
+		{"zero private block", Config{EgressPrivateCIDRs: []netip.Prefix{{}}}, ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

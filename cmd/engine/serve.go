@@ -56,14 +56,14 @@ Flags:
 
 // serveVerb is "engine serve": the engine as a NATS service until ctx ends.
 type serveVerb struct {
-	conn                                                     natsFlags
-	logs                                                     logFlags
-	listen, dataDir, readyFile, engineID, dockerPath, driver string
-	proxyImage, outbound, subnetPool, eventPrefix            string
-	observerImage                                            string
-	drain, idleActors, eventDupes                            time.Duration
-	labels                                                   labelFlag
-	place                                                    placementFlags
+	conn                                                        natsFlags
+	logs                                                        logFlags
+	listen, dataDir, readyFile, engineID, dockerPath, driver    string
+	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
+	observerImage                                               string
+	drain, idleActors, eventDupes                               time.Duration
+	labels                                                      labelFlag
+	place                                                       placementFlags
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -89,6 +89,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.proxyImage, "egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
 	fs.StringVar(&v.outbound, "egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
+	fs.StringVar(&v.privateCIDRs, "egress-private-cidrs", envOr("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", ""), "comma-separated private CIDR blocks an allowlisted name may resolve into and still be dialled (internal hosts); empty admits none; never loopback, link-local or metadata addresses (docs/operations.md) (env MAF_SANDBOX_EGRESS_PRIVATE_CIDRS)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", natspub.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
@@ -223,7 +224,8 @@ func (v *serveVerb) nats(log *zap.Logger) (url string, dial func(name string) (*
 	return url, dial, func() { srv.Shutdown(); srv.WaitForShutdown() }, nil
 }
 
-// config is the Docker configuration the flags give, the subnet pool checked.
+// config is the Docker configuration the flags give, the subnet pool and the private
+// allowance checked.
 func (v *serveVerb) config() (docker.Config, error) {
 	pool, err := netip.ParsePrefix(v.subnetPool)
 	if err != nil {
@@ -232,8 +234,12 @@ func (v *serveVerb) config() (docker.Config, error) {
 	if _, err := docker.NewSubnetPool(pool, docker.EgressSubnetBits); err != nil {
 		return docker.Config{}, fmt.Errorf("serve: --egress-subnet-pool: %w", err)
 	}
+	private, err := docker.ParsePrivateCIDRs(v.privateCIDRs)
+	if err != nil {
+		return docker.Config{}, fmt.Errorf("serve: --egress-private-cidrs: %w", err)
+	}
 	return docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
-		OutboundNetwork: v.outbound}, nil
+		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
 }
 
 // backend creates the Docker backend on drv, with the egress windows published on events

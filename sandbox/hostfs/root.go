@@ -110,7 +110,7 @@ func (c *call) resolveErr(abs string, err error) error {
 	switch {
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 		return &sandbox.NotConfinedError{Path: c.shown, WorkDir: c.wd,
-			Reason: fmt.Sprintf("a component of %s is a link, so a path through it does not stay inside the working directory", abs)}
+			Reason: fmt.Sprintf("a component of %s is a link, not a real directory, so a path through it does not stay inside the working directory", abs)}
 	case errors.Is(err, unix.ENOTDIR):
 		return &sandbox.NotDirectoryError{Path: abs}
 	case errors.Is(err, unix.ENOENT):

@@ -31,8 +31,16 @@ import (
 // while the supervisor is backing off. A running tool is never
 // cancelled, but the run's bound still holds: the supervisor stops waiting for it.
 //
+// Before the launch and after the run, on every path, it ends every process in the sandbox
+// that no live exec holds, but for the container's own (PID 1 and its session): whatever an
+// earlier run or exec left running, however it detached, so that nothing but this run's
+// program can make its calls or write its marker. Background processes an earlier exec
+// started do not outlive a run; two runs at once in one sandbox end each other's programs.
+// A sweep that finds processes it cannot signal fails the run with [ErrLeftoverProcesses].
+//
 // It returns the program's combined output and the exit code its marker claims; the marker
-// is the guest's claim, so a program can write it and keep running (dispose to be sure). When
+// is the guest's claim, so a program can write it and then exit whenever it likes within the
+// run, and anything it started is ended with the run (dispose to be sure of more). When
 // the bound passes it takes a final look for the marker, reads the output so far, sends
 // SIGKILL (to the process group only when the receipt named one) and fails with
 // [*sandbox.ProgramTimeoutError]. Sandbox failures are returned as they are, after the
@@ -61,7 +69,11 @@ func RunProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, sou
 	}
 	o.callTimeout = max(o.callTimeout, timeout+finalLookGrace)
 	s := &supervisor{sb: sb, run: run, l: l, o: o, timeout: timeout, logger: o.logger.With(zap.String("run", l.Dir))}
+	if err := s.sweepBefore(ctx); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	defer s.reclaim(ctx)
+	defer s.sweepAfter(ctx)
 	return s.supervise(ctx, source)
 }
 
@@ -421,17 +433,18 @@ func later(a, b time.Time) time.Time {
 }
 
 // answer turns one request file into its answer; false for an abandoned number, which gets
-// none.
+// none and is no call. A request the host cannot read is still a call the guest made: it is
+// counted and reported with its refusal.
 func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, bool) {
 	if r.tooLarge {
-		return refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory"), true
+		return s.run.refuseRequest(refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory")), true
 	}
 	body := bytes.TrimSpace(r.body)
 	if !utf8.Valid(body) || !json.Valid(body) {
-		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if len(body) == 0 || body[0] != '{' {
-		return refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object")), true
 	}
 	var req struct {
 		Name      json.RawMessage `json:"name"`
@@ -439,7 +452,7 @@ func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, b
 		Abandoned json.RawMessage `json:"abandoned"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON"), true
+		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if bytes.Equal(bytes.TrimSpace(req.Abandoned), []byte("true")) {
 		return Answer{}, false

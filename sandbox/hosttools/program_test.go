@@ -44,10 +44,11 @@ func TestRunProgramServesCalls(t *testing.T) {
 	}
 	assertTransportGone(t, f, l)
 	// The program, the shim and the launcher went in through the file plane; work/ is the
-	// caller's and is left.
+	// caller's and is left. The execs are the launcher between two sweeps.
 	execs := f.ExecCalls()
-	if len(execs) != 1 || !strings.Contains(execs[0].Text, l.Launcher) || execs[0].WorkDir != l.Dir {
-		t.Fatalf("execs = %+v, want exactly the launcher", execs)
+	if len(execs) != 3 || !strings.Contains(execs[1].Text, l.Launcher) || execs[1].WorkDir != l.Dir ||
+		!strings.Contains(execs[0].Text, "swept") || execs[2].Text != execs[0].Text {
+		t.Fatalf("execs = %+v, want a sweep, the launcher, a sweep", execs)
 	}
 	if rc := f.ReclaimCalls(); len(rc) != 1 || rc[0].Text != hosttools.TransportDir || rc[0].WorkDir != l.Dir {
 		t.Fatalf("reclaims = %+v, want host_tools under the run directory", rc)
@@ -298,12 +299,23 @@ func TestRunProgramHangingTool(t *testing.T) {
 }
 
 // TestRunProgramTransportRefusals: requests the host will not read as calls are answered
-// with a sentence, abandoned numbers are stepped over, and none of them counts as a call.
+// with a sentence and counted and reported as calls with their refusal code; abandoned
+// numbers are stepped over and are no calls.
 func TestRunProgramTransportRefusals(t *testing.T) {
 	var calls []string
 	var mu sync.Mutex
 	limits := sandbox.TransferLimits{MaxBytesPerFile: 200, MaxTotalBytes: 10000, MaxFiles: 10}
-	run := newRun(t, []hosttools.Option{hosttools.WithResponseLimits(limits)}, echoTool(&calls, &mu))
+	reg, err := hosttools.NewRegistry(hosttools.WithResponseLimits(limits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(echoTool(&calls, &mu)); err != nil {
+		t.Fatal(err)
+	}
+	var reported []string
+	run := reg.NewRun(hosttools.WithCallReport(func(c hosttools.Called) {
+		reported = append(reported, fmt.Sprintf("%d:%s", c.Number, c.Code))
+	}))
 	got := make(chan []string, 1)
 	f := newFakeGuest(t, func(ctx context.Context, g *guest) int {
 		bodies := []string{`not json`, `[1,2]`, `{"id":"0003","abandoned":true}`, `{"x":"` + strings.Repeat("y", 300) + `"}`,
@@ -332,8 +344,11 @@ func TestRunProgramTransportRefusals(t *testing.T) {
 			t.Fatalf("answer %d = %q, want %q", i, answers[i], want)
 		}
 	}
-	if run.Calls() != 1 {
-		t.Fatalf("run counted %d calls, want 1: transport refusals are not calls", run.Calls())
+	if run.Calls() != 5 {
+		t.Fatalf("run counted %d calls, want 5: a refused request is a call, an abandoned number is not", run.Calls())
+	}
+	if want := "1:bad_request 2:bad_request 3:request_size 4:bad_request 5:"; strings.Join(reported, " ") != want {
+		t.Fatalf("reported %q, want %q", strings.Join(reported, " "), want)
 	}
 	assertTransportGone(t, f, l)
 }

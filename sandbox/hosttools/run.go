@@ -159,26 +159,50 @@ func (r *Run) Call(ctx context.Context, name string, args Arguments) Answer {
 // ends first, CallJSON returns a refusal with code [RefusedUnfinished] and the tool goes on.
 func (r *Run) CallJSON(ctx context.Context, name, arguments json.RawMessage) Answer {
 	start := time.Now()
-	r.mu.Lock()
-	r.calls++
-	number := r.calls
-	r.mu.Unlock()
+	number := r.count()
 	shown := ""
 	var s string
 	if json.Unmarshal(name, &s) == nil {
 		shown = bounded(s)
 	}
 	a := r.call(ctx, number, name, arguments)
-	if len(r.reports) > 0 {
-		c := Called{Number: number, Tool: shown, Code: a.Code, Seconds: time.Since(start).Seconds()}
-		if !a.Refused() {
-			c.Bytes = len(a.Value) + Framing
-		}
-		for _, report := range r.reports {
-			r.safeReport(report, c)
-		}
-	}
+	r.report(number, shown, a, start)
 	return a
+}
+
+// refuseRequest answers a request the transport could not read as a call (not JSON, not an
+// object, too large) with a, counted and reported like any call: the guest made it, so it
+// takes a number under the cap, and the cap's refusal comes first.
+func (r *Run) refuseRequest(a Answer) Answer {
+	start := time.Now()
+	number := r.count()
+	if number > r.reg.opts.maxCalls {
+		a = capRefusal(r.reg.opts.maxCalls)
+	}
+	r.report(number, "", a, start)
+	return a
+}
+
+// count takes the next call number.
+func (r *Run) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	return r.calls
+}
+
+// report hands one call's outcome to every hook of [WithCallReport].
+func (r *Run) report(number int, shown string, a Answer, start time.Time) {
+	if len(r.reports) == 0 {
+		return
+	}
+	c := Called{Number: number, Tool: shown, Code: a.Code, Seconds: time.Since(start).Seconds()}
+	if !a.Refused() {
+		c.Bytes = len(a.Value) + Framing
+	}
+	for _, report := range r.reports {
+		r.safeReport(report, c)
+	}
 }
 
 func (r *Run) safeReport(report func(Called), c Called) {
@@ -194,10 +218,13 @@ func refuse(code, format string, args ...any) Answer {
 	return Answer{Refusal: fmt.Sprintf(format, args...), Code: code}
 }
 
+func capRefusal(cap int) Answer {
+	return refuse(RefusedCap, "Error: this run's host-tool call cap (%d) is exhausted; finish with the results already delivered and report what remains undone", cap)
+}
+
 func (r *Run) call(ctx context.Context, number int, rawName, rawArgs json.RawMessage) Answer {
-	cap := r.reg.opts.maxCalls
-	if number > cap {
-		return refuse(RefusedCap, "Error: this run's host-tool call cap (%d) is exhausted; finish with the results already delivered and report what remains undone", cap)
+	if number > r.reg.opts.maxCalls {
+		return capRefusal(r.reg.opts.maxCalls)
 	}
 	var name string
 	if err := json.Unmarshal(rawName, &name); err != nil || len(rawName) == 0 {

@@ -41,7 +41,7 @@ func ExampleResolveRead() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// path "/maf-sandbox/work/etc/shadow" is not confined to working directory "/maf-sandbox/work": /maf-sandbox is a link, not a directory, so a path through it does not stay inside the working directory
+	// path "/maf-sandbox/work/etc/shadow" is not confined to working directory "/maf-sandbox/work": /maf-sandbox is a link, not a real directory, so a path through it does not stay inside the working directory
 }
 
 func ExampleQuoteArgv() {

@@ -95,7 +95,7 @@ func RefuseSymlinkedAncestors(ctx context.Context, stat StatFunc, target, wd str
 			return nil
 		case e.Kind == sandbox.EntrySymlink:
 			return notConfined(target, wd, fmt.Sprintf(
-				"%s is a link, not a directory, so a path through it does not stay inside the working directory", d))
+				"%s is a link, not a real directory, so a path through it does not stay inside the working directory", d))
 		case e.Kind != sandbox.EntryDirectory:
 			return &sandbox.NotDirectoryError{Path: d}
 		}

@@ -94,8 +94,9 @@ func TestRefuseSymlinkedAncestors(t *testing.T) {
 			err := paths.RefuseSymlinkedAncestors(context.Background(), fs.stat, tc.target, tc.wd, tc.includeSelf)
 			checkErr(t, err, tc.wantErr)
 			var nc *sandbox.NotConfinedError
-			if errors.As(err, &nc) && !strings.Contains(nc.Reason, "is a link") {
-				t.Fatalf("reason %q does not say the component is a link", nc.Reason)
+			// "not a real directory" is what the reference's hosts match on.
+			if errors.As(err, &nc) && (!strings.Contains(nc.Reason, "is a link") || !strings.Contains(nc.Reason, "not a real directory")) {
+				t.Fatalf("reason %q does not say the component is a link, not a real directory", nc.Reason)
 			}
 			if tc.wantVisited != nil && !slices.Equal(fs.visited, tc.wantVisited) {
 				t.Fatalf("visited %q, want %q", fs.visited, tc.wantVisited)

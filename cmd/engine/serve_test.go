@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/mafsandbox/engine/docker"
+)
+
+// TestServePrivateCIDRs: --egress-private-cidrs (or its environment variable, which the flag
+// overrides) reaches the Docker configuration; a block that does not parse or admits every
+// non-global address stops serve with a typed error.
+func TestServePrivateCIDRs(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     string
+		args    []string
+		want    []netip.Prefix
+		wantErr bool
+	}{
+		{name: "unset admits none"},
+		{name: "the flag", args: []string{"--egress-private-cidrs", "172.30.1.0/24, fd00:1::/64"},
+			want: []netip.Prefix{netip.MustParsePrefix("172.30.1.0/24"), netip.MustParsePrefix("fd00:1::/64")}},
+		{name: "the environment", env: "10.20.0.0/16", want: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}},
+		{name: "the flag over the environment", env: "10.20.0.0/16", args: []string{"--egress-private-cidrs", "192.168.9.0/24"},
+			want: []netip.Prefix{netip.MustParsePrefix("192.168.9.0/24")}},
+		{name: "not a block", args: []string{"--egress-private-cidrs", "db.internal"}, wantErr: true},
+		{name: "everything", args: []string{"--egress-private-cidrs", "0.0.0.0/0"}, wantErr: true},
+		{name: "everything, from the environment", env: "::/0", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", tc.env)
+			v := &serveVerb{labels: labelFlag{}}
+			if err := v.parse(tc.args); err != nil {
+				t.Fatalf("parse %q: %v", tc.args, err)
+			}
+			cfg, err := v.config()
+			var pe *docker.PrivateCIDRError
+			if tc.wantErr {
+				if !errors.As(err, &pe) || !errors.Is(err, docker.ErrInvalid) {
+					t.Fatalf("config() = %v, want a *docker.PrivateCIDRError", err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(cfg.EgressPrivateCIDRs, tc.want) {
+				t.Fatalf("config() = %v, %v; want %v", cfg.EgressPrivateCIDRs, err, tc.want)
+			}
+		})
+	}
+}
