@@ -65,7 +65,8 @@ func (e *NoBackendError) Error() string {
 func (e *NoBackendError) Is(target error) bool { return target == ErrNoBackend }
 
 // BackendUnavailableError says a backend cannot reach what runs its sandboxes (for Docker,
-// the daemon): the call did nothing and may be retried once it is back. It is of no family:
+// the daemon), or that it did not answer an acquire's step within the backend's own budget
+// (busy): the call may be retried once it is back. It is of no family:
 // the request was fine. Err is the backend's own error.
 type BackendUnavailableError struct {
 	Backend string
