@@ -1,4 +1,4 @@
-package integration
+package lifecycle
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -15,19 +16,19 @@ import (
 // followed by one exec. It reports the burst's wall clock and the acquires' median and
 // slowest latency; failures fail the benchmark. Run on each driver with
 //
-//	go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration
-//	MAF_SANDBOX_TEST_DRIVER=cli go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration
+//	go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration/lifecycle
+//	MAF_SANDBOX_TEST_DRIVER=cli go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration/lifecycle
 func BenchmarkAcquireBurst(b *testing.B) {
 	const keys, perKey = 10, 4
-	be := newBackend(b)
-	spec := busyboxSpec(b)
+	be := itest.NewBackend(b)
+	spec := itest.BusyboxSpec(b)
 	ctx := context.Background()
 	var all []time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		ks := make([]sandbox.Key, keys)
 		for i := range ks {
-			ks[i] = newKey(b)
+			ks[i] = itest.NewKey(b)
 		}
 		lat := make([]time.Duration, keys*perKey)
 		errs := make([]error, keys*perKey)
