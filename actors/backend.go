@@ -190,7 +190,8 @@ func (b *Backend) Declarations() sandbox.Declarations {
 }
 
 // Acquire gets or creates the container of (key, spec.Kind) through its actor. It fails with
-// a [*sandbox.BackendUnavailableError] when the daemon cannot be reached and a
+// a [*sandbox.BackendUnavailableError] when the daemon cannot be reached or did not answer in
+// time (a probe, a start: busy, retry) and a
 // [*sandbox.ImageMissingError] when the workload's or the egress proxy's image is not there.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if !spec.Valid() {
@@ -214,7 +215,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 		return nil, unavailable(err)
 	}
 	if res.Err != nil {
-		return nil, unavailable(res.Err)
+		return nil, busy(res.Err)
 	}
 	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created, bound: env.bound}, nil
 }

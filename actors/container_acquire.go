@@ -166,29 +166,30 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	if !created {
 		return nil
 	}
-	if g := a.gatedWorkload(); g != nil { // egress hook: started now, released after the seal
+	g := a.gatedWorkload()
+	if g != nil { // egress hook: started now, released after the seal
 		if err := a.startGated(ctx, info.ID, g); err != nil {
 			return err
 		}
-		a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef), zap.Bool("gated", true))
-		return nil
+	} else {
+		if err := a.beforeStart(ctx); err != nil { // egress hook: the network's seal first
+			a.removeContainer(info.ID)
+			return err
+		}
+		if err := a.b.engine.Start(ctx, info.ID); err != nil {
+			a.removeContainer(info.ID)
+			return fmt.Errorf("docker could not start container %s: %w", a.name, err)
+		}
+		a.info = nil
 	}
-	if err := a.beforeStart(ctx); err != nil { // egress hook: the network's seal first
-		a.removeContainer(info.ID)
-		return err
-	}
-	if err := a.b.engine.Start(ctx, info.ID); err != nil {
-		a.removeContainer(info.ID)
-		return fmt.Errorf("docker could not start container %s: %w", a.name, err)
-	}
-	a.info = nil
+	// A gated workload's base is made too: it is handed out with its base like any other.
 	if late {
 		if err := a.makeBaseStarted(ctx, info, base, f); err != nil {
 			a.removeContainer(info.ID)
 			return err
 		}
 	}
-	a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef))
+	a.log.Info("sandbox created", zap.String("kind", spec.Kind), zap.String("image", imageRef), zap.Bool("gated", g != nil))
 	return nil
 }
 

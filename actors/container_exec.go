@@ -157,6 +157,13 @@ func checkExecText(cmd sandbox.Command) error {
 func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
 	var limitErr *docker.OutputLimitError
 	switch {
+	case errors.Is(d.err, docker.ErrExecNotStarted):
+		// The runtime's refusal is not the program's result: nothing ran (issue 29).
+		program := "sh"
+		if len(m.Command.Argv) > 0 {
+			program = m.Command.Argv[0]
+		}
+		return sandbox.ExecResult{}, notStarted(d.err, program, a.workingDir(m.WorkDir))
 	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):
 		return sandbox.ExecResult{}, unavailable(fmt.Errorf("exec in %s: %w", a.name, docker.ErrUnreachable))
 	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
@@ -178,4 +185,14 @@ func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target 
 		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit, Discarded: m.MaxOutputBytes == 0}
 	}
 	return sandbox.ExecResult{}, a.vanished(target, fmt.Errorf("exec in %s: %w", a.name, d.err))
+}
+
+// notStarted types a driver's report that the runtime could not start a process
+// ([docker.ExecStartError]) as [*sandbox.ProcessNotStartedError]; any other error passes.
+func notStarted(err error, program, wd string) error {
+	var se *docker.ExecStartError
+	if !errors.As(err, &se) {
+		return err
+	}
+	return &sandbox.ProcessNotStartedError{Program: program, WorkDir: wd, Cause: se.Cause, Message: se.Message}
 }

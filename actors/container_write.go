@@ -84,6 +84,9 @@ func (a *containerActor) canRemoveStaging(ctx context.Context, target string) (b
 	pctx, cancel := context.WithTimeout(ctx, min(10*time.Second, a.b.commandTimeout()))
 	defer cancel()
 	out, err := a.b.engine.Exec(pctx, docker.ExecRequest{Target: target, WorkDir: "/", Argv: []string{"rm", "-rf", "--"}, MaxOutputBytes: 1024})
+	if errors.Is(err, docker.ErrExecNotStarted) {
+		err = nil // the image has no rm it can run: a failed probe, as a non-zero status is
+	}
 	if err != nil {
 		return false, fmt.Errorf("check the image's rm before writing in %s: %w", a.name, err)
 	}

@@ -27,6 +27,7 @@ type fakeEngine struct {
 	onStat  func(target, p string) (*docker.Entry, error)
 	onPause func(target string) error
 	onCopy  func() error
+	onStart func(target string) error
 
 	streams []chan struct{} // one per open event stream; closed by breakEvents
 }
@@ -132,6 +133,11 @@ func (f *fakeEngine) Create(_ context.Context, spec docker.CreateSpec) (string, 
 
 func (f *fakeEngine) Start(_ context.Context, target string) error {
 	f.log("start %s", short(target))
+	if f.onStart != nil {
+		if err := f.onStart(target); err != nil {
+			return err
+		}
+	}
 	c := f.find(target)
 	if c == nil {
 		return docker.ErrNotFound

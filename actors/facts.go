@@ -294,10 +294,21 @@ func (a *containerActor) runProbes(ctx context.Context, info *docker.ContainerIn
 	}
 	wg.Wait()
 	for i, p := range due {
-		if errs[i] != nil {
+		var se *docker.ExecStartError
+		switch {
+		case errors.As(errs[i], &se):
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
 				Declared: a.b.Declarations().Capabilities,
-				Reason:   fmt.Sprintf("the %s probe did not complete (%v); the next acquire retries it; dispose the sandbox before replacing its image", p.name, errs[i])}
+				Reason: fmt.Sprintf("image %s could not start the %s probe (%s); supply an image with working commands; the next acquire retries unsuccessful checks",
+					imageRef, p.name, se.Message)}
+		case errs[i] != nil && ctx.Err() != nil:
+			return fmt.Errorf("run the %s probe: %w", p.name, ctx.Err())
+		case errs[i] != nil:
+			// The probe could not run (a busy or unreachable daemon, a pause by another party):
+			// that says nothing of the image, so it is no capability refusal (issue 29).
+			return &sandbox.BackendUnavailableError{Backend: BackendName, Err: errs[i], Reason: fmt.Sprintf(
+				"the %s probe got no answer from the Docker daemon within %s (busy or unreachable); nothing is known of the image, retry the acquire",
+				p.name, deadline)}
 		}
 		if outs[i].ExitCode != 0 {
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,

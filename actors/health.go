@@ -31,3 +31,29 @@ func unavailable(err error) error {
 	}
 	return &sandbox.BackendUnavailableError{Backend: BackendName, Reason: reason, Err: err}
 }
+
+// busy types an engine call of an acquire that outlived its own budget ([docker.ErrTimeout]:
+// the daemon did not answer within Config.CommandTimeout, a start under a burst, say) as a
+// [*sandbox.BackendUnavailableError] wrapping it, so errors.Is(err, docker.ErrTimeout) still
+// holds and the NATS client is told it may retry (engine_unavailable). An acquire can be
+// repeated: it adopts what the timed-out call may have left. An error that already says what
+// it is (a sandbox family, or unavailable already) passes; the rest goes through unavailable.
+func busy(err error) error {
+	var ua *sandbox.BackendUnavailableError
+	if err == nil || !errors.Is(err, docker.ErrTimeout) || errors.As(err, &ua) || sandboxFamily(err) {
+		return unavailable(err)
+	}
+	return &sandbox.BackendUnavailableError{Backend: BackendName, Err: err,
+		Reason: "the Docker daemon did not answer within the engine's command timeout (busy), retry: " + err.Error()}
+}
+
+// sandboxFamily reports whether err says a family of package sandbox.
+func sandboxFamily(err error) bool {
+	for _, f := range []error{sandbox.ErrNoBackend, sandbox.ErrRefused, sandbox.ErrUnsupported, sandbox.ErrInvalid,
+		sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrGone, sandbox.ErrProtocol} {
+		if errors.Is(err, f) {
+			return true
+		}
+	}
+	return false
+}

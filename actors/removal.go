@@ -241,7 +241,7 @@ func (a *containerActor) runRemoval(ctx context.Context, target string, argv []s
 			a.removeContainer(target)
 			return out, &sandbox.TimeoutError{Op: strings.Join(argv[:2], " ")}
 		}
-		return out, err
+		return out, notStarted(err, argv[0], "/")
 	}
 	user := ""
 	if raise {

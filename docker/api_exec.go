@@ -126,11 +126,16 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 	case cerr != nil:
 		return ExecOutput{}, fmt.Errorf("%w: docker exec: the output stream broke: %w", ErrUnreachable, cerr)
 	}
-	code, err := b.exitCode(ctx, created.ID)
+	code, pid, err := b.exitCode(ctx, created.ID)
 	if err != nil {
 		return cancelled(apiError([]string{"exec", "inspect", created.ID}, err, nil))
 	}
-	return ExecOutput{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	out = ExecOutput{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	// No process: the runtime's refusal, which the daemon wrote where the output goes.
+	if msg, cause, ok := execStartFailure(code, out.Stdout, out.Stderr); ok && pid == 0 {
+		return out, &ExecStartError{Args: args, Cause: cause, Message: msg, Output: out}
+	}
+	return out, nil
 }
 
 // refused turns the daemon's refusal of an exec into what the client makes of it: exit 1 with
@@ -214,23 +219,24 @@ func (b *apiBound) awaitStart(ctx context.Context, execID string, streamDone <-c
 	}
 }
 
-// exitCode reads the exec's exit code once its stream has ended. The daemon records the code
-// before it closes the stream; a still-running answer is asked again, briefly.
-func (b *apiBound) exitCode(ctx context.Context, execID string) (int, error) {
+// exitCode reads the exec's exit code once its stream has ended, and its process's pid: 0
+// when the runtime never started one. The daemon records the code before it closes the
+// stream; a still-running answer is asked again, briefly.
+func (b *apiBound) exitCode(ctx context.Context, execID string) (code, pid int, _ error) {
 	for i := 0; ; i++ {
 		res, err := b.client.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if !res.Running || i >= 100 {
-			return res.ExitCode, nil
+			return res.ExitCode, res.PID, nil
 		}
 		t := time.NewTimer(5 * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		}
 	}
 }

@@ -29,5 +29,8 @@ func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 	if isFrozenRefusal(res.ExitCode, res.Stdout, res.Stderr) {
 		return out, &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPaused}
 	}
+	if msg, cause, ok := execStartFailure(res.ExitCode, res.Stdout, res.Stderr); ok {
+		return out, &ExecStartError{Args: args, Cause: cause, Message: msg, Output: out}
+	}
 	return out, nil
 }

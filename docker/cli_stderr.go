@@ -3,6 +3,8 @@ package docker
 import (
 	"regexp"
 	"strings"
+
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // This file is the only place that reads the client's stderr to decide anything. Each rule
@@ -175,4 +177,62 @@ func ExecAnswersAbsent(out ExecOutput, target string) bool {
 		}
 	}
 	return false
+}
+
+// execStartMarkers are the runtime's words for a process it could not start. The daemon
+// writes the runtime's error as one CRLF-terminated line on the exec's stdout, exits it 126
+// (a 20.10 daemon; later ones may say 127) and writes nothing on stderr; the CLI prints it as
+// it came. Captured here (docker 28 client, 20.10 daemon, runc 1.1):
+//
+//	OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/nonexistent") set in config.json failed: no such file or directory: unknown
+//	OCI runtime exec failed: exec failed: unable to start container process: exec: "/nonexistent-binary": stat /nonexistent-binary: no such file or directory: unknown
+//	OCI runtime exec failed: exec failed: unable to start container process: exec: "nosuchcmd": executable file not found in $PATH: unknown
+//	OCI runtime exec failed: exec failed: unable to start container process: exec: "/etc/passwd": permission denied: unknown
+//	unable to find user nosuchuser: no matching entries in passwd file
+//
+// and older runc's "OCI runtime exec failed: exec failed: container_linux.go:380: starting
+// container process caused: …".
+var execStartMarkers = []string{
+	"oci runtime exec failed",
+	"unable to start container process",
+	"starting container process caused",
+	"unable to find user",
+	"unable to find group",
+}
+
+// execStartFailure reports whether an exec's output has the shape of the runtime's failure to
+// start its process: status 126 or 127, nothing on stderr, and stdout exactly one
+// CRLF-terminated line carrying a runtime marker. A program's own 126/127 (sh's "not found"
+// goes to stderr; echo ends its line with LF alone) does not have it. A program can still print
+// the same line with printf and exit 126: the CLI driver cannot tell that apart and reports its
+// own exec as not started (the API driver also requires the exec to have had no process).
+func execStartFailure(exitCode int, stdout, stderr []byte) (msg string, cause sandbox.StartFailure, ok bool) {
+	if exitCode != 126 && exitCode != 127 || len(stderr) != 0 {
+		return "", "", false
+	}
+	line, found := strings.CutSuffix(stderrText(stdout), "\r\n")
+	if !found || line == "" || strings.ContainsAny(line, "\r\n") {
+		return "", "", false
+	}
+	s := strings.ToLower(line)
+	marked := false
+	for _, m := range execStartMarkers {
+		marked = marked || strings.Contains(s, m)
+	}
+	if !marked {
+		return "", "", false
+	}
+	switch {
+	case strings.Contains(s, "chdir to cwd"):
+		cause = sandbox.StartWorkDir
+	case strings.Contains(s, "unable to find user"), strings.Contains(s, "unable to find group"):
+		cause = sandbox.StartUser
+	case strings.Contains(s, "executable file not found"), strings.Contains(s, "exec: \"") && strings.Contains(s, "no such file or directory"):
+		cause = sandbox.StartNoProgram
+	case strings.Contains(s, "exec: \"") && strings.Contains(s, "permission denied"):
+		cause = sandbox.StartPermission
+	default:
+		cause = sandbox.StartRuntime
+	}
+	return line, cause, true
 }

@@ -71,10 +71,12 @@ type Engine interface {
 	// Unpause thaws a container. nil means the freeze is lifted: unpaused now, not paused, or
 	// absent all count.
 	Unpause(ctx context.Context, target string) error
-	// Exec runs req.Argv in a container; only ctx bounds it. A non-zero exit, including the
-	// client's own 125-127 and daemon answers about the target, is a result, not an error:
-	// stderr is the guest's channel too. The one exception is the daemon's frozen refusal
-	// ([ErrPaused], returned with the refusal as output: the command never started).
+	// Exec runs req.Argv in a container; only ctx bounds it. A non-zero exit, including a
+	// program's own 126 and 127 and daemon answers about the target, is a result, not an error:
+	// stderr is the guest's channel too. The exceptions are the daemon's frozen refusal
+	// ([ErrPaused], returned with the refusal as output: the command never started) and the
+	// runtime's failure to start the process ([*ExecStartError]: a missing working directory
+	// or program, returned with the daemon's answer as output).
 	// [*OutputLimitError] when req.MaxOutputBytes is set and the output went over it (no
 	// partial result).
 	Exec(ctx context.Context, req ExecRequest) (ExecOutput, error)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Error classes. Every error a [CLI] method returns that comes from an engine answer wraps one of
@@ -60,6 +62,10 @@ var (
 	ErrCapExceeded = errors.New("docker: entry exceeds the byte cap")
 	// ErrInvalid: an argument was refused before any engine call.
 	ErrInvalid = errors.New("docker: invalid argument")
+	// ErrExecNotStarted: the container runtime could not start an exec's process (runc's
+	// "exec failed": a missing working directory or program, a program it may not execute,
+	// an unknown user). Nothing ran in the container.
+	ErrExecNotStarted = errors.New("docker: the runtime could not start the process")
 )
 
 // CommandError is a client invocation that exited non-zero. Class is the error class the answer
@@ -138,6 +144,24 @@ func (e *OutputLimitError) Error() string {
 
 // Is reports ErrOutputLimit.
 func (e *OutputLimitError) Is(target error) bool { return target == ErrOutputLimit }
+
+// ExecStartError is an exec whose process the container runtime could not start: the daemon
+// answered with the runtime's words where the program's output would be, and an exit status
+// (126 on a 20.10 daemon) no program produced. It matches [ErrExecNotStarted]; Output is what
+// the driver read, for a caller that wants the daemon's answer as it came.
+type ExecStartError struct {
+	Args    []string
+	Cause   sandbox.StartFailure
+	Message string // the runtime's line, without its CRLF
+	Output  ExecOutput
+}
+
+func (e *ExecStartError) Error() string {
+	return fmt.Sprintf("docker %s: the runtime could not start the process: %s", renderArgs(e.Args), e.Message)
+}
+
+// Is reports ErrExecNotStarted.
+func (e *ExecStartError) Is(target error) bool { return target == ErrExecNotStarted }
 
 // renderArgs shortens an argument list for messages: run carries every label.
 func renderArgs(args []string) string {

@@ -65,7 +65,8 @@ func (e *NoBackendError) Error() string {
 func (e *NoBackendError) Is(target error) bool { return target == ErrNoBackend }
 
 // BackendUnavailableError says a backend cannot reach what runs its sandboxes (for Docker,
-// the daemon): the call did nothing and may be retried once it is back. It is of no family:
+// the daemon), or that it did not answer an acquire's step within the backend's own budget
+// (busy): the call may be retried once it is back. It is of no family:
 // the request was fine. Err is the backend's own error.
 type BackendUnavailableError struct {
 	Backend string
@@ -393,6 +394,36 @@ func (e *ProgramTimeoutError) Error() string {
 
 // Is reports the timeout and OS families.
 func (e *ProgramTimeoutError) Is(target error) bool { return isAny(target, ErrTimeout, ErrOS) }
+
+// StartFailure says why a backend's runtime could not start a command's process.
+type StartFailure string
+
+// The start failures a runtime reports.
+const (
+	StartWorkDir    StartFailure = "work_dir"       // the working directory is missing or unusable
+	StartNoProgram  StartFailure = "program"        // the program does not exist or is not on PATH
+	StartPermission StartFailure = "not_executable" // the program may not be executed (a directory, no x bit)
+	StartUser       StartFailure = "user"           // the user to run as is unknown to the image
+	StartRuntime    StartFailure = "runtime"        // any other refusal of the runtime
+)
+
+// ProcessNotStartedError says the backend's runtime could not start the command's process:
+// nothing ran in the sandbox, so there is no exit code to report. Message is the runtime's
+// own words (for Docker, runc's "OCI runtime exec failed: …"). A program that ran and exited
+// 126 or 127 (a shell's "not found", say) is a result, never this error.
+type ProcessNotStartedError struct {
+	Program string // the command's first argument
+	WorkDir string // the absolute working directory the exec asked for
+	Cause   StartFailure
+	Message string
+}
+
+func (e *ProcessNotStartedError) Error() string {
+	return fmt.Sprintf("%q could not be started in %s (%s): %s; nothing ran", e.Program, e.WorkDir, e.Cause, e.Message)
+}
+
+// Is reports the OS family.
+func (e *ProcessNotStartedError) Is(target error) bool { return target == ErrOS }
 
 // ExecOutputLimitExceededError says a bounded exec's combined output passed its budget; no
 // partial result is returned. Discarded says the backend discarded the whole sandbox for it

@@ -50,6 +50,7 @@ const (
 	CodeDisposalFailure              = wire.CodeDisposalFailure
 	CodeSandboxGone                  = wire.CodeSandboxGone
 	CodeImageMissing                 = wire.CodeImageMissing
+	CodeProcessNotStarted            = wire.CodeProcessNotStarted
 	CodeBadRequest                   = wire.CodeBadRequest
 	CodeUnknownSandbox               = wire.CodeUnknownSandbox
 	CodeEngineUnavailable            = wire.CodeEngineUnavailable

@@ -62,6 +62,7 @@ const (
 	CodeDisposalFailure              = "disposal_failure"
 	CodeSandboxGone                  = "sandbox_gone"
 	CodeImageMissing                 = "image_missing"
+	CodeProcessNotStarted            = "process_not_started"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -155,6 +156,7 @@ var errorCodes = []errorCode{
 	typed[*sandbox.DisposalFailure](CodeDisposalFailure),
 	typed[*sandbox.GoneError](CodeSandboxGone),
 	typed[*sandbox.ImageMissingError](CodeImageMissing),
+	typed[*sandbox.ProcessNotStartedError](CodeProcessNotStarted),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 func (s *suite) testExec(t *testing.T) {
@@ -46,12 +47,45 @@ func (s *suite) testExec(t *testing.T) {
 			}
 		})
 	}
-	t.Run("missing command is the client's 126 or 127", func(t *testing.T) {
-		out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"no-such-command"}})
-		if err != nil || (out.ExitCode != 126 && out.ExitCode != 127) {
-			t.Fatalf("Exec = %+v, %v", out, err)
-		}
-	})
+	// What the runtime could not start is an ExecStartError, never a result; what a program
+	// that ran answered, 126 and 127 included, stays a result (issue 29).
+	notStarted := []struct {
+		name string
+		req  docker.ExecRequest
+		want sandbox.StartFailure
+	}{
+		{"missing command", docker.ExecRequest{Argv: []string{"no-such-command"}}, sandbox.StartNoProgram},
+		{"missing binary by path", docker.ExecRequest{Argv: []string{"/no/such/binary"}}, sandbox.StartNoProgram},
+		{"missing working directory", docker.ExecRequest{WorkDir: "/no/such/dir", Argv: []string{"echo", "ok"}}, sandbox.StartWorkDir},
+		{"not executable", docker.ExecRequest{Argv: []string{"/etc/passwd"}}, sandbox.StartPermission},
+	}
+	for _, tc := range notStarted {
+		t.Run(tc.name+" is not started", func(t *testing.T) {
+			tc.req.Target = name
+			out, err := e.Exec(ctx(t), tc.req)
+			var se *docker.ExecStartError
+			if !errors.As(err, &se) || !errors.Is(err, docker.ErrExecNotStarted) || se.Cause != tc.want {
+				t.Fatalf("Exec = %+v, %v; want an ExecStartError (%s)", out, err, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		script string
+		code   int
+	}{
+		{"exit 127", "exit 127", 127},
+		{"exit 126", "exit 126", 126},
+		{"sh's not found", "no-such-command", 127},
+		{"the runtime's words printed", `printf 'OCI runtime exec failed: exec failed: unable to start container process: exec: "x": executable file not found in $PATH: unknown\n'; exit 126`, 126},
+	} {
+		t.Run(tc.name+" is a result", func(t *testing.T) {
+			out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", tc.script}})
+			if err != nil || out.ExitCode != tc.code {
+				t.Fatalf("Exec = %+v, %v; want the result %d", out, err, tc.code)
+			}
+		})
+	}
 }
 
 func (s *suite) testExecOutputLimit(t *testing.T) {

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"sync"
@@ -25,7 +26,9 @@ type socketRelay struct {
 	wg    sync.WaitGroup
 }
 
-func newSocketRelay(t *testing.T, target string) *socketRelay {
+// newSocketRelay relays to target; up, when set, carries each connection's client side (nil:
+// a plain copy).
+func newSocketRelay(t *testing.T, target string, up func(dst io.Writer, src io.Reader)) *socketRelay {
 	t.Helper()
 	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "docker.sock"))
 	if err != nil {
@@ -48,7 +51,7 @@ func newSocketRelay(t *testing.T, target string) *socketRelay {
 			r.mu.Lock()
 			r.conns = append(r.conns, c, d)
 			r.mu.Unlock()
-			itest.Relay(&r.wg, c, d, nil)
+			itest.Relay(&r.wg, c, d, up)
 		}
 	}()
 	t.Cleanup(r.cut)
@@ -72,7 +75,7 @@ func (r *socketRelay) cut() {
 // proved at acquire through the process's root, not through the daemon.
 func TestDaemonUnreachableMidRun(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	relay := newSocketRelay(t, "/var/run/docker.sock")
+	relay := newSocketRelay(t, "/var/run/docker.sock", nil)
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
 	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive))

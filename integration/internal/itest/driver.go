@@ -52,6 +52,7 @@ func DriverLevel() []string {
 		// A daemon that stops answering, to a backend and to engine serve.
 		"TestDaemonUnreachableMidRun",
 		"TestServeDaemonUnreachable",
+		"TestBusyDaemonAtAcquireIsRetryable",
 		// How engine failures are classified: a missing image, a name taken, a container gone
 		// or changed behind the engine, a probe that fails.
 		"TestServiceImageMissing",
@@ -59,6 +60,7 @@ func DriverLevel() []string {
 		"TestGoneRemovedBehindTheEngine",
 		"TestContainerRemovedBehindTheEnginesBack",
 		"TestMissingRmFailsTheProbe",
+		"TestExecTheRuntimeCouldNotStart",
 		// The fingerprint's observer container and the daemon's change list.
 		"TestFingerprintCatchesResidue",
 		"TestObserverContainerHardenedAndRemovedOnCancel",
