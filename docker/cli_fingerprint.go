@@ -35,6 +35,9 @@ type confinementDoc struct {
 		Running   bool   `json:"Running"`
 		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
+	Config struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
 	HostConfig struct {
 		PidMode    string `json:"PidMode"`
 		Privileged bool   `json:"Privileged"`
@@ -68,7 +71,7 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 	}
 	out := Confinement{ID: doc.ID, Running: doc.State.Running, StartedAt: doc.State.StartedAt,
 		PidMode: doc.HostConfig.PidMode, Privileged: doc.HostConfig.Privileged,
-		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath}
+		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath, Labels: doc.Config.Labels}
 	for _, m := range doc.Mounts {
 		out.Mounts = append(out.Mounts, MountPoint{Type: m.Type, Destination: m.Destination, RW: m.RW})
 	}

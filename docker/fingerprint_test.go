@@ -73,7 +73,7 @@ func TestObserverSpec(t *testing.T) {
 	}
 	hc := opts.HostConfig
 	if string(hc.NetworkMode) != "none" || !hc.ReadonlyRootfs || !slices.Equal(hc.CapDrop, []string{"ALL"}) ||
-		!slices.Equal(hc.CapAdd, []string{"SYS_PTRACE"}) || string(hc.PidMode) != "container:"+id || hc.Privileged ||
+		!slices.Equal(hc.CapAdd, []string{"SYS_PTRACE"}) || string(hc.PidMode) != "container:"+id || hc.Privileged || !hc.AutoRemove ||
 		opts.Config.User != "0:0" || *hc.PidsLimit != 16 || opts.Name != s.Name || opts.Config.Image != image {
 		t.Fatalf("the API create options differ from the CLI's hardening: %+v %+v", opts.Config, hc)
 	}

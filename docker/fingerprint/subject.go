@@ -42,7 +42,7 @@ type Container interface {
 }
 
 // ObserverNamePrefix starts the name of every observer container.
-const ObserverNamePrefix = "maf-fingerprint-"
+const ObserverNamePrefix = docker.ObserverNamePrefix
 
 // Subject is the Docker [conformance.FingerprintSubject] of one workload. It is safe for
 // concurrent use, though fingerprints of one workload are meant to be taken one at a time.
@@ -139,7 +139,7 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 			return conformance.Fingerprint{}, err
 		}
 	}
-	report, err := s.observe(ctx, before.ID)
+	report, err := s.observe(ctx, before)
 	if err != nil {
 		return conformance.Fingerprint{}, err
 	}
@@ -322,17 +322,25 @@ func (s *Subject) stat(ctx context.Context, id, p string) (*dirMeta, error) {
 	return &dirMeta{typ: e.Type, mode: e.Mode, uid: e.UID, gid: e.GID}, nil
 }
 
-// observe runs the observer once and reads its report.
-func (s *Subject) observe(ctx context.Context, id string) (observation.Report, error) {
+// observe runs the observer once and reads its report. The observer carries the role label
+// and the workload's identity labels, by which the reaper takes one an engine that died left
+// behind.
+func (s *Subject) observe(ctx context.Context, workload docker.Confinement) (observation.Report, error) {
 	suffix := make([]byte, 8)
 	_, _ = rand.Read(suffix)
+	labels := []docker.Label{{Key: label.Role, Value: label.RoleObserver}}
+	for _, k := range label.IdentityKeys() {
+		if v := workload.Labels[k]; v != "" {
+			labels = append(labels, docker.Label{Key: k, Value: v})
+		}
+	}
 	spec := docker.ObserverSpec{
 		Name:   ObserverNamePrefix + hex.EncodeToString(suffix),
 		Image:  s.imageID,
-		Target: id,
+		Target: workload.ID,
 		Args: []string{"-max-bytes", strconv.FormatInt(s.limits.MaxBytes, 10),
 			"-max-entries", strconv.Itoa(s.limits.MaxEntries), "-max-root-entries", strconv.Itoa(s.limits.MaxRootEntries)},
-		Labels:         []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+		Labels:         labels,
 		MaxOutputBytes: s.maxOutput,
 		Timeout:        s.timeout,
 	}

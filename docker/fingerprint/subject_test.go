@@ -78,7 +78,8 @@ func (container) InstanceID() string    { return workloadID }
 
 func conf() docker.Confinement {
 	return docker.Confinement{ID: workloadID, Running: true, StartedAt: "t0", PidMode: "",
-		HostsPath: "/var/lib/docker/containers/" + workloadID + "/hosts"}
+		HostsPath: "/var/lib/docker/containers/" + workloadID + "/hosts",
+		Labels:    map[string]string{label.Scope: "s", label.Thread: "t", label.Agent: "a", label.Kind: "k", "x": "y"}}
 }
 
 // report is a measurement with the engine's /etc/hosts mount, one entry per path given and
@@ -240,8 +241,9 @@ func TestSubjectCompares(t *testing.T) {
 			}
 			for _, spec := range f.specs {
 				if spec.Image != observerID || spec.Target != workloadID || !strings.HasPrefix(spec.Name, ObserverNamePrefix) ||
-					!slices.Contains(spec.Labels, docker.Label{Key: label.Role, Value: label.RoleObserver}) {
-					t.Fatalf("observer spec %+v: want the image by ID, the workload by ID, the prefix and the role label", spec)
+					!slices.Contains(spec.Labels, docker.Label{Key: label.Role, Value: label.RoleObserver}) ||
+					!slices.Contains(spec.Labels, docker.Label{Key: label.Scope, Value: "s"}) || len(spec.Labels) != 5 {
+					t.Fatalf("observer spec %+v: want the image by ID, the workload by ID, the prefix, the role label and the workload's four identity labels alone", spec)
 				}
 			}
 		})
