@@ -4,15 +4,23 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/docker/fingerprint"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // observerName is a fresh name of the observer's shape.
@@ -116,6 +124,98 @@ func TestReapTakesLeftoverObservers(t *testing.T) {
 	for _, r := range all {
 		if exists := f.exists(r.id); exists == r.gone {
 			t.Errorf("%s: exists = %v after the sweep", r.name, exists)
+		}
+	}
+}
+
+// The observer kill test's child: the workload's container ID; the labels ride crashLabelsEnv.
+const observerKillChildEnv = "MAF_SANDBOX_OBSERVER_KILL_CHILD"
+
+// An engine SIGKILLed while an observer of its fingerprint runs leaves no observer for good:
+// whatever the daemon did not remove itself is gone after one sweep of the workload's scope.
+// The engine is this test binary re-run, taking fingerprints of one sandbox in a loop; it is
+// killed at a random point after a new observer of that sandbox appeared, three times. A kill
+// between the observer's create and start leaves it Created, which no auto-removal covers:
+// the sweep is what takes it.
+func TestObserverLeftByAKilledEngineIsReaped(t *testing.T) {
+	if id := os.Getenv(observerKillChildEnv); id != "" {
+		observerKillChild(t, id)
+		return
+	}
+	noObserverOutlives(t)
+	b := newBackend(t)
+	key := newKey(t)
+	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(fingerprintWorkload(t)), sandbox.WithWorkDir(fingerprintWorkDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	t.Cleanup(func() { _ = b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	sb, err := b.Acquire(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelsJSON, _ := json.Marshal(dockertest.Labels())
+	ofScope := []string{"ps", "-a", "-q", "--filter", "label=" + label.Role + "=" + label.RoleObserver,
+		"--filter", "label=" + label.Scope + "=" + label.Value(key.Scope)}
+	for round := range 3 {
+		child := exec.Command(os.Args[0], "-test.run=^TestObserverLeftByAKilledEngineIsReaped$", "-test.count=1")
+		child.Env = append(os.Environ(), observerKillChildEnv+"="+sb.InstanceID(), crashLabelsEnv+"="+string(labelsJSON))
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		seen := strings.Fields(dockertest.Docker(t, ofScope...)) // what earlier rounds left
+		for {
+			if now := strings.Fields(dockertest.Docker(t, ofScope...)); slices.ContainsFunc(now, func(id string) bool { return !slices.Contains(seen, id) }) {
+				break
+			}
+			if ctx.Err() != nil {
+				_ = child.Process.Kill()
+				t.Fatalf("round %d: no observer of the sandbox appeared", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(mrand.IntN(400)) * time.Millisecond)
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatalf("round %d: kill the engine: %v", round, err)
+		}
+		_ = child.Wait()
+		t.Logf("round %d: observers of the scope right after the kill: %q", round,
+			strings.Fields(dockertest.Docker(t, "ps", "-a", "--format", "{{.Names}}:{{.State}}", "--filter", "label="+label.Scope+"="+label.Value(key.Scope),
+				"--filter", "label="+label.Role+"="+label.RoleObserver)))
+	}
+	// One sweep of the scope with an age every observer exceeds (the sandbox goes too).
+	res, err := b.Reap(ctx, time.Nanosecond, reaper.WithScope(key.Scope))
+	if err != nil || len(res.Failures) != 0 {
+		t.Fatalf("reap: %v, failures %+v", err, res.Failures)
+	}
+	t.Logf("the sweep removed %d observers", res.ObserversRemoved)
+	if left := strings.TrimSpace(dockertest.Docker(t, "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^"+docker.ObserverNamePrefix,
+		"--filter", "label="+label.Scope+"="+label.Value(key.Scope))); left != "" {
+		t.Fatalf("observers left after the sweep: %s", left)
+	}
+}
+
+// observerKillChild fingerprints the container id until it is killed.
+func observerKillChild(t *testing.T, id string) {
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(os.Getenv(crashLabelsEnv)), &labels); err != nil {
+		t.Fatal(err)
+	}
+	e, err := docker.NewEngine(docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := fingerprint.New(ctx, e.(fingerprint.Engine), container{name: id, id: id},
+		fingerprint.WithObserverImage(observerImage(t)), fingerprint.WithStorageBase(fingerprintWorkDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := s.Fingerprint(ctx); err != nil {
+			t.Logf("fingerprint: %v", err)
 		}
 	}
 }
