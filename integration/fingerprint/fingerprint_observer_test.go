@@ -1,4 +1,4 @@
-package integration
+package fingerprint
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/fingerprint"
+	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/reaper"
@@ -39,7 +40,7 @@ func TestObserverIsAutoRemoved(t *testing.T) {
 	eng := fingerprintEngine(t)
 	image := dockertest.Busybox(t)
 	target := dockertest.RunContainer(t, image)
-	ctx := ctxT(t)
+	ctx := itest.Context(t)
 	img, err := eng.InspectImage(ctx, image)
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +86,35 @@ func TestObserverIsAutoRemoved(t *testing.T) {
 // a young one stays (it may still be measuring); a container that only looks like one (no
 // role label, or another name) is foreign and stays, as is one of another scope.
 func TestReapTakesLeftoverObservers(t *testing.T) {
-	f := newReapFixture(t)
-	observer := f.labels(f.scope, false, label.Role+"="+label.RoleObserver)
+	dockertest.Require(t)
+	scope := "it-reap-" + observerName()[len(docker.ObserverNamePrefix):]
+	image := dockertest.Busybox(t)
+	labels := func(scope string, extra ...string) []string {
+		args := append(dockertest.LabelArgs(), "--label", label.Scope+"="+label.Value(scope), "--label", label.Thread+"=thread",
+			"--label", label.Agent+"=agent", "--label", label.Kind+"=shell")
+		for _, e := range extra {
+			args = append(args, "--label", e)
+		}
+		return args
+	}
+	// container creates (running when run is set) a container named name; its removal is
+	// registered first.
+	container := func(name string, run bool, labelArgs []string) string {
+		t.Helper()
+		t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "rm", "--force", name) })
+		verb := []string{"create"}
+		if run {
+			verb = []string{"run", "--detach"}
+		}
+		args := append(append(append(verb, "--pull", "never", "--name", name), labelArgs...), image, "sleep", "3600")
+		out := strings.Fields(dockertest.Docker(t, args...))
+		return out[len(out)-1]
+	}
+	exists := func(id string) bool {
+		_, _, err := dockertest.DockerErr(context.Background(), "inspect", "--format", "{{.Id}}", id)
+		return err == nil
+	}
+	observer := labels(scope, label.Role+"="+label.RoleObserver)
 	type res struct {
 		name, id string
 		gone     bool
@@ -94,23 +122,22 @@ func TestReapTakesLeftoverObservers(t *testing.T) {
 	var all []*res
 	add := func(name, id string, gone bool) { all = append(all, &res{name, id, gone}) }
 
-	add("old stopped observer", f.container(observerName(), false, observer), true)
-	add("old running observer", f.container(observerName(), true, observer), true)
-	add("old observer name without the role label", f.container(observerName(), false, f.labels(f.scope, false)), false)
-	add("old observer of another scope", f.container(observerName(), false,
-		f.labels(f.scope+"-other", false, label.Role+"="+label.RoleObserver)), false)
-	add("old observer labels under another name", f.container("maf-fingerprint-"+f.scope, false, observer), false)
+	add("old stopped observer", container(observerName(), false, observer), true)
+	add("old running observer", container(observerName(), true, observer), true)
+	add("old observer name without the role label", container(observerName(), false, labels(scope)), false)
+	add("old observer of another scope", container(observerName(), false, labels(scope+"-other", label.Role+"="+label.RoleObserver)), false)
+	add("old observer labels under another name", container("maf-fingerprint-"+scope, false, observer), false)
 
 	time.Sleep(1200 * time.Millisecond)
 	mid := time.Now()
 	time.Sleep(1200 * time.Millisecond)
 
-	add("young observer", f.container(observerName(), false, observer), false)
+	add("young observer", container(observerName(), false, observer), false)
 
-	b := newBackend(t)
+	b := itest.NewBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	got, err := b.Reap(ctx, time.Since(mid), reaper.WithScope(f.scope))
+	got, err := b.Reap(ctx, time.Since(mid), reaper.WithScope(scope))
 	if err != nil {
 		t.Fatalf("reap: %v", err)
 	}
@@ -122,14 +149,17 @@ func TestReapTakesLeftoverObservers(t *testing.T) {
 			got.ObserversRemoved, got.Disposed, got.ProxiesRemoved, got.NetworksRemoved)
 	}
 	for _, r := range all {
-		if exists := f.exists(r.id); exists == r.gone {
-			t.Errorf("%s: exists = %v after the sweep", r.name, exists)
+		if there := exists(r.id); there == r.gone {
+			t.Errorf("%s: exists = %v after the sweep", r.name, there)
 		}
 	}
 }
 
-// The observer kill test's child: the workload's container ID; the labels ride crashLabelsEnv.
-const observerKillChildEnv = "MAF_SANDBOX_OBSERVER_KILL_CHILD"
+// The observer kill test's child: the workload's container ID, and the test labels as JSON.
+const (
+	observerKillChildEnv  = "MAF_SANDBOX_OBSERVER_KILL_CHILD"
+	observerKillLabelsEnv = "MAF_SANDBOX_OBSERVER_KILL_LABELS"
+)
 
 // An engine SIGKILLed while an observer of its fingerprint runs leaves no observer for good:
 // whatever the daemon did not remove itself is gone after one sweep of the workload's scope.
@@ -143,13 +173,13 @@ func TestObserverLeftByAKilledEngineIsReaped(t *testing.T) {
 		return
 	}
 	noObserverOutlives(t)
-	b := newBackend(t)
-	key := newKey(t)
+	b := itest.NewBackend(t)
+	key := itest.NewKey(t)
 	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(fingerprintWorkload(t)), sandbox.WithWorkDir(fingerprintWorkDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	ctx := itest.Context(t)
 	t.Cleanup(func() { _ = b.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 	sb, err := b.Acquire(ctx, key, spec)
 	if err != nil {
@@ -160,7 +190,7 @@ func TestObserverLeftByAKilledEngineIsReaped(t *testing.T) {
 		"--filter", "label=" + label.Scope + "=" + label.Value(key.Scope)}
 	for round := range 3 {
 		child := exec.Command(os.Args[0], "-test.run=^TestObserverLeftByAKilledEngineIsReaped$", "-test.count=1")
-		child.Env = append(os.Environ(), observerKillChildEnv+"="+sb.InstanceID(), crashLabelsEnv+"="+string(labelsJSON))
+		child.Env = append(os.Environ(), observerKillChildEnv+"="+sb.InstanceID(), observerKillLabelsEnv+"="+string(labelsJSON))
 		child.Stderr = os.Stderr
 		if err := child.Start(); err != nil {
 			t.Fatal(err)
@@ -200,10 +230,10 @@ func TestObserverLeftByAKilledEngineIsReaped(t *testing.T) {
 // observerKillChild fingerprints the container id until it is killed.
 func observerKillChild(t *testing.T, id string) {
 	var labels map[string]string
-	if err := json.Unmarshal([]byte(os.Getenv(crashLabelsEnv)), &labels); err != nil {
+	if err := json.Unmarshal([]byte(os.Getenv(observerKillLabelsEnv)), &labels); err != nil {
 		t.Fatal(err)
 	}
-	e, err := docker.NewEngine(docker.Config{Driver: testDriver(), Labels: labels, CommandTimeout: 30 * time.Second})
+	e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: labels, CommandTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
