@@ -331,6 +331,10 @@ func (a *API) remove(ctx context.Context, args []string, call func(context.Conte
 		case isAnswer(err) && cerrdefs.IsNotFound(err):
 			outcome = Absent
 			return nil
+		case args[0] == "rm" && isAnswer(err) && cerrdefs.IsConflict(err):
+			// A forced removal conflicts only with a removal already under way (20.10's
+			// ContainerRm: "removal of container … is already in progress").
+			return apiError(args, err, ErrRemovalInProgress)
 		}
 		return apiError(args, err, nil)
 	})

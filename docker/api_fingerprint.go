@@ -70,6 +70,9 @@ func apiConfinement(target string, doc container.InspectResponse) (Confinement, 
 	}
 	cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
 	cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
+	if doc.Config != nil {
+		cd.Config.Labels = doc.Config.Labels
+	}
 	for _, m := range doc.Mounts {
 		cd.Mounts = append(cd.Mounts, struct {
 			Type        string `json:"Type"`
@@ -98,7 +101,8 @@ func (a *API) InspectImage(ctx context.Context, ref string) (ImageRecord, error)
 		})
 }
 
-// apiObserverCreateOptions renders spec as the create request of [cliObserverRunArgs].
+// apiObserverCreateOptions renders spec as the create request of [cliObserverRunArgs],
+// removed by the daemon when it exits as --rm is.
 func apiObserverCreateOptions(spec ObserverSpec) (client.ContainerCreateOptions, error) {
 	mem, err := units.RAMInBytes(observerMemory)
 	if err != nil {
@@ -120,6 +124,9 @@ func apiObserverCreateOptions(spec ObserverSpec) (client.ContainerCreateOptions,
 		CapAdd:         []string{"SYS_PTRACE"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		PidMode:        container.PidMode("container:" + spec.Target),
+		// The daemon removes it when it exits, as `docker run --rm` does, so an engine killed
+		// while it runs leaves no stopped observer behind (issue 29).
+		AutoRemove: true,
 	}
 	hc.PidsLimit = &pids
 	hc.Memory = mem
@@ -183,6 +190,9 @@ func (b *apiBound) runObserver(ctx context.Context, args []string, opts client.C
 	defer att.Close()
 	stop := context.AfterFunc(ctx, att.Close)
 	defer stop()
+	// Asked before the start, as `docker run --rm` does: the daemon removes the container
+	// when it exits, and a wait asked after that finds nothing to wait on.
+	waited := b.client.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
 	if _, err := b.client.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return ObserverOutput{}, apiError(args, err, nil)
 	}
@@ -197,7 +207,6 @@ func (b *apiBound) runObserver(ctx context.Context, args []string, opts client.C
 	case cerr != nil && !errors.Is(cerr, errLogsFull):
 		return ObserverOutput{}, fmt.Errorf("%w: docker run: the output stream broke: %w", ErrUnreachable, cerr)
 	}
-	waited := b.client.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
 	case res := <-waited.Result:
 		if res.Error != nil {

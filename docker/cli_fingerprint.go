@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 )
 
@@ -35,6 +37,9 @@ type confinementDoc struct {
 		Running   bool   `json:"Running"`
 		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
+	Config struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
 	HostConfig struct {
 		PidMode    string `json:"PidMode"`
 		Privileged bool   `json:"Privileged"`
@@ -68,7 +73,7 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 	}
 	out := Confinement{ID: doc.ID, Running: doc.State.Running, StartedAt: doc.State.StartedAt,
 		PidMode: doc.HostConfig.PidMode, Privileged: doc.HostConfig.Privileged,
-		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath}
+		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath, Labels: doc.Config.Labels}
 	for _, m := range doc.Mounts {
 		out.Mounts = append(out.Mounts, MountPoint{Type: m.Type, Destination: m.Destination, RW: m.RW})
 	}
@@ -133,6 +138,22 @@ func (c *CLI) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverO
 	return ObserverOutput{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr}, nil
 }
 
+// RemoveSettled runs remove, a forced removal of one container, and asks again while the
+// daemon answers [ErrRemovalInProgress]: a container the daemon removes itself when it exits
+// (an observer) is refused a second removal until the first ends, and then it is [Absent].
+// It stops at ctx's end or at any other answer.
+func RemoveSettled(ctx context.Context, remove func(context.Context) (RemoveOutcome, error)) (RemoveOutcome, error) {
+	bo := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(50*time.Millisecond), backoff.WithMaxInterval(time.Second), backoff.WithMaxElapsedTime(0)), ctx)
+	return backoff.RetryWithData(func() (RemoveOutcome, error) {
+		out, err := remove(ctx)
+		if err != nil && !errors.Is(err, ErrRemovalInProgress) {
+			return out, backoff.Permanent(err)
+		}
+		return out, err
+	}, bo)
+}
+
 // remover is the one call [removeObserver] needs.
 type remover interface {
 	Remove(ctx context.Context, target string) (RemoveOutcome, error)
@@ -140,11 +161,11 @@ type remover interface {
 
 // removeObserver force-removes the observer name under a context that outlives ctx's end (a
 // cancelled run must still be cleaned up), bounded by the command timeout. Absent is success:
-// --rm or AutoRemove may have been first.
+// --rm or AutoRemove may have been first, or be under way ([RemoveSettled]).
 func removeObserver(ctx context.Context, r remover, log *zap.Logger, name string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observerRemoveTimeout)
 	defer cancel()
-	if _, err := r.Remove(rctx, name); err != nil {
+	if _, err := RemoveSettled(rctx, func(ctx context.Context) (RemoveOutcome, error) { return r.Remove(ctx, name) }); err != nil {
 		log.Warn("observer container not removed", zap.String("container", name), zap.Error(err))
 		return fmt.Errorf("remove observer %s: %w", name, err)
 	}

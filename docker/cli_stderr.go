@@ -107,6 +107,7 @@ func containsFold(stderr []byte, phrase string) bool {
 //	pause:   Error response from daemon: Container 4adc… is not running
 //	pause:   Error response from daemon: Cannot pause container 4adc…: OCI runtime pause failed: unable to freeze: unknown
 //	unpause: Error response from daemon: Container 341e… is not paused
+//	rm:      Error response from daemon: removal of container capA is already in progress
 func classify(args []string, target string, stderr []byte) error {
 	if isUnreachable(stderr) {
 		return ErrUnreachable
@@ -122,6 +123,10 @@ func classify(args []string, target string, stderr []byte) error {
 	case "run", "create":
 		if containsFold(stderr, "already in use") {
 			return ErrConflict
+		}
+	case "rm":
+		if containsFold(stderr, "already in progress") {
+			return ErrRemovalInProgress
 		}
 	case "network create":
 		if containsFold(stderr, "already exists") {

@@ -170,7 +170,8 @@ func TestRemoveOutcomes(t *testing.T) {
 		{"exit 0 naming nothing: absent (both clients)", 0, "", capturedNoSuchContainer, Absent, nil},
 		{"non-zero absence", 1, "", "Error response from daemon: No such container: capA\n", Absent, nil},
 		{"daemon unreachable", 1, "", capturedNoDaemon, 0, ErrUnreachable},
-		{"refused", 1, "", "Error response from daemon: removal of container capA is already in progress\n", 0, nil},
+		{"already being removed", 1, "", "Error response from daemon: removal of container capA is already in progress\n", 0, ErrRemovalInProgress},
+		{"refused", 1, "", "Error response from daemon: container capA: driver failed to remove root filesystem\n", 0, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,6 +26,10 @@ var (
 	ErrPathAbsentUnconfirmed = errors.New("docker: path or container absent (unconfirmed)")
 	// ErrConflict: create refused because the container name is in use.
 	ErrConflict = errors.New("docker: container name already in use")
+	// ErrRemovalInProgress: a forced removal refused because the daemon is already removing the
+	// container (its own auto-removal of one that just exited, or another caller's removal);
+	// it will be gone once that removal ends. [RemoveSettled] waits for it.
+	ErrRemovalInProgress = errors.New("docker: removal already in progress")
 	// ErrNetworkExists: network create refused because the network exists.
 	ErrNetworkExists = errors.New("docker: network already exists")
 	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the

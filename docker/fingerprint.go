@@ -62,6 +62,7 @@ type Confinement struct {
 	PidMode    string // HostConfig.PidMode: "" or "private" is the container's own namespace
 	Privileged bool
 	Mounts     []MountPoint
+	Labels     map[string]string // the container's labels
 	// The engine-managed files bind-mounted at /etc/hosts, /etc/hostname, /etc/resolv.conf,
 	// as host paths.
 	HostsPath, HostnamePath, ResolvConfPath string

@@ -20,6 +20,15 @@ const (
 	ProxySuffix   = "-proxy"
 )
 
+// ObserverNamePrefix starts the name of every fingerprint observer container; 16 random hex
+// digits follow it ([IsObserverName]).
+const ObserverNamePrefix = "maf-fingerprint-"
+
+var observerName = regexp.MustCompile(`^` + regexp.QuoteMeta(ObserverNamePrefix) + `[0-9a-f]{16}$`)
+
+// IsObserverName reports whether name (a leading "/" is ignored) is a fingerprint observer's.
+func IsObserverName(name string) bool { return observerName.MatchString(strings.TrimPrefix(name, "/")) }
+
 // ProxyPort is the port the egress proxy listens on inside its network.
 const ProxyPort = 3128
 

@@ -172,6 +172,10 @@ func ScopeFilter(scope, thread string) map[string]string {
 	}
 }
 
+// IdentityKeys are the four identity label keys every engine resource of a sandbox carries:
+// [Scope], [Thread], [Agent], [Kind]. A fingerprint observer copies them from its workload.
+func IdentityKeys() []string { return []string{Scope, Thread, Agent, Kind} }
+
 // IdentityFilter returns the reaper's filter: all four identity labels present, and the scope
 // equal to Value(scope) when scope is non-empty. An empty value in a filter map means
 // "label present, any value".

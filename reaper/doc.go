@@ -8,7 +8,10 @@
 // The clock is read once; a resource is expired only when it was created strictly before
 // now − olderThan. Only names this engine derives (maf-sandbox-docker-<12 hex>, its -proxy and
 // its -net) that carry all four identity labels qualify; anything else is foreign and never
-// touched. Resources are grouped by their base name and the group's anchor decides: the
+// touched. A fingerprint observer (maf-fingerprint-<16 hex>, role label observer, the four
+// identity labels) qualifies too, as a group of its own judged by its own age: it lives only
+// while it measures, so one the sweep finds is what an engine that died left. Resources are
+// grouped by their base name and the group's anchor decides: the
 // workload when there is one, else the orphan proxy, else the network — so a proxy or network
 // rebuilt recently still goes with an old workload, and a young orphan proxy keeps its old
 // network.

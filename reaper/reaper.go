@@ -20,6 +20,7 @@ const (
 	KindWorkload = "workload"
 	KindProxy    = "proxy"
 	KindNetwork  = "network"
+	KindObserver = "observer" // a fingerprint observer container an engine left behind
 )
 
 // Result is what one sweep did. Counts include only successful removals.
@@ -27,7 +28,10 @@ type Result struct {
 	Disposed        int // workload containers removed
 	ProxiesRemoved  int // proxy containers removed (confirmed-absent ones not counted)
 	NetworksRemoved int
-	Failures        []Failure
+	// ObserversRemoved counts fingerprint observer containers removed: each lives only while
+	// it measures, so one the sweep finds is what an engine that died left.
+	ObserversRemoved int
+	Failures         []Failure
 
 	Scope      string // the WithScope value, "" for every scope
 	OlderThan  time.Duration
@@ -45,7 +49,7 @@ type Failure struct {
 	Code         sandbox.DisposalCode // unlisted | unreachable | timeout | refused
 	Detail       string               // starts with "<resource name or ID>: "
 	ResourceID   string
-	ResourceKind string // KindWorkload | KindProxy | KindNetwork | "" (inventory-wide)
+	ResourceKind string // KindWorkload | KindProxy | KindNetwork | KindObserver | "" (inventory-wide)
 }
 
 // Action says what became of one resource.
@@ -65,8 +69,8 @@ const (
 
 // Decision is one qualifying resource and what the sweep did with it.
 type Decision struct {
-	Group   string // the base name maf-sandbox-docker-<12 hex>
-	Kind    string // KindWorkload | KindProxy | KindNetwork
+	Group   string // the base name maf-sandbox-docker-<12 hex>, or an observer's own name
+	Kind    string // KindWorkload | KindProxy | KindNetwork | KindObserver
 	ID      string
 	Name    string
 	Created time.Time
@@ -98,6 +102,7 @@ type member struct {
 // group is the resources of one base name.
 type group struct {
 	base     string
+	observer *member // an observer is a group of its own, its own anchor
 	workload *member
 	proxy    *member
 	networks []*member
@@ -330,7 +335,14 @@ func classify(containers, networks []docker.Resource) []*group {
 		}
 		return g
 	}
+	var out []*group
 	for _, r := range containers {
+		if docker.IsObserverName(r.Name) && r.Labels[label.Role] == label.RoleObserver && hasIdentity(r.Labels) {
+			created, _ := parseCreated(r.Created)
+			m := &member{res: r, kind: KindObserver, created: created}
+			out = append(out, &group{base: r.Name, observer: m, anchor: m, decision: map[string]*Decision{}})
+			continue
+		}
 		base, role, ok := docker.ParseName(r.Name)
 		if !ok || !hasIdentity(r.Labels) {
 			continue
@@ -347,7 +359,6 @@ func classify(containers, networks []docker.Resource) []*group {
 		}
 	}
 	// Networks whose group has no container are judged one by one by their own age.
-	var out []*group
 	for _, r := range networks {
 		base, role, ok := docker.ParseName(r.Name)
 		if !ok || role != docker.RoleNetworkName || !hasIdentity(r.Labels) {
@@ -394,10 +405,8 @@ func (g *group) anchorMembers() {
 	g.networks = kept
 }
 
-var identityLabels = []string{label.Scope, label.Thread, label.Agent, label.Kind}
-
 func hasIdentity(labels map[string]string) bool {
-	for _, k := range identityLabels {
+	for _, k := range label.IdentityKeys() {
 		if labels[k] == "" {
 			return false
 		}
@@ -406,7 +415,7 @@ func hasIdentity(labels map[string]string) bool {
 }
 
 func sameIdentity(a, b map[string]string) bool {
-	for _, k := range identityLabels {
+	for _, k := range label.IdentityKeys() {
 		if a[k] != b[k] {
 			return false
 		}
@@ -414,9 +423,13 @@ func sameIdentity(a, b map[string]string) bool {
 	return true
 }
 
-// members returns the group in removal order: proxy, workload, networks.
+// members returns the group in removal order: proxy, workload, networks; an observer's
+// group has the observer alone.
 func (g *group) members() []*member {
 	var out []*member
+	if g.observer != nil {
+		out = append(out, g.observer)
+	}
 	if g.proxy != nil {
 		out = append(out, g.proxy)
 	}
@@ -460,9 +473,10 @@ func (s *sweep) revalidate(ctx context.Context, g *group) (gone, ok bool, _ erro
 	return false, false, nil
 }
 
-// remove removes one expired group in order: proxy (drained), workload, networks (§4.6).
+// remove removes one expired group in order: proxy (drained), workload, networks (§4.6); an
+// observer's group, the observer.
 func (s *sweep) remove(ctx context.Context, g *group) error {
-	for _, c := range []*member{g.proxy, g.workload} {
+	for _, c := range []*member{g.observer, g.proxy, g.workload} {
 		if c == nil {
 			continue
 		}
@@ -473,8 +487,10 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 				return err
 			}
 		}
+		// Settled: an observer that just exited is being removed by the daemon itself, which
+		// refuses a second removal until the first ends.
 		outcome, err := bounded(ctx, s.o.callTimeout, func(cc context.Context) (docker.RemoveOutcome, error) {
-			return s.inv.RemoveContainerID(cc, c.res.ID)
+			return docker.RemoveSettled(cc, func(cc context.Context) (docker.RemoveOutcome, error) { return s.inv.RemoveContainerID(cc, c.res.ID) })
 		})
 		if ctx.Err() != nil {
 			// Cancelled: the outcome is unknown and the drained window is not published.
@@ -494,9 +510,12 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 			return nil
 		}
 		g.decision[c.res.ID].Action = ActionRemoved
-		if c.kind == KindProxy {
+		switch c.kind {
+		case KindProxy:
 			s.res.ProxiesRemoved++
-		} else {
+		case KindObserver:
+			s.res.ObserversRemoved++
+		default:
 			s.res.Disposed++
 		}
 		s.log.Info("reap removed a container", zap.String("container", c.res.Name), zap.String("container_id", c.res.ID), zap.String("kind", c.kind))

@@ -727,3 +727,52 @@ func TestReapCallsAreBounded(t *testing.T) {
 		t.Fatalf("failures %+v, counts %+v", res.Failures, countsOf(res))
 	}
 }
+
+// A fingerprint observer an engine left behind is a group of its own, judged by its own age:
+// an old one goes (stopped or running), a young one stays, and a container that only looks
+// like one (another name, no role label, no identity) is foreign and untouched.
+func TestReapObservers(t *testing.T) {
+	f := newFake()
+	observer := func(name, created, seed string, labels map[string]string) string {
+		return f.addWorkload(name, created, seed, labels)
+	}
+	l := withLabel(identity("s"), label.Role, label.RoleObserver)
+	old := observer(docker.ObserverNamePrefix+"0123456789abcdef", ago(2*day), "o1", l)
+	f.containers[old] = func(r docker.Resource) docker.Resource { r.Running = true; return r }(f.containers[old])
+	young := observer(docker.ObserverNamePrefix+"fedcba9876543210", ago(time.Minute), "o2", l)
+	foreign := []string{
+		observer("maf-fingerprint-other", ago(2*day), "o3", l),
+		observer(docker.ObserverNamePrefix+"1111111111111111", ago(2*day), "o4", identity("s")),
+		observer(docker.ObserverNamePrefix+"2222222222222222", ago(2*day), "o5", withLabel(l, label.Thread, "\x00delete")),
+	}
+	otherScope := observer(docker.ObserverNamePrefix+"3333333333333333", ago(2*day), "o6", withLabel(identity("t"), label.Role, label.RoleObserver))
+	w, p, n := f.topology(base(1), "s", 2*day, 2*day, 2*day)
+
+	res, err := Reap(context.Background(), f, day, clock(), WithScope("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ObserversRemoved != 1 || countsOf(res) != (counts{1, 1, 1}) || len(res.Failures) != 0 {
+		t.Fatalf("observers %d, counts %+v, failures %+v; want the old observer and the old sandbox", res.ObserversRemoved, countsOf(res), res.Failures)
+	}
+	for _, id := range []string{old, w, p, n} {
+		if f.exists(id) {
+			t.Fatalf("%s was not removed", id)
+		}
+	}
+	for _, id := range append(foreign, young, otherScope) {
+		if !f.exists(id) {
+			t.Fatalf("%s was removed", id)
+		}
+	}
+	var kinds []string
+	for _, d := range res.Resources {
+		if d.Kind == KindObserver {
+			kinds = append(kinds, d.Name+" "+string(d.Action))
+		}
+	}
+	want := []string{docker.ObserverNamePrefix + "0123456789abcdef removed", docker.ObserverNamePrefix + "fedcba9876543210 kept"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("observer decisions %q, want %q", kinds, want)
+	}
+}

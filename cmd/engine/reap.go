@@ -150,19 +150,20 @@ func (v *reapVerb) run(ctx context.Context) error {
 
 // reapReport is the --json output.
 type reapReport struct {
-	Engine          string            `json:"engine"`
-	Context         string            `json:"context"`
-	Scope           *string           `json:"scope"`
-	OlderThan       string            `json:"olderThan"`
-	Cutoff          time.Time         `json:"cutoff"`
-	StartedAt       time.Time         `json:"startedAt"`
-	FinishedAt      time.Time         `json:"finishedAt"`
-	DryRun          bool              `json:"dryRun"`
-	Disposed        int               `json:"disposed"`
-	ProxiesRemoved  int               `json:"proxiesRemoved"`
-	NetworksRemoved int               `json:"networksRemoved"`
-	Failures        []reapFailureJSON `json:"failures"`
-	Resources       []reapEntryJSON   `json:"resources"`
+	Engine           string            `json:"engine"`
+	Context          string            `json:"context"`
+	Scope            *string           `json:"scope"`
+	OlderThan        string            `json:"olderThan"`
+	Cutoff           time.Time         `json:"cutoff"`
+	StartedAt        time.Time         `json:"startedAt"`
+	FinishedAt       time.Time         `json:"finishedAt"`
+	DryRun           bool              `json:"dryRun"`
+	Disposed         int               `json:"disposed"`
+	ProxiesRemoved   int               `json:"proxiesRemoved"`
+	NetworksRemoved  int               `json:"networksRemoved"`
+	ObserversRemoved int               `json:"observersRemoved"`
+	Failures         []reapFailureJSON `json:"failures"`
+	Resources        []reapEntryJSON   `json:"resources"`
 }
 
 type reapFailureJSON struct {
@@ -186,7 +187,7 @@ type reapEntryJSON struct {
 func printReapJSON(w io.Writer, b docker.Binding, res reaper.Result) error {
 	r := reapReport{Engine: b.Endpoint, Context: b.Context, OlderThan: res.OlderThan.String(), Cutoff: res.Cutoff,
 		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, DryRun: res.DryRun, Disposed: res.Disposed,
-		ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved,
+		ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved, ObserversRemoved: res.ObserversRemoved,
 		Failures: []reapFailureJSON{}, Resources: []reapEntryJSON{}}
 	if res.Scope != "" {
 		r.Scope = &res.Scope
@@ -233,8 +234,8 @@ func printReapTable(w io.Writer, b docker.Binding, res reaper.Result) error {
 	if len(res.Resources) > 0 {
 		fmt.Fprintf(w, "\n(* the group's anchor: its creation time decides the group)\n")
 	}
-	fmt.Fprintf(w, "removed: %d sandboxes, %d proxies, %d networks; %d failures\n",
-		res.Disposed, res.ProxiesRemoved, res.NetworksRemoved, len(res.Failures))
+	fmt.Fprintf(w, "removed: %d sandboxes, %d proxies, %d networks, %d observers; %d failures\n",
+		res.Disposed, res.ProxiesRemoved, res.NetworksRemoved, res.ObserversRemoved, len(res.Failures))
 	if len(res.Failures) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nCODE\tKIND\tID\tDETAIL")

@@ -7,7 +7,7 @@
 // [observation.ExitUnobservable] for a writable mount it refuses, 1 for anything else
 // unreadable, 2 for a usage error.
 //
-//	observer measure [-max-bytes N] [-max-entries N]
+//	observer measure [-max-bytes N] [-max-entries N] [-max-root-entries N]
 package main
 
 import (
@@ -32,7 +32,8 @@ func run(args []string) error {
 	}
 	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
 	maxBytes := fs.Int64("max-bytes", observation.DefaultMaxBytes, "regular-file bytes to hash at most")
-	maxEntries := fs.Int("max-entries", observation.DefaultMaxEntries, "entries to record at most")
+	maxEntries := fs.Int("max-entries", observation.DefaultMaxEntries, "entries of the measured mounts to record at most")
+	maxRoot := fs.Int("max-root-entries", observation.DefaultMaxRootEntries, "entries of the root filesystem to record at most")
 	proc := fs.String("proc", "/proc", "the procfs of the workload's PID namespace")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %w", observation.ErrUsage, err)
@@ -40,7 +41,7 @@ func run(args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", observation.ErrUsage, fs.Args())
 	}
-	r, err := observation.Measure(*proc, os.Getpid(), observation.Limits{MaxBytes: *maxBytes, MaxEntries: *maxEntries})
+	r, err := observation.Measure(*proc, os.Getpid(), observation.Limits{MaxBytes: *maxBytes, MaxEntries: *maxEntries, MaxRootEntries: *maxRoot})
 	if err != nil {
 		return err
 	}

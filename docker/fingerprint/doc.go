@@ -16,15 +16,21 @@
 //     ancestors (see below);
 //   - one run of the observer container, from the observer image pinned by ID when the
 //     subject was built, joined to the workload's PID namespace with no network, a read-only
-//     root and no capability but SYS_PTRACE, removed on every exit path: the processes' birth
-//     identities, and the SHA-256 and metadata of every entry of the writable mounts the
-//     change list cannot see (/dev, /dev/shm and other tmpfs, the engine-managed
-//     /etc/hosts, /etc/hostname and /etc/resolv.conf);
+//     root and no capability but SYS_PTRACE, removed on every exit path (by the daemon when it
+//     exits, and by the subject): the processes' birth identities, the SHA-256 and metadata of
+//     every entry of the writable mounts the change list cannot see (/dev, /dev/shm and other
+//     tmpfs, the engine-managed /etc/hosts, /etc/hostname and /etc/resolv.conf), and the
+//     metadata, ctime included, of every root filesystem entry not beneath another mount;
 //   - a second inspect (the container must not have restarted meanwhile) and a second
 //     change list.
 //
-// The changed paths are the union of both change lists and of every mounted entry that
-// differs from the baseline (added, removed, or any measured attribute). The three
+// The changed paths are the union of both change lists, of every mounted entry that differs
+// from the baseline (added, removed, or any measured attribute) and of every root filesystem
+// entry that does ([observation.SameRootEntry]: a directory by type, mode and owner, anything
+// else by every attribute). The walk is what the root filesystem's comparison rests on:
+// Docker's naive differ, which every storage driver but overlay2 uses, compares size and
+// mtime only, and a call can put both back after rewriting a file; it cannot put back the
+// ctime. The three
 // engine-managed files, once checked to be the engine's mounts of this container, are
 // compared without their ctime, which the engine's archive handling bumps even on a read.
 //

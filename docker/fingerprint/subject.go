@@ -42,7 +42,7 @@ type Container interface {
 }
 
 // ObserverNamePrefix starts the name of every observer container.
-const ObserverNamePrefix = "maf-fingerprint-"
+const ObserverNamePrefix = docker.ObserverNamePrefix
 
 // Subject is the Docker [conformance.FingerprintSubject] of one workload. It is safe for
 // concurrent use, though fingerprints of one workload are meant to be taken one at a time.
@@ -63,6 +63,7 @@ type Subject struct {
 // state is what the baseline keeps for the final comparison.
 type state struct {
 	entries map[string]observation.Entry
+	root    map[string]observation.Entry // the root filesystem's, stat'ed
 	mounts  []observation.Mount
 	managed map[string]bool    // engine-managed mounts, verified: compared without ctime
 	pre     map[string]dirMeta // the storage base's paths already changed, by their stat
@@ -138,7 +139,7 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 			return conformance.Fingerprint{}, err
 		}
 	}
-	report, err := s.observe(ctx, before.ID)
+	report, err := s.observe(ctx, before)
 	if err != nil {
 		return conformance.Fingerprint{}, err
 	}
@@ -181,14 +182,17 @@ func (s *Subject) againstBaseline(c docker.Confinement, report observation.Repor
 		if len(report.TmpfsEntries) > 0 {
 			return &RefusedError{Reason: "the baseline is not pristine: tmpfs holds " + strings.Join(report.TmpfsEntries, ", ")}
 		}
-		s.baseline = &state{entries: report.Entries, mounts: report.Mounts, managed: managed, pre: pre}
+		s.baseline = &state{entries: report.Entries, root: report.RootEntries, mounts: report.Mounts, managed: managed, pre: pre}
 		return nil
 	}
 	if !slices.Equal(report.Mounts, s.baseline.mounts) {
 		return &UnreadableError{What: "the workload's mounts",
 			Err: errors.New("the mount table changed since the baseline, so the entries cannot be compared")}
 	}
-	for p := range differingEntries(s.baseline.entries, report.Entries, s.baseline.managed) {
+	for p := range differingEntries(s.baseline.entries, report.Entries, sameMounted(s.baseline.managed)) {
+		changed[p] = true
+	}
+	for p := range differingEntries(s.baseline.root, report.RootEntries, sameRoot) {
 		changed[p] = true
 	}
 	return nil
@@ -318,17 +322,25 @@ func (s *Subject) stat(ctx context.Context, id, p string) (*dirMeta, error) {
 	return &dirMeta{typ: e.Type, mode: e.Mode, uid: e.UID, gid: e.GID}, nil
 }
 
-// observe runs the observer once and reads its report.
-func (s *Subject) observe(ctx context.Context, id string) (observation.Report, error) {
+// observe runs the observer once and reads its report. The observer carries the role label
+// and the workload's identity labels, by which the reaper takes one an engine that died left
+// behind.
+func (s *Subject) observe(ctx context.Context, workload docker.Confinement) (observation.Report, error) {
 	suffix := make([]byte, 8)
 	_, _ = rand.Read(suffix)
+	labels := []docker.Label{{Key: label.Role, Value: label.RoleObserver}}
+	for _, k := range label.IdentityKeys() {
+		if v := workload.Labels[k]; v != "" {
+			labels = append(labels, docker.Label{Key: k, Value: v})
+		}
+	}
 	spec := docker.ObserverSpec{
 		Name:   ObserverNamePrefix + hex.EncodeToString(suffix),
 		Image:  s.imageID,
-		Target: id,
+		Target: workload.ID,
 		Args: []string{"-max-bytes", strconv.FormatInt(s.limits.MaxBytes, 10),
-			"-max-entries", strconv.Itoa(s.limits.MaxEntries)},
-		Labels:         []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			"-max-entries", strconv.Itoa(s.limits.MaxEntries), "-max-root-entries", strconv.Itoa(s.limits.MaxRootEntries)},
+		Labels:         labels,
 		MaxOutputBytes: s.maxOutput,
 		Timeout:        s.timeout,
 	}
@@ -357,8 +369,11 @@ func (s *Subject) observe(ctx context.Context, id string) (observation.Report, e
 	if err := json.Unmarshal(out.Stdout, &r); err != nil {
 		return r, &UnreadableError{What: "the observer's report", Err: err}
 	}
-	if r.Version != observation.Version || r.Entries == nil {
+	if r.Version != observation.Version {
 		return r, &UnreadableError{What: "the observer's report", Err: fmt.Errorf("format %d, want %d", r.Version, observation.Version)}
+	}
+	if r.Entries == nil || r.RootEntries == nil {
+		return r, &UnreadableError{What: "the observer's report", Err: errors.New("it has no entries")}
 	}
 	return r, nil
 }
@@ -394,16 +409,12 @@ func verifiedManagedMounts(c docker.Confinement, mounts []observation.Mount) map
 	return out
 }
 
-// differingEntries yields every path present in only one of a and b, or measured differently;
-// the paths in noCtime are compared without their ctime.
-func differingEntries(a, b map[string]observation.Entry, noCtime map[string]bool) map[string]bool {
+// differingEntries yields every path present in only one of a and b, or for which same says
+// its two measurements differ.
+func differingEntries(a, b map[string]observation.Entry, same func(p string, a, b observation.Entry) bool) map[string]bool {
 	out := map[string]bool{}
 	for p, ea := range a {
-		eb, ok := b[p]
-		if ok && noCtime[p] {
-			ea, eb = ea.WithoutCtime(), eb.WithoutCtime()
-		}
-		if !ok || ea != eb {
+		if eb, ok := b[p]; !ok || !same(p, ea, eb) {
 			out[p] = true
 		}
 	}
@@ -414,3 +425,18 @@ func differingEntries(a, b map[string]observation.Entry, noCtime map[string]bool
 	}
 	return out
 }
+
+// sameMounted compares a mounted entry in full, but for the ctime of the paths of noCtime.
+func sameMounted(noCtime map[string]bool) func(p string, a, b observation.Entry) bool {
+	return func(p string, a, b observation.Entry) bool {
+		if noCtime[p] {
+			a, b = a.WithoutCtime(), b.WithoutCtime()
+		}
+		return a == b
+	}
+}
+
+// sameRoot compares a root filesystem entry by [observation.SameRootEntry]. The engine's
+// change list alone does not do: Docker's naive differ (every storage driver but overlay2)
+// compares a file's size and mtime only, which a call can keep while it rewrites the file.
+func sameRoot(_ string, a, b observation.Entry) bool { return observation.SameRootEntry(a, b) }

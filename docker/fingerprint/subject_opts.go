@@ -47,13 +47,14 @@ func WithObserverImage(ref string) Option {
 
 // WithLimits bounds each observation: file bytes hashed and entries recorded (defaults
 // [observation.DefaultMaxBytes], [observation.DefaultMaxEntries]). Going over either fails the
-// fingerprint.
+// fingerprint. The root filesystem's own bound, [observation.DefaultMaxRootEntries] entries
+// stat'ed, is not changed here.
 func WithLimits(maxBytes int64, maxEntries int) Option {
 	return func(o *options) error {
 		if maxBytes <= 0 || maxEntries <= 0 {
 			return &sandbox.InvalidArgumentError{Reason: "fingerprint: observer limits must be positive"}
 		}
-		o.limits = observation.Limits{MaxBytes: maxBytes, MaxEntries: maxEntries}
+		o.limits.MaxBytes, o.limits.MaxEntries = maxBytes, maxEntries
 		return nil
 	}
 }
@@ -95,7 +96,7 @@ func WithLogger(l *zap.Logger) Option {
 // parseOptions applies opts over the defaults and refuses a missing observer image.
 func parseOptions(opts []Option) (options, error) {
 	o := options{timeout: DefaultTimeout, maxOutput: DefaultMaxOutputBytes, log: zap.NewNop(),
-		limits: observation.Limits{MaxBytes: observation.DefaultMaxBytes, MaxEntries: observation.DefaultMaxEntries}}
+		limits: observation.DefaultLimits()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue

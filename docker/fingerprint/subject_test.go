@@ -78,12 +78,25 @@ func (container) InstanceID() string    { return workloadID }
 
 func conf() docker.Confinement {
 	return docker.Confinement{ID: workloadID, Running: true, StartedAt: "t0", PidMode: "",
-		HostsPath: "/var/lib/docker/containers/" + workloadID + "/hosts"}
+		HostsPath: "/var/lib/docker/containers/" + workloadID + "/hosts",
+		Labels:    map[string]string{label.Scope: "s", label.Thread: "t", label.Agent: "a", label.Kind: "k", "x": "y"}}
 }
 
-// report is a measurement with the engine's /etc/hosts mount and one entry per path given.
+// report is a measurement with the engine's /etc/hosts mount, one entry per path given and
+// the root filesystem rootfs.
 func report(entries map[string]observation.Entry, tmpfs []string, procs ...observation.Process) docker.ObserverOutput {
-	r := observation.Report{Version: observation.Version, Entries: entries, TmpfsEntries: tmpfs, Processes: procs,
+	return reportOn(rootfs, entries, tmpfs, procs...)
+}
+
+// rootfs is a root filesystem of a directory and a file.
+var rootfs = map[string]observation.Entry{
+	"/":           {Ino: 1, Mode: 0o40755, Nlink: 3, Size: 4096, MtimeNs: 1, CtimeNs: 1},
+	"/etc/passwd": {Ino: 7, Mode: 0o100644, Nlink: 1, Size: 30, MtimeNs: 1, CtimeNs: 1},
+}
+
+// reportOn is report with the root filesystem root.
+func reportOn(root, entries map[string]observation.Entry, tmpfs []string, procs ...observation.Process) docker.ObserverOutput {
+	r := observation.Report{Version: observation.Version, Entries: entries, TmpfsEntries: tmpfs, Processes: procs, RootEntries: root,
 		Mounts: []observation.Mount{{Path: "/etc/hosts", Root: "/var/lib/docker/containers/" + workloadID + "/hosts",
 			FSType: "ext4", Source: "/dev/vda", Writable: true}}}
 	b, _ := json.Marshal(r)
@@ -182,16 +195,24 @@ func TestSubjectCompares(t *testing.T) {
 	cases := []struct {
 		name      string
 		after     map[string]observation.Entry
-		unmanaged bool // /etc/hosts is not the engine's mount of this container
+		unmanaged bool                         // /etc/hosts is not the engine's mount of this container
+		root      map[string]observation.Entry // nil: rootfs unchanged
 		procs     []observation.Process
 		want      []string
 	}{
-		{"nothing changed", base, false, nil, nil},
-		{"the engine's ctime bump on its own hosts file", map[string]observation.Entry{"/etc/hosts": withCtime(hosts, 9), "/dev/null": base["/dev/null"]}, false, nil, nil},
-		{"a ctime bump on a hosts file that is not the engine's", map[string]observation.Entry{"/etc/hosts": withCtime(hosts, 9), "/dev/null": base["/dev/null"]}, true, nil, []string{"/etc/hosts"}},
-		{"a changed hosts file", map[string]observation.Entry{"/etc/hosts": {Ino: 5, Mode: 0o100644, Size: 11, MtimeNs: 2, CtimeNs: 2, SHA256: "bb"}, "/dev/null": base["/dev/null"]}, false, nil, []string{"/etc/hosts"}},
-		{"a new tmpfs file", map[string]observation.Entry{"/etc/hosts": hosts, "/dev/null": base["/dev/null"], "/dev/shm/x": {Ino: 8}}, false, nil, []string{"/dev/shm/x"}},
-		{"a removed entry", map[string]observation.Entry{"/etc/hosts": hosts}, false, nil, []string{"/dev/null"}},
+		{"nothing changed", base, false, nil, nil, nil},
+		{"the engine's ctime bump on its own hosts file", map[string]observation.Entry{"/etc/hosts": withCtime(hosts, 9), "/dev/null": base["/dev/null"]}, false, nil, nil, nil},
+		{"a ctime bump on a hosts file that is not the engine's", map[string]observation.Entry{"/etc/hosts": withCtime(hosts, 9), "/dev/null": base["/dev/null"]}, true, nil, nil, []string{"/etc/hosts"}},
+		{"a changed hosts file", map[string]observation.Entry{"/etc/hosts": {Ino: 5, Mode: 0o100644, Size: 11, MtimeNs: 2, CtimeNs: 2, SHA256: "bb"}, "/dev/null": base["/dev/null"]}, false, nil, nil, []string{"/etc/hosts"}},
+		{"a new tmpfs file", map[string]observation.Entry{"/etc/hosts": hosts, "/dev/null": base["/dev/null"], "/dev/shm/x": {Ino: 8}}, false, nil, nil, []string{"/dev/shm/x"}},
+		{"a removed entry", map[string]observation.Entry{"/etc/hosts": hosts}, false, nil, nil, []string{"/dev/null"}},
+		{"a root file rewritten with its size and mtime put back", base, false, map[string]observation.Entry{
+			"/": rootfs["/"], "/etc/passwd": withCtime(rootfs["/etc/passwd"], 5)}, nil, []string{"/etc/passwd"}},
+		{"a root directory whose child came and went", base, false, map[string]observation.Entry{
+			"/": withCtime(rootfs["/"], 5), "/etc/passwd": rootfs["/etc/passwd"]}, nil, nil},
+		{"a new root file", base, false, map[string]observation.Entry{"/": rootfs["/"], "/etc/passwd": rootfs["/etc/passwd"],
+			"/ref": {Ino: 9, Mode: 0o100644}}, nil, []string{"/ref"}},
+		{"a removed root file", base, false, map[string]observation.Entry{"/": rootfs["/"]}, nil, []string{"/etc/passwd"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +222,9 @@ func TestSubjectCompares(t *testing.T) {
 			}
 			f := &fakeEngine{confs: []docker.Confinement{c}, changes: [][]docker.Change{nil},
 				outputs: []docker.ObserverOutput{report(base, nil, proc), report(tc.after, nil, proc)}}
+			if tc.root != nil {
+				f.outputs[1] = reportOn(tc.root, tc.after, nil, proc)
+			}
 			s := newSubject(t, f)
 			if _, err := s.Fingerprint(t.Context()); err != nil {
 				t.Fatal(err)
@@ -217,8 +241,9 @@ func TestSubjectCompares(t *testing.T) {
 			}
 			for _, spec := range f.specs {
 				if spec.Image != observerID || spec.Target != workloadID || !strings.HasPrefix(spec.Name, ObserverNamePrefix) ||
-					!slices.Contains(spec.Labels, docker.Label{Key: label.Role, Value: label.RoleObserver}) {
-					t.Fatalf("observer spec %+v: want the image by ID, the workload by ID, the prefix and the role label", spec)
+					!slices.Contains(spec.Labels, docker.Label{Key: label.Role, Value: label.RoleObserver}) ||
+					!slices.Contains(spec.Labels, docker.Label{Key: label.Scope, Value: "s"}) || len(spec.Labels) != 5 {
+					t.Fatalf("observer spec %+v: want the image by ID, the workload by ID, the prefix, the role label and the workload's four identity labels alone", spec)
 				}
 			}
 		})

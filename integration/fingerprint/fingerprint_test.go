@@ -61,6 +61,10 @@ func TestFingerprintCatchesResidue(t *testing.T) {
 		{name: "a changed byte in an existing file",
 			call: shell("printf X | dd of=/etc/passwd bs=1 seek=0 conv=notrunc 2>/dev/null"), want: []string{"/etc/passwd"}},
 		{name: "a chmod", call: shell("chmod 600 /etc/group"), want: []string{"/etc/group"}},
+		// Issue 29: the same size and mtime hide the change from a differ that compares
+		// only those (Docker's naive differ, which fuse-overlayfs, vfs, btrfs and zfs use).
+		{name: "a trojaned file whose size and mtime are put back",
+			call: shell(trojanPasswd), want: []string{"/etc/passwd"}},
 		{name: "a file in /dev/shm, which docker cp cannot see",
 			call: shell("echo residue > /dev/shm/left-behind"), want: []string{"/dev/shm/left-behind"}},
 		{name: "a background process left running",
@@ -238,6 +242,11 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 }
 
 // shell is a call that runs script in the guest and fails unless it exits 0.
+// trojanPasswd overwrites the first byte of /etc/passwd and puts its mtime back, exactly as
+// issue 29's attack did, then checks that it took.
+const trojanPasswd = "touch -r /etc/passwd ./ref && printf X | dd of=/etc/passwd bs=1 count=1 conv=notrunc 2>/dev/null && " +
+	"touch -r ./ref /etc/passwd && rm ./ref && test \"$(head -c 4 /etc/passwd)\" = Xoot"
+
 func shell(script string) func(ctx context.Context, sb *actors.Sandbox, _ string) error {
 	return func(ctx context.Context, sb *actors.Sandbox, _ string) error { return run(ctx, sb, script) }
 }
@@ -334,7 +343,8 @@ func plainContainer(t *testing.T, flags ...string) container {
 
 // The observer container is removed when its run outlives its timeout, and when the calling
 // goroutine panics after the container ran (a logger core panics on the run's own log line,
-// which comes before the removal on the API driver, whose containers are not auto-removed).
+// which comes before the removal; the run has timed out, so the container, auto-removed only
+// when it exits, is still running then, on both drivers).
 func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 	c := plainContainer(t)
 	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", fingerprintWorkload(t))
@@ -363,7 +373,7 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 	})
 	t.Run("panic", func(t *testing.T) {
 		noObserverOutlives(t)
-		s := spec("panic", []string{"true"}, time.Minute)
+		s := spec("panic", []string{"sleep", "60"}, 10*time.Second) // room for a loaded daemon to start it
 		existed := false
 		core := &panicOnRun{Core: zapcore.NewNopCore(), at: func() {
 			_, _, err := dockertest.DockerErr(context.Background(), "inspect", "--format", "{{.Id}}", s.Name)
@@ -384,9 +394,7 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 			}()
 			_, _ = fe.RunObserver(itest.Context(t), s)
 		}()
-		// The CLI's run is --rm, so its container may be gone by the time the panic comes; the
-		// API's never is until RunObserver removes it.
-		if itest.Driver() != docker.DriverCLI && !existed {
+		if !existed {
 			t.Fatal("the observer container was not there when the panic came: the test proves nothing")
 		}
 		t.Logf("the container existed when the panic came: %v", existed)

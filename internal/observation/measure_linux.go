@@ -20,7 +20,7 @@ import (
 // [ErrChanged], [ErrUnobservable], or the error of any read that did not succeed: nothing is
 // skipped silently.
 func Measure(procRoot string, self int, lim Limits) (Report, error) {
-	if lim.MaxBytes <= 0 || lim.MaxEntries <= 0 {
+	if lim.MaxBytes <= 0 || lim.MaxEntries <= 0 || lim.MaxRootEntries <= 0 {
 		return Report{}, fmt.Errorf("observation: limits must be positive")
 	}
 	procs, err := processes(procRoot, self)
@@ -59,6 +59,10 @@ func Measure(procRoot string, self int, lim Limits) (Report, error) {
 			return Report{}, err
 		}
 	}
+	rw := &rootWalker{mounts: byPath, max: lim.MaxRootEntries, entries: map[string]Entry{}}
+	if err := rw.dir(root, "/"); err != nil {
+		return Report{}, err
+	}
 
 	again, err := os.ReadFile(infoPath)
 	if err != nil {
@@ -78,7 +82,8 @@ func Measure(procRoot string, self int, lim Limits) (Report, error) {
 	if w.tmpfs == nil {
 		w.tmpfs = []string{}
 	}
-	return Report{Version: Version, Processes: procs, Mounts: mounts, Entries: w.entries, TmpfsEntries: w.tmpfs}, nil
+	return Report{Version: Version, Processes: procs, Mounts: mounts, Entries: w.entries, TmpfsEntries: w.tmpfs,
+		RootEntries: rw.entries}, nil
 }
 
 // processes lists every process under procRoot but self, by pid.
@@ -286,5 +291,81 @@ func (w *walker) directory(parent int, name, p, mnt string, want Entry) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// rootWalker stats the root filesystem: every entry that is not a mount point or beneath one.
+type rootWalker struct {
+	mounts  map[string]Mount
+	max     int
+	entries map[string]Entry
+}
+
+// dir records the open directory fd at p and every entry beneath it. The entry recorded for p
+// is fd's own stat, so the listing is of the directory recorded.
+func (r *rootWalker) dir(fd int, p string) error {
+	if len(r.entries) >= r.max {
+		return fmt.Errorf("%w: more than %d root filesystem entries", ErrLimit, r.max)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	r.entries[p] = entryOf(&st)
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	f := os.NewFile(uintptr(dup), p)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", p, err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := r.child(fd, name, path.Join(p, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// child records the entry name of the directory parent at p, and descends into it when it
+// is a directory; a mount point is another mount's and is left out with all beneath it.
+func (r *rootWalker) child(parent int, name, p string) error {
+	if _, isMount := r.mounts[p]; isMount {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", p, err)
+		}
+		defer unix.Close(fd)
+		return r.dir(fd, p)
+	case unix.S_IFLNK:
+		e := entryOf(&st)
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(parent, name, buf)
+		if err != nil {
+			return fmt.Errorf("read link %s: %w", p, err)
+		}
+		e.Link = string(buf[:n])
+		return r.add(p, e)
+	}
+	return r.add(p, entryOf(&st))
+}
+
+func (r *rootWalker) add(p string, e Entry) error {
+	if len(r.entries) >= r.max {
+		return fmt.Errorf("%w: more than %d root filesystem entries", ErrLimit, r.max)
+	}
+	r.entries[p] = e
 	return nil
 }

@@ -87,7 +87,7 @@ func TestMeasure(t *testing.T) {
 		"dev/null": "", "dev/shm/left": "residue", "etc/hosts": "127.0.0.1 localhost\n", "etc/passwd": "root\n",
 		"proc/whatever": "kernel state",
 	})
-	r, err := Measure(proc, 99, Limits{MaxBytes: 1 << 20, MaxEntries: 100})
+	r, err := Measure(proc, 99, Limits{MaxBytes: 1 << 20, MaxEntries: 100, MaxRootEntries: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +111,18 @@ func TestMeasure(t *testing.T) {
 	if want := []string{"/dev/shm/left"}; !slices.Equal(r.TmpfsEntries, want) {
 		t.Fatalf("tmpfs entries %q, want %q (/dev/null is the engine's)", r.TmpfsEntries, want)
 	}
+	// The root filesystem is stat'ed but for every mount point and all beneath it.
+	var rootPaths []string
+	for p := range r.RootEntries {
+		rootPaths = append(rootPaths, p)
+	}
+	slices.Sort(rootPaths)
+	if want := []string{"/", "/etc", "/etc/passwd"}; !slices.Equal(rootPaths, want) {
+		t.Fatalf("root entries %q, want %q", rootPaths, want)
+	}
+	if e := r.RootEntries["/etc/passwd"]; e.SHA256 != "" || e.Size != 5 || e.CtimeNs == 0 || e.Ino == 0 {
+		t.Fatalf("root entry %+v, want its stat with a ctime and no digest", e)
+	}
 	sum := sha256.Sum256([]byte("127.0.0.1 localhost\n"))
 	if e := r.Entries["/etc/hosts"]; e.SHA256 != hex.EncodeToString(sum[:]) || e.Size != 20 || e.CtimeNs == 0 {
 		t.Fatalf("hosts entry %+v, want its digest, size and ctime", e)
@@ -125,10 +137,11 @@ func TestMeasureRefuses(t *testing.T) {
 		limits  Limits
 		wantErr error
 	}{
-		{"the byte bound", fakeMounts, Limits{MaxBytes: 50, MaxEntries: 100}, ErrLimit},
-		{"the entry bound", fakeMounts, Limits{MaxBytes: 1 << 20, MaxEntries: 2}, ErrLimit},
+		{"the byte bound", fakeMounts, Limits{MaxBytes: 50, MaxEntries: 100, MaxRootEntries: 100}, ErrLimit},
+		{"the entry bound", fakeMounts, Limits{MaxBytes: 1 << 20, MaxEntries: 2, MaxRootEntries: 100}, ErrLimit},
+		{"the root entry bound", strings.Replace(fakeMounts, "4 1 0:4 /c/abc/hosts /etc/hosts rw - ext4 /dev/vda rw\n", "", 1), Limits{MaxBytes: 1 << 20, MaxEntries: 100, MaxRootEntries: 2}, ErrLimit},
 		{"a writable directory mount that is not tmpfs", fakeMounts + "6 1 0:6 /vol /data rw - ext4 /dev/vdb rw\n",
-			Limits{MaxBytes: 1 << 20, MaxEntries: 100}, ErrUnobservable},
+			Limits{MaxBytes: 1 << 20, MaxEntries: 100, MaxRootEntries: 100}, ErrUnobservable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +158,34 @@ func TestMeasureRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Measure(t.TempDir(), 99, Limits{MaxBytes: 1, MaxEntries: 1}); err == nil || ExitCode(err) != ExitUnreadable {
+	if _, err := Measure(t.TempDir(), 99, Limits{MaxBytes: 1, MaxEntries: 1, MaxRootEntries: 1}); err == nil || ExitCode(err) != ExitUnreadable {
 		t.Fatalf("an unreadable proc gave %v", err)
+	}
+}
+
+func TestSameRootEntry(t *testing.T) {
+	file := Entry{Dev: 1, Ino: 2, Mode: 0o100644, Nlink: 1, Size: 5, MtimeNs: 10, CtimeNs: 10}
+	dir := Entry{Dev: 1, Ino: 3, Mode: 0o040755, Nlink: 2, Size: 4096, MtimeNs: 10, CtimeNs: 10}
+	with := func(e Entry, f func(*Entry)) Entry { f(&e); return e }
+	cases := []struct {
+		name string
+		a, b Entry
+		want bool
+	}{
+		{"the same file", file, file, true},
+		{"a file rewritten with its size and mtime put back", file, with(file, func(e *Entry) { e.CtimeNs = 20 }), false},
+		{"a file replaced", file, with(file, func(e *Entry) { e.Ino = 9 }), false},
+		{"a chmod", file, with(file, func(e *Entry) { e.Mode = 0o100600 }), false},
+		{"a directory whose child came and went", dir, with(dir, func(e *Entry) { e.MtimeNs, e.CtimeNs, e.Nlink = 20, 20, 3 }), true},
+		{"a directory chmod", dir, with(dir, func(e *Entry) { e.Mode = 0o040700 }), false},
+		{"a directory chown", dir, with(dir, func(e *Entry) { e.UID = 1000 }), false},
+		{"a directory replaced by a file", dir, with(file, func(e *Entry) { e.Ino = dir.Ino }), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SameRootEntry(tc.a, tc.b); got != tc.want {
+				t.Fatalf("SameRootEntry = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

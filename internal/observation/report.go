@@ -9,12 +9,21 @@
 // every entry beneath each writable mount that is not the root filesystem, kernel state
 // (proc, sysfs, devpts, mqueue, cgroup, anything under /proc or /sys) or beneath another
 // mount: its metadata without the access time, and a regular file's SHA-256 or a link's
-// target. The root filesystem is the engine's to report (its change list). A writable
-// directory mount that is not tmpfs is refused: it may be shared with the host or another
-// container, so what it holds is not this sandbox's state to measure.
+// target. A writable directory mount that is not tmpfs is refused: it may be shared with the
+// host or another container, so what it holds is not this sandbox's state to measure.
 //
-// Consistency: each entry is stat'ed before, during (fstat of the open file) and after its
-// read, ctime included, and the mount table and process list are read again at the end; any
+// The root filesystem is walked too, every entry that is not beneath another mount
+// ([Report.RootEntries]), but stat'ed only, not read: its metadata without the access time
+// and a link's target. The ctime is what makes that enough: the kernel sets it to the current
+// time on every write, chmod, chown, link count or extended attribute change, and no call
+// sets it back (utimensat sets the mtime, never the ctime), so a file whose content changed
+// and whose size and mtime were put back still differs. The engine's change list cannot be
+// relied on for that: Docker's naive differ, which every storage driver but overlay2 uses,
+// compares size and mtime alone.
+//
+// Consistency: each mounted entry is stat'ed before, during (fstat of the open file) and
+// after its read, ctime included, each root directory is listed through the descriptor whose
+// stat was recorded, and the mount table and process list are read again at the end; any
 // difference fails the measurement rather than report a torn state.
 package observation
 
@@ -25,7 +34,7 @@ import (
 )
 
 // Version is the report format written by this package's [Measure].
-const Version = 1
+const Version = 2
 
 // Exit codes of the observer program, one per error class, so that its runner tells them
 // apart without reading text. Any other failure exits 1.
@@ -73,6 +82,9 @@ type Report struct {
 	// TmpfsEntries are the entries on a tmpfs below its mount point, except the engine's own
 	// device nodes in /dev: a fresh container has none, so any is something a call made.
 	TmpfsEntries []string `json:"tmpfs_entries"`
+	// RootEntries are the root filesystem's entries that are not beneath another mount, by
+	// path, stat'ed only: no SHA256 (a link keeps its target).
+	RootEntries map[string]Entry `json:"root_entries"`
 }
 
 // Process is one process's birth identity: a pid is reused, a pid with its start time is not.
@@ -114,23 +126,44 @@ type Entry struct {
 	Link    string `json:"link,omitempty"`   // symbolic links
 }
 
+// SameRootEntry reports whether the root filesystem entry a, of the baseline, is b: for a
+// file, link or node, every field (a write, a chmod, a rename over it or a put-back mtime all
+// change its inode or ctime); for two directories, the type, mode, owner and group alone,
+// since making and removing a child changes a directory's size, link count, mtime and ctime,
+// and each child is an entry of its own.
+func SameRootEntry(a, b Entry) bool {
+	const typ = 0o170000
+	if a.Mode&typ == 0o040000 && b.Mode&typ == 0o040000 {
+		return a.Mode == b.Mode && a.UID == b.UID && a.GID == b.GID
+	}
+	return a == b
+}
+
 // WithoutCtime is e with its ctime cleared, for the comparisons that must ignore it.
 func (e Entry) WithoutCtime() Entry {
 	e.CtimeNs = 0
 	return e
 }
 
-// Limits bound one measurement; exceeding either fails it.
+// Limits bound one measurement; exceeding any fails it.
 type Limits struct {
-	MaxBytes   int64 // regular-file bytes hashed, all files together
-	MaxEntries int   // entries recorded
+	MaxBytes       int64 // regular-file bytes hashed, all files together
+	MaxEntries     int   // entries of the measured mounts recorded
+	MaxRootEntries int   // entries of the root filesystem recorded
 }
 
-// Default limits, those of the reference subject.
+// Default limits: the first two are those of the reference subject; the root filesystem's
+// bound leaves room for a large language runtime (the test Python image has about 5 500).
 const (
-	DefaultMaxBytes   = 64 << 20
-	DefaultMaxEntries = 10000
+	DefaultMaxBytes       = 64 << 20
+	DefaultMaxEntries     = 10000
+	DefaultMaxRootEntries = 100000
 )
+
+// DefaultLimits are the three default bounds.
+func DefaultLimits() Limits {
+	return Limits{MaxBytes: DefaultMaxBytes, MaxEntries: DefaultMaxEntries, MaxRootEntries: DefaultMaxRootEntries}
+}
 
 // kernelFS are filesystem types that expose kernel state, outside the fingerprint's contract.
 var kernelFS = map[string]bool{

@@ -65,6 +65,9 @@ func DriverLevel() []string {
 		"TestFingerprintCatchesResidue",
 		"TestObserverContainerHardenedAndRemovedOnCancel",
 		"TestObserverContainerRemovedOnTimeoutAndPanic",
+		"TestObserverIsAutoRemoved",
+		"TestObserverLeftByAKilledEngineIsReaped",
+		"TestReapTakesLeftoverObservers",
 	}
 }
 
