@@ -7,13 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/mafsandbox/engine/client"
-	"github.com/mafsandbox/engine/integration/internal/itest"
-	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 )
 
@@ -46,23 +40,8 @@ for body in (b"not json", b"[1, 2]", b'{"name": "search", "arguments": {"query":
 // to the guest, and each is still a call: counted in the reply's calls and published as a
 // host_tools.called event with its refusal code, in order with the good calls.
 func TestHostToolsMalformedRequestsCounted(t *testing.T) {
-	b := itest.NewBackend(t)
-	srv := natstest.Run(t)
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
-	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
-	c := e.Remote(t)
-	prefix := "tools." + itest.NewKey(t).Scope
-	startToolServer(t, e, prefix)
-	events := make(chan *nats.Msg, 64)
-	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = evSub.Unsubscribe() }()
-	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: 16,
-		ResponseLimits: sandbox.DefaultTransferLimits()}
-	sb := itest.AcquireRemote(t, c, e.Backend, itest.NewKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
-	decl := map[string]json.RawMessage{"source": json.RawMessage(`"untrusted"`), "sink": json.RawMessage(`null`), "identity": json.RawMessage(`"app"`)}
+	sb, prefix, events := remoteToolsSandbox(t, 16)
+	decl := appToolDeclaration()
 	tools := []messages.APIHostTool{{Name: "search", Subject: prefix + ".search", Declaration: decl,
 		Params: []messages.APIHostToolParam{{Name: "query", Required: true}}}}
 	// Eight calls on the archive plane of a loaded daemon can take a minute and more: each

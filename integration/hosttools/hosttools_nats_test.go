@@ -98,23 +98,8 @@ func pythonHostToolsSpec(t *testing.T, agg sandbox.HostToolAggregate) sandbox.Sp
 // is served by a separate process on NATS; the engine enforces the registry the request
 // describes and the spec's caps.
 func TestHostToolsRunProgramOverNATS(t *testing.T) {
-	b := itest.NewBackend(t)
-	srv := natstest.Run(t)
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
-	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
-	c := e.Remote(t)
-	prefix := "tools." + itest.NewKey(t).Scope
-	startToolServer(t, e, prefix)
-	events := make(chan *nats.Msg, 64)
-	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = evSub.Unsubscribe() }()
-	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: 4,
-		ResponseLimits: sandbox.DefaultTransferLimits()}
-	sb := itest.AcquireRemote(t, c, e.Backend, itest.NewKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
-	decl := map[string]json.RawMessage{"source": json.RawMessage(`"untrusted"`), "sink": json.RawMessage(`null`), "identity": json.RawMessage(`"app"`)}
+	sb, prefix, events := remoteToolsSandbox(t, 4)
+	decl := appToolDeclaration()
 	tools := []messages.APIHostTool{
 		{Name: "search", Subject: prefix + ".search", Declaration: decl, Params: []messages.APIHostToolParam{{Name: "query", Required: true}}},
 		{Name: "broken", Subject: prefix + ".broken", Declaration: decl, AnyArguments: true},
@@ -214,4 +199,35 @@ func TestHostToolsGoHostThroughNATSClient(t *testing.T) {
 	if err != nil || res.ExitCode != 4 || !strings.Contains(res.Stdout(), "3 otters #1 otters #3") || calls.Load() != 1 {
 		t.Fatalf("RunProgram through the client: %+v, %v, %d calls", res, err, calls.Load())
 	}
+}
+
+// remoteToolsSandbox serves a Docker backend on an embedded NATS server with host-tool events
+// on, starts the helper tool server under a prefix of its own, and acquires a Python sandbox
+// through the client whose runs may make maxCalls tool calls. events receives every
+// host_tools.called event until the test ends.
+func remoteToolsSandbox(t *testing.T, maxCalls int) (sb *client.Sandbox, prefix string, events chan *nats.Msg) {
+	t.Helper()
+	b := itest.NewBackend(t)
+	srv := natstest.Run(t)
+	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
+	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
+	c := e.Remote(t)
+	prefix = "tools." + itest.NewKey(t).Scope
+	startToolServer(t, e, prefix)
+	events = make(chan *nats.Msg, 64)
+	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = evSub.Unsubscribe() })
+	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: maxCalls,
+		ResponseLimits: sandbox.DefaultTransferLimits()}
+	sb = itest.AcquireRemote(t, c, e.Backend, itest.NewKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
+	return sb, prefix, events
+}
+
+// appToolDeclaration declares a tool that reads untrusted data, writes nowhere and acts as
+// the app.
+func appToolDeclaration() map[string]json.RawMessage {
+	return map[string]json.RawMessage{"source": json.RawMessage(`"untrusted"`), "sink": json.RawMessage(`null`), "identity": json.RawMessage(`"app"`)}
 }
