@@ -23,6 +23,8 @@ type Timing struct {
 type Times struct {
 	Packages []Timing
 	Tests    []Timing
+	// Passed, Failed and Skipped count every test that ended, subtests included.
+	Passed, Failed, Skipped int
 }
 
 // event is the part of a test2json event this package reads.
@@ -46,6 +48,16 @@ func (t *Times) Read(r io.Reader, run string) error {
 		if e.Action != "pass" && e.Action != "fail" && e.Action != "skip" {
 			continue
 		}
+		if e.Test != "" {
+			switch e.Action {
+			case "pass":
+				t.Passed++
+			case "fail":
+				t.Failed++
+			default:
+				t.Skipped++
+			}
+		}
 		tm := Timing{Run: run, Package: e.Package, Test: e.Test, Elapsed: time.Duration(e.Elapsed * float64(time.Second)), Action: e.Action}
 		switch {
 		case e.Test == "":
@@ -60,7 +72,8 @@ func (t *Times) Read(r io.Reader, run string) error {
 	return nil
 }
 
-// Report writes each package's time, slowest first, then the n slowest top-level tests.
+// Report writes each package's time, slowest first, then the n slowest top-level tests, and
+// last a line counting the tests that passed, failed and were skipped.
 func (t *Times) Report(w io.Writer, n int) error {
 	bySlowest := func(a, b Timing) int { return int(b.Elapsed - a.Elapsed) }
 	pkgs := slices.Clone(t.Packages)
@@ -79,6 +92,7 @@ func (t *Times) Report(w io.Writer, n int) error {
 	for _, tc := range tests {
 		fmt.Fprintf(&b, "  %9s  %-4s  %s %s%s\n", tc.Elapsed.Round(100*time.Millisecond), tc.Action, tc.Package, tc.Test, tc.pass())
 	}
+	fmt.Fprintf(&b, "tests: %d passed, %d failed, %d skipped\n", t.Passed, t.Failed, t.Skipped)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -37,6 +37,7 @@ func TestReport(t *testing.T) {
 the 2 slowest tests:
        9.5s  pass  a TestSlow
          3s  pass  b TestMiddle
+tests: 3 passed, 1 failed, 1 skipped
 `
 	if out.String() != want {
 		t.Fatalf("report:\n%s\nwant:\n%s", out.String(), want)
