@@ -8,13 +8,12 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/conformance"
 )
 
 // Fingerprinter builds the fingerprint subject of a sandbox this engine holds: the Docker
 // one is docker/fingerprint's Factory.
 type Fingerprinter interface {
-	NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error)
+	NewSubject(ctx context.Context, sb sandbox.Sandbox) (sandbox.FingerprintSubject, error)
 }
 
 // WithFingerprinter answers the fingerprint subject with f (default: the call is refused as
@@ -86,7 +85,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 			return nil, failed("the-baseline-is-pristine", err)
 		}
 		got, err := subject.Fingerprint(ctx)
-		if errors.Is(err, conformance.ErrFingerprintUnsupported) {
+		if errors.Is(err, sandbox.ErrFingerprintUnsupported) {
 			resp.Skipped, resp.Reason = true, err.Error()
 			return resp, nil
 		}
@@ -116,7 +115,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 		if err != nil {
 			return nil, failed("the-final-state-is-measured", err)
 		}
-		c := conformance.CompareFingerprints(b.baseline, got)
+		c := sandbox.CompareFingerprints(b.baseline, got)
 		resp.ChangedPaths, resp.RunningPrograms = nonNil(got.ChangedPaths()), nonNil(got.RunningPrograms())
 		resp.Comparison = &messages.APIFingerprintComparison{PathsAdded: nonNil(c.PathsAdded), PathsRemoved: nonNil(c.PathsRemoved),
 			ProgramsAdded: nonNil(c.ProgramsAdded), ProgramsRemoved: nonNil(c.ProgramsRemoved)}
@@ -129,8 +128,8 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 
 // held is a subject with its baseline.
 type held struct {
-	subject  conformance.FingerprintSubject
-	baseline conformance.Fingerprint
+	subject  sandbox.FingerprintSubject
+	baseline sandbox.Fingerprint
 }
 
 func nonNil(s []string) []string {

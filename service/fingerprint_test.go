@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/conformance"
 	"github.com/mafsandbox/engine/service"
 )
 
@@ -22,17 +21,17 @@ import (
 type fakeFingerprinter struct{ answers []fpAnswer }
 
 type fpAnswer struct {
-	fp  conformance.Fingerprint
+	fp  sandbox.Fingerprint
 	err error
 }
 
 type fakeSubject struct{ answers []fpAnswer }
 
-func (f *fakeFingerprinter) NewSubject(context.Context, sandbox.Sandbox) (conformance.FingerprintSubject, error) {
+func (f *fakeFingerprinter) NewSubject(context.Context, sandbox.Sandbox) (sandbox.FingerprintSubject, error) {
 	return &fakeSubject{answers: f.answers}, nil
 }
 
-func (s *fakeSubject) Fingerprint(context.Context) (conformance.Fingerprint, error) {
+func (s *fakeSubject) Fingerprint(context.Context) (sandbox.Fingerprint, error) {
 	a := s.answers[0]
 	if len(s.answers) > 1 {
 		s.answers = s.answers[1:]
@@ -81,8 +80,8 @@ func acquireHandle(t *testing.T, nc *nats.Conn) string {
 }
 
 func TestFingerprintCall(t *testing.T) {
-	clean := conformance.NewFingerprint(nil, []string{"1:1 sleep [sleep infinity]"})
-	left := conformance.NewFingerprint([]string{"/tmp/x"}, []string{"1:1 sleep [sleep infinity]", "9:9 sleep [sleep 1000]"})
+	clean := sandbox.NewFingerprint(nil, []string{"1:1 sleep [sleep infinity]"})
+	left := sandbox.NewFingerprint([]string{"/tmp/x"}, []string{"1:1 sleep [sleep infinity]", "9:9 sleep [sleep 1000]"})
 	cases := []struct {
 		name        string
 		answers     []fpAnswer
@@ -95,7 +94,7 @@ func TestFingerprintCall(t *testing.T) {
 		{name: "a clean call passes", answers: []fpAnswer{{fp: clean}, {fp: clean}}, wantPassed: true},
 		{name: "residue is compared back", answers: []fpAnswer{{fp: clean}, {fp: left}}, wantAdded: []string{"/tmp/x"}},
 		{name: "an unsupported engine is a skip, not a pass",
-			answers:     []fpAnswer{{err: fmt.Errorf("%w: the daemon runs windows", conformance.ErrFingerprintUnsupported)}},
+			answers:     []fpAnswer{{err: fmt.Errorf("%w: the daemon runs windows", sandbox.ErrFingerprintUnsupported)}},
 			wantSkipped: true},
 		{name: "a refused baseline is a conformance failure",
 			answers: []fpAnswer{{err: &refused{}}}, wantBase: service.CodeConformanceFailure},
@@ -176,7 +175,7 @@ func nonNilStrings(s []string) []string {
 // TestFingerprintBaselinesAreBounded checks that an engine keeps at most 1024 baselines
 // waiting for their final, and refuses the next as unavailable.
 func TestFingerprintBaselinesAreBounded(t *testing.T) {
-	clean := conformance.NewFingerprint(nil, nil)
+	clean := sandbox.NewFingerprint(nil, nil)
 	e := startEngine(t, newFake(t), service.WithFingerprinter(&fakeFingerprinter{answers: []fpAnswer{{fp: clean}}}))
 	nc := natstest.Connect(t, e.srv)
 	for i := range 1025 {

@@ -1,5 +1,5 @@
 // Package fingerprint is the Docker fingerprint subject (docker-backend §12.5): the
-// engine-side [conformance.FingerprintSubject] a kind claiming ConfinedToGuestCallPath proves
+// engine-side [sandbox.FingerprintSubject] a kind claiming ConfinedToGuestCallPath proves
 // its claim with, through [conformance.AssertNothingLeftBehind]. It sits beside the backend
 // and needs only the docker package, not the actors: a kind's tests use it directly, and
 // engine serve hands a [Factory] to the NATS service, whose fingerprint call gives a host in
@@ -55,7 +55,7 @@
 // [sandbox.ErrRefused]) for a dirty baseline, writable declared mounts, a shared PID
 // namespace, a privileged workload or a replaced container; [*UnreadableError] for a
 // measurement that could not be read (an exceeded bound among them, [ErrLimit]). A daemon
-// that does not run Linux gives [conformance.ErrFingerprintUnsupported] on the baseline, which
+// that does not run Linux gives [sandbox.ErrFingerprintUnsupported] on the baseline, which
 // the probe reports as a skip; after a baseline it is an error.
 //
 // A Subject holds its baseline: build one per probe.

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/conformance"
 )
 
 // Factory builds a [Subject] per sandbox on one engine with the same options: what the NATS
@@ -31,7 +30,7 @@ func NewFactory(eng Engine, opts ...Option) (*Factory, error) {
 // NewSubject builds the subject of sb, addressed by its instance ID (the engine's container
 // ID), on sb's storage base when sb has a WorkDir() string method (actors.Sandbox), with the
 // observer image resolved now. It fails as [New].
-func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (conformance.FingerprintSubject, error) {
+func (f *Factory) NewSubject(ctx context.Context, sb sandbox.Sandbox) (sandbox.FingerprintSubject, error) {
 	if sb == nil {
 		return nil, &sandbox.InvalidArgumentError{Reason: "fingerprint: no sandbox"}
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/mafsandbox/engine/internal/observation"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/conformance"
 )
 
 // Engine is what the subject needs of the engine: the daemon's OS, the fingerprint seam and
@@ -44,7 +43,7 @@ type Container interface {
 // ObserverNamePrefix starts the name of every observer container.
 const ObserverNamePrefix = docker.ObserverNamePrefix
 
-// Subject is the Docker [conformance.FingerprintSubject] of one workload. It is safe for
+// Subject is the Docker [sandbox.FingerprintSubject] of one workload. It is safe for
 // concurrent use, though fingerprints of one workload are meant to be taken one at a time.
 type Subject struct {
 	eng       Engine
@@ -77,7 +76,7 @@ type dirMeta struct {
 	uid, gid int
 }
 
-var _ conformance.FingerprintSubject = (*Subject)(nil)
+var _ sandbox.FingerprintSubject = (*Subject)(nil)
 
 // New builds the subject of c on eng and resolves the observer image to its ID, which every
 // observation then runs. The storage base is [WithStorageBase]'s, else c's WorkDir() when it
@@ -114,16 +113,16 @@ func New(ctx context.Context, eng Engine, c Container, opts ...Option) (*Subject
 // ObserverImageID is the observer image's ID, resolved by [New].
 func (s *Subject) ObserverImageID() string { return s.imageID }
 
-// Fingerprint implements [conformance.FingerprintSubject]. The first call is the baseline.
-func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, error) {
+// Fingerprint implements [sandbox.FingerprintSubject]. The first call is the baseline.
+func (s *Subject) Fingerprint(ctx context.Context) (sandbox.Fingerprint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.linux(ctx); err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	before, err := s.confinement(ctx)
 	if err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	first := s.baseline == nil
 	var pre map[string]dirMeta
@@ -132,28 +131,28 @@ func (s *Subject) Fingerprint(ctx context.Context) (conformance.Fingerprint, err
 	}
 	changed := map[string]bool{}
 	if err := s.changes(ctx, before.ID, pre, changed); err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	if first {
 		if pre, err = s.preChanged(ctx, before.ID, changed); err != nil {
-			return conformance.Fingerprint{}, err
+			return sandbox.Fingerprint{}, err
 		}
 	}
 	report, err := s.observe(ctx, before)
 	if err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	if err := s.againstBaseline(before, report, pre, changed); err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	if err := s.unchangedSince(ctx, before, pre, first, changed); err != nil {
-		return conformance.Fingerprint{}, err
+		return sandbox.Fingerprint{}, err
 	}
 	programs := make([]string, 0, len(report.Processes))
 	for _, p := range report.Processes {
 		programs = append(programs, p.Identity())
 	}
-	return conformance.NewFingerprint(slices.Collect(maps.Keys(changed)), programs), nil
+	return sandbox.NewFingerprint(slices.Collect(maps.Keys(changed)), programs), nil
 }
 
 // linux refuses a daemon that does not run Linux: unsupported on the baseline (the probe's
@@ -168,7 +167,7 @@ func (s *Subject) linux(ctx context.Context) error {
 	}
 	if s.baseline == nil {
 		return fmt.Errorf("%w: the daemon runs %q; the Docker fingerprint reads Linux namespaces",
-			conformance.ErrFingerprintUnsupported, osName)
+			sandbox.ErrFingerprintUnsupported, osName)
 	}
 	return &UnreadableError{What: "the daemon's OS", Err: fmt.Errorf("it now says %q", osName)}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/conformance"
 )
 
 // observerImage is the observer image the fingerprint tests run: MAF_SANDBOX_DOCKER_OBSERVER_IMAGE
@@ -120,4 +119,4 @@ func guestSh(t *testing.T, ctx context.Context, sb sandbox.Sandbox, script strin
 	}
 }
 
-var _ conformance.FingerprintSubject = (*fingerprint.Subject)(nil)
+var _ sandbox.FingerprintSubject = (*fingerprint.Subject)(nil)

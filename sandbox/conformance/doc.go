@@ -39,8 +39,8 @@
 // # Nothing left behind
 //
 // [AssertNothingLeftBehind] is the probe a kind claiming ConfinedToGuestCallPath owes
-// (protocol §14.8). Its seam is a [FingerprintSubject], which an engine fills from its own
-// side (the Docker one is in package docker/fingerprint): a baseline [Fingerprint] of a fresh
+// (protocol §14.8). Its seam is a [sandbox.FingerprintSubject], which an engine fills from its own
+// side (the Docker one is in package docker/fingerprint): a baseline [sandbox.Fingerprint] of a fresh
 // sandbox, the kind's real call plus its cleanup, a final fingerprint, and a failure naming
 // every changed path and every program left running or replaced. An engine the subject
 // cannot measure gives one skipped result, so a caller asserting that every result passed

@@ -17,20 +17,20 @@ type scriptedSubject struct {
 }
 
 type answer struct {
-	fp  Fingerprint
+	fp  sandbox.Fingerprint
 	err error
 }
 
-func (s *scriptedSubject) Fingerprint(context.Context) (Fingerprint, error) {
+func (s *scriptedSubject) Fingerprint(context.Context) (sandbox.Fingerprint, error) {
 	if s.calls >= len(s.answers) {
-		return Fingerprint{}, errors.New("no more scripted fingerprints")
+		return sandbox.Fingerprint{}, errors.New("no more scripted fingerprints")
 	}
 	a := s.answers[s.calls]
 	s.calls++
 	return a.fp, a.err
 }
 
-func fp(paths, programs []string) answer { return answer{fp: NewFingerprint(paths, programs)} }
+func fp(paths, programs []string) answer { return answer{fp: sandbox.NewFingerprint(paths, programs)} }
 
 func TestAssertNothingLeftBehind(t *testing.T) {
 	quiet := []string{"1:100 sleep"}
@@ -47,7 +47,7 @@ func TestAssertNothingLeftBehind(t *testing.T) {
 	}{
 		{name: "clean call passes", answers: []answer{fp(nil, quiet), fp(nil, quiet)}, wantCall: true},
 		{name: "unsupported engine is one skip and no call",
-			answers:  []answer{{err: fmt.Errorf("daemon runs windows: %w", ErrFingerprintUnsupported)}},
+			answers:  []answer{{err: fmt.Errorf("daemon runs windows: %w", sandbox.ErrFingerprintUnsupported)}},
 			wantSkip: true},
 		{name: "dirty baseline fails before the call", answers: []answer{fp([]string{"/tmp/x"}, quiet)},
 			wantFail: []string{probeBaselinePristine}, wantReason: []string{"not pristine", "/tmp/x"}},
@@ -145,18 +145,18 @@ func TestAssertNothingLeftBehindRefusesNoSubject(t *testing.T) {
 }
 
 func TestCompareFingerprints(t *testing.T) {
-	a := NewFingerprint([]string{"/b", "/a", "/a"}, []string{"2:2 x", "1:1 y"})
+	a := sandbox.NewFingerprint([]string{"/b", "/a", "/a"}, []string{"2:2 x", "1:1 y"})
 	if got := a.ChangedPaths(); strings.Join(got, ",") != "/a,/b" {
 		t.Fatalf("paths %v, want the sorted set", got)
 	}
-	b := NewFingerprint([]string{"/a", "/c"}, []string{"1:1 y", "3:3 z"})
-	c := CompareFingerprints(a, b)
-	want := Comparison{PathsAdded: []string{"/c"}, PathsRemoved: []string{"/b"},
+	b := sandbox.NewFingerprint([]string{"/a", "/c"}, []string{"1:1 y", "3:3 z"})
+	c := sandbox.CompareFingerprints(a, b)
+	want := sandbox.FingerprintComparison{PathsAdded: []string{"/c"}, PathsRemoved: []string{"/b"},
 		ProgramsAdded: []string{"3:3 z"}, ProgramsRemoved: []string{"2:2 x"}}
 	if fmt.Sprint(c) != fmt.Sprint(want) || c.Clean() {
 		t.Fatalf("comparison %+v, want %+v", c, want)
 	}
-	if !CompareFingerprints(a, a).Clean() || !a.Equal(a) || a.Equal(b) {
+	if !sandbox.CompareFingerprints(a, a).Clean() || !a.Equal(a) || a.Equal(b) {
 		t.Fatalf("a fingerprint must equal itself and only itself")
 	}
 }
