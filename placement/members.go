@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,7 @@ type Member struct {
 // Members is the membership bucket: one entry per engine, expiring with the bucket's TTL
 // ([WithLease]) unless announced again.
 type Members struct {
+	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 	ttl time.Duration
 }
@@ -44,7 +46,7 @@ func NewMembers(ctx context.Context, js jetstream.JetStream, opts ...Option) (*M
 	if err != nil {
 		return nil, err
 	}
-	return &Members{kv: kv, ttl: o.lease}, nil
+	return &Members{js: js, kv: kv, ttl: o.lease}, nil
 }
 
 // TTL is how long an announcement counts.
@@ -72,16 +74,26 @@ func (m *Members) Leave(ctx context.Context, engine string) error {
 }
 
 // List returns the engines announced within the TTL, by engine ID.
+//
+// It reads the keys from the bucket stream's subject counts, not with KeyValue.ListKeys: that
+// listing is an ordered consumer that counts the pending entries when it starts and waits
+// until it has seen that many, so an entry the TTL removes meanwhile leaves it waiting for the
+// caller's whole context (seen in CI: a 30-second List).
 func (m *Members) List(ctx context.Context) ([]Member, error) {
-	lister, err := m.kv.ListKeys(ctx)
+	bucket := m.kv.Bucket()
+	stream, err := m.js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
 		return nil, fmt.Errorf("placement: list members: %w", err)
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+	prefix := "$KV." + bucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("placement: list members: %w", err)
 	}
-	_ = lister.Stop()
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subject, prefix))
+	}
 	now := time.Now()
 	var out []Member
 	for _, k := range keys {

@@ -106,21 +106,31 @@ func TestServiceMicroStatsMeasureTheRealWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}
-	msg, err := natstest.Connect(t, e.Server).Request(subject, nil, 10*time.Second)
-	if err != nil {
-		t.Fatalf("stats: %v", err)
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(msg.Data, &st); err != nil {
-		t.Fatalf("stats %s: %v", msg.Data, err)
-	}
-	by := map[string]*micro.EndpointStats{}
-	for _, ep := range st.Endpoints {
-		by[ep.Name] = ep
-	}
-	acq, read := by["acquire"], by["read_file"]
-	if acq == nil || read == nil {
-		t.Fatalf("stats endpoints %s", msg.Data)
+	// micro counts a request after its handler returns, and the handler returns after it has
+	// sent the reply: the client can hold the answer before the count moves, so read the
+	// stats until the refused read is in them.
+	nc := natstest.Connect(t, e.Server)
+	var acq, read *micro.EndpointStats
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		msg, err := nc.Request(subject, nil, 10*time.Second)
+		if err != nil {
+			t.Fatalf("stats: %v", err)
+		}
+		var st micro.Stats
+		if err := json.Unmarshal(msg.Data, &st); err != nil {
+			t.Fatalf("stats %s: %v", msg.Data, err)
+		}
+		by := map[string]*micro.EndpointStats{}
+		for _, ep := range st.Endpoints {
+			by[ep.Name] = ep
+		}
+		acq, read = by["acquire"], by["read_file"]
+		if acq == nil || read == nil {
+			t.Fatalf("stats endpoints %s", msg.Data)
+		}
+		if read.NumRequests > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	t.Logf("client waited %s for the acquire; the engine counted %s", waited, acq.ProcessingTime)
 	if acq.NumRequests != 1 || acq.NumErrors != 0 || acq.ProcessingTime < waited/2 || acq.ProcessingTime > waited {
