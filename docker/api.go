@@ -12,6 +12,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // API is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
@@ -30,11 +32,12 @@ import (
 // [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
 // concurrent use.
 type API struct {
-	cfg   Config
-	log   *zap.Logger
-	env   []string
-	cli   *CLI // runs `docker context inspect` for binding; never anything else
-	bound *bindOnce[apiBound]
+	cfg     Config
+	log     *zap.Logger
+	metrics *telemetry.Metrics
+	env     []string
+	cli     *CLI // runs `docker context inspect` for binding; never anything else
+	bound   *bindOnce[apiBound]
 }
 
 var (
@@ -59,11 +62,12 @@ func NewAPI(cfg Config, opts ...Option) (*API, error) {
 	log := o.log.Named("docker")
 	env := os.Environ()
 	return &API{
-		cfg:   cfg,
-		log:   log,
-		env:   env,
-		cli:   &CLI{cfg: cfg, log: log, env: env, bound: newBindOnce[bound]()},
-		bound: newBindOnce[apiBound](),
+		cfg:     cfg,
+		log:     log,
+		metrics: o.metrics,
+		env:     env,
+		cli:     &CLI{cfg: cfg, log: log, env: env, bound: newBindOnce[bound]()},
+		bound:   newBindOnce[apiBound](),
 	}, nil
 }
 
@@ -88,8 +92,12 @@ func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Co
 		err = fn(cctx, b)
 	}
 	err = a.settle(ctx, cctx, args, err)
+	elapsed := time.Since(start)
 	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
-		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+		zap.Duration("elapsed", elapsed), zap.Error(err))
+	if args[0] != "exec" { // an exec's control call only binds: API.exec records the whole run
+		a.metrics.DaemonCall(ctx, args[0], elapsed, err)
+	}
 	return err
 }
 

@@ -58,8 +58,10 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 	args = append(args, req.Argv...)
 	start := time.Now()
 	defer func() {
+		elapsed := time.Since(start)
 		a.log.Debug("docker api exec", zap.String("container", req.Target), zap.Strings("args", firstArgs(req.Argv)),
-			zap.Int("exit_code", out.ExitCode), zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+			zap.Int("exit_code", out.ExitCode), zap.Duration("elapsed", elapsed), zap.Error(err))
+		a.metrics.DaemonCall(ctx, "exec", elapsed, err)
 	}()
 	if err := ctx.Err(); err != nil {
 		return ExecOutput{}, fmt.Errorf("docker exec: %w", err)

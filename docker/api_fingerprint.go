@@ -167,8 +167,10 @@ func (a *API) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverO
 			err = &TimeoutError{Args: args, Timeout: spec.Timeout}
 		}
 	}
+	elapsed := time.Since(start)
 	a.log.Debug("docker api call", zap.String("op", "run"), zap.String("container", spec.Name),
-		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+		zap.Duration("elapsed", elapsed), zap.Error(err))
+	a.metrics.DaemonCall(ctx, "run", elapsed, err)
 	return out, err
 }
 

@@ -107,8 +107,10 @@ func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result
 	}
 	start := time.Now()
 	defer func() {
+		elapsed := time.Since(start)
 		c.log.Debug("docker command", zap.String("op", op), zap.Strings("args", firstArgs(inv.args)),
-			zap.Int("exit_code", res.ExitCode), zap.Duration("elapsed", time.Since(start)), zap.Error(err))
+			zap.Int("exit_code", res.ExitCode), zap.Duration("elapsed", elapsed), zap.Error(err))
+		c.metrics.DaemonCall(ctx, op, elapsed, err)
 	}()
 
 	r, err := spawn(b, inv, op)

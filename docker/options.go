@@ -4,11 +4,14 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // options is what an [Option] sets, for either driver.
 type options struct {
-	log *zap.Logger
+	log     *zap.Logger
+	metrics *telemetry.Metrics
 }
 
 // Option configures a [CLI] or an [API].
@@ -38,4 +41,13 @@ func applyOptions(opts []Option) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// WithMetrics records every daemon call's operation and duration into m (nil, the default,
+// records nothing).
+func WithMetrics(m *telemetry.Metrics) Option {
+	return func(o *options) error {
+		o.metrics = m
+		return nil
+	}
 }

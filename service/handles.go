@@ -150,6 +150,17 @@ func (t *handles) buriedHandle(id string) (buriedHandle, bool) {
 }
 
 // len counts the handles.
+// byKind counts the live sandboxes by kind.
+func (t *handles) byKind() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := map[string]int{}
+	for _, h := range t.byID {
+		n[h.kind]++
+	}
+	return n
+}
+
 func (t *handles) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // The calls that are not addressed to one sandbox: acquire, dispose, dispose scope, reap,
@@ -39,6 +40,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
 		release()
+		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, EncodeError(err).Code)
 		return nil, err
 	}
 	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
@@ -50,6 +52,11 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if f, ok := sb.(sandbox.Fresh); ok {
 		out.Created = f.Created()
 	}
+	outcome := telemetry.OutcomeReused
+	if out.Created {
+		outcome = telemetry.OutcomeCreated
+	}
+	s.o.metrics.Acquired(ctx, spec.Kind, outcome, "")
 	return &messages.APIAcquireResponse{Sandbox: out}, nil
 }
 

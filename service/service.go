@@ -63,6 +63,7 @@ type Service struct {
 	balance      balance      // balance.go: the members' load, for choosing a cold acquire's engine
 	announceStop chan struct{}
 	announceDone chan struct{}
+	unobserve    func() error // stops the sandboxes gauge (telemetry)
 	stopOnce     sync.Once
 	stopErr      error
 }
@@ -139,6 +140,13 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		abort()
 		return nil, fmt.Errorf("flush the subscriptions: %w", err)
 	}
+	unobserve, err := o.metrics.ObserveSandboxes(s.handles.byKind)
+	if err != nil {
+		s.unsubscribe()
+		abort()
+		return nil, err
+	}
+	s.unobserve = unobserve
 	go s.janitor()
 	s.watchConnection()
 	if o.placement != nil {
@@ -201,6 +209,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		<-s.announceDone
 		s.stopConnWatch()
 		s.releaseAll()
+		if uerr := s.unobserve(); uerr != nil {
+			s.log.Debug("stop observing the sandboxes", zap.Error(uerr))
+		}
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
 	})
@@ -460,7 +471,12 @@ func sandboxGone(err error) bool {
 func (s *Service) reply(c *call, resp any, err error) {
 	op := c.op
 	errText := ""
-	defer func() { c.ep.record(time.Since(c.start), errText) }()
+	code := ""
+	defer func() {
+		elapsed := time.Since(c.start)
+		c.ep.record(elapsed, errText)
+		s.o.metrics.Call(s.life, op.name, elapsed, code)
+	}()
 	log := c.log.With(zap.Duration("elapsed", time.Since(c.start)))
 	msg := &nats.Msg{Subject: c.msg.Reply, Header: c.headers()}
 	if err == nil {
@@ -481,6 +497,7 @@ func (s *Service) reply(c *call, resp any, err error) {
 		msg.Header.Set(micro.ErrorCodeHeader, wire.Code)
 		msg.Header.Set(micro.ErrorHeader, headerText(wire.Message))
 		errText = wire.Code + ": " + headerText(wire.Message)
+		code = wire.Code
 		if wire.Code == CodeInternal {
 			log.Warn("call failed", zap.String("code", wire.Code), zap.Error(err))
 		} else {

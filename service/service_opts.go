@@ -10,6 +10,7 @@ import (
 
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/telemetry"
 	"github.com/mafsandbox/engine/wire"
 )
 
@@ -34,6 +35,7 @@ type options struct {
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
+	metrics         *telemetry.Metrics // nil: no metrics
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.
@@ -189,6 +191,15 @@ func WithHostToolEvents(prefix string) Option {
 			return errOption("host-tool event prefix %q is not dot-separated plain tokens", prefix)
 		}
 		o.hostToolEvents = prefix
+		return nil
+	}
+}
+
+// WithMetrics records every call (its duration and refusal code), every acquire's outcome and
+// the sandboxes held by kind into m; nil, the default, records nothing.
+func WithMetrics(m *telemetry.Metrics) Option {
+	return func(o *options) error {
+		o.metrics = m
 		return nil
 	}
 }

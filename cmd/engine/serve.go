@@ -60,7 +60,7 @@ type serveVerb struct {
 	logs                                                        logFlags
 	listen, dataDir, readyFile, engineID, dockerPath, driver    string
 	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
-	observerImage                                               string
+	observerImage, metricsListen                                string
 	drain, idleActors, eventDupes                               time.Duration
 	labels                                                      labelFlag
 	place                                                       placementFlags
@@ -95,6 +95,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", natspub.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
+	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
@@ -136,8 +137,14 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	prom, err := serveMetrics(v.metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer closeMetrics(prom, log)
+	metrics := prom.Metrics()
 	// One driver serves the backend and answers the daemon's ID the events carry.
-	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")))
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -157,7 +164,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 	}
 	defer closeReaps()
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
-		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(v.eventPrefix)}
+		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(v.eventPrefix),
+		service.WithMetrics(metrics)}
 	if v.engineID != "" {
 		opts = append(opts, service.WithEngineID(v.engineID))
 	}

@@ -1,0 +1,201 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// TestPrometheusScrapesTheEngine runs engine serve with --metrics-listen, has a real
+// Prometheus server scrape it every second, runs a workload over NATS (one acquire, three
+// execs, a refused read) and asks Prometheus's HTTP API for what the engine recorded: the
+// acquire counted as created, the exec latency histogram with three observations, the refused
+// read under its code, the daemon's create calls, and the live sandboxes by kind.
+func TestPrometheusScrapesTheEngine(t *testing.T) {
+	dockertest.Require(t)
+	prom := prometheusBinary(t)
+	metricsAddr := freeAddr(t)
+	natsURL := itest.StartServe(t, nil, "--metrics-listen", metricsAddr)
+	promURL := startPrometheus(t, prom, metricsAddr)
+
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := itest.Context(t)
+	c, err := client.New(ctx, nc)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	b := itest.NewBackend(t) // only to dispose whatever the test leaves
+	sb := itest.AcquireRemote(t, c, b, itest.NewKey(t), itest.BusyboxSpec(t))
+	for i := range 3 {
+		if _, err := sb.Exec(ctx, sandbox.Shell(fmt.Sprintf("echo %d", i)), ".", time.Minute); err != nil {
+			t.Fatalf("exec %d: %v", i, err)
+		}
+	}
+	if _, err := sb.ReadFile(ctx, "../../etc/passwd", ".", 4096); err == nil {
+		t.Fatal("a read outside the sandbox succeeded")
+	}
+
+	for _, q := range []struct{ query, want string }{
+		{`sum(maf_sandbox_acquires_total{maf_sandbox_kind="shell",maf_sandbox_outcome="created"})`, "1"},
+		{`sum(rpc_server_call_duration_seconds_count{rpc_method="exec"})`, "3"},
+		{`count(rpc_server_call_duration_seconds_bucket{rpc_method="exec"}) > 1`, ""}, // the buckets exist
+		{`sum(rpc_server_call_duration_seconds_count{rpc_method="read_file",error_type="not_confined"})`, "1"},
+		{`sum(maf_sandbox_docker_call_duration_seconds_count{maf_sandbox_docker_operation="create"}) >= 1`, ""},
+		{`sum(maf_sandbox_sandboxes{maf_sandbox_kind="shell"})`, "1"},
+	} {
+		got := eventually(t, promURL, q.query, q.want)
+		t.Logf("%s = %s", q.query, got)
+	}
+	// The exec latency as Prometheus computes it from the histogram: a number of seconds.
+	med := eventually(t, promURL, `histogram_quantile(0.5, sum by (le) (rpc_server_call_duration_seconds_bucket{rpc_method="exec"}))`, "")
+	if v, err := strconv.ParseFloat(med, 64); err != nil || v <= 0 || v > 60 {
+		t.Fatalf("median exec latency %q from the histogram", med)
+	}
+}
+
+// prometheusBinary is Debian's prometheus; .ci/run installs it.
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("no prometheus on PATH: install Debian's prometheus package (apt-get install prometheus); .ci/run does")
+	}
+	return p
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// startPrometheus runs a Prometheus server that scrapes target every second, on a store in the
+// test's temporary directory, and returns its base URL once it answers ready.
+func startPrometheus(t *testing.T, bin, target string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: engine\n    static_configs:\n      - targets: [%q]\n", target)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+listen, "--log.level=warn")
+	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		_ = log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	base := "http://" + listen
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(base + "/-/ready")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("prometheus exited before it was ready")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready within a minute: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// eventually asks Prometheus query until it returns one sample (whose value is want, when want
+// is set) and returns the value; scrapes come every second, so a minute is ample.
+func eventually(t *testing.T, base, query, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last := ""
+	for {
+		v, err := instant(base, query)
+		if err == nil && v != "" && (want == "" || v == want) {
+			return v
+		}
+		last = fmt.Sprintf("%q, %v", v, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus never answered %s with %q: last %s", query, want, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// instant runs an instant query and returns the value of its one sample ("" when none).
+func instant(base, query string) (string, error) {
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(query))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return "", err
+	}
+	if r.Status != "success" {
+		return "", fmt.Errorf("query %s: %s", query, r.Error)
+	}
+	switch len(r.Data.Result) {
+	case 0:
+		return "", nil
+	case 1:
+		s, _ := r.Data.Result[0].Value[1].(string)
+		return s, nil
+	default:
+		return "", fmt.Errorf("query %s: %d samples", query, len(r.Data.Result))
+	}
+}

@@ -1,0 +1,134 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Instrument names, as OpenTelemetry names them (a Prometheus scrape sees them with dots as
+// underscores and the unit appended: rpc_server_call_duration_seconds).
+const (
+	NameCallDuration   = "rpc.server.call.duration"
+	NameAcquires       = "maf_sandbox.acquires"
+	NameSandboxes      = "maf_sandbox.sandboxes"
+	NameDaemonDuration = "maf_sandbox.docker.call.duration"
+)
+
+// Attribute keys the instruments carry.
+const (
+	KeyRPCSystem = attribute.Key("rpc.system")
+	KeyRPCMethod = attribute.Key("rpc.method")
+	KeyErrorType = attribute.Key("error.type")
+	KeyKind      = attribute.Key("maf_sandbox.kind")
+	KeyOutcome   = attribute.Key("maf_sandbox.outcome")
+	KeyDaemonOp  = attribute.Key("maf_sandbox.docker.operation")
+)
+
+// Acquire outcomes ([Metrics.Acquired]).
+const (
+	OutcomeCreated = "created"
+	OutcomeReused  = "reused"
+	OutcomeRefused = "refused"
+)
+
+// durationBuckets are the histogram bounds in seconds: an exec or a cached acquire answers
+// in milliseconds, a cold allowlisted acquire in about a second, a long exec in minutes.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// Metrics is the engine's instruments. Its methods are safe for concurrent use, and on a nil
+// *Metrics they do nothing: that is how metrics are off.
+type Metrics struct {
+	calls    metric.Float64Histogram
+	acquires metric.Int64Counter
+	daemon   metric.Float64Histogram
+	meter    metric.Meter
+}
+
+// NewMetrics makes the instruments from mp's meter for this module.
+func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+	if mp == nil {
+		return nil, errNoProvider
+	}
+	m := &Metrics{meter: mp.Meter("github.com/mafsandbox/engine")}
+	var err error
+	if m.calls, err = m.meter.Float64Histogram(NameCallDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of the engine's NATS API calls, from the request's arrival to the reply."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameCallDuration, err)
+	}
+	if m.acquires, err = m.meter.Int64Counter(NameAcquires, metric.WithUnit("{acquire}"),
+		metric.WithDescription("Acquires answered, by sandbox kind and outcome (created, reused, refused with its code).")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameAcquires, err)
+	}
+	if m.daemon, err = m.meter.Float64Histogram(NameDaemonDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each call to the Docker daemon, by operation."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameDaemonDuration, err)
+	}
+	return m, nil
+}
+
+// Call records one API call: its operation, how long it took and, when it was refused or
+// failed, its wire code (empty on success).
+func (m *Metrics) Call(ctx context.Context, op string, d time.Duration, code string) {
+	if m == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{KeyRPCSystem.String("nats"), KeyRPCMethod.String(op)}
+	if code != "" {
+		attrs = append(attrs, KeyErrorType.String(code))
+	}
+	m.calls.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// Acquired counts one acquire of kind: created or reused, or refused with code.
+func (m *Metrics) Acquired(ctx context.Context, kind, outcome, code string) {
+	if m == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{KeyKind.String(kind), KeyOutcome.String(outcome)}
+	if code != "" {
+		attrs = append(attrs, KeyErrorType.String(code))
+	}
+	m.acquires.Add(ctx, 1, metric.WithAttributes(attrs...))
+}
+
+// DaemonCall records one call to the Docker daemon: the operation as the CLI names it
+// (create, start, exec, ...), its duration, and whether it failed.
+func (m *Metrics) DaemonCall(ctx context.Context, op string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{KeyDaemonOp.String(op)}
+	if err != nil {
+		attrs = append(attrs, KeyErrorType.String("error"))
+	}
+	m.daemon.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// ObserveSandboxes reports the live sandboxes by kind, as count returns them, at each
+// collection. The returned function stops the reporting.
+func (m *Metrics) ObserveSandboxes(count func() map[string]int) (stop func() error, err error) {
+	if m == nil {
+		return func() error { return nil }, nil
+	}
+	g, err := m.meter.Int64ObservableGauge(NameSandboxes, metric.WithUnit("{sandbox}"),
+		metric.WithDescription("Sandboxes this engine holds now, by kind."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameSandboxes, err)
+	}
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for kind, n := range count() {
+			o.ObserveInt64(g, int64(n), metric.WithAttributes(KeyKind.String(kind)))
+		}
+		return nil
+	}, g)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s callback: %w", NameSandboxes, err)
+	}
+	return reg.Unregister, nil
+}

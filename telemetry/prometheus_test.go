@@ -1,0 +1,98 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mafsandbox/engine/telemetry"
+)
+
+// TestPrometheusExposesTheInstruments records one of each instrument and reads GET /metrics:
+// each appears under the name docs/operations.md gives it, with its labels.
+func TestPrometheusExposesTheInstruments(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p, err := telemetry.NewPrometheus("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Metrics()
+	ctx := context.Background()
+	m.Call(ctx, "exec", 30*time.Millisecond, "")
+	m.Call(ctx, "read_file", time.Millisecond, "not_confined")
+	m.Acquired(ctx, "shell", telemetry.OutcomeCreated, "")
+	m.Acquired(ctx, "shell", telemetry.OutcomeRefused, "image_not_found")
+	m.DaemonCall(ctx, "create", 200*time.Millisecond, nil)
+	m.DaemonCall(ctx, "inspect", time.Millisecond, errors.New("no such container"))
+	stop, err := m.ObserveSandboxes(func() map[string]int { return map[string]int{"shell": 2, "python": 1} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + p.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`rpc_server_call_duration_seconds_count{`,
+		`rpc_method="exec"`,
+		`error_type="not_confined"`,
+		`maf_sandbox_acquires_total{`,
+		`maf_sandbox_outcome="created"`,
+		`maf_sandbox_docker_call_duration_seconds_bucket{`,
+		`maf_sandbox_docker_operation="create"`,
+		`maf_sandbox_sandboxes{`,
+		`maf_sandbox_kind="python"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GET /metrics lacks %s:\n%s", want, text)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNilMetricsRecordNothing: metrics off is a nil *Metrics, and every method is safe on it.
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *telemetry.Metrics
+	ctx := context.Background()
+	m.Call(ctx, "exec", time.Second, "")
+	m.Acquired(ctx, "shell", telemetry.OutcomeCreated, "")
+	m.DaemonCall(ctx, "create", time.Second, nil)
+	stop, err := m.ObserveSandboxes(func() map[string]int { t.Fatal("counted with metrics off"); return nil })
+	if err != nil || stop() != nil {
+		t.Fatalf("ObserveSandboxes on nil: %v", err)
+	}
+}
+
+func TestNewMetricsNeedsAProvider(t *testing.T) {
+	if _, err := telemetry.NewMetrics(nil); !errors.Is(err, telemetry.ErrOption) {
+		t.Fatalf("NewMetrics(nil) = %v, want ErrOption", err)
+	}
+}
+
+// TestPrometheusRefusesABusyAddress: a listener that cannot bind is an error at once.
+func TestPrometheusRefusesABusyAddress(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p, err := telemetry.NewPrometheus("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if q, err := telemetry.NewPrometheus(p.Addr(), nil); err == nil {
+		_ = q.Close(context.Background())
+		t.Fatalf("a second endpoint on %s started", p.Addr())
+	}
+}
