@@ -8,8 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // containerActor owns one container, named by the derived container name. Its mailbox
