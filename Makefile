@@ -83,7 +83,7 @@ engine:
 	gate=maf-sandbox-gate-$(PROXY_GOOS)-$(PROXY_GOARCH); \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$proxy" ./cmd/proxy; \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$observer" ./cmd/observer; \
-	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$gate" ./internal/images/cmd/gate; \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$gate" ./cmd/gate; \
 	printf '{"Replace":{"%s":"%s","%s":"%s","%s":"%s"}}\n' \
 		"$(CURDIR)/internal/images/embedded/$$proxy" "$$tmp/$$proxy" \
 		"$(CURDIR)/internal/images/embedded/$$observer" "$$tmp/$$observer" \
