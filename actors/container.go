@@ -68,7 +68,7 @@ type memory struct {
 	provedNetwork string
 
 	// The last instance known to be gone and how it went: a call on its handle is answered
-	// without an engine call (gone.go).
+	// without an engine call (container_gone.go).
 	lost       string
 	lostReason string
 
