@@ -1,5 +1,5 @@
-# make test is the one command that checks everything: formatting, vet, staticcheck, the test
-# image, then every test with the race detector. It stops at the first failure.
+# make test is the one command that checks everything: formatting, vet, staticcheck, the
+# complexity bound, the test image, then every test with the race detector. It stops at the first failure.
 # docs/testing.md explains the environment variables, labels and cleanup rules.
 
 GO ?= go
@@ -8,7 +8,7 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: run test test-times fmt-check vet staticcheck images fuzz bench engine install
+.PHONY: run test test-times fmt-check vet staticcheck cyclo images fuzz bench engine install
 
 # make run plays a scripted agent against the local Docker engine (engine demo).
 run: images
@@ -26,7 +26,7 @@ TEST_TIMEOUT ?= 40m
 TEST_TIMES ?= $(CURDIR)/.test-times
 GOTESTSUM_VERSION := v1.13.0
 GOTESTSUM = $(GO) run gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
-test: fmt-check vet staticcheck images
+test: fmt-check vet staticcheck cyclo images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
 	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
@@ -58,6 +58,13 @@ staticcheck:
 	fi; \
 	echo "$$sc ./..."; "$$sc" ./...
 
+# No function outside the tests may be over cyclomatic complexity 20: past that a function is
+# split, so each part reads on its own. gocyclo lists the offenders and fails.
+GOCYCLO_VERSION := v0.6.0
+cyclo:
+	@$(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@$(GOCYCLO_VERSION) -over 20 -ignore '_test' . || \
+		{ echo "gocyclo failed: split each function listed above (over cyclomatic complexity 20)"; exit 1; }
+
 # engine builds the engine binary as an installer would, at ENGINE_BIN (default ./engine), with
 # the static binaries of the egress proxy and of the fingerprint observer for
 # PROXY_GOOS/PROXY_GOARCH (default linux and this machine's architecture: the daemon's platform)
@@ -76,7 +83,7 @@ engine:
 	gate=maf-sandbox-gate-$(PROXY_GOOS)-$(PROXY_GOARCH); \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$proxy" ./cmd/proxy; \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$observer" ./cmd/observer; \
-	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$gate" ./internal/images/cmd/gate; \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$gate" ./cmd/gate; \
 	printf '{"Replace":{"%s":"%s","%s":"%s","%s":"%s"}}\n' \
 		"$(CURDIR)/internal/images/embedded/$$proxy" "$$tmp/$$proxy" \
 		"$(CURDIR)/internal/images/embedded/$$observer" "$$tmp/$$observer" \

@@ -8,8 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // containerActor owns one container, named by the derived container name. Its mailbox
@@ -68,7 +68,7 @@ type memory struct {
 	provedNetwork string
 
 	// The last instance known to be gone and how it went: a call on its handle is answered
-	// without an engine call (gone.go).
+	// without an engine call (container_gone.go).
 	lost       string
 	lostReason string
 

@@ -10,16 +10,16 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // FilePlane names how file calls reach a container's filesystem.
 type FilePlane string
 
 // The file planes. The archive plane is the engine's archive API under a freeze (freeze.go);
-// the host plane is sandbox/hostfs, openat2 beneath the container process's root, with no
+// the host plane is actors/hostfs, openat2 beneath the container process's root, with no
 // freeze. Auto takes the host plane for a container it can be proven for, else the archive.
 const (
 	FilePlaneAuto    FilePlane = "auto"
@@ -83,7 +83,7 @@ func (p archivePlane) remove(ctx context.Context, target string, r removal) erro
 	return p.a.archiveRemove(ctx, target, r)
 }
 
-// hostPlane is sandbox/hostfs on a root proven for this instance.
+// hostPlane is actors/hostfs on a root proven for this instance.
 type hostPlane struct {
 	a    *containerActor
 	root *hostfs.Root

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // On an engine the host plane cannot use (the fake is no local daemon), auto serves file

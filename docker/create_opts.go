@@ -93,6 +93,9 @@ func WithEntrypoint(path string) CreateOpt { return func(s *CreateSpec) { s.Entr
 // WithIPv4 fixes the container's address on its network.
 func WithIPv4(a netip.Addr) CreateOpt { return func(s *CreateSpec) { s.IPv4 = a } }
 
+// attached reports whether s joins a network (a --network other than none).
+func (s CreateSpec) attached() bool { return s.Network != "" && s.Network != "none" }
+
 // validate refuses a spec that could not render to a safe command line.
 func (s CreateSpec) validate() error {
 	switch {
@@ -108,9 +111,9 @@ func (s CreateSpec) validate() error {
 		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
 	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
 		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
-	case s.Network != "" && s.Network != "none" && s.ProxyURL == "":
+	case s.attached() && s.ProxyURL == "":
 		return fmt.Errorf("create spec: %w: network %s without a proxy", ErrInvalid, s.Network)
-	case s.IPv4.IsValid() && (!s.IPv4.Is4() || s.Network == "" || s.Network == "none"):
+	case s.IPv4.IsValid() && (!s.IPv4.Is4() || !s.attached()):
 		return fmt.Errorf("create spec: %w: a fixed address needs an IPv4 address and a network", ErrInvalid)
 	case strings.HasPrefix(s.Entrypoint, "-"):
 		return fmt.Errorf("create spec: %w: entrypoint starts with '-'", ErrInvalid)

@@ -126,7 +126,7 @@ type ContainerInfo struct {
 	Networks   map[string]string // network name → network ID
 	// Pid and StartedAt are State.Pid and State.StartedAt: the host pid of the init process
 	// of a running container (0 otherwise) and when it was started. The host file plane
-	// proves a process is the container's with them (sandbox/hostfs).
+	// proves a process is the container's with them (actors/hostfs).
 	Pid       int
 	StartedAt time.Time
 }

@@ -20,8 +20,8 @@ type Router struct {
 	backends []Backend // every registered backend, asked on every disposal
 	routable []Backend // backends that may serve specs (those clearing the floor)
 
-	acquireGate gate[SandboxID]
-	disposeGate gate[Key]
+	acquireLocks keyLock[SandboxID]
+	disposeLocks keyLock[Key]
 
 	mu      sync.Mutex
 	unclean map[Key]DisposalCode
@@ -337,7 +337,7 @@ func foldHostToolTraffic(spec Spec) (in, out TransferLimits) {
 // [*UncleanError] until a disposal lands.
 func (r *Router) Acquire(ctx context.Context, key Key, spec Spec) (Sandbox, error) {
 	id := Identity(key, spec.Kind)
-	unlock, err := r.acquireGate.lock(ctx, id, r.opts.acquireWait, "acquire of "+key.String())
+	unlock, err := r.acquireLocks.lock(ctx, id, r.opts.acquireWait, "acquire of "+key.String())
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +450,7 @@ func (r *Router) disposeInstance(ctx context.Context, b Backend, key Key, kind, 
 // an unclean key; a narrowed one does not, since the ledger does not record which kind or
 // instance failed and a key reopens only when every failed target is gone.
 func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *DisposalFailure {
-	unlock, err := r.disposeGate.lock(ctx, key, 0, "disposal of "+key.String())
+	unlock, err := r.disposeLocks.lock(ctx, key, 0, "disposal of "+key.String())
 	if err != nil {
 		return &DisposalFailure{Code: DisposalUnknown, Detail: err.Error()}
 	}

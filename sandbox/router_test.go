@@ -1268,9 +1268,9 @@ func TestDisposeWaitsForTheKey(t *testing.T) {
 	}
 }
 
-// A free gate is taken whatever the state of ctx: the answer must not depend on which
+// A free key's lock is taken whatever the state of ctx: the answer must not depend on which
 // select case the runtime happens to pick.
-func TestFreeGateIgnoresAnEndedContext(t *testing.T) {
+func TestFreeKeyLockIgnoresAnEndedContext(t *testing.T) {
 	fake := fakeAt(t, "fake", sandbox.IsolationMicroVM)
 	r := mustRouter(t, backends(fake))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -112,7 +112,7 @@ func wantHardened(t *testing.T, info docker.ContainerInfo, before time.Time) {
 
 // wantProvable fails t unless info names the running init's pid and start and the engine
 // reports the daemon's security options: what the host file plane proves a container's
-// process with (sandbox/hostfs).
+// process with (actors/hostfs).
 func wantProvable(t *testing.T, e docker.Engine, info docker.ContainerInfo) {
 	t.Helper()
 	if info.Pid <= 0 || info.StartedAt.Before(info.Created) || info.StartedAt.After(time.Now().Add(time.Minute)) {

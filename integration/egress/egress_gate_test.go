@@ -149,13 +149,13 @@ func TestEgressGateRefusesAnAbsentCommand(t *testing.T) {
 // The gate binary is a static program of the standard library alone, small enough to be
 // copied into every allowlisted workload.
 func TestEgressGateBinaryIsSmallAndStatic(t *testing.T) {
-	out, err := exec.CommandContext(itest.Context(t), "go", "list", "-deps", "github.com/mafsandbox/engine/internal/images/cmd/gate").Output()
+	out, err := exec.CommandContext(itest.Context(t), "go", "list", "-deps", "github.com/mafsandbox/engine/cmd/gate").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	deps := strings.Fields(string(out))
 	if i := slices.IndexFunc(deps, func(d string) bool {
-		return strings.Contains(d, ".") && !strings.HasPrefix(d, "github.com/mafsandbox/engine/internal/images/cmd/gate")
+		return strings.Contains(d, ".") && !strings.HasPrefix(d, "github.com/mafsandbox/engine/cmd/gate")
 	}); i >= 0 {
 		t.Fatalf("the gate links %s: it must use the standard library only", deps[i])
 	}

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hostfs"
 )
 
 // swapSandbox acquires a sandbox whose guest (uid 1000) cannot change the root-owned

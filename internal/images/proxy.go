@@ -27,7 +27,7 @@ const GateBinary = "/maf-sandbox-gate"
 const gateBinaryName = "maf-sandbox-gate"
 
 // gateMain is the gate's main package, relative to the module root.
-const gateMain = "./internal/images/cmd/gate"
+const gateMain = "./cmd/gate"
 
 // proxyMain is the package of the proxy's main, relative to the module root.
 const proxyMain = "./cmd/proxy"
@@ -58,7 +58,7 @@ func EnsureProxy(ctx context.Context, dockerPath, tag string) error {
 // when `make engine` built it (then neither the source tree nor a Go toolchain is needed);
 // otherwise `CGO_ENABLED=0 go build` of ./cmd/proxy of the module that holds the working
 // directory (found with `go env GOMOD`). It goes into a temporary build context holding only
-// that binary, the workload gate (./internal/images/cmd/gate, got the same way) and a
+// that binary, the workload gate (./cmd/gate, got the same way) and a
 // Dockerfile FROM scratch; then `docker build`. The image runs as
 // 65532:65532, exposes 3128, has the entrypoint ["/maf-egress-proxy", "proxy"] and carries
 // [LabelImage]=proxy and [LabelBinarySHA256].
