@@ -8,7 +8,7 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: run test test-times fmt-check vet staticcheck cyclo images fuzz bench engine install
+.PHONY: run test test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
 
 # make run plays a scripted agent against the local Docker engine (engine demo).
 run: images
@@ -26,7 +26,7 @@ TEST_TIMEOUT ?= 40m
 TEST_TIMES ?= $(CURDIR)/.test-times
 GOTESTSUM_VERSION := v1.13.0
 GOTESTSUM = $(GO) run gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
-test: fmt-check vet staticcheck cyclo images
+test: fmt-check vet staticcheck cyclo jaeger images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
 	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
@@ -64,6 +64,20 @@ GOCYCLO_VERSION := v0.6.0
 cyclo:
 	@$(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@$(GOCYCLO_VERSION) -over 20 -ignore '_test' . || \
 		{ echo "gocyclo failed: split each function listed above (over cyclomatic complexity 20)"; exit 1; }
+
+# jaeger builds Jaeger's all-in-one binary (the real OTLP receiver and trace store the trace
+# test of integration/telemetry exports to) from the Go module proxy into GOBIN (or
+# GOPATH/bin), once: it is built in a throwaway module under TMPDIR, so none of its code or
+# its module graph enters this repository. Several minutes on a clean machine.
+JAEGER_VERSION := v1.75.0
+jaeger:
+	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH | cut -d: -f1)/bin; \
+	if [ -x "$$bin/jaeger" ]; then echo "jaeger: $$bin/jaeger"; exit 0; fi; \
+	echo "building jaeger $(JAEGER_VERSION) into $$bin"; \
+	dir=$$(mktemp -d) && cd "$$dir" && $(GO) mod init maf-sandbox-jaeger-build >/dev/null 2>&1 && \
+	$(GO) get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) && \
+	$(GO) build -o "$$bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger; \
+	status=$$?; rm -rf "$$dir"; exit $$status
 
 # engine builds the engine binary as an installer would, at ENGINE_BIN (default ./engine), with
 # the static binaries of the egress proxy and of the fingerprint observer for

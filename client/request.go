@@ -9,6 +9,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/messages"
@@ -150,11 +152,21 @@ func ContextWithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
 }
 
-// send sends data on subject with the ctx's request ID, if any, and waits for the reply.
+// send sends data on subject with the ctx's request ID, if any, and the W3C traceparent of
+// the span ctx carries, if any (so the engine's span of the call is its child), and waits for
+// the reply.
 func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
-	m := &nats.Msg{Subject: subject, Data: data}
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
-		m.Header = nats.Header{wire.RequestIDHeader: {id}}
+		m.Header.Set(wire.RequestIDHeader, id)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		tc := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, tc)
+		m.Header.Set(wire.TraceparentHeader, tc.Get("traceparent"))
+	}
+	if len(m.Header) == 0 {
+		m.Header = nil
 	}
 	return b.nc.RequestMsgWithContext(ctx, m)
 }

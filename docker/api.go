@@ -12,8 +12,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/telemetry"
 )
 
 // API is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
@@ -32,12 +30,12 @@ import (
 // [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
 // concurrent use.
 type API struct {
-	cfg     Config
-	log     *zap.Logger
-	metrics *telemetry.Metrics
-	env     []string
-	cli     *CLI // runs `docker context inspect` for binding; never anything else
-	bound   *bindOnce[apiBound]
+	cfg   Config
+	log   *zap.Logger
+	inst  instruments
+	env   []string
+	cli   *CLI // runs `docker context inspect` for binding; never anything else
+	bound *bindOnce[apiBound]
 }
 
 var (
@@ -62,12 +60,12 @@ func NewAPI(cfg Config, opts ...Option) (*API, error) {
 	log := o.log.Named("docker")
 	env := os.Environ()
 	return &API{
-		cfg:     cfg,
-		log:     log,
-		metrics: o.metrics,
-		env:     env,
-		cli:     &CLI{cfg: cfg, log: log, env: env, bound: newBindOnce[bound]()},
-		bound:   newBindOnce[apiBound](),
+		cfg:   cfg,
+		log:   log,
+		inst:  newInstruments(o),
+		env:   env,
+		cli:   &CLI{cfg: cfg, log: log, inst: newInstruments(o), env: env, bound: newBindOnce[bound]()},
+		bound: newBindOnce[apiBound](),
 	}, nil
 }
 
@@ -81,8 +79,13 @@ var errControlBudget = errors.New("docker: control call budget spent")
 // Config.CommandTimeout: its expiry is a [*TimeoutError], the caller's cancellation or deadline
 // ctx's error, wrapped, exactly as the CLI's runner reports them.
 func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
+	end := func(error) time.Duration { return 0 }
+	if args[0] != "exec" { // an exec's control call only binds: API.exec observes the whole run
+		ctx, end = a.inst.begin(ctx, args[0])
+	}
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
+		end(err)
 		return fmt.Errorf("docker %s: %w", args[0], err)
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.cfg.CommandTimeout, errControlBudget)
@@ -92,12 +95,9 @@ func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Co
 		err = fn(cctx, b)
 	}
 	err = a.settle(ctx, cctx, args, err)
-	elapsed := time.Since(start)
+	end(err)
 	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
-		zap.Duration("elapsed", elapsed), zap.Error(err))
-	if args[0] != "exec" { // an exec's control call only binds: API.exec records the whole run
-		a.metrics.DaemonCall(ctx, args[0], elapsed, err)
-	}
+		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
 	return err
 }
 

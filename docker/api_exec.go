@@ -56,12 +56,11 @@ func (a *API) exec(ctx context.Context, req ExecRequest, started func()) (out Ex
 	}
 	args := append([]string{"exec"}, req.Target)
 	args = append(args, req.Argv...)
-	start := time.Now()
+	ctx, end := a.inst.begin(ctx, "exec")
 	defer func() {
-		elapsed := time.Since(start)
+		elapsed := end(err)
 		a.log.Debug("docker api exec", zap.String("container", req.Target), zap.Strings("args", firstArgs(req.Argv)),
 			zap.Int("exit_code", out.ExitCode), zap.Duration("elapsed", elapsed), zap.Error(err))
-		a.metrics.DaemonCall(ctx, "exec", elapsed, err)
 	}()
 	if err := ctx.Err(); err != nil {
 		return ExecOutput{}, fmt.Errorf("docker exec: %w", err)

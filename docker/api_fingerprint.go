@@ -167,10 +167,9 @@ func (a *API) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverO
 			err = &TimeoutError{Args: args, Timeout: spec.Timeout}
 		}
 	}
-	elapsed := time.Since(start)
+	a.inst.metrics.DaemonCall(ctx, "run", time.Since(start), err)
 	a.log.Debug("docker api call", zap.String("op", "run"), zap.String("container", spec.Name),
-		zap.Duration("elapsed", elapsed), zap.Error(err))
-	a.metrics.DaemonCall(ctx, "run", elapsed, err)
+		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
 	return out, err
 }
 

@@ -11,19 +11,17 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/telemetry"
 )
 
 // CLI is the [Engine] over the docker client binary. Every operation spawns one client process
 // (never through a shell) with the environment captured at construction. It is safe for
 // concurrent use.
 type CLI struct {
-	cfg     Config
-	log     *zap.Logger
-	metrics *telemetry.Metrics
-	env     []string
-	bound   *bindOnce[bound]
+	cfg   Config
+	log   *zap.Logger
+	inst  instruments
+	env   []string
+	bound *bindOnce[bound]
 }
 
 // ExecStarter reports that the CLI cannot tell when an exec's process started: its client
@@ -47,11 +45,11 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 		return nil, err
 	}
 	return &CLI{
-		cfg:     cfg,
-		log:     o.log.Named("docker"),
-		metrics: o.metrics,
-		env:     os.Environ(),
-		bound:   newBindOnce[bound](),
+		cfg:   cfg,
+		log:   o.log.Named("docker"),
+		inst:  newInstruments(o),
+		env:   os.Environ(),
+		bound: newBindOnce[bound](),
 	}, nil
 }
 

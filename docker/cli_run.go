@@ -105,12 +105,11 @@ func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result
 	if err := ctx.Err(); err != nil {
 		return result{}, fmt.Errorf("docker %s: %w", op, err)
 	}
-	start := time.Now()
+	ctx, end := c.inst.begin(ctx, op)
 	defer func() {
-		elapsed := time.Since(start)
+		elapsed := end(err)
 		c.log.Debug("docker command", zap.String("op", op), zap.Strings("args", firstArgs(inv.args)),
 			zap.Int("exit_code", res.ExitCode), zap.Duration("elapsed", elapsed), zap.Error(err))
-		c.metrics.DaemonCall(ctx, op, elapsed, err)
 	}()
 
 	r, err := spawn(b, inv, op)

@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/telemetry"
@@ -12,6 +13,7 @@ import (
 type options struct {
 	log     *zap.Logger
 	metrics *telemetry.Metrics
+	tracer  trace.TracerProvider
 }
 
 // Option configures a [CLI] or an [API].
@@ -48,6 +50,16 @@ func applyOptions(opts []Option) (options, error) {
 func WithMetrics(m *telemetry.Metrics) Option {
 	return func(o *options) error {
 		o.metrics = m
+		return nil
+	}
+}
+
+// WithTracerProvider starts a client span per daemon call from tp, a child of the span the
+// call's context carries (the API call's, when the service has the same provider); nil, the
+// default, starts none.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		o.tracer = tp
 		return nil
 	}
 }

@@ -5,10 +5,14 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/mafsandbox/engine/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/telemetry"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // Correlation headers. A request may carry [RequestIDHeader] (the engine mints an ID when it
@@ -33,8 +37,10 @@ type call struct {
 	msg         *nats.Msg
 	start       time.Time
 	requestID   string
-	traceparent string      // "" unless the request carried a valid one
-	log         *zap.Logger // carries op, subject, request_id, and once read the key and handle
+	traceparent string          // "" unless the request carried a valid one
+	log         *zap.Logger     // carries op, subject, request_id, and once read the key and handle
+	ctx         context.Context // the engine's life with the call's span, child of the caller's traceparent
+	span        trace.Span      // ended by reply
 }
 
 // newCall reads m's correlation headers and derives the call's logger.
@@ -56,6 +62,12 @@ func (s *Service) newCall(m *nats.Msg, ep *endpoint, op operation) *call {
 		fields = append(fields, zap.String("trace_id", traceparentRE.FindStringSubmatch(c.traceparent)[2]))
 	}
 	c.log = s.log.With(fields...)
+	parent := s.life
+	if c.traceparent != "" {
+		parent = telemetry.TraceContext().Extract(parent, propagation.MapCarrier{"traceparent": c.traceparent})
+	}
+	c.ctx, c.span = s.tracer.Start(parent, op.name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(telemetry.KeyRPCSystem.String("nats"), telemetry.KeyRPCMethod.String(op.name)))
 	if given != "" && given != c.requestID {
 		c.log.Debug("request ID header refused; minted one", zap.Int("length", len(given)))
 	}

@@ -15,10 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // Service answers the API on one NATS connection for one router. Build it with [New] and
@@ -64,6 +67,7 @@ type Service struct {
 	announceStop chan struct{}
 	announceDone chan struct{}
 	unobserve    func() error // stops the sandboxes gauge (telemetry)
+	tracer       trace.Tracer
 	stopOnce     sync.Once
 	stopErr      error
 }
@@ -119,7 +123,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	life, abort := context.WithCancel(context.Background())
 	s := &Service{
-		nc: nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
+		tracer: telemetry.Tracer(o.tracer),
+		nc:     nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
 		log:  o.logger.With(zap.String("engine", o.engineID)),
 		life: life, abort: abort,
 		handles:     newHandles(),
@@ -441,7 +446,7 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	ctx, unfence := s.fenced(withCall(s.life, c), env.Sandbox) // placement.go: the call ends with the lease
+	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {
 		var cancel context.CancelFunc
@@ -476,6 +481,11 @@ func (s *Service) reply(c *call, resp any, err error) {
 		elapsed := time.Since(c.start)
 		c.ep.record(elapsed, errText)
 		s.o.metrics.Call(s.life, op.name, elapsed, code)
+		if code != "" {
+			c.span.SetAttributes(telemetry.KeyErrorType.String(code))
+			c.span.SetStatus(otelcodes.Error, code)
+		}
+		c.span.End()
 	}()
 	log := c.log.With(zap.Duration("elapsed", time.Since(c.start)))
 	msg := &nats.Msg{Subject: c.msg.Reply, Header: c.headers()}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/placement"
@@ -35,7 +36,8 @@ type options struct {
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
-	metrics         *telemetry.Metrics // nil: no metrics
+	metrics         *telemetry.Metrics   // nil: no metrics
+	tracer          trace.TracerProvider // nil: no spans
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.
@@ -200,6 +202,16 @@ func WithHostToolEvents(prefix string) Option {
 func WithMetrics(m *telemetry.Metrics) Option {
 	return func(o *options) error {
 		o.metrics = m
+		return nil
+	}
+}
+
+// WithTracerProvider starts a server span per call from tp, child of the request's
+// traceparent when it carries one; the driver's daemon calls made for it are its children
+// when the driver has the same provider. nil, the default, starts none.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		o.tracer = tp
 		return nil
 	}
 }

@@ -60,7 +60,7 @@ type serveVerb struct {
 	logs                                                        logFlags
 	listen, dataDir, readyFile, engineID, dockerPath, driver    string
 	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
-	observerImage, metricsListen                                string
+	observerImage, metricsListen, otlpEndpoint                  string
 	drain, idleActors, eventDupes                               time.Duration
 	labels                                                      labelFlag
 	place                                                       placementFlags
@@ -96,6 +96,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
+	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
@@ -143,8 +144,14 @@ func (v *serveVerb) run(ctx context.Context) error {
 	}
 	defer closeMetrics(prom, log)
 	metrics := prom.Metrics()
+	tracing, err := exportTraces(ctx, v.otlpEndpoint)
+	if err != nil {
+		return err
+	}
+	defer closeTraces(tracing, log)
+	tp := tracing.TracerProvider()
 	// One driver serves the backend and answers the daemon's ID the events carry.
-	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics))
+	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics), docker.WithTracerProvider(tp))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -165,7 +172,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	defer closeReaps()
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
 		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(v.eventPrefix),
-		service.WithMetrics(metrics)}
+		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
 	if v.engineID != "" {
 		opts = append(opts, service.WithEngineID(v.engineID))
 	}

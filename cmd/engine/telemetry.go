@@ -40,3 +40,25 @@ func closeMetrics(p *telemetry.Prometheus, log *zap.Logger) {
 		log.Warn("stop the metrics endpoint", zap.Error(err))
 	}
 }
+
+// exportTraces starts the OTLP trace exporter at endpoint; empty is a nil *Tracing, whose
+// provider starts no spans.
+func exportTraces(ctx context.Context, endpoint string) (*telemetry.Tracing, error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	t, err := telemetry.NewOTLPTracing(ctx, endpoint, buildVersion())
+	if err != nil {
+		return nil, fmt.Errorf("serve: --otlp-endpoint: %w", err)
+	}
+	return t, nil
+}
+
+// closeTraces flushes the spans still batched (nil: none), bounded.
+func closeTraces(t *telemetry.Tracing, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Close(ctx); err != nil {
+		log.Warn("flush the traces", zap.Error(err))
+	}
+}
