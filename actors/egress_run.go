@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/proxy"
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // An allowlisted cold acquire builds two things that do not depend on each other until
@@ -94,7 +94,7 @@ func newEgressRun(nets docker.Networks, l egressLaunch) (*egressRun, error) {
 
 // gateProxy is where the gate dials for its release: the proxy's fixed address.
 func (r *egressRun) gateProxy() string {
-	return netip.AddrPortFrom(r.addrs.proxy, proxy.GatePort).String()
+	return netip.AddrPortFrom(r.addrs.proxy, egresslog.GatePort).String()
 }
 
 // offerGate records whether the workload is gated (gate is the binary, nil for not); only the

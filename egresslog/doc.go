@@ -1,6 +1,15 @@
-// Package egresslog owns the egress proxy's record: the decision-log grammar the proxy writes
-// and the drain reads, the attribution label that says whose window a proxy's log is, and the
+// Package egresslog owns the egress proxy's contract with the engine: the environment the
+// engine sets on a proxy container, the decision-log grammar the proxy writes and the drain
+// reads, the attribution label that says whose window a proxy's log is, and the
 // events a drained window or a reap sweep becomes.
+//
+// # The environment
+//
+// The engine configures a proxy container through its environment (egress-and-reap.md §2.6):
+// [EnvAllow], [EnvPrivateCIDRs] and [EnvPort] for the policy and the listener, [EnvSealTargets]
+// and [EnvSealSkip] for the seal probe ([FormatSealTargets]), [EnvGateListen] and
+// [EnvGateToken] for the workload gate's release on [GatePort]. The names live here, not in
+// package proxy, so that the engine writes them without linking the proxy program.
 //
 // # The decision log
 //
