@@ -67,6 +67,11 @@ func TestEmbeddedWorkerRecoversPendingWindows(t *testing.T) {
 		if !s.drv.dead.Load() {
 			t.Fatalf("the engine dying at %d did not die", when)
 		}
+		// What the dead engine left (its workload and network; its proxy is gone) goes now,
+		// so its own backend's clean-up finds nothing to refuse.
+		if err := cleanup.Dispose(ctx, key, sandbox.DisposeOptions{}); err != nil {
+			t.Fatalf("dispose what the engine dying at %d left: %v", when, err)
+		}
 	}
 	if left, err := pending.List(ctx); err != nil || len(left) != 2 {
 		t.Fatalf("pending records the dead engines left: %d (%v), want 2", len(left), err)
