@@ -17,7 +17,6 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
-	"github.com/mafsandbox/engine/proxy"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -415,17 +414,17 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	if err != nil {
 		return "", fmt.Errorf("label proxy %s: %w", name, err)
 	}
-	env := []string{"MAF_SANDBOX_ALLOW=" + strings.Join(hosts, ",")}
+	env := []string{egresslog.EnvAllow + "=" + strings.Join(hosts, ",")}
 	if private != "" {
-		env = append(env, "MAF_SANDBOX_PRIVATE_CIDRS="+private)
+		env = append(env, egresslog.EnvPrivateCIDRs+"="+private)
 	}
 	if prove {
-		env = append(env, proxy.EnvSealTargets+"="+proxy.FormatSealTargets(a.b.sealTargets(ctx, nets)))
+		env = append(env, egresslog.EnvSealTargets+"="+egresslog.FormatSealTargets(a.b.sealTargets(ctx, nets)))
 		if run.addrs.workload.IsValid() { // the workload's own address: it may be up there, gated
-			env = append(env, proxy.EnvSealSkip+"="+run.addrs.workload.String())
+			env = append(env, egresslog.EnvSealSkip+"="+run.addrs.workload.String())
 		}
 		if run.token != "" { // the gate's release, served once sealed
-			env = append(env, proxy.EnvGateListen+"="+run.gateProxy(), proxy.EnvGateToken+"="+run.token)
+			env = append(env, egresslog.EnvGateListen+"="+run.gateProxy(), egresslog.EnvGateToken+"="+run.token)
 		}
 	}
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
@@ -483,7 +482,7 @@ func (a *containerActor) awaitProxy(ctx context.Context, nets docker.Networks, i
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(proxy.DefaultSealBudget):
+		case <-time.After(egresslog.DefaultSealBudget):
 		}
 	}
 	for pause := readinessFirst; ; pause = min(2*pause, readinessLongest) {

@@ -15,14 +15,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/proxy"
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // An allowlisted cold acquire builds two things that do not depend on each other until
 // hand-out: the proxy (create, start, seal probe, outbound leg) and the workload (create,
 // facts, storage base). The proxy is built on a goroutine of the acquire while the actor
 // prepares the workload. When the proxy image carries the workload gate, the workload's first
-// process is the gate (internal/images/cmd/gate): the workload starts while the proxy starts
+// process is the gate (cmd/gate): the workload starts while the proxy starts
 // and probes, and the gate runs the image's own command only once the proxy, sealed, hands it
 // the release token over the internal network; without a gate the workload's start waits
 // for the verdict. Either way no process of the image runs on a network before its proof,
@@ -94,7 +94,7 @@ func newEgressRun(nets docker.Networks, l egressLaunch) (*egressRun, error) {
 
 // gateProxy is where the gate dials for its release: the proxy's fixed address.
 func (r *egressRun) gateProxy() string {
-	return netip.AddrPortFrom(r.addrs.proxy, proxy.GatePort).String()
+	return netip.AddrPortFrom(r.addrs.proxy, egresslog.GatePort).String()
 }
 
 // offerGate records whether the workload is gated (gate is the binary, nil for not); only the
@@ -195,7 +195,7 @@ func (a *containerActor) joinEgress(r *egressRun, werr error) error {
 // per backend, and where it is copied into each gated workload.
 const gatePath = "/maf-sandbox-gate"
 
-// gateProtocol is the gate's usage line (internal/images/cmd/gate), looked for in the binary:
+// gateProtocol is the gate's usage line (cmd/gate), looked for in the binary:
 // a gate that does not carry it predates the release over the network and is not used.
 const gateProtocol = "usage: maf-sandbox-gate PROXY TOKEN COMMAND"
 

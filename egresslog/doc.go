@@ -1,6 +1,15 @@
-// Package egresslog owns the egress proxy's record: the decision-log grammar the proxy writes
-// and the drain reads, the attribution label that says whose window a proxy's log is, and the
-// events a drained window or a reap sweep becomes.
+// Package egresslog owns the egress proxy's contract with the engine: the environment the
+// engine sets on a proxy container, the decision-log grammar the proxy writes and the drain
+// reads, the attribution label that says whose window a proxy's log is, and the window a
+// drain hands on.
+//
+// # The environment
+//
+// The engine configures a proxy container through its environment (egress-and-reap.md §2.6):
+// [EnvAllow], [EnvPrivateCIDRs] and [EnvPort] for the policy and the listener, [EnvSealTargets]
+// and [EnvSealSkip] for the seal probe ([FormatSealTargets]), [EnvGateListen] and
+// [EnvGateToken] for the workload gate's release on [GatePort]. The names live here, not in
+// package proxy, so that the engine writes them without linking the proxy program.
 //
 // # The decision log
 //
@@ -29,16 +38,15 @@
 // caller's own key may stand in for a proxy that carries nothing to read, and [Attribute]
 // combines the two.
 //
-// # Events
+// # Windows
 //
-// A drained [Window] becomes an [EgressObservedEvent] ([Window.Event]) and a [ReapSummary] a
-// [ReapCompletedEvent]; [EgressMessage] and [ReapMessage] encode them as a [Message] with its
-// subject ([Token], [EgressSubject], [ReapSubject]), ID and type (docs/events.md). Building an
-// event needs no connection. Delivering it — the core and JetStream publishers, the streams
-// and the retrying outbox — lives in package egresslog/natspub.
+// A drain ends in a [Window]: the decisions, the key, the [Trigger] that removed the proxy and
+// how the removal went. The engine hands it to its egress sink; package events turns it into
+// the egress.observed event and delivers it (docs/events.md). Building and delivering events
+// is not this package's.
 //
 // The package imports neither the docker nor any NATS package: the proxy binary links it
 // (with package sandbox's types), and a proxy that links no NATS client is one less thing to
-// audit in the one program that faces the sandbox. That is why delivery is a separate
-// package; cmd/proxy's tests fail if the proxy ever links a nats-io module.
+// audit in the one program that faces the sandbox. That is why the events are a separate
+// package (events); cmd/proxy's tests fail if the proxy ever links a nats-io module.
 package egresslog

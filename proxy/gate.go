@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // The workload gate's release (docs/architecture.md, "The workload gate"). An allowlisted
@@ -16,13 +18,6 @@ import (
 // network before its proof — and no `docker cp` is on the acquire's path.
 
 const (
-	// EnvGateListen is the proxy's own address on the internal network, ADDRESS:PORT, where
-	// it hands the release token to the gate once sealed. Unset: no gate to release.
-	EnvGateListen = "MAF_SANDBOX_GATE_LISTEN"
-	// EnvGateToken is the release token, drawn by the engine per workload create.
-	EnvGateToken = "MAF_SANDBOX_GATE_TOKEN"
-	// GatePort is the port of the release, beside the proxy's own DefaultPort.
-	GatePort = 3129
 	// gateWriteBudget bounds one hand-over: the gate reads a line from a host on its segment.
 	gateWriteBudget = time.Second
 )
@@ -30,17 +25,17 @@ const (
 // GateConfig reads the release's address and token from the environment; ok is false when
 // no release is asked for.
 func GateConfig(getenv func(string) string) (listen netip.AddrPort, token string, ok bool, err error) {
-	s := getenv(EnvGateListen)
+	s := getenv(egresslog.EnvGateListen)
 	if s == "" {
 		return netip.AddrPort{}, "", false, nil
 	}
 	listen, err = netip.ParseAddrPort(s)
 	if err != nil {
-		return netip.AddrPort{}, "", false, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, EnvGateListen, err)
+		return netip.AddrPort{}, "", false, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, egresslog.EnvGateListen, err)
 	}
-	token = getenv(EnvGateToken)
+	token = getenv(egresslog.EnvGateToken)
 	if len(token) < 32 {
-		return netip.AddrPort{}, "", false, fmt.Errorf("%w: %s: a release token of at least 32 characters is required", ErrInvalidConfig, EnvGateToken)
+		return netip.AddrPort{}, "", false, fmt.Errorf("%w: %s: a release token of at least 32 characters is required", ErrInvalidConfig, egresslog.EnvGateToken)
 	}
 	return listen, token, true, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 func TestGateConfig(t *testing.T) {
@@ -17,14 +19,14 @@ func TestGateConfig(t *testing.T) {
 	if _, _, ok, err := GateConfig(env(nil)); ok || err != nil {
 		t.Fatalf("no release asked: ok %v err %v", ok, err)
 	}
-	addr, tok, ok, err := GateConfig(env(map[string]string{EnvGateListen: "10.213.0.2:3129", EnvGateToken: token}))
+	addr, tok, ok, err := GateConfig(env(map[string]string{egresslog.EnvGateListen: "10.213.0.2:3129", egresslog.EnvGateToken: token}))
 	if err != nil || !ok || addr.String() != "10.213.0.2:3129" || tok != token {
 		t.Fatalf("GateConfig = %v %q %v %v", addr, tok, ok, err)
 	}
 	for _, m := range []map[string]string{
-		{EnvGateListen: "10.213.0.2", EnvGateToken: token},
-		{EnvGateListen: "10.213.0.2:3129", EnvGateToken: "short"},
-		{EnvGateListen: "10.213.0.2:3129"},
+		{egresslog.EnvGateListen: "10.213.0.2", egresslog.EnvGateToken: token},
+		{egresslog.EnvGateListen: "10.213.0.2:3129", egresslog.EnvGateToken: "short"},
+		{egresslog.EnvGateListen: "10.213.0.2:3129"},
 	} {
 		if _, _, _, err := GateConfig(env(m)); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("GateConfig(%v) = %v, want ErrInvalidConfig", m, err)

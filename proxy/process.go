@@ -9,19 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-)
 
-// The proxy process's environment (egress-and-reap.md §2.6).
-const (
-	// EnvAllow is the allowlist, comma-joined in spec order.
-	EnvAllow = "MAF_SANDBOX_ALLOW"
-	// EnvPrivateCIDRs is the private-destination allowance, comma-joined CIDR blocks; empty or
-	// unset means none.
-	EnvPrivateCIDRs = "MAF_SANDBOX_PRIVATE_CIDRS"
-	// EnvPort is the port to listen on, default [DefaultPort].
-	EnvPort = "MAF_SANDBOX_PROXY_PORT"
-	// DefaultPort is the port the proxy listens on when [EnvPort] is unset or empty.
-	DefaultPort = 3128
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // Config is the proxy process's configuration.
@@ -37,18 +26,18 @@ type Config struct {
 // not parse and for a port that is not a number in 1–65535. An invalid setting stops the
 // process rather than narrowing or widening the policy silently.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	cfg := Config{Allow: ParseAllowlist(getenv(EnvAllow)), Port: DefaultPort}
-	for _, s := range splitList(getenv(EnvPrivateCIDRs)) {
+	cfg := Config{Allow: ParseAllowlist(getenv(egresslog.EnvAllow)), Port: egresslog.DefaultPort}
+	for _, s := range splitList(getenv(egresslog.EnvPrivateCIDRs)) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, EnvPrivateCIDRs, err)
+			return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, egresslog.EnvPrivateCIDRs, err)
 		}
 		cfg.PrivateCIDRs = append(cfg.PrivateCIDRs, p)
 	}
-	if s := strings.TrimSpace(getenv(EnvPort)); s != "" {
+	if s := strings.TrimSpace(getenv(egresslog.EnvPort)); s != "" {
 		port, err := strconv.Atoi(s)
 		if err != nil || port < 1 || port > 65535 {
-			return Config{}, fmt.Errorf("%w: %s=%q: not a port", ErrInvalidConfig, EnvPort, s)
+			return Config{}, fmt.Errorf("%w: %s=%q: not a port", ErrInvalidConfig, egresslog.EnvPort, s)
 		}
 		cfg.Port = port
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -21,16 +23,16 @@ func TestConfigFromEnv(t *testing.T) {
 		wantErr error
 	}{
 		{name: "unset", env: nil, want: Config{Port: 3128}},
-		{name: "allowlist trimmed, empties dropped", env: map[string]string{EnvAllow: " a.example ,, *.b.example,\t,c\x1f"},
+		{name: "allowlist trimmed, empties dropped", env: map[string]string{egresslog.EnvAllow: " a.example ,, *.b.example,\t,c\x1f"},
 			want: Config{Allow: []string{"a.example", "*.b.example", "c"}, Port: 3128}},
-		{name: "private blocks", env: map[string]string{EnvPrivateCIDRs: "10.213.0.0/24, fd12::/16,"},
+		{name: "private blocks", env: map[string]string{egresslog.EnvPrivateCIDRs: "10.213.0.0/24, fd12::/16,"},
 			want: Config{PrivateCIDRs: []netip.Prefix{netip.MustParsePrefix("10.213.0.0/24"), netip.MustParsePrefix("fd12::/16")}, Port: 3128}},
-		{name: "port", env: map[string]string{EnvPort: "8443"}, want: Config{Port: 8443}},
-		{name: "empty port is the default", env: map[string]string{EnvPort: " "}, want: Config{Port: 3128}},
-		{name: "bad block", env: map[string]string{EnvPrivateCIDRs: "10.213.0.0"}, wantErr: ErrInvalidConfig},
-		{name: "bad port", env: map[string]string{EnvPort: "http"}, wantErr: ErrInvalidConfig},
-		{name: "port zero", env: map[string]string{EnvPort: "0"}, wantErr: ErrInvalidConfig},
-		{name: "port too large", env: map[string]string{EnvPort: "65536"}, wantErr: ErrInvalidConfig},
+		{name: "port", env: map[string]string{egresslog.EnvPort: "8443"}, want: Config{Port: 8443}},
+		{name: "empty port is the default", env: map[string]string{egresslog.EnvPort: " "}, want: Config{Port: 3128}},
+		{name: "bad block", env: map[string]string{egresslog.EnvPrivateCIDRs: "10.213.0.0"}, wantErr: ErrInvalidConfig},
+		{name: "bad port", env: map[string]string{egresslog.EnvPort: "http"}, wantErr: ErrInvalidConfig},
+		{name: "port zero", env: map[string]string{egresslog.EnvPort: "0"}, wantErr: ErrInvalidConfig},
+		{name: "port too large", env: map[string]string{egresslog.EnvPort: "65536"}, wantErr: ErrInvalidConfig},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

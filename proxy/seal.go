@@ -7,10 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 // The seal probe (docs/architecture.md, "The seal proof"). Before the engine connects the
@@ -29,14 +30,6 @@ import (
 // address's nine attempts to answer.
 
 const (
-	// EnvSealTargets, when set (even empty), makes the proxy prove the seal before it listens:
-	// comma-joined extra addresses to try besides its own segment's.
-	EnvSealTargets = "MAF_SANDBOX_SEAL_TARGETS"
-	// EnvSealSkip lists comma-joined addresses of the segment the probe does not try: the
-	// workload's own, which may already be up there while its gate holds its command.
-	EnvSealSkip = "MAF_SANDBOX_SEAL_SKIP"
-	// DefaultSealBudget bounds every attempt; they all run at once.
-	DefaultSealBudget = 100 * time.Millisecond
 	// maxSegmentHosts bounds the segment sweep: wider segments are swept at their gateway only.
 	maxSegmentHosts = 254
 )
@@ -53,7 +46,7 @@ type SealConfig struct {
 	// is the workload's kernel, and a host holding the same address would be the workload's
 	// own to it, not a way out.
 	Skip   []netip.Addr
-	Budget time.Duration // per attempt; 0 means DefaultSealBudget
+	Budget time.Duration // per attempt; 0 means egresslog.DefaultSealBudget
 	// Interfaces lists the probe's own addresses (default: the process's interfaces), from
 	// which the segment, its gateway and its other hosts are derived.
 	Interfaces func() ([]netip.Prefix, error)
@@ -68,13 +61,13 @@ type SealReport struct {
 // Sealed reports whether nothing answered.
 func (r SealReport) Sealed() bool { return len(r.Breaches) == 0 }
 
-// SealTargetsFromEnv parses the value of [EnvSealTargets].
+// SealTargetsFromEnv parses the value of [egresslog.EnvSealTargets].
 func SealTargetsFromEnv(s string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, e := range splitList(s) {
 		a, err := netip.ParseAddr(e)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, EnvSealTargets, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, egresslog.EnvSealTargets, err)
 		}
 		out = append(out, a)
 	}
@@ -86,7 +79,7 @@ func SealTargetsFromEnv(s string) ([]netip.Addr, error) {
 func ProbeSeal(ctx context.Context, cfg SealConfig) (SealReport, error) {
 	budget := cfg.Budget
 	if budget <= 0 {
-		budget = DefaultSealBudget
+		budget = egresslog.DefaultSealBudget
 	}
 	ifaces := cfg.Interfaces
 	if ifaces == nil {
@@ -280,13 +273,4 @@ func interfacePrefixes() ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
 	}
 	return out, nil
-}
-
-// FormatSealTargets is the value of [EnvSealTargets] for addrs.
-func FormatSealTargets(addrs []netip.Addr) string {
-	s := make([]string, len(addrs))
-	for i, a := range addrs {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
 }

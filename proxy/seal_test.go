@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mafsandbox/engine/egresslog"
 )
 
 func TestSealTargets(t *testing.T) {
@@ -89,7 +91,7 @@ func TestSealTargetsFromEnv(t *testing.T) {
 	if _, err := SealTargetsFromEnv("nope"); err == nil {
 		t.Fatal("a bad address was accepted")
 	}
-	if FormatSealTargets(got) != "172.17.0.1,10.0.0.1" {
-		t.Fatal(FormatSealTargets(got))
+	if egresslog.FormatSealTargets(got) != "172.17.0.1,10.0.0.1" {
+		t.Fatal(egresslog.FormatSealTargets(got))
 	}
 }

@@ -31,8 +31,8 @@ type options struct {
 	maxFileBytes    int64
 	transferMemory  int64
 	transferTTL     time.Duration
-	fingerprints    *fingerprints // fingerprint.go; nil: the call is refused as unsupported
-	hostToolEvents  string
+	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
+	hostToolEvents  HostToolSink       // nil: no host-tool events
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
@@ -184,15 +184,12 @@ func ValidPrefix(prefix string) bool { return wire.ValidPrefix(prefix) }
 // ValidToken reports whether id can be one subject token ([wire.ValidToken]).
 func ValidToken(id string) bool { return wire.ValidToken(id) }
 
-// WithHostToolEvents publishes one event per host-tool call of a run_program under prefix
-// (egress events' prefix, by default maf.sandbox.docker), on core NATS; empty publishes none,
-// the default.
-func WithHostToolEvents(prefix string) Option {
+// WithHostToolEvents hands one event per host-tool call of a run_program to sink (the sink
+// events.Events.HostTools hands out publishes it under the events' prefix, on core NATS); nil
+// publishes none, the default.
+func WithHostToolEvents(sink HostToolSink) Option {
 	return func(o *options) error {
-		if prefix != "" && !wire.ValidPrefix(prefix) {
-			return errOption("host-tool event prefix %q is not dot-separated plain tokens", prefix)
-		}
-		o.hostToolEvents = prefix
+		o.hostToolEvents = sink
 		return nil
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
@@ -153,22 +153,22 @@ func (v *demoVerb) startEngine(ctx context.Context, log *zap.Logger) (*demoEngin
 	return eng, nil
 }
 
-// backend creates the Docker backend, its egress windows published on events; eng closes both.
-func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Config, events *nats.Conn, log *zap.Logger) (*actors.Backend, error) {
+// backend creates the Docker backend, its egress windows published on eventsNC; eng closes both.
+func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Config, eventsNC *nats.Conn, log *zap.Logger) (*actors.Backend, error) {
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	box, egressSink, err := egressEvents(ctx, events, drv, egresslog.DefaultSubjectPrefix, log)
+	ev, err := events.New(ctx, eventsNC, events.WithDaemon(drv), events.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	eng.onClose(func() { box.Close(context.WithoutCancel(ctx)) })
+	eng.onClose(func() { _ = ev.Close(context.WithoutCancel(ctx)) })
 	planeOpt, err := filePlaneOption()
 	if err != nil {
 		return nil, err
 	}
-	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(egressSink), planeOpt)
+	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt)
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,7 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -154,30 +153,30 @@ func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, r
 func readEgressWindow(ctx context.Context, step func(string, ...any), js jetstream.JetStream, key sandbox.Key) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cons, err := js.CreateOrUpdateConsumer(cctx, natspub.StreamEgress, jetstream.ConsumerConfig{
-		Durable: "maf-sandbox-demo", FilterSubject: egresslog.DefaultSubjectPrefix + ".egress.>", AckPolicy: jetstream.AckExplicitPolicy,
+	cons, err := js.CreateOrUpdateConsumer(cctx, events.StreamEgress, jetstream.ConsumerConfig{
+		Durable: "maf-sandbox-demo", FilterSubject: events.DefaultSubjectPrefix + ".egress.>", AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("demo: durable consumer on %s: %w", natspub.StreamEgress, err)
+		return fmt.Errorf("demo: durable consumer on %s: %w", events.StreamEgress, err)
 	}
-	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), natspub.StreamEgress, "maf-sandbox-demo") }()
+	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), events.StreamEgress, "maf-sandbox-demo") }()
 	for cctx.Err() == nil {
 		batch, err := cons.Fetch(10, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return fmt.Errorf("demo: fetch from %s: %w", natspub.StreamEgress, err)
+			return fmt.Errorf("demo: fetch from %s: %w", events.StreamEgress, err)
 		}
 		for m := range batch.Messages() {
 			_ = m.Ack()
-			var ev egresslog.EgressObservedEvent
+			var ev events.EgressObservedEvent
 			if json.Unmarshal(m.Data(), &ev) != nil || ev.Key.ThreadID != key.ThreadID {
 				continue
 			}
-			step("read back from JetStream (stream %s, durable consumer, subject %s, event %.16s…):", natspub.StreamEgress, m.Subject(), ev.EventID)
+			step("read back from JetStream (stream %s, durable consumer, subject %s, event %.16s…):", events.StreamEgress, m.Subject(), ev.EventID)
 			for _, d := range ev.Decisions {
 				step("    %s %s:%d", d.Verdict, d.Host, d.Port)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("demo: the egress window of %s never reached %s", key, natspub.StreamEgress)
+	return fmt.Errorf("demo: the egress window of %s never reached %s", key, events.StreamEgress)
 }

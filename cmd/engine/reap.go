@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,8 +16,7 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/reaper"
 )
 
@@ -55,10 +52,10 @@ func (v *reapVerb) parse(args []string) error {
 	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.DurationVar(&v.callTimeout, "call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	fs.BoolVar(&v.verbose, "v", false, "log the sweep's work to stderr")
-	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+egresslog.SchemaReapCompleted+") and the windows of the egress proxies it removes ("+egresslog.SchemaEgressObserved+") to this NATS server")
-	fs.BoolVar(&v.natsCore, "nats-core", false, "publish on core NATS instead of the JetStream stream "+natspub.StreamOps)
-	fs.StringVar(&v.natsPrefix, "nats-prefix", egresslog.DefaultSubjectPrefix, "subject prefix of the summary")
-	fs.DurationVar(&v.natsDupes, "nats-duplicate-window", natspub.DefaultDuplicateWindow, "the event streams' duplicate window, as engine serve's --event-duplicate-window (the streams are created or updated with it)")
+	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+events.SchemaReapCompleted+") and the windows of the egress proxies it removes ("+events.SchemaEgressObserved+") to this NATS server")
+	fs.BoolVar(&v.natsCore, "nats-core", false, "publish on core NATS instead of the JetStream stream "+events.StreamOps)
+	fs.StringVar(&v.natsPrefix, "nats-prefix", events.DefaultSubjectPrefix, "subject prefix of the summary")
+	fs.DurationVar(&v.natsDupes, "nats-duplicate-window", events.DefaultDuplicateWindow, "the event streams' duplicate window, as engine serve's --event-duplicate-window (the streams are created or updated with it)")
 	fs.DurationVar(&v.natsWait, "nats-wait", 30*time.Second, "how long to keep retrying the summary while NATS is unreachable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: engine reap --older-than 24h [--scope S] [--dry-run] [--json]\n\n"+
@@ -96,21 +93,25 @@ func (v *reapVerb) run(ctx context.Context) error {
 		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
 	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch()}
-	closeWindows := func() error { return nil }
+	var ev *events.Events
 	if v.natsURL != "" && !v.dryRun {
 		// An orphaned proxy (its engine died before removing it) may be the only record of
 		// its window: the sweep drains it, removes it by the inspected ID and publishes the
 		// window only once that removal succeeded or found it absent, as an engine would.
-		sink, done, err := reapWindows(ctx, drv, log, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait, natspub.WithDuplicateWindow(v.natsDupes))
+		nc, err := nats.Connect(v.natsURL, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
+			nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
 		if err != nil {
+			return fmt.Errorf("reap: connect %s: %w", v.natsURL, err)
+		}
+		defer nc.Close()
+		if ev, err = v.events(ctx, nc, drv, log); err != nil {
 			return err
 		}
-		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
-		closeWindows = done
+		defer func() { _ = v.closeEvents(ctx, ev) }() // on an early return; the run's own close comes first
+		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}
 	backend, err := actors.NewBackend(cfg, backendOpts...)
 	if err != nil {
-		_ = closeWindows()
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
@@ -123,10 +124,15 @@ func (v *reapVerb) run(ctx context.Context) error {
 		opts = append(opts, reaper.WithDryRun())
 	}
 	res, err := backend.Reap(ctx, v.olderThan, opts...)
-	if werr := closeWindows(); werr != nil && err == nil {
-		err = werr
+	if ev != nil {
+		// The pending windows of every engine of this daemon whose proxies are gone, the
+		// sweep's included (docs/events.md, across engine failures).
+		_, _ = ev.Recover(context.WithoutCancel(ctx))
 	}
 	if err != nil {
+		if ev != nil {
+			_ = v.closeEvents(ctx, ev)
+		}
 		return fmt.Errorf("reap: %w", err)
 	}
 	if v.asJSON {
@@ -137,10 +143,17 @@ func (v *reapVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if v.natsURL != "" && !res.DryRun {
-		if err := publishReap(ctx, drv, log, res, v.natsURL, v.natsPrefix, v.natsCore, v.natsWait, natspub.WithDuplicateWindow(v.natsDupes)); err != nil {
-			return err
+	if ev != nil {
+		// The summary is published once (§3.7): kept and retried while NATS is unreachable,
+		// for at most --nats-wait; not delivered by then is an error, never a silent loss.
+		msg, err := ev.Reaps().Publish(ctx, res)
+		if cerr := v.closeEvents(ctx, ev); err == nil {
+			err = cerr
 		}
+		if err != nil {
+			return fmt.Errorf("reap: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "published %s on %s\n", msg.ID, msg.Subject)
 	}
 	if len(res.Failures) > 0 {
 		return fmt.Errorf("reap: %w (%d)", errReapFailures, len(res.Failures))
@@ -261,123 +274,29 @@ func dash(s string) string {
 	return s
 }
 
-// reapMessage is the reap.completed message of one sweep (docs/events.md), for the daemon
-// engineID, under prefix.
-func reapMessage(prefix, engineID string, res reaper.Result) (egresslog.Message, error) {
-	run := make([]byte, 16)
-	_, _ = rand.Read(run)
-	sum := egresslog.ReapSummary{RunID: hex.EncodeToString(run), OlderThan: res.OlderThan, Scope: res.Scope, Cutoff: res.Cutoff,
-		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved,
-		NetworksRemoved: res.NetworksRemoved}
-	for _, f := range res.Failures {
-		sum.Failures = append(sum.Failures, egresslog.ReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+// events starts the sweep's events on nc: its egress windows and its summary, under
+// --nats-prefix, on JetStream (the windows recorded as pending before each removal) or core
+// NATS. No recovery loop: the run makes one pass once the sweep is done.
+func (v *reapVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, log *zap.Logger) (*events.Events, error) {
+	opts := []events.Option{events.WithPrefix(v.natsPrefix), events.WithDaemon(drv), events.WithLogger(log),
+		events.WithRecoveryEvery(0), events.WithStreams(events.WithDuplicateWindow(v.natsDupes)),
+		events.WithOutbox(events.WithBackoff(200*time.Millisecond, 5*time.Second))}
+	if v.natsCore {
+		opts = append(opts, events.WithCoreNATS())
 	}
-	ev, err := sum.Event(engineID, time.Now())
+	ev, err := events.New(ctx, nc, opts...)
 	if err != nil {
-		return egresslog.Message{}, fmt.Errorf("reap summary: %w", err)
+		return nil, fmt.Errorf("reap: %w", err)
 	}
-	msg, err := egresslog.ReapMessage(prefix, ev)
-	if err != nil {
-		return egresslog.Message{}, fmt.Errorf("reap summary: %w", err)
-	}
-	return msg, nil
+	return ev, nil
 }
 
-// publishReap publishes the sweep's summary once (§3.7): it is kept and retried while NATS is
-// unreachable, for at most wait; not delivered by then is an error (the command exits
-// non-zero), never a silent loss.
-func publishReap(ctx context.Context, ids engineIdentity, log *zap.Logger, res reaper.Result, url, prefix string, core bool, wait time.Duration,
-	pubOpts ...natspub.JetStreamOpt) error {
-	engineID, err := ids.EngineID(ctx)
-	if err != nil {
-		return fmt.Errorf("reap summary: %w", err)
-	}
-	msg, err := reapMessage(prefix, engineID, res)
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(url, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
-	if err != nil {
-		return fmt.Errorf("reap summary: connect %s: %w", url, err)
-	}
-	defer nc.Close()
-	var pub natspub.Publisher = natspub.NewCorePublisher(nc)
-	if !core {
-		if pub, err = natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...); err != nil {
-			return fmt.Errorf("reap summary: %w", err)
-		}
-	}
-	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log), natspub.WithBackoff(200*time.Millisecond, 5*time.Second))
-	if err != nil {
-		return fmt.Errorf("reap summary: %w", err)
-	}
-	if err := box.Enqueue(msg); err != nil {
-		box.Close(ctx)
-		return fmt.Errorf("reap summary: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+// closeEvents delivers what the sweep's events still hold, for at most --nats-wait.
+func (v *reapVerb) closeEvents(ctx context.Context, ev *events.Events) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.natsWait)
 	defer cancel()
-	if n := box.Close(wctx); n > 0 {
-		return fmt.Errorf("reap summary %s: not delivered to %s within %s", msg.ID, url, wait)
+	if err := ev.Close(wctx); err != nil {
+		return fmt.Errorf("not delivered to %s within %s: %w", v.natsURL, v.natsWait, err)
 	}
-	fmt.Fprintf(os.Stderr, "published %s on %s\n", msg.ID, msg.Subject)
 	return nil
-}
-
-// reapWindows is the egress sink of a sweep: the windows of the proxies it removes go to url
-// under prefix (JetStream, or core NATS when core), each enqueued after its proxy's removal.
-// On JetStream each window is also recorded as pending before its proxy's removal, and done
-// first runs one recovery pass (docs/events.md, across engine failures): the pending windows
-// of every engine whose proxies are gone are published. done then delivers what is still held
-// for at most wait and fails when something was not.
-func reapWindows(ctx context.Context, ids interface {
-	inspector
-	engineIdentity
-}, log *zap.Logger, url, prefix string, core bool, wait time.Duration,
-	pubOpts ...natspub.JetStreamOpt) (actors.EgressSink, func() error, error) {
-	engineID := "unknown"
-	if id, err := ids.EngineID(ctx); err == nil {
-		engineID = id
-	}
-	nc, err := nats.Connect(url, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
-	if err != nil {
-		return nil, nil, fmt.Errorf("reap: egress windows: connect %s: %w", url, err)
-	}
-	var pub natspub.Publisher = natspub.NewCorePublisher(nc)
-	if !core {
-		if pub, err = natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...); err != nil {
-			nc.Close()
-			return nil, nil, fmt.Errorf("reap: egress windows: %w", err)
-		}
-	}
-	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log), natspub.WithBackoff(200*time.Millisecond, 5*time.Second))
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("reap: egress windows: %w", err)
-	}
-	sink := box.WindowSink(prefix, engineID)
-	recoverPending := func() {}
-	if !core {
-		rec, err := newPendingRecovery(ctx, nc, ids, box, prefix, log)
-		if err != nil {
-			box.Close(ctx)
-			nc.Close()
-			return nil, nil, fmt.Errorf("reap: %w", err)
-		}
-		sink = sink.WithPending(rec.store)
-		recoverPending = func() { _, _ = rec.run(context.WithoutCancel(ctx)) }
-	}
-	done := func() error {
-		defer nc.Close()
-		recoverPending()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
-		defer cancel()
-		if n := box.Close(wctx); n > 0 {
-			return fmt.Errorf("%d egress windows not delivered to %s within %s", n, url, wait)
-		}
-		return nil
-	}
-	return sink, done, nil
 }

@@ -22,8 +22,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/fingerprint"
-	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
@@ -90,9 +89,9 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.outbound, "egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
 	fs.StringVar(&v.privateCIDRs, "egress-private-cidrs", envOr("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", ""), "comma-separated private CIDR blocks an allowlisted name may resolve into and still be dialled (internal hosts); empty admits none; never loopback, link-local or metadata addresses (docs/operations.md) (env MAF_SANDBOX_EGRESS_PRIVATE_CIDRS)")
-	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", egresslog.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
+	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
-	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", natspub.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
+	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
@@ -129,33 +128,32 @@ func (v *serveVerb) run(ctx context.Context) error {
 	// The events go out on a connection of their own: JetStream publishing subscribes for its
 	// acknowledgements, and the service's drain waits for the API connection's subscriptions
 	// to be its own again.
-	events, err := dial("maf-sandbox engine serve events")
+	eventsNC, err := dial("maf-sandbox engine serve events")
 	if err != nil {
 		return err
 	}
-	defer events.Close()
+	defer eventsNC.Close()
 	cfg, err := v.config()
 	if err != nil {
 		return err
 	}
-	prom, err := serveMetrics(v.metricsListen, log)
+	metrics, tp, closeTelemetry, err := v.telemetry(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer closeMetrics(prom, log)
-	metrics := prom.Metrics()
-	tracing, err := exportTraces(ctx, v.otlpEndpoint)
-	if err != nil {
-		return err
-	}
-	defer closeTraces(tracing, log)
-	tp := tracing.TracerProvider()
+	defer closeTelemetry()
 	// One driver serves the backend and answers the daemon's ID the events carry.
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics), docker.WithTracerProvider(tp))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, events, log)
+	ev, err := v.events(ctx, eventsNC, drv, log)
+	if err != nil {
+		return err
+	}
+	// Closed after the backend, which hands it the windows of the proxies it still drains.
+	defer v.closeEvents(ctx, ev, log)
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log)
 	if err != nil {
 		return err
 	}
@@ -165,36 +163,18 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	reaps, closeReaps, err := v.reapEvents(ctx, events, drv, log)
+	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
+		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(buildVersion()),
+		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
+	if ev != nil {
+		opts = append(opts, service.WithHostToolEvents(ev.HostTools()))
+	}
+	placeOpts, closePlacement, err := v.placement(ctx, dial, drv, log)
 	if err != nil {
 		return err
 	}
-	defer closeReaps()
-	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
-		service.WithReaper(backendReaper(backend, reaps)), service.WithVersion(buildVersion()), service.WithHostToolEvents(v.eventPrefix),
-		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
-	if v.engineID != "" {
-		opts = append(opts, service.WithEngineID(v.engineID))
-	}
-	if v.place.on {
-		// Placement claims under the engine's ID, so the ID is settled here rather than by
-		// the service; its watch runs on a connection of its own, as the events do.
-		if v.engineID == "" {
-			v.engineID = nuid.Next()
-			opts = append(opts, service.WithEngineID(v.engineID))
-		}
-		placed, err := dial("maf-sandbox engine serve placement")
-		if err != nil {
-			return err
-		}
-		defer placed.Close()
-		store, placeOpts, err := v.place.open(ctx, placed, v.engineID, drv, log)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		opts = append(opts, placeOpts...)
-	}
+	defer closePlacement()
+	opts = append(opts, placeOpts...)
 	fpOpt, err := fingerprinter(cfg, v.observerImage, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -257,65 +237,41 @@ func (v *serveVerb) config() (docker.Config, error) {
 		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
 }
 
-// backend creates the Docker backend on drv, with the egress windows published on events
-// when allowlists are served and events are on. closeAll closes it, then delivers what the
-// outbox still holds (for at most the drain timeout).
-func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, events *nats.Conn, log *zap.Logger) (b *actors.Backend, closeAll func(), err error) {
+// backend creates the Docker backend on drv, its egress windows handed to ev when
+// allowlists are served and events are on (ev not nil). closeAll closes it.
+func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger) (b *actors.Backend, closeAll func(), err error) {
 	planeOpt, err := filePlaneOption()
 	if err != nil {
 		return nil, nil, err
 	}
 	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}
-	closeBox := func() {}
-	if v.proxyImage != "" && v.eventPrefix != "" {
-		box, sink, err := egressEvents(ctx, events, drv, v.eventPrefix, log, natspub.WithDuplicateWindow(v.eventDupes))
-		if err != nil {
-			return nil, nil, err
-		}
-		// Each window is recorded as pending before its proxy's removal, and a window whose
-		// engine died between the removal and the acknowledgement is published by a
-		// recovery once its proxy is confirmed absent: now, and every pendingRecoveryEvery.
-		rec, err := newPendingRecovery(ctx, events, drv, box, v.eventPrefix, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		sink = sink.WithPending(rec.store)
-		stopRecovery := rec.every(ctx, pendingRecoveryEvery)
-		closeBox = func() {
-			stopRecovery()
-			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
-			defer cancel()
-			if n := box.Close(wait); n > 0 {
-				log.Warn("egress events not delivered at shutdown", zap.Int("count", n))
-			}
-		}
-		backendOpts = append(backendOpts, actors.WithEgressSink(sink))
+	if v.proxyImage != "" && ev != nil {
+		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)
 	if err != nil {
-		closeBox()
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
-	return b, func() { b.Close(context.WithoutCancel(ctx)); closeBox() }, nil
+	return b, func() { b.Close(context.WithoutCancel(ctx)) }, nil
 }
 
-// reapEvents publishes the reap summaries on events, unless events are off (nil, and a
-// no-op close). closeBox delivers what the outbox still holds, for at most the drain timeout.
-func (v *serveVerb) reapEvents(ctx context.Context, events *nats.Conn, drv docker.Driver, log *zap.Logger) (*reapEvents, func(), error) {
+// events starts the engine's events on nc under --event-prefix (nil when it is empty): reap
+// summaries, host-tool calls, and with --egress-proxy-image the egress windows, recorded as
+// pending before each proxy's removal and recovered every events.DefaultRecoveryEvery.
+func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, log *zap.Logger) (*events.Events, error) {
 	if v.eventPrefix == "" {
-		return nil, func() {}, nil
+		return nil, nil
 	}
-	reaps, err := newReapEvents(events, drv, v.eventPrefix, log, natspub.WithDuplicateWindow(v.eventDupes))
+	opts := []events.Option{events.WithPrefix(v.eventPrefix), events.WithDaemon(drv), events.WithLogger(log),
+		events.WithStreams(events.WithDuplicateWindow(v.eventDupes))}
+	if v.proxyImage == "" {
+		opts = append(opts, events.WithRecoveryEvery(0)) // no proxies, no windows to recover
+	}
+	ev, err := events.New(ctx, nc, opts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("serve: %w", err)
 	}
-	return reaps, func() {
-		wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
-		defer cancel()
-		if n := reaps.box.Close(wait); n > 0 {
-			log.Warn("reap summaries not delivered at shutdown", zap.Int("count", n))
-		}
-	}, nil
+	return ev, nil
 }
 
 // shutdown stops taking requests, lets the ones in flight finish (at most the drain timeout)
@@ -373,36 +329,6 @@ func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, err
 	return srv, nil
 }
 
-// egressEvents publishes the egress windows the backend drains (docs/events.md) to the
-// JetStream streams under prefix, through an outbox that keeps and retries them while NATS
-// is away. The backend hands the sink a window only once its proxy's removal succeeded or
-// found it absent (docs/events.md). The events carry the Docker daemon's ID, which ids answers.
-func egressEvents(ctx context.Context, nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*natspub.Outbox, natspub.WindowSink, error) {
-	engineID := "unknown"
-	if id, err := ids.EngineID(ctx); err == nil {
-		engineID = id
-	} else {
-		log.Warn("egress events will carry no daemon ID", zap.Error(err))
-	}
-	pub, err := natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...)
-	if err != nil {
-		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
-	}
-	// The streams exist from the start, so a consumer made before the first window (a
-	// subscriber's durable, the demo's read-back) finds them; a NATS without JetStream yet is
-	// not fatal: every publish ensures them again until it succeeds.
-	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := pub.EnsureStreams(ectx); err != nil {
-		log.Warn("egress event streams not ensured yet; the first publish tries again", zap.Error(err))
-	}
-	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log.Named("egress-events")))
-	if err != nil {
-		return nil, natspub.WindowSink{}, fmt.Errorf("serve: egress events: %w", err)
-	}
-	return box, box.WindowSink(prefix, engineID), nil
-}
-
 // natsLogger routes nats-server's logging into zap.
 type natsLogger struct{ l *zap.SugaredLogger }
 
@@ -413,57 +339,14 @@ func (n natsLogger) Errorf(format string, v ...any)  { n.l.Errorf(format, v...) 
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debugf(format, v...) }
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) }
 
-// reapEvents publishes the summary of every sweep a reap request ran (docs/events.md) to
-// the JetStream stream under prefix, through an outbox that keeps and retries it while NATS
-// is away, as engine reap --nats-url does.
-type reapEvents struct {
-	box    *natspub.Outbox
-	prefix string
-	ids    engineIdentity // asks the daemon's ID, which the summary carries
-	log    *zap.Logger
-}
-
-// engineIdentity is what the event publishers ask of the driver: the daemon's ID.
+// engineIdentity is what placement asks of the driver: the daemon's ID.
 type engineIdentity interface {
 	EngineID(ctx context.Context) (string, error)
 }
 
-func newReapEvents(nc *nats.Conn, ids engineIdentity, prefix string, log *zap.Logger, pubOpts ...natspub.JetStreamOpt) (*reapEvents, error) {
-	pub, err := natspub.NewJetStreamPublisher(nc, append([]natspub.JetStreamOpt{natspub.WithSubjectPrefix(prefix)}, pubOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("serve: reap summaries: %w", err)
-	}
-	log = log.Named("reap-events")
-	box, err := natspub.NewOutbox(pub, natspub.WithLogger(log))
-	if err != nil {
-		return nil, fmt.Errorf("serve: reap summaries: %w", err)
-	}
-	return &reapEvents{box: box, prefix: prefix, ids: ids, log: log}, nil
-}
-
-// publish hands the summary of res to the outbox; a nil r publishes nothing.
-func (r *reapEvents) publish(ctx context.Context, res reaper.Result) {
-	if r == nil {
-		return
-	}
-	engineID := "unknown"
-	if id, err := r.ids.EngineID(ctx); err == nil {
-		engineID = id
-	} else {
-		r.log.Warn("reap summary will carry no daemon ID", zap.Error(err))
-	}
-	msg, err := reapMessage(r.prefix, engineID, res)
-	if err == nil {
-		err = r.box.Enqueue(msg)
-	}
-	if err != nil {
-		r.log.Error("reap summary NOT published", zap.Error(err))
-	}
-}
-
 // backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
-// summary through events.
-func backendReaper(b *actors.Backend, events *reapEvents) service.Reaper {
+// summary through ev (none when ev is nil).
+func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
 	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
@@ -476,7 +359,11 @@ func backendReaper(b *actors.Backend, events *reapEvents) service.Reaper {
 		if err != nil {
 			return service.ReapResult{}, err
 		}
-		events.publish(context.WithoutCancel(ctx), res)
+		if ev != nil {
+			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
+			// a summary not taken is logged by the sink.
+			_, _ = ev.Reaps().Publish(ctx, res)
+		}
 		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
 		for _, f := range res.Failures {
 			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
@@ -668,4 +555,47 @@ func fingerprinter(cfg docker.Config, observerImage string, log *zap.Logger) (se
 		return nil, err
 	}
 	return service.WithFingerprinter(f), nil
+}
+
+// closeEvents closes ev (nil: events off), waiting at most the drain timeout for what it
+// still holds.
+func (v *serveVerb) closeEvents(ctx context.Context, ev *events.Events, log *zap.Logger) {
+	if ev == nil {
+		return
+	}
+	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.drain)
+	defer cancel()
+	if err := ev.Close(wait); err != nil {
+		log.Warn("events not delivered at shutdown", zap.Error(err))
+	}
+}
+
+// placement returns the service options of the engine's ID and, with placement on, of its
+// store, and the closer of what it opened. Placement claims under the engine's ID, so with
+// placement on the ID is settled here rather than by the service; its watch runs on a
+// connection of its own, as the events do.
+func (v *serveVerb) placement(ctx context.Context, dial func(name string) (*nats.Conn, error), drv docker.Driver, log *zap.Logger) ([]service.Option, func(), error) {
+	if v.place.on && v.engineID == "" {
+		v.engineID = nuid.Next()
+	}
+	var opts []service.Option
+	if v.engineID != "" {
+		opts = append(opts, service.WithEngineID(v.engineID))
+	}
+	if !v.place.on {
+		return opts, func() {}, nil
+	}
+	placed, err := dial("maf-sandbox engine serve placement")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, placeOpts, err := v.place.open(ctx, placed, v.engineID, drv, log)
+	if err != nil {
+		placed.Close()
+		return nil, nil, err
+	}
+	return append(opts, placeOpts...), func() {
+		store.Close()
+		placed.Close()
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/telemetry"
@@ -61,4 +62,22 @@ func closeTraces(t *telemetry.Tracing, log *zap.Logger) {
 	if err := t.Close(ctx); err != nil {
 		log.Warn("flush the traces", zap.Error(err))
 	}
+}
+
+// telemetry starts the metrics endpoint and the trace exporter the flags ask for and returns
+// the instruments and tracer provider (no-ops for what is off) and one closer for both.
+func (v *serveVerb) telemetry(ctx context.Context, log *zap.Logger) (*telemetry.Metrics, trace.TracerProvider, func(), error) {
+	prom, err := serveMetrics(v.metricsListen, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tracing, err := exportTraces(ctx, v.otlpEndpoint)
+	if err != nil {
+		closeMetrics(prom, log)
+		return nil, nil, nil, err
+	}
+	return prom.Metrics(), tracing.TracerProvider(), func() {
+		closeTraces(tracing, log)
+		closeMetrics(prom, log)
+	}, nil
 }

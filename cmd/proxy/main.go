@@ -42,7 +42,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "maf-egress-proxy:", err)
 		os.Exit(2)
 	}
-	if targets, probe := os.LookupEnv(proxy.EnvSealTargets); probe {
+	if targets, probe := os.LookupEnv(egresslog.EnvSealTargets); probe {
 		verdict, sealed := proveSeal(ctx, targets)
 		if sealed && gated {
 			// Bound before the verdict is written: the outbound leg comes only after it.
@@ -76,7 +76,7 @@ func proveSeal(ctx context.Context, targets string) (string, bool) {
 	addrs, err := proxy.SealTargetsFromEnv(targets)
 	var skip []netip.Addr
 	if err == nil {
-		skip, err = proxy.SealTargetsFromEnv(os.Getenv(proxy.EnvSealSkip))
+		skip, err = proxy.SealTargetsFromEnv(os.Getenv(egresslog.EnvSealSkip))
 	}
 	if err == nil {
 		var rep proxy.SealReport

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/internal/natstest"
@@ -37,14 +37,14 @@ func TestEgressEventsOverNATS(t *testing.T) {
 
 	// The engine's side: a reconnecting connection, the JetStream publisher and its outbox.
 	nc := natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	pub, err := events.NewJetStreamPublisher(nc, events.WithSubjectPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pub.EnsureStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	box, err := events.NewOutbox(pub, events.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no event for the purged window: %v", err)
 	}
-	checkEvent(t, m.Data, m.Header.Get(egresslog.HeaderMsgID), first, egresslog.TriggerDisposeScope)
+	checkEvent(t, m.Data, m.Header.Get(events.HeaderMsgID), first, egresslog.TriggerDisposeScope)
 	if extra, err := sub.NextMsg(time.Second); err == nil {
 		t.Fatalf("a second event for one window: %s", extra.Data)
 	}
@@ -100,7 +100,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(ctx, natspub.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
+	cons, err := js.OrderedConsumer(ctx, events.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("stream holds %d events, want 2 (one per window)", len(got))
 	}
-	checkEvent(t, got[0].Data(), got[0].Headers().Get(egresslog.HeaderMsgID), first, egresslog.TriggerDisposeScope)
-	checkEvent(t, got[1].Data(), got[1].Headers().Get(egresslog.HeaderMsgID), second, egresslog.TriggerDispose)
+	checkEvent(t, got[0].Data(), got[0].Headers().Get(events.HeaderMsgID), first, egresslog.TriggerDisposeScope)
+	checkEvent(t, got[1].Data(), got[1].Headers().Get(events.HeaderMsgID), second, egresslog.TriggerDispose)
 }
 
 // useAllowlist acquires an allowlisted sandbox for key and makes one allowed and one denied
@@ -136,14 +136,14 @@ func useAllowlist(t *testing.T, b *actors.Backend, key sandbox.Key, fx *egressFi
 // key's window: one allowed and one denied request, the stable event ID as the message ID.
 func checkEvent(t *testing.T, data []byte, msgID string, key sandbox.Key, trigger egresslog.Trigger) {
 	t.Helper()
-	var ev egresslog.EgressObservedEvent
+	var ev events.EgressObservedEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		t.Fatalf("decode %s: %v", data, err)
 	}
-	want := egresslog.EventKey{Scope: key.Scope, ThreadID: key.ThreadID, AgentID: key.AgentID, CallID: key.CallID}
-	if ev.Schema != egresslog.SchemaEgressObserved || ev.Key != want || ev.Attribution != egresslog.AttributionLabel ||
+	want := events.EventKey{Scope: key.Scope, ThreadID: key.ThreadID, AgentID: key.AgentID, CallID: key.CallID}
+	if ev.Schema != events.SchemaEgressObserved || ev.Key != want || ev.Attribution != egresslog.AttributionLabel ||
 		ev.Trigger != trigger || ev.EngineID != eventsEngineID || msgID != ev.EventID ||
-		ev.EventID != egresslog.EgressEventID(ev.Proxy.ContainerID) || ev.Counts != (egresslog.EventCounts{Allow: 1, Deny: 1}) ||
+		ev.EventID != events.EgressEventID(ev.Proxy.ContainerID) || ev.Counts != (events.EventCounts{Allow: 1, Deny: 1}) ||
 		len(ev.Decisions) != 2 || ev.Decisions[0].Host != allowedHost || ev.Decisions[1].Host != deniedHost ||
 		!strings.HasSuffix(ev.Proxy.Name, "-proxy") {
 		t.Fatalf("event for %+v (trigger %s, message ID %s):\n%s", key, trigger, msgID, data)

@@ -25,7 +25,7 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/images"
@@ -143,8 +143,8 @@ func (d *mortalDriver) diedAt() string {
 // it then dies without publishing; with dieAfterPublish it waits for the stream's
 // acknowledgement and dies before forgetting the pending record.
 type dyingSink struct {
-	box              *natspub.Outbox
-	pending          *natspub.PendingStore
+	box              *events.Outbox
+	pending          *events.PendingStore
 	prefix, engineID string
 	drv              *mortalDriver
 	when             int
@@ -180,13 +180,13 @@ func (s *dyingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
 
 // dyingEngine is an engine (a backend on cfg) that dies at when, publishing through pub
 // under prefix with its own outbox. It never calls t.Fatal: workers make them.
-func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natspub.Publisher, pending *natspub.PendingStore, prefix string, when int,
+func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub events.Publisher, pending *events.PendingStore, prefix string, when int,
 	log *zap.Logger) (*actors.Backend, *dyingSink, error) {
 	inner, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return nil, nil, err
 	}
-	box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	box, err := events.NewOutbox(pub, events.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,7 +210,7 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub natsp
 // eventsConfig is the backend configuration of the exactly-once tests (egressBackend's).
 // daemonPendingStore is the pending store an engine on this machine's daemon keeps: scoped to
 // the daemon's identity, as engine serve and engine reap scope theirs.
-func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *natspub.PendingStore {
+func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *events.PendingStore {
 	t.Helper()
 	drv, err := docker.NewEngine(docker.Config{Driver: itest.Driver()})
 	if err != nil {
@@ -220,7 +220,7 @@ func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *natspub.Pen
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := natspub.NewPendingStore(nc, prefix, natspub.WithPendingDaemon(id))
+	pending, err := events.NewPendingStore(nc, prefix, events.WithPendingDaemon(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func eventsConfig(fx *egressFixture) docker.Config {
 // countingSink is a surviving engine's sink: it publishes as any engine does (after the
 // removal) and remembers what.
 type countingSink struct {
-	natspub.WindowSink
+	events.WindowSink
 	mu        sync.Mutex
 	published map[string]int
 }
@@ -281,15 +281,15 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 		return nc
 	}
 	nc := connect()
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	pub, err := events.NewJetStreamPublisher(nc, events.WithSubjectPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pub.EnsureStreams(itest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	newBox := func() *natspub.Outbox {
-		box, err := natspub.NewOutbox(pub, natspub.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	newBox := func() *events.Outbox {
+		box, err := events.NewOutbox(pub, events.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	cfg := eventsConfig(fx)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	pending := daemonPendingStore(t, nc, prefix)
-	survivor := func() (*actors.Backend, *countingSink, *natspub.Outbox) {
+	survivor := func() (*actors.Backend, *countingSink, *events.Outbox) {
 		box := newBox()
 		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID).WithPending(pending), published: map[string]int{}}
 		return egressBackend(t, fx.network, actors.WithEgressSink(s), actors.WithLogger(log)), s, box
@@ -544,7 +544,7 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(ctx, natspub.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
+	cons, err := js.OrderedConsumer(ctx, events.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,12 +557,12 @@ func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			var ev egresslog.EgressObservedEvent
+			var ev events.EgressObservedEvent
 			if err := json.Unmarshal(m.Data(), &ev); err != nil {
 				t.Fatalf("decode %s: %v", m.Data(), err)
 			}
-			if ev.EventID != m.Headers().Get(egresslog.HeaderMsgID) || ev.EventID != egresslog.EgressEventID(ev.Proxy.ContainerID) ||
-				ev.Counts != (egresslog.EventCounts{Allow: 1}) || len(ev.Decisions) != 1 || ev.Decisions[0].Host != allowedHost {
+			if ev.EventID != m.Headers().Get(events.HeaderMsgID) || ev.EventID != events.EgressEventID(ev.Proxy.ContainerID) ||
+				ev.Counts != (events.EventCounts{Allow: 1}) || len(ev.Decisions) != 1 || ev.Decisions[0].Host != allowedHost {
 				t.Errorf("event %s", m.Data())
 			}
 			seen[ev.Proxy.ContainerID]++
@@ -607,7 +607,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	srv := natstest.Run(t)
 	nc := natstest.Connect(t, srv)
 	prefix := "maf.e2e." + randomHex(t)
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
+	pub, err := events.NewJetStreamPublisher(nc, events.WithSubjectPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +661,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(ctx, natspub.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
+	cons, err := js.OrderedConsumer(ctx, events.StreamEgress, jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +671,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for m := range batch.Messages() {
-		var ev egresslog.EgressObservedEvent
+		var ev events.EgressObservedEvent
 		if err := json.Unmarshal(m.Data(), &ev); err != nil {
 			t.Fatal(err)
 		}

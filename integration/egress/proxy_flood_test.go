@@ -162,7 +162,7 @@ func floodProxy(t *testing.T, network string) string {
 	})
 	ctx := itest.Context(t)
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: images.ProxyTag, Network: network,
-		Env: []string{proxy.EnvAllow + "=" + floodHost, proxy.EnvPrivateCIDRs + "=" + floodSubnet}})
+		Env: []string{egresslog.EnvAllow + "=" + floodHost, egresslog.EnvPrivateCIDRs + "=" + floodSubnet}})
 	if err != nil {
 		t.Fatalf("create the proxy as the engine does: %v", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/service"
 )
 
 // malformedProgram publishes one request of each kind the host cannot read as a call (not
@@ -40,7 +40,7 @@ for body in (b"not json", b"[1, 2]", b'{"name": "search", "arguments": {"query":
 // to the guest, and each is still a call: counted in the reply's calls and published as a
 // host_tools.called event with its refusal code, in order with the good calls.
 func TestHostToolsMalformedRequestsCounted(t *testing.T) {
-	sb, prefix, events := remoteToolsSandbox(t, 16)
+	sb, prefix, calls := remoteToolsSandbox(t, 16)
 	decl := appToolDeclaration()
 	tools := []messages.APIHostTool{{Name: "search", Subject: prefix + ".search", Declaration: decl,
 		Params: []messages.APIHostToolParam{{Name: "query", Required: true}}}}
@@ -63,8 +63,8 @@ func TestHostToolsMalformedRequestsCounted(t *testing.T) {
 	var codes []string
 	for len(codes) < 8 {
 		select {
-		case m := <-events:
-			var ev service.HostToolCalledEvent
+		case m := <-calls:
+			var ev events.HostToolCalledEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.RunDir != res.RunDir {
 				t.Fatalf("event %s %s: %v", m.Subject, m.Data, err)
 			}

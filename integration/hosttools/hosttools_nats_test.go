@@ -1,6 +1,7 @@
 package hosttools
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
@@ -98,7 +100,7 @@ func pythonHostToolsSpec(t *testing.T, agg sandbox.HostToolAggregate) sandbox.Sp
 // is served by a separate process on NATS; the engine enforces the registry the request
 // describes and the spec's caps.
 func TestHostToolsRunProgramOverNATS(t *testing.T) {
-	sb, prefix, events := remoteToolsSandbox(t, 4)
+	sb, prefix, calls := remoteToolsSandbox(t, 4)
 	decl := appToolDeclaration()
 	tools := []messages.APIHostTool{
 		{Name: "search", Subject: prefix + ".search", Declaration: decl, Params: []messages.APIHostToolParam{{Name: "query", Required: true}}},
@@ -139,9 +141,9 @@ except h.HostToolError as e:
 	var codes []string
 	for range res.Calls {
 		select {
-		case m := <-events:
-			var ev service.HostToolCalledEvent
-			if err := json.Unmarshal(m.Data, &ev); err != nil || m.Header.Get("Maf-Event-Type") != service.TypeHostToolCalled ||
+		case m := <-calls:
+			var ev events.HostToolCalledEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil || m.Header.Get("Maf-Event-Type") != events.TypeHostToolCalled ||
 				m.Header.Get("Nats-Msg-Id") != ev.ID || ev.Kind != "codeact" || ev.Key.Scope == "" || ev.RunDir != res.RunDir {
 				t.Fatalf("event %s %s: %v", m.Subject, m.Data, err)
 			}
@@ -201,21 +203,27 @@ func TestHostToolsGoHostThroughNATSClient(t *testing.T) {
 	}
 }
 
-// remoteToolsSandbox serves a Docker backend on an embedded NATS server with host-tool events
+// remoteToolsSandbox serves a Docker backend on an embedded NATS server with host-tool calls
 // on, starts the helper tool server under a prefix of its own, and acquires a Python sandbox
-// through the client whose runs may make maxCalls tool calls. events receives every
+// through the client whose runs may make maxCalls tool calls. calls receives every
 // host_tools.called event until the test ends.
-func remoteToolsSandbox(t *testing.T, maxCalls int) (sb *client.Sandbox, prefix string, events chan *nats.Msg) {
+func remoteToolsSandbox(t *testing.T, maxCalls int) (sb *client.Sandbox, prefix string, calls chan *nats.Msg) {
 	t.Helper()
 	b := itest.NewBackend(t)
 	srv := natstest.Run(t)
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents("maf.sandbox.docker"))
+	// The host-tool events go out through the sink the events hand out, as engine serve's do.
+	ev, err := events.New(itest.Context(t), natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(context.Background()) })
+	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents(ev.HostTools()))
 	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
 	c := e.Remote(t)
 	prefix = "tools." + itest.NewKey(t).Scope
 	startToolServer(t, e, prefix)
-	events = make(chan *nats.Msg, 64)
-	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", events)
+	calls = make(chan *nats.Msg, 64)
+	evSub, err := natstest.Connect(t, srv).ChanSubscribe("maf.sandbox.docker.host_tools.called.>", calls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +231,7 @@ func remoteToolsSandbox(t *testing.T, maxCalls int) (sb *client.Sandbox, prefix 
 	agg := sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityApp}, MaxCallsPerRun: maxCalls,
 		ResponseLimits: sandbox.DefaultTransferLimits()}
 	sb = itest.AcquireRemote(t, c, e.Backend, itest.NewKey(t), pythonHostToolsSpec(t, agg)).(*client.Sandbox)
-	return sb, prefix, events
+	return sb, prefix, calls
 }
 
 // appToolDeclaration declares a tool that reads untrusted data, writes nowhere and acts as

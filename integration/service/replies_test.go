@@ -11,7 +11,7 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
@@ -87,8 +87,8 @@ func TestServiceReapPublishesCompleted(t *testing.T) {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
-	events := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe(egresslog.DefaultSubjectPrefix+".reap.completed", events)
+	summaries := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(events.DefaultSubjectPrefix+".reap.completed", summaries)
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -109,12 +109,12 @@ func TestServiceReapPublishesCompleted(t *testing.T) {
 		t.Fatalf("reap result %+v, want one sandbox disposed", res)
 	}
 	select {
-	case m := <-events:
-		var ev egresslog.ReapCompletedEvent
+	case m := <-summaries:
+		var ev events.ReapCompletedEvent
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("reap.completed is not the event: %v\n%s", err, m.Data)
 		}
-		if ev.Schema != egresslog.SchemaReapCompleted || ev.Scope == nil || *ev.Scope != key.Scope || ev.Disposed != 1 || ev.EngineID == "unknown" {
+		if ev.Schema != events.SchemaReapCompleted || ev.Scope == nil || *ev.Scope != key.Scope || ev.Disposed != 1 || ev.EngineID == "unknown" {
 			t.Fatalf("reap.completed %s", m.Data)
 		}
 		if m.Header.Get("Nats-Msg-Id") != ev.EventID {

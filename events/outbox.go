@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -50,7 +50,7 @@ type OutboxStats struct {
 
 // entry is one held message and, for [Outbox.EnqueueWait], who waits for its outcome.
 type entry struct {
-	m    egresslog.Message
+	m    Message
 	done chan error  // nil when nobody waits; else buffered 1: nil delivered, else why not
 	then func(error) // nil, or called by the worker with how m ended (as done would get)
 }
@@ -58,7 +58,7 @@ type entry struct {
 // NewOutbox starts an outbox in front of pub. Close it to stop its worker.
 func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("natspub: new outbox: %w: nil publisher", egresslog.ErrInvalidEvent)
+		return nil, fmt.Errorf("events: new outbox: %w: nil publisher", ErrInvalidEvent)
 	}
 	o := defaultOutboxOptions()
 	for _, opt := range opts {
@@ -78,7 +78,7 @@ func NewOutbox(pub Publisher, opts ...OutboxOpt) (*Outbox, error) {
 // Enqueue keeps m for publication and returns at once. [ErrOutboxFull] when the outbox holds
 // its capacity (logged at Error and counted: the event is not kept), [ErrOutboxClosed] after
 // Close.
-func (b *Outbox) Enqueue(m egresslog.Message) error {
+func (b *Outbox) Enqueue(m Message) error {
 	return b.enqueue(entry{m: m})
 }
 
@@ -86,7 +86,7 @@ func (b *Outbox) Enqueue(m egresslog.Message) error {
 // (nil: for JetStream the stream holds it, or held it already), the server refused it for
 // good, or ctx ends. The message stays held and retried whatever the outcome of the wait: a
 // wait that ends early says only that it is not known to be stored yet.
-func (b *Outbox) EnqueueWait(ctx context.Context, m egresslog.Message) error {
+func (b *Outbox) EnqueueWait(ctx context.Context, m Message) error {
 	e := entry{m: m, done: make(chan error, 1)}
 	if err := b.enqueue(e); err != nil {
 		return err
@@ -95,7 +95,7 @@ func (b *Outbox) EnqueueWait(ctx context.Context, m egresslog.Message) error {
 	case err := <-e.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("natspub: %s not stored yet (still held and retried): %w", m.ID, ctx.Err())
+		return fmt.Errorf("events: %s not stored yet (still held and retried): %w", m.ID, ctx.Err())
 	}
 }
 
@@ -219,7 +219,7 @@ func (b *Outbox) pop() {
 
 // deliver publishes m until it is accepted (true, nil) or refused for good (true and the
 // refusal: take it off the queue either way) or the outbox is stopped (false: keep it).
-func (b *Outbox) deliver(m egresslog.Message) (bool, error) {
+func (b *Outbox) deliver(m Message) (bool, error) {
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(b.o.minBackoff), backoff.WithMaxInterval(b.o.maxBackoff),
 		backoff.WithMaxElapsedTime(0))
 	start := time.Now()
@@ -265,12 +265,12 @@ func (b *Outbox) deliver(m egresslog.Message) (bool, error) {
 
 // permanent is the outbox's one classifier: only answers that no retry can change.
 func permanent(err error) bool {
-	return errors.Is(err, egresslog.ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
+	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
 }
 
 // EnqueueWindow builds w's event for the engine engineID, stamped now, encodes it for prefix
 // and enqueues it: the one call a sink needs once the proxy's removal succeeded or found it
-// absent. [egresslog.ErrInvalidEvent] for a window that must not be published (nothing is
+// absent. [ErrInvalidEvent] for a window that must not be published (nothing is
 // enqueued), otherwise as [Outbox.Enqueue].
 func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) error {
 	m, err := windowMessage(prefix, engineID, w)
@@ -302,10 +302,10 @@ func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w egresslog.Window, 
 	return b.enqueue(entry{m: m, then: then})
 }
 
-func windowMessage(prefix, engineID string, w egresslog.Window) (egresslog.Message, error) {
-	ev, err := w.Event(engineID, time.Now())
+func windowMessage(prefix, engineID string, w egresslog.Window) (Message, error) {
+	ev, err := EgressEvent(w, engineID, time.Now())
 	if err != nil {
-		return egresslog.Message{}, err
+		return Message{}, err
 	}
-	return egresslog.EgressMessage(prefix, ev)
+	return EgressMessage(prefix, ev)
 }

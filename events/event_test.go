@@ -1,4 +1,4 @@
-package egresslog
+package events
 
 import (
 	"encoding/json"
@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/egresslog"
 )
-
-const testProxyID = "3f9c000000000000000000000000000000000000000000000000000000000001"
 
 func TestToken(t *testing.T) {
 	cases := []struct{ in, want string }{
@@ -45,25 +43,9 @@ func TestToken(t *testing.T) {
 	}
 }
 
-func testWindow() Window {
-	at := time.Date(2026, 5, 1, 12, 0, 1, 5, time.UTC)
-	return Window{
-		ProxyID: testProxyID, ProxyName: "maf-sandbox-docker-0123456789ab-proxy", Kind: "codeact",
-		Key:         sandbox.Key{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"},
-		Attribution: AttributionLabel, PrivateCIDRs: "10.213.0.0/24,10.9.0.0/16",
-		Start: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), End: time.Date(2026, 5, 1, 12, 5, 0, 0, time.UTC), Closed: true,
-		Decisions: []sandbox.EgressDecision{
-			{Decision: sandbox.DecisionAllow, Host: "allowed.example", Port: 443, At: at},
-			{Decision: sandbox.DecisionDeny, Host: "evil.example", Port: 443},
-			{Decision: sandbox.DecisionDenyNonGlobal, Host: "10.0.0.1", Port: 443},
-		},
-		Trigger: TriggerDispose, Removal: "removed", DrainSeconds: 0.41,
-	}
-}
-
 func TestWindowEvent(t *testing.T) {
 	pub := time.Date(2026, 5, 1, 12, 5, 1, 0, time.UTC)
-	ev, err := testWindow().Event("ENGINE:ID", pub)
+	ev, err := EgressEvent(testWindow(), "ENGINE:ID", pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,19 +86,19 @@ func TestWindowEvent(t *testing.T) {
 func TestWindowEventRefusals(t *testing.T) {
 	cases := []struct {
 		name string
-		edit func(*Window)
+		edit func(*egresslog.Window)
 	}{
-		{"short proxy ID", func(w *Window) { w.ProxyID = "3f9c" }},
-		{"unattributed", func(w *Window) { w.Attribution = AttributionNone }},
-		{"refused attribution", func(w *Window) { w.Attribution = AttributionRefused }},
-		{"removal failed", func(w *Window) { w.Removal = "refused" }},
-		{"empty window", func(w *Window) { w.Decisions = nil }},
+		{"short proxy ID", func(w *egresslog.Window) { w.ProxyID = "3f9c" }},
+		{"unattributed", func(w *egresslog.Window) { w.Attribution = egresslog.AttributionNone }},
+		{"refused attribution", func(w *egresslog.Window) { w.Attribution = egresslog.AttributionRefused }},
+		{"removal failed", func(w *egresslog.Window) { w.Removal = "refused" }},
+		{"empty window", func(w *egresslog.Window) { w.Decisions = nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testWindow()
 			tc.edit(&w)
-			if _, err := w.Event("e", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+			if _, err := EgressEvent(w, "e", time.Now()); !errors.Is(err, ErrInvalidEvent) {
 				t.Fatalf("err %v, want ErrInvalidEvent", err)
 			}
 		})
@@ -124,7 +106,7 @@ func TestWindowEventRefusals(t *testing.T) {
 	// Unreadable alone is worth an event, with window.closed false when the stop failed.
 	w := testWindow()
 	w.Decisions, w.Unreadable, w.Closed, w.Start = nil, "the proxy could not be stopped", false, time.Time{}
-	ev, err := w.Event("e", time.Now())
+	ev, err := EgressEvent(w, "e", time.Now())
 	if err != nil || ev.Unreadable == nil || ev.Window.Closed || ev.Window.Start != nil || len(ev.Decisions) != 0 || ev.Decisions == nil {
 		t.Fatalf("unreadable window: %+v %v", ev, err)
 	}
@@ -171,15 +153,15 @@ func TestReapSummaryEvent(t *testing.T) {
 // window could not drop the second: the ID is the proxy's identity and nothing of the drain.
 func TestEventIDIsTheProxysAcrossDrains(t *testing.T) {
 	first := testWindow()
-	first.Removal, first.Trigger, first.DrainSeconds = RemovalRemoved, TriggerDispose, 0.2
+	first.Removal, first.Trigger, first.DrainSeconds = egresslog.RemovalRemoved, egresslog.TriggerDispose, 0.2
 	second := testWindow()
-	second.Removal, second.Trigger, second.DrainSeconds = RemovalAbsent, TriggerReap, 3.5
+	second.Removal, second.Trigger, second.DrainSeconds = egresslog.RemovalAbsent, egresslog.TriggerReap, 3.5
 	second.End = first.End.Add(time.Hour)
-	a, err := first.Event("engine-a", time.Now())
+	a, err := EgressEvent(first, "engine-a", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := second.Event("engine-b", time.Now().Add(24*time.Hour))
+	b, err := EgressEvent(second, "engine-b", time.Now().Add(24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +172,7 @@ func TestEventIDIsTheProxysAcrossDrains(t *testing.T) {
 	}
 	other := testWindow()
 	other.ProxyID = strings.Repeat("e", 64)
-	c, _ := other.Event("engine-a", time.Now())
+	c, _ := EgressEvent(other, "engine-a", time.Now())
 	if c.EventID == a.EventID {
 		t.Fatal("two proxies share an event ID")
 	}

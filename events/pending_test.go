@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -34,11 +34,11 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close(ctx)
-	store, err := NewPendingStore(nc, egresslog.DefaultSubjectPrefix)
+	store, err := NewPendingStore(nc, DefaultSubjectPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := box.WindowSink(egresslog.DefaultSubjectPrefix, "E").WithPending(store)
+	sink := box.WindowSink(DefaultSubjectPrefix, "E").WithPending(store)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 	n, err := store.Recover(ctx, func(_ context.Context, id string) (bool, error) { return !exists[id], nil },
 		func(ctx context.Context, w egresslog.Window) error {
 			seen = append(seen, w)
-			return box.EnqueueWindowWait(ctx, egresslog.DefaultSubjectPrefix, "E", w)
+			return box.EnqueueWindowWait(ctx, DefaultSubjectPrefix, "E", w)
 		})
 	if err != nil || n != 2 {
 		t.Fatalf("recover: %d published, %v; want 2", n, err)
@@ -128,11 +128,11 @@ func TestPendingRecoveryIsTheDaemonsOwn(t *testing.T) {
 	nc := connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a, err := NewPendingStore(nc, egresslog.DefaultSubjectPrefix, WithPendingDaemon("AAAA:BBBB"))
+	a, err := NewPendingStore(nc, DefaultSubjectPrefix, WithPendingDaemon("AAAA:BBBB"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewPendingStore(nc, egresslog.DefaultSubjectPrefix, WithPendingDaemon("CCCC:DDDD"))
+	b, err := NewPendingStore(nc, DefaultSubjectPrefix, WithPendingDaemon("CCCC:DDDD"))
 	if err != nil {
 		t.Fatal(err)
 	}

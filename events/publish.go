@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/mafsandbox/engine/egresslog"
 )
 
 // Streams and their defaults (§3.7).
@@ -26,21 +24,21 @@ const (
 	DefaultEgressMaxAge = 30 * 24 * time.Hour
 )
 
-// Publisher sends one [egresslog.Message]. Publish makes one attempt and returns once the
+// Publisher sends one [Message]. Publish makes one attempt and returns once the
 // message is known to be accepted (for JetStream: the PubAck, duplicates included) or has
 // failed; it never retries — an [Outbox] does. Retrying a message with the same ID is always
 // safe.
 type Publisher interface {
-	Publish(ctx context.Context, m egresslog.Message) error
+	Publish(ctx context.Context, m Message) error
 }
 
 // natsMsg renders m with the headers every event carries.
-func natsMsg(m egresslog.Message) *nats.Msg {
+func natsMsg(m Message) *nats.Msg {
 	msg := nats.NewMsg(m.Subject)
 	msg.Data = m.Data
-	msg.Header.Set(egresslog.HeaderMsgID, m.ID)
-	msg.Header.Set(egresslog.HeaderEventType, m.Type)
-	msg.Header.Set(egresslog.HeaderContentType, "application/json")
+	msg.Header.Set(HeaderMsgID, m.ID)
+	msg.Header.Set(HeaderEventType, m.Type)
+	msg.Header.Set(HeaderContentType, "application/json")
 	return msg
 }
 
@@ -56,12 +54,12 @@ func NewCorePublisher(nc *nats.Conn) *CorePublisher { return &CorePublisher{nc: 
 
 // Publish implements [Publisher]: [ErrNotConnected] while nc is not connected (the client
 // would otherwise buffer the message and report success), else the flush's error.
-func (p *CorePublisher) Publish(ctx context.Context, m egresslog.Message) error {
+func (p *CorePublisher) Publish(ctx context.Context, m Message) error {
 	if !p.nc.IsConnected() {
 		return fmt.Errorf("%w: publish %s (%s)", ErrNotConnected, m.Subject, p.nc.Status())
 	}
 	if err := p.nc.PublishMsg(natsMsg(m)); err != nil {
-		return fmt.Errorf("natspub: publish %s: %w", m.Subject, err)
+		return fmt.Errorf("events: publish %s: %w", m.Subject, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -69,7 +67,7 @@ func (p *CorePublisher) Publish(ctx context.Context, m egresslog.Message) error 
 		defer cancel()
 	}
 	if err := p.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("natspub: publish %s: flush: %w", m.Subject, err)
+		return fmt.Errorf("events: publish %s: flush: %w", m.Subject, err)
 	}
 	return nil
 }
@@ -92,12 +90,12 @@ type JetStreamPublisher struct {
 type JetStreamOpt func(*JetStreamPublisher) error
 
 // WithSubjectPrefix sets the subject prefix the streams bind (default
-// [egresslog.DefaultSubjectPrefix]). It must be the prefix the messages are built with; one
-// that [egresslog.CheckSubjectPrefix] refuses is refused here too.
+// [DefaultSubjectPrefix]). It must be the prefix the messages are built with; one
+// that [CheckSubjectPrefix] refuses is refused here too.
 func WithSubjectPrefix(prefix string) JetStreamOpt {
 	return func(p *JetStreamPublisher) error {
-		if err := egresslog.CheckSubjectPrefix(prefix); err != nil {
-			return fmt.Errorf("natspub: %w", err)
+		if err := CheckSubjectPrefix(prefix); err != nil {
+			return err
 		}
 		p.prefix = prefix
 		return nil
@@ -109,7 +107,7 @@ func WithSubjectPrefix(prefix string) JetStreamOpt {
 func WithEgressMaxAge(d time.Duration) JetStreamOpt {
 	return func(p *JetStreamPublisher) error {
 		if d <= 0 {
-			return fmt.Errorf("natspub: %w: max age %s", egresslog.ErrInvalidEvent, d)
+			return fmt.Errorf("%w: max age %s", ErrInvalidEvent, d)
 		}
 		p.maxAge = d
 		return nil
@@ -120,7 +118,7 @@ func WithEgressMaxAge(d time.Duration) JetStreamOpt {
 func WithDuplicateWindow(d time.Duration) JetStreamOpt {
 	return func(p *JetStreamPublisher) error {
 		if d <= 0 {
-			return fmt.Errorf("natspub: %w: duplicate window %s", egresslog.ErrInvalidEvent, d)
+			return fmt.Errorf("%w: duplicate window %s", ErrInvalidEvent, d)
 		}
 		p.dupes = d
 		return nil
@@ -132,9 +130,9 @@ func WithDuplicateWindow(d time.Duration) JetStreamOpt {
 func NewJetStreamPublisher(nc *nats.Conn, opts ...JetStreamOpt) (*JetStreamPublisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("natspub: new jetstream publisher: %w", err)
+		return nil, fmt.Errorf("events: new jetstream publisher: %w", err)
 	}
-	p := &JetStreamPublisher{nc: nc, js: js, prefix: egresslog.DefaultSubjectPrefix, maxAge: DefaultEgressMaxAge, dupes: DefaultDuplicateWindow}
+	p := &JetStreamPublisher{nc: nc, js: js, prefix: DefaultSubjectPrefix, maxAge: DefaultEgressMaxAge, dupes: DefaultDuplicateWindow}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -150,12 +148,12 @@ func NewJetStreamPublisher(nc *nats.Conn, opts ...JetStreamOpt) (*JetStreamPubli
 func (p *JetStreamPublisher) StreamConfigs() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
-			Name: StreamEgress, Description: "maf-sandbox egress windows (" + egresslog.SchemaEgressObserved + ")",
+			Name: StreamEgress, Description: "maf-sandbox egress windows (" + SchemaEgressObserved + ")",
 			Subjects: []string{p.prefix + ".egress.>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 			MaxAge: p.maxAge, Duplicates: p.dupes,
 		},
 		{
-			Name: StreamOps, Description: "maf-sandbox operational records (" + egresslog.SchemaReapCompleted + ")",
+			Name: StreamOps, Description: "maf-sandbox operational records (" + SchemaReapCompleted + ")",
 			Subjects: []string{p.prefix + ".reap.>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 			Duplicates: p.dupes,
 		},
@@ -165,7 +163,7 @@ func (p *JetStreamPublisher) StreamConfigs() []jetstream.StreamConfig {
 // EnsureStreams creates or updates both streams.
 func (p *JetStreamPublisher) EnsureStreams(ctx context.Context) error {
 	if err := p.ensureStreams(ctx); err != nil {
-		return fmt.Errorf("natspub: %w", err)
+		return fmt.Errorf("events: %w", err)
 	}
 	return nil
 }
@@ -184,7 +182,7 @@ func (p *JetStreamPublisher) ensureStreams(ctx context.Context) error {
 
 // Publish implements [Publisher]: [ErrNotConnected] while nc is not connected, else the
 // stream's acknowledgement or its error. A duplicate acknowledgement is success.
-func (p *JetStreamPublisher) Publish(ctx context.Context, m egresslog.Message) error {
+func (p *JetStreamPublisher) Publish(ctx context.Context, m Message) error {
 	if !p.nc.IsConnected() {
 		return fmt.Errorf("%w: publish %s (%s)", ErrNotConnected, m.Subject, p.nc.Status())
 	}
@@ -193,7 +191,7 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, m egresslog.Message) e
 	p.mu.Unlock()
 	if !ensured {
 		if err := p.ensureStreams(ctx); err != nil {
-			return fmt.Errorf("natspub: publish %s: %w", m.Subject, err)
+			return fmt.Errorf("events: publish %s: %w", m.Subject, err)
 		}
 	}
 	if _, err := p.js.PublishMsg(ctx, natsMsg(m), jetstream.WithMsgID(m.ID)); err != nil {
@@ -202,7 +200,7 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, m egresslog.Message) e
 			p.ensured = false
 			p.mu.Unlock()
 		}
-		return fmt.Errorf("natspub: publish %s: %w", m.Subject, err)
+		return fmt.Errorf("events: publish %s: %w", m.Subject, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -65,12 +65,12 @@ func (s *PendingStore) mine(k string) bool {
 // NewPendingStore keeps pending windows of prefix over nc, which the caller owns. It makes no
 // call to the server.
 func NewPendingStore(nc *nats.Conn, prefix string, opts ...PendingOption) (*PendingStore, error) {
-	if err := egresslog.CheckSubjectPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("natspub: %w", err)
+	if err := CheckSubjectPrefix(prefix); err != nil {
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("natspub: pending store: %w", err)
+		return nil, fmt.Errorf("events: pending store: %w", err)
 	}
 	s := &PendingStore{js: js, bucket: PendingBucket(prefix)}
 	for _, o := range opts {
@@ -88,7 +88,7 @@ func (s *PendingStore) bucketKV(ctx context.Context) (jetstream.KeyValue, error)
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: s.bucket,
 		Description: "maf-sandbox egress windows drained, their events not yet known stored", Storage: jetstream.FileStorage})
 	if err != nil {
-		return nil, fmt.Errorf("natspub: pending bucket %s: %w", s.bucket, err)
+		return nil, fmt.Errorf("events: pending bucket %s: %w", s.bucket, err)
 	}
 	s.kv = kv
 	return kv, nil
@@ -102,10 +102,10 @@ func (s *PendingStore) Put(ctx context.Context, w egresslog.Window) error {
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
-		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
+		return fmt.Errorf("events: pending %s: %w", w.ProxyID, err)
 	}
 	if _, err := kv.Put(ctx, s.key(w.ProxyID), b); err != nil {
-		return fmt.Errorf("natspub: pending %s: %w", w.ProxyID, err)
+		return fmt.Errorf("events: pending %s: %w", w.ProxyID, err)
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func (s *PendingStore) Delete(ctx context.Context, proxyID string) error {
 		return err
 	}
 	if err := kv.Purge(ctx, s.key(proxyID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("natspub: forget pending %s: %w", proxyID, err)
+		return fmt.Errorf("events: forget pending %s: %w", proxyID, err)
 	}
 	return nil
 }
@@ -130,7 +130,7 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 	}
 	keys, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("natspub: list pending: %w", err)
+		return nil, fmt.Errorf("events: list pending: %w", err)
 	}
 	var ws []egresslog.Window
 	for k := range keys.Keys() {
@@ -143,12 +143,12 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 		}
 		if err != nil {
 			_ = keys.Stop()
-			return nil, fmt.Errorf("natspub: pending %s: %w", k, err)
+			return nil, fmt.Errorf("events: pending %s: %w", k, err)
 		}
 		var w egresslog.Window
 		if err := json.Unmarshal(e.Value(), &w); err != nil {
 			_ = keys.Stop()
-			return nil, fmt.Errorf("natspub: pending %s: %w", k, err)
+			return nil, fmt.Errorf("events: pending %s: %w", k, err)
 		}
 		ws = append(ws, w)
 	}
@@ -171,7 +171,7 @@ func (s *PendingStore) Recover(ctx context.Context, gone func(ctx context.Contex
 	for _, w := range ws {
 		absent, err := gone(ctx, w.ProxyID)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("natspub: recover %s: %w", w.ProxyID, err))
+			errs = append(errs, fmt.Errorf("events: recover %s: %w", w.ProxyID, err))
 			continue
 		}
 		if !absent {
@@ -180,8 +180,8 @@ func (s *PendingStore) Recover(ctx context.Context, gone func(ctx context.Contex
 		if w.Removal == "" {
 			w.Removal = egresslog.RemovalAbsent
 		}
-		if err := publish(ctx, w); err != nil && !errors.Is(err, egresslog.ErrInvalidEvent) {
-			errs = append(errs, fmt.Errorf("natspub: recover %s: %w", w.ProxyID, err))
+		if err := publish(ctx, w); err != nil && !errors.Is(err, ErrInvalidEvent) {
+			errs = append(errs, fmt.Errorf("events: recover %s: %w", w.ProxyID, err))
 			continue
 		} else if err == nil {
 			published++

@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package egresslog
+package events
 
 import (
 	"crypto/sha256"
@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// This file is the wire side of egress observation (egress-and-reap.md §3.7): subjects, the
-// event payloads and the headers they travel with. docs/events.md describes the same thing
-// for subscribers in any language; change both together. Delivering them to NATS (the
-// publishers, the streams, the outbox) is package natspub's.
+// This file is the wire side of the events (egress-and-reap.md §3.7): subjects, the event
+// payloads and the headers they travel with. docs/events.md describes the same thing for
+// subscribers in any language; change both together.
 
 // DefaultSubjectPrefix is the subject prefix when none is configured.
 const DefaultSubjectPrefix = "maf.sandbox.docker"
@@ -89,45 +89,6 @@ func EgressSubject(prefix, scope, kind string) string {
 // ReapSubject is the subject of reap summaries under prefix.
 func ReapSubject(prefix string) string { return fmt.Sprintf(SubjectReapCompletedT, prefix) }
 
-// Trigger names the cleanup path that removed a proxy.
-type Trigger string
-
-// Triggers, as the "trigger" field spells them.
-const (
-	TriggerAcquire        Trigger = "acquire"
-	TriggerDispose        Trigger = "dispose"
-	TriggerDisposeScope   Trigger = "dispose_scope"
-	TriggerReap           Trigger = "reap"
-	TriggerSetupFailure   Trigger = "setup_failure"
-	TriggerTopologyRepair Trigger = "topology_repair"
-)
-
-// Removal outcomes a window's event carries (the "removal" field).
-const (
-	RemovalRemoved = "removed" // the drainer removed the proxy, then published
-	RemovalAbsent  = "absent"  // someone else removed it first
-)
-
-// Window is one drained proxy window whose proxy's removal has succeeded or found it absent
-// (it is published only then, §3.4): everything an [EgressObservedEvent] is built from.
-type Window struct {
-	ProxyID      string // the inspected 64-hex container ID that was read and removed
-	ProxyName    string
-	Kind         string // the proxy's maf-sandbox.kind label value
-	Key          sandbox.Key
-	Attribution  Attribution // label, legacy-selectors or caller-key
-	PrivateCIDRs string      // the proxy's maf-sandbox.private-cidrs.v1 label, "" when absent
-	Start        time.Time   // the proxy's State.StartedAt; zero when unknown
-	End          time.Time   // when the stop completed, or the log was read
-	Closed       bool        // false exactly when the stop failed (§3.2 step 3)
-	Decisions    []sandbox.EgressDecision
-	Truncated    bool
-	Unreadable   string
-	Trigger      Trigger
-	Removal      string // RemovalRemoved or RemovalAbsent
-	DrainSeconds float64
-}
-
 // EventKey is the sandbox key as events carry it.
 type EventKey struct {
 	Scope    string `json:"scope"`
@@ -168,24 +129,24 @@ type EventCounts struct {
 // EgressObservedEvent is the JSON payload of SubjectEgressObserved (schema
 // [SchemaEgressObserved]).
 type EgressObservedEvent struct {
-	Schema       string          `json:"schema"`
-	EventID      string          `json:"eventId"` // "egw_" + the proxy's 64-hex container ID
-	Backend      string          `json:"backend"`
-	EngineID     string          `json:"engineId"`
-	Key          EventKey        `json:"key"`
-	Attribution  Attribution     `json:"attribution"`
-	Kind         string          `json:"kind"`
-	Proxy        EventProxy      `json:"proxy"`
-	PrivateCIDRs []string        `json:"privateCidrs"`
-	Window       EventWindow     `json:"window"`
-	Decisions    []EventDecision `json:"decisions"`
-	Counts       EventCounts     `json:"counts"`
-	Truncated    bool            `json:"truncated"`
-	Unreadable   *string         `json:"unreadable"`
-	Trigger      Trigger         `json:"trigger"`
-	Removal      string          `json:"removal"` // removed or absent
-	DrainSeconds float64         `json:"drainSeconds"`
-	PublishedAt  time.Time       `json:"publishedAt"`
+	Schema       string                `json:"schema"`
+	EventID      string                `json:"eventId"` // "egw_" + the proxy's 64-hex container ID
+	Backend      string                `json:"backend"`
+	EngineID     string                `json:"engineId"`
+	Key          EventKey              `json:"key"`
+	Attribution  egresslog.Attribution `json:"attribution"`
+	Kind         string                `json:"kind"`
+	Proxy        EventProxy            `json:"proxy"`
+	PrivateCIDRs []string              `json:"privateCidrs"`
+	Window       EventWindow           `json:"window"`
+	Decisions    []EventDecision       `json:"decisions"`
+	Counts       EventCounts           `json:"counts"`
+	Truncated    bool                  `json:"truncated"`
+	Unreadable   *string               `json:"unreadable"`
+	Trigger      egresslog.Trigger     `json:"trigger"`
+	Removal      string                `json:"removal"` // removed or absent
+	DrainSeconds float64               `json:"drainSeconds"`
+	PublishedAt  time.Time             `json:"publishedAt"`
 }
 
 var proxyID = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -196,17 +157,17 @@ var proxyID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // that is what lets the stream's duplicate window drop a second drain of the same proxy.
 func EgressEventID(proxyID string) string { return "egw_" + proxyID }
 
-// Event builds the window's event for the engine engineID, stamped publishedAt. It refuses
+// EgressEvent builds the event of the window w for the engine engineID, stamped publishedAt. It refuses
 // with [ErrInvalidEvent] a window that must not be published: a proxy ID that is not 64 hex,
 // an unattributed key, a removal that is neither removed nor absent, or an empty window
 // (no decision and nothing unreadable: §3.1 emits nothing for it).
-func (w Window) Event(engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
+func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
 	switch {
 	case !proxyID.MatchString(w.ProxyID):
 		return EgressObservedEvent{}, fmt.Errorf("%w: proxy ID %q is not 64 hex", ErrInvalidEvent, w.ProxyID)
 	case !w.Attribution.Attributed():
 		return EgressObservedEvent{}, fmt.Errorf("%w: window of %s is not attributed (%s)", ErrInvalidEvent, w.ProxyID, w.Attribution)
-	case w.Removal != RemovalRemoved && w.Removal != RemovalAbsent:
+	case w.Removal != egresslog.RemovalRemoved && w.Removal != egresslog.RemovalAbsent:
 		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is neither removed nor absent", ErrInvalidEvent, w.Removal)
 	case len(w.Decisions) == 0 && w.Unreadable == "":
 		return EgressObservedEvent{}, fmt.Errorf("%w: empty window", ErrInvalidEvent)

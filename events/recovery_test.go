@@ -1,4 +1,4 @@
-package main
+package events
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/egresslog/natspub"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -34,39 +33,30 @@ func (f *fakeProxies) Inspect(_ context.Context, id string) (docker.ContainerInf
 
 func (f *fakeProxies) EngineID(context.Context) (string, error) { return "E", nil }
 
-// engine serve's recovery loop: its first pass, at start, publishes the pending window of a
+// The recovery loop New starts (engine serve's, and an embedding worker's): its first pass, publishes the pending window of a
 // proxy that is gone and leaves that of one that exists; a later pass publishes that one once
 // its proxy is gone too. Nothing pending is left.
-func TestPendingRecoveryLoop(t *testing.T) {
+func TestRecoveryLoop(t *testing.T) {
 	srv := natstest.Run(t)
 	nc := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	prefix := "maf.unit.pending"
-	pub, err := natspub.NewJetStreamPublisher(nc, natspub.WithSubjectPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
-	box, err := natspub.NewOutbox(pub, natspub.WithBackoff(time.Millisecond, 10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer box.Close(ctx)
 	proxies := &fakeProxies{exist: map[string]bool{}}
-	rec, err := newPendingRecovery(ctx, nc, proxies, box, prefix, zaptest.NewLogger(t))
+	ev, err := New(ctx, nc, WithPrefix(prefix), WithDaemon(proxies), WithRecoveryEvery(0),
+		WithOutbox(WithBackoff(time.Millisecond, 10*time.Millisecond)), WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = ev.Close(ctx) }()
+	store := ev.Pending()
 	gone, kept := strings.Repeat("a", 64), strings.Repeat("b", 64)
 	proxies.exist[kept] = true
 	for _, id := range []string{gone, kept} {
 		w := egresslog.Window{ProxyID: id, ProxyName: "p", Kind: "codeact", Key: sandbox.Key{Scope: "s", ThreadID: "t"},
 			Attribution: egresslog.AttributionLabel, Closed: true, Trigger: egresslog.TriggerDispose,
 			Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionAllow, Host: "a.example", Port: 443}}}
-		if err := rec.store.Put(ctx, w); err != nil {
+		if err := store.Put(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,8 +64,8 @@ func TestPendingRecoveryLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := func() uint64 {
-		st, err := js.Stream(ctx, natspub.StreamEgress)
+	stored := func() uint64 {
+		st, err := js.Stream(ctx, StreamEgress)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +76,7 @@ func TestPendingRecoveryLoop(t *testing.T) {
 		return info.State.Msgs
 	}
 	pending := func() int {
-		ws, err := rec.store.List(ctx)
+		ws, err := store.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,15 +85,15 @@ func TestPendingRecoveryLoop(t *testing.T) {
 	waitUntil := func(what string, ok func() bool) {
 		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d events, %d pending", what, events(), pending())
+				t.Fatalf("%s: %d events, %d pending", what, stored(), pending())
 			}
 		}
 	}
-	stop := rec.every(ctx, 50*time.Millisecond)
+	stop := ev.recoverEvery(ctx, 50*time.Millisecond)
 	defer stop()
-	waitUntil("the first pass", func() bool { return events() == 1 && pending() == 1 })
+	waitUntil("the first pass", func() bool { return stored() == 1 && pending() == 1 })
 	proxies.mu.Lock()
 	delete(proxies.exist, kept)
 	proxies.mu.Unlock()
-	waitUntil("a later pass", func() bool { return events() == 2 && pending() == 0 })
+	waitUntil("a later pass", func() bool { return stored() == 2 && pending() == 0 })
 }

@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mafsandbox/engine/egresslog"
 )
 
 // A subscriber receives exactly one event per window, with the headers and fields of §3.7;
@@ -22,15 +20,15 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := nc.SubscribeSync(egresslog.DefaultSubjectPrefix + ".egress.observed." + egresslog.Token("tenant-1") + ".>")
+	sub, err := nc.SubscribeSync(DefaultSubjectPrefix + ".egress.observed." + Token("tenant-1") + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := testWindow().Event("E", time.Now())
+	ev, err := EgressEvent(testWindow(), "E", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := egresslog.EgressMessage(egresslog.DefaultSubjectPrefix, ev)
+	m, err := EgressMessage(DefaultSubjectPrefix, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +42,10 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 1", len(msgs))
 	}
 	h := msgs[0].Headers()
-	if h.Get(egresslog.HeaderMsgID) != "egw_"+testProxyID || h.Get(egresslog.HeaderEventType) != "egress.observed.v1" || h.Get(egresslog.HeaderContentType) != "application/json" {
+	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v1" || h.Get(HeaderContentType) != "application/json" {
 		t.Fatalf("headers %v", h)
 	}
-	var got egresslog.EgressObservedEvent
+	var got EgressObservedEvent
 	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +60,8 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 	// A second window (another proxy container) is another event.
 	w2 := testWindow()
 	w2.ProxyID = strings.Repeat("b", 64)
-	ev2, _ := w2.Event("E", time.Now())
-	m2, _ := egresslog.EgressMessage(egresslog.DefaultSubjectPrefix, ev2)
+	ev2, _ := EgressEvent(w2, "E", time.Now())
+	m2, _ := EgressMessage(DefaultSubjectPrefix, ev2)
 	if err := pub.Publish(ctx, m2); err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +69,8 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 2", n)
 	}
 	// Reap summaries go to their own stream.
-	rev, _ := egresslog.ReapSummary{RunID: "run-00000001", OlderThan: time.Hour}.Event("E", time.Now())
-	rm, _ := egresslog.ReapMessage(egresslog.DefaultSubjectPrefix, rev)
+	rev, _ := ReapSummary{RunID: "run-00000001", OlderThan: time.Hour}.Event("E", time.Now())
+	rm, _ := ReapMessage(DefaultSubjectPrefix, rev)
 	if err := pub.Publish(ctx, rm); err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +82,12 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 func TestCorePublish(t *testing.T) {
 	s := runNATS(t, -1, t.TempDir())
 	nc := connect(t, s.ClientURL())
-	sub, err := nc.SubscribeSync(egresslog.SubjectEgressObserved)
+	sub, err := nc.SubscribeSync(SubjectEgressObserved)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := testWindow().Event("E", time.Now())
-	m, _ := egresslog.EgressMessage(egresslog.DefaultSubjectPrefix, ev)
+	ev, _ := EgressEvent(testWindow(), "E", time.Now())
+	m, _ := EgressMessage(DefaultSubjectPrefix, ev)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := NewCorePublisher(nc).Publish(ctx, m); err != nil {
@@ -99,7 +97,7 @@ func TestCorePublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Header.Get(egresslog.HeaderMsgID) != m.ID || string(got.Data) != string(m.Data) {
+	if got.Header.Get(HeaderMsgID) != m.ID || string(got.Data) != string(m.Data) {
 		t.Fatalf("got %v %s", got.Header, got.Data)
 	}
 	nc.Close()
@@ -118,7 +116,7 @@ func TestRefusalsMatchInvalidEvent(t *testing.T) {
 		"duplicate window": WithDuplicateWindow(-time.Second),
 	}
 	for name, opt := range pubOpts {
-		if _, err := NewJetStreamPublisher(nc, opt); !errors.Is(err, egresslog.ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "natspub: ") {
+		if _, err := NewJetStreamPublisher(nc, opt); !errors.Is(err, ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "events: ") {
 			t.Errorf("publisher option %s: %v", name, err)
 		}
 	}
@@ -128,16 +126,16 @@ func TestRefusalsMatchInvalidEvent(t *testing.T) {
 		"backoff":         WithBackoff(time.Second, time.Millisecond),
 	}
 	for name, opt := range boxOpts {
-		if _, err := NewOutbox(NewCorePublisher(nc), opt); !errors.Is(err, egresslog.ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "natspub: ") {
+		if _, err := NewOutbox(NewCorePublisher(nc), opt); !errors.Is(err, ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "events: ") {
 			t.Errorf("outbox option %s: %v", name, err)
 		}
 	}
-	if _, err := NewOutbox(nil); !errors.Is(err, egresslog.ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "natspub: ") {
+	if _, err := NewOutbox(nil); !errors.Is(err, ErrInvalidEvent) || !strings.HasPrefix(err.Error(), "events: ") {
 		t.Errorf("nil publisher: %v", err)
 	}
 	for _, err := range []error{ErrNotConnected, ErrOutboxFull, ErrOutboxClosed} {
-		if !strings.HasPrefix(err.Error(), "natspub: ") {
-			t.Errorf("%q does not say natspub", err)
+		if !strings.HasPrefix(err.Error(), "events: ") {
+			t.Errorf("%q does not say events", err)
 		}
 	}
 }

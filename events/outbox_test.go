@@ -1,4 +1,4 @@
-package natspub
+package events
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/mafsandbox/engine/egresslog"
 )
 
 // fakePublisher fails while down is set and records what it accepted.
@@ -27,7 +25,7 @@ type fakePublisher struct {
 	accepted []string
 }
 
-func (p *fakePublisher) Publish(ctx context.Context, m egresslog.Message) error {
+func (p *fakePublisher) Publish(ctx context.Context, m Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -52,8 +50,8 @@ func (p *fakePublisher) got() []string {
 	return append([]string(nil), p.accepted...)
 }
 
-func msg(i int) egresslog.Message {
-	return egresslog.Message{Subject: "maf.sandbox.docker.egress.observed.s.k", ID: fmt.Sprintf("egw_%064d", i), Type: egresslog.TypeEgressObserved, Data: []byte("{}")}
+func msg(i int) Message {
+	return Message{Subject: "maf.sandbox.docker.egress.observed.s.k", ID: fmt.Sprintf("egw_%064d", i), Type: TypeEgressObserved, Data: []byte("{}")}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -104,7 +102,7 @@ func TestOutboxFullIsLoud(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	core, logs := observer.New(zapcore.DebugLevel)
 	p := &fakePublisher{down: true}
-	b, err := NewOutbox(p, WithCapacity(2), WithBackoff(time.Millisecond, 5*time.Millisecond), WithLogger(zap.New(core)))
+	b, err := NewOutbox(p, WithCapacity(2), WithBackoff(time.Millisecond, 5*time.Millisecond), WithOutboxLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +136,7 @@ func TestOutboxPermanentRefusalIsLoud(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	core, logs := observer.New(zapcore.DebugLevel)
 	p := &fakePublisher{down: true, err: fmt.Errorf("publish: %w", nats.ErrMaxPayload)}
-	b, err := NewOutbox(p, WithLogger(zap.New(core)))
+	b, err := NewOutbox(p, WithOutboxLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,11 +179,11 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 	s.WaitForShutdown()
 	waitFor(t, "the client to notice", func() bool { return !nc.IsConnected() })
 
-	ev, err := testWindow().Event("E", time.Now())
+	ev, err := EgressEvent(testWindow(), "E", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := egresslog.EgressMessage(egresslog.DefaultSubjectPrefix, ev)
+	m, err := EgressMessage(DefaultSubjectPrefix, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +201,7 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("stream holds %d events, want 1", len(msgs))
 	}
-	var got egresslog.EgressObservedEvent
+	var got EgressObservedEvent
 	if err := json.Unmarshal(msgs[0].Data(), &got); err != nil || got.EventID != ev.EventID {
 		t.Fatalf("event %+v %v", got, err)
 	}
@@ -216,12 +214,12 @@ func TestOutboxEnqueueWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.EnqueueWindow(egresslog.DefaultSubjectPrefix, "E", testWindow()); err != nil {
+	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", testWindow()); err != nil {
 		t.Fatal(err)
 	}
 	empty := testWindow()
 	empty.Decisions = nil
-	if err := b.EnqueueWindow(egresslog.DefaultSubjectPrefix, "E", empty); !errors.Is(err, egresslog.ErrInvalidEvent) {
+	if err := b.EnqueueWindow(DefaultSubjectPrefix, "E", empty); !errors.Is(err, ErrInvalidEvent) {
 		t.Fatalf("empty window: %v", err)
 	}
 	b.Close(context.Background())
@@ -234,11 +232,11 @@ func TestWindowSink(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	core, logs := observer.New(zapcore.InfoLevel)
 	p := &fakePublisher{}
-	b, err := NewOutbox(p, WithLogger(zap.New(core)))
+	b, err := NewOutbox(p, WithOutboxLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := b.WindowSink(egresslog.DefaultSubjectPrefix, "E")
+	sink := b.WindowSink(DefaultSubjectPrefix, "E")
 	sink.EgressDrained(context.Background(), testWindow())
 	empty := testWindow()
 	empty.Decisions = nil
@@ -263,7 +261,7 @@ func TestEnqueueWindowWaitWaitsForTheAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := testWindow()
-	if err := b.EnqueueWindowWait(context.Background(), egresslog.DefaultSubjectPrefix, "E", w); err != nil {
+	if err := b.EnqueueWindowWait(context.Background(), DefaultSubjectPrefix, "E", w); err != nil {
 		t.Fatalf("wait with the publisher up: %v", err)
 	}
 	if got := p.got(); len(got) != 1 {
@@ -273,7 +271,7 @@ func TestEnqueueWindowWaitWaitsForTheAck(t *testing.T) {
 	w.ProxyID = "3f9c000000000000000000000000000000000000000000000000000000000002"
 	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelShort()
-	if err := b.EnqueueWindowWait(short, egresslog.DefaultSubjectPrefix, "E", w); !errors.Is(err, context.DeadlineExceeded) {
+	if err := b.EnqueueWindowWait(short, DefaultSubjectPrefix, "E", w); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait with the publisher down: %v, want the wait's deadline", err)
 	}
 	if st := b.Stats(); st.Pending != 1 {

@@ -1,12 +1,10 @@
-package natspub
+package events
 
 import (
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/egresslog"
 )
 
 // Outbox defaults.
@@ -37,7 +35,7 @@ func defaultOutboxOptions() outboxOptions {
 func WithCapacity(n int) OutboxOpt {
 	return func(o *outboxOptions) error {
 		if n <= 0 {
-			return fmt.Errorf("natspub: %w: outbox capacity %d", egresslog.ErrInvalidEvent, n)
+			return fmt.Errorf("%w: outbox capacity %d", ErrInvalidEvent, n)
 		}
 		o.capacity = n
 		return nil
@@ -48,7 +46,7 @@ func WithCapacity(n int) OutboxOpt {
 func WithAttemptTimeout(d time.Duration) OutboxOpt {
 	return func(o *outboxOptions) error {
 		if d <= 0 {
-			return fmt.Errorf("natspub: %w: attempt timeout %s", egresslog.ErrInvalidEvent, d)
+			return fmt.Errorf("%w: attempt timeout %s", ErrInvalidEvent, d)
 		}
 		o.attemptTimeout = d
 		return nil
@@ -60,16 +58,16 @@ func WithAttemptTimeout(d time.Duration) OutboxOpt {
 func WithBackoff(first, longest time.Duration) OutboxOpt {
 	return func(o *outboxOptions) error {
 		if first <= 0 || longest < first {
-			return fmt.Errorf("natspub: %w: backoff %s..%s", egresslog.ErrInvalidEvent, first, longest)
+			return fmt.Errorf("%w: backoff %s..%s", ErrInvalidEvent, first, longest)
 		}
 		o.minBackoff, o.maxBackoff = first, longest
 		return nil
 	}
 }
 
-// WithLogger logs the outbox's work to l (default: nothing). Refusals and losses are logged
-// at Error.
-func WithLogger(l *zap.Logger) OutboxOpt {
+// WithOutboxLogger logs the outbox's work to l (default: nothing). Refusals and losses are
+// logged at Error. ([New] gives its outbox its own logger.)
+func WithOutboxLogger(l *zap.Logger) OutboxOpt {
 	return func(o *outboxOptions) error {
 		if l != nil {
 			o.log = l

@@ -1,0 +1,48 @@
+// Package events is the engine's event plumbing on NATS (egress-and-reap.md §3.6–3.7,
+// docs/events.md): what the events are, how they are delivered, and the recovery that makes
+// egress windows exactly once across engine failures.
+//
+// # Embedding
+//
+// [New] takes a NATS connection and owns everything else: the publisher and the JetStream
+// streams, the [Outbox] in front of them, the [PendingStore] and its recovery loop. It hands
+// out one sink per family of events:
+//
+//	ev, err := events.New(ctx, nc, events.WithDaemon(drv), events.WithLogger(log))
+//	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithEgressSink(ev.Windows()))
+//	svc, err := service.New(nc, router, service.WithHostToolEvents(ev.HostTools()))
+//	_, err = ev.Reaps().Publish(ctx, res) // after a sweep
+//	err = ev.Close(ctx)                    // after the backend's Close
+//
+// engine serve and engine reap build it exactly so; a Go worker that embeds the engine gets
+// the same events and the same recovery.
+//
+// # The events
+//
+// A drained egress window (egresslog.Window) becomes an [EgressObservedEvent] ([EgressEvent])
+// and a sweep a [ReapCompletedEvent] ([SummaryOf], [ReapSummary.Event]); [EgressMessage] and
+// [ReapMessage] encode them as a [Message] with its subject ([Token], [EgressSubject],
+// [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent]. Building an event
+// needs no connection.
+//
+// # Delivery
+//
+// A [Publisher] sends one [Message], either on core NATS ([CorePublisher]) or to the
+// JetStream streams [StreamEgress] and [StreamOps] ([JetStreamPublisher], which creates them
+// and waits for each acknowledgement). An [Outbox] in front of a publisher keeps events in a
+// bounded in-memory queue and retries them, in order and with the same ID, for as long as
+// NATS is away. Egress windows are recorded in the [PendingStore] before their proxy's
+// removal and forgotten once the stream acknowledged them; the recovery ([Events.Recover])
+// publishes a record whose proxy the daemon confirms absent. Host-tool calls go out on core
+// NATS at best effort.
+//
+// Refusals of the event itself match [ErrInvalidEvent] with errors.Is; the errors of delivery
+// are [ErrNotConnected], [ErrOutboxFull], [ErrOutboxClosed] and [ErrUndelivered].
+//
+// # Why a separate package
+//
+// The egress proxy binary (cmd/proxy), which runs in every egress container, links egresslog
+// for its environment and the decision-log grammar and has no use for NATS. Events need the
+// NATS client (and a backoff library), so they live here, where the proxy never looks. A test
+// in cmd/proxy fails if the proxy's dependencies ever include a nats-io module or this package.
+package events

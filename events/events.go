@@ -1,0 +1,146 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// Events is one engine's event plumbing on one NATS connection: the publisher and its streams,
+// the outbox in front of it, the pending-window store and its recovery loop. It hands out one
+// sink per family of events: [Events.Windows] (egress windows, the backend's egress sink),
+// [Events.Reaps] (reap summaries) and [Events.HostTools] (host-tool calls). engine serve and
+// engine reap build one each; a Go worker that embeds the engine builds one the same way and
+// gets the same guarantees, recovery included.
+type Events struct {
+	nc       *nats.Conn
+	o        options
+	engineID string
+	box      *Outbox
+	pending  *PendingStore // nil: windows are not recorded, nothing to recover
+	log      *zap.Logger
+	recLog   *zap.Logger
+	stop     func() // stops the recovery loop
+	once     sync.Once
+}
+
+// ensureWait bounds the creation of the streams at [New]: a NATS away for longer is not
+// fatal, every publish ensures them again.
+const ensureWait = 5 * time.Second
+
+// New starts the events over nc, which the caller owns and closes after [Events.Close]. With
+// JetStream (the default) it creates or updates the streams, so a consumer made before the
+// first event finds them; with [WithDaemon] it opens the pending store and, unless
+// [WithRecoveryEvery] is zero, starts the recovery loop, whose first pass runs now. It fails
+// with [ErrInvalidEvent] for an option out of range, and when the daemon's identity, which
+// scopes the pending records, cannot be read.
+func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Events, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("new events: %w: nil connection", ErrInvalidEvent)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("new events: %w", err)
+		}
+	}
+	e := &Events{nc: nc, o: o, engineID: "unknown", log: o.log, recLog: o.log.Named("egress-pending"), stop: func() {}}
+	if o.daemon != nil {
+		id, err := o.daemon.EngineID(ctx)
+		switch {
+		case err == nil:
+			e.engineID = id
+		case !o.core:
+			// Only the daemon that ran a proxy can confirm it gone, so the records are this
+			// daemon's: without its identity there is no store to keep them in.
+			return nil, fmt.Errorf("new events: the daemon's identity: %w", err)
+		default:
+			o.log.Warn("events will carry no daemon ID", zap.Error(err))
+		}
+	}
+	var pub Publisher = NewCorePublisher(nc)
+	if !o.core {
+		js, err := NewJetStreamPublisher(nc, append(append([]JetStreamOpt{}, o.streamOpts...), WithSubjectPrefix(o.prefix))...)
+		if err != nil {
+			return nil, fmt.Errorf("new events: %w", err)
+		}
+		if nc.IsConnected() {
+			ectx, cancel := context.WithTimeout(ctx, ensureWait)
+			if err := js.EnsureStreams(ectx); err != nil {
+				o.log.Warn("event streams not ensured yet; the first publish tries again", zap.Error(err))
+			}
+			cancel()
+		}
+		pub = js
+		if o.daemon != nil {
+			if e.pending, err = NewPendingStore(nc, o.prefix, WithPendingDaemon(e.engineID)); err != nil {
+				return nil, fmt.Errorf("new events: %w", err)
+			}
+		}
+	}
+	box, err := NewOutbox(pub, append([]OutboxOpt{WithOutboxLogger(o.log.Named("events"))}, o.outboxOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("new events: %w", err)
+	}
+	e.box = box
+	if e.pending != nil && o.recoveryEvery > 0 {
+		e.stop = e.recoverEvery(context.WithoutCancel(ctx), o.recoveryEvery)
+	}
+	return e, nil
+}
+
+// Windows is the egress sink (actors.WithEgressSink): each window the backend drains is
+// recorded as pending before its proxy's removal (with a pending store) and enqueued once the
+// removal succeeded or found the proxy absent.
+func (e *Events) Windows() WindowSink {
+	s := e.box.WindowSink(e.o.prefix, e.engineID)
+	if e.pending != nil {
+		s = s.WithPending(e.pending)
+	}
+	return s
+}
+
+// Reaps is the sink of reap summaries.
+func (e *Events) Reaps() ReapSink {
+	return ReapSink{box: e.box, prefix: e.o.prefix, engineID: e.engineID, log: e.log.Named("reap-events")}
+}
+
+// HostTools is the sink of host-tool call events (core NATS, best effort).
+func (e *Events) HostTools() HostToolSink {
+	return HostToolSink{nc: e.nc, prefix: e.o.prefix, log: e.log.Named("host-tool-events")}
+}
+
+// Outbox is the outbox every sink enqueues on (for its [Outbox.Stats]).
+func (e *Events) Outbox() *Outbox { return e.box }
+
+// Pending is the pending-window store, nil when windows are not recorded (core NATS, or no
+// [WithDaemon]).
+func (e *Events) Pending() *PendingStore { return e.pending }
+
+// EngineID is the daemon ID the events carry ("unknown" without [WithDaemon]).
+func (e *Events) EngineID() string { return e.engineID }
+
+// Prefix is the subject prefix of the events.
+func (e *Events) Prefix() string { return e.o.prefix }
+
+// Close stops the recovery loop (waiting for a pass in flight), stops taking events and
+// delivers what the outbox holds until it is empty or ctx ends. [ErrUndelivered] when events
+// were still held then (each is logged at Error with its ID). It does not close the
+// connection. A second Close returns nil.
+func (e *Events) Close(ctx context.Context) error {
+	var err error
+	e.once.Do(func() {
+		e.stop()
+		if n := e.box.Close(ctx); n > 0 {
+			err = fmt.Errorf("%w: %d events", ErrUndelivered, n)
+		}
+	})
+	return err
+}
