@@ -168,45 +168,7 @@ exporters:
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", cfg)
-	log, err := os.Create(filepath.Join(dir, "jaeger.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start jaeger: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		_ = log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("jaeger log:\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get("http://" + queryAddr + "/api/services")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("jaeger exited before it answered")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger's query API not up within a minute: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startServer(t, "jaeger", bin, "http://"+queryAddr+"/api/services", "--config", cfg)
 }
 
 // jaegerTrace is one trace as Jaeger's query API returns it.

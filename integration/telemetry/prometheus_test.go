@@ -105,47 +105,10 @@ func startPrometheus(t *testing.T, bin, target string) string {
 		t.Fatal(err)
 	}
 	listen := freeAddr(t)
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+listen, "--log.level=warn")
-	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		_ = log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
 	base := "http://" + listen
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(base + "/-/ready")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited before it was ready")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within a minute: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startServer(t, "prometheus", bin, base+"/-/ready", "--config.file="+cfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+listen, "--log.level=warn")
+	return base
 }
 
 // eventually asks Prometheus query until it returns one sample (whose value is want, when want
