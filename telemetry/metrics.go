@@ -16,6 +16,8 @@ const (
 	NameAcquires       = "maf_sandbox.acquires"
 	NameSandboxes      = "maf_sandbox.sandboxes"
 	NameDaemonDuration = "maf_sandbox.docker.call.duration"
+	NameEventsPending  = "maf_sandbox.events.pending"
+	NameEventsCount    = "maf_sandbox.events"
 )
 
 // Attribute keys the instruments carry.
@@ -26,6 +28,7 @@ const (
 	KeyKind      = attribute.Key("maf_sandbox.kind")
 	KeyOutcome   = attribute.Key("maf_sandbox.outcome")
 	KeyDaemonOp  = attribute.Key("maf_sandbox.docker.operation")
+	KeyResult    = attribute.Key("maf_sandbox.result")
 )
 
 // Acquire outcomes ([Metrics.Acquired]).
@@ -129,6 +132,45 @@ func (m *Metrics) ObserveSandboxes(count func() map[string]int) (stop func() err
 	}, g)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s callback: %w", NameSandboxes, err)
+	}
+	return reg.Unregister, nil
+}
+
+// EventCounts is what the engine's event outbox has done: the events it holds now, and since
+// it started those delivered, those dropped because it was full, and those the server refused
+// for good.
+type EventCounts struct {
+	Pending                    int
+	Delivered, Dropped, Failed int64
+}
+
+// ObserveEvents reports the outbox's counts, as count returns them, at each collection:
+// maf_sandbox.events.pending, and maf_sandbox.events by result (delivered, dropped, failed).
+// The returned function stops the reporting.
+func (m *Metrics) ObserveEvents(count func() EventCounts) (stop func() error, err error) {
+	if m == nil {
+		return func() error { return nil }, nil
+	}
+	pending, err := m.meter.Int64ObservableGauge(NameEventsPending, metric.WithUnit("{event}"),
+		metric.WithDescription("Events the outbox holds now, not yet accepted by JetStream."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameEventsPending, err)
+	}
+	total, err := m.meter.Int64ObservableCounter(NameEventsCount, metric.WithUnit("{event}"),
+		metric.WithDescription("Events by result: delivered, dropped (the outbox was full), failed (refused for good by the server)."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameEventsCount, err)
+	}
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		c := count()
+		o.ObserveInt64(pending, int64(c.Pending))
+		o.ObserveInt64(total, c.Delivered, metric.WithAttributes(KeyResult.String("delivered")))
+		o.ObserveInt64(total, c.Dropped, metric.WithAttributes(KeyResult.String("dropped")))
+		o.ObserveInt64(total, c.Failed, metric.WithAttributes(KeyResult.String("failed")))
+		return nil
+	}, pending, total)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: events callback: %w", err)
 	}
 	return reg.Unregister, nil
 }

@@ -34,6 +34,11 @@ func TestPrometheusExposesTheInstruments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopEvents, err := m.ObserveEvents(func() telemetry.EventCounts { return telemetry.EventCounts{Pending: 3, Delivered: 7, Dropped: 1} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopEvents()
 	resp, err := http.Get("http://" + p.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +56,9 @@ func TestPrometheusExposesTheInstruments(t *testing.T) {
 		`maf_sandbox_docker_operation="create"`,
 		`maf_sandbox_sandboxes{`,
 		`maf_sandbox_kind="python"`,
+		`maf_sandbox_events_pending{otel_scope_name="github.com/mafsandbox/engine"`,
+		`maf_sandbox_events_total{maf_sandbox_result="delivered"`,
+		`maf_sandbox_result="dropped"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("GET /metrics lacks %s:\n%s", want, text)
@@ -74,6 +82,10 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	stop, err := m.ObserveSandboxes(func() map[string]int { t.Fatal("counted with metrics off"); return nil })
 	if err != nil || stop() != nil {
 		t.Fatalf("ObserveSandboxes on nil: %v", err)
+	}
+	stop, err = m.ObserveEvents(func() telemetry.EventCounts { t.Fatal("counted with metrics off"); return telemetry.EventCounts{} })
+	if err != nil || stop() != nil {
+		t.Fatalf("ObserveEvents on nil: %v", err)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // defaultListen is where the embedded NATS server listens: loopback, the NATS port, so the
@@ -147,7 +148,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	ev, err := v.events(ctx, eventsNC, drv, log)
+	ev, err := v.events(ctx, eventsNC, drv, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -258,7 +259,7 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 // events starts the engine's events on nc under --event-prefix (nil when it is empty): reap
 // summaries, host-tool calls, and with --egress-proxy-image the egress windows, recorded as
 // pending before each proxy's removal and recovered every events.DefaultRecoveryEvery.
-func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, log *zap.Logger) (*events.Events, error) {
+func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, metrics *telemetry.Metrics, log *zap.Logger) (*events.Events, error) {
 	if v.eventPrefix == "" {
 		return nil, nil
 	}
@@ -269,6 +270,14 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 	}
 	ev, err := events.New(ctx, nc, opts...)
 	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	// Reported until the meter provider shuts down, after the events close: no unregister.
+	if _, err := metrics.ObserveEvents(func() telemetry.EventCounts {
+		st := ev.Outbox().Stats()
+		return telemetry.EventCounts{Pending: st.Pending, Delivered: st.Delivered, Dropped: st.Refused, Failed: st.Failed}
+	}); err != nil {
+		_ = ev.Close(ctx)
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	return ev, nil

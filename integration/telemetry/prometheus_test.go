@@ -25,7 +25,8 @@ import (
 // Prometheus server scrape it every second, runs a workload over NATS (one acquire, three
 // execs, a refused read) and asks Prometheus's HTTP API for what the engine recorded: the
 // acquire counted as created, the exec latency histogram with three observations, the refused
-// read under its code, the daemon's create calls, and the live sandboxes by kind.
+// read under its code, the daemon's create calls, the live sandboxes by kind, and the event
+// outbox's counts after a reap published its summary.
 func TestPrometheusScrapesTheEngine(t *testing.T) {
 	dockertest.Require(t)
 	prom := prometheusBinary(t)
@@ -44,7 +45,8 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 		t.Fatalf("new client: %v", err)
 	}
 	b := itest.NewBackend(t) // only to dispose whatever the test leaves
-	sb := itest.AcquireRemote(t, c, b, itest.NewKey(t), itest.BusyboxSpec(t))
+	key := itest.NewKey(t)
+	sb := itest.AcquireRemote(t, c, b, key, itest.BusyboxSpec(t))
 	for i := range 3 {
 		if _, err := sb.Exec(ctx, sandbox.Shell(fmt.Sprintf("echo %d", i)), ".", time.Minute); err != nil {
 			t.Fatalf("exec %d: %v", i, err)
@@ -52,6 +54,10 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 	}
 	if _, err := sb.ReadFile(ctx, "../../etc/passwd", ".", 4096); err == nil {
 		t.Fatal("a read outside the sandbox succeeded")
+	}
+	// A reap of a scope nobody else uses publishes its summary event through the outbox.
+	if _, err := c.Reap(ctx, time.Hour, key.Scope); err != nil {
+		t.Fatalf("reap: %v", err)
 	}
 
 	for _, q := range []struct{ query, want string }{
@@ -61,6 +67,9 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 		{`sum(rpc_server_call_duration_seconds_count{rpc_method="read_file",error_type="not_confined"})`, "1"},
 		{`sum(maf_sandbox_docker_call_duration_seconds_count{maf_sandbox_docker_operation="create"}) >= 1`, ""},
 		{`sum(maf_sandbox_sandboxes{maf_sandbox_kind="shell"})`, "1"},
+		{`sum(maf_sandbox_events_total{maf_sandbox_result="delivered"}) >= 1`, ""},
+		{`sum(maf_sandbox_events_total{maf_sandbox_result="dropped"})`, "0"},
+		{`sum(maf_sandbox_events_pending)`, "0"},
 	} {
 		got := eventually(t, promURL, q.query, q.want)
 		t.Logf("%s = %s", q.query, got)
