@@ -263,10 +263,19 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 	if v.eventPrefix == "" {
 		return nil, nil
 	}
-	opts := []events.Option{events.WithPrefix(v.eventPrefix), events.WithDaemon(drv), events.WithLogger(log),
+	opts := []events.Option{events.WithPrefix(v.eventPrefix), events.WithLogger(log),
 		events.WithStreams(events.WithDuplicateWindow(v.eventDupes))}
-	if v.proxyImage == "" {
-		opts = append(opts, events.WithRecoveryEvery(0)) // no proxies, no windows to recover
+	switch _, idErr := drv.EngineID(ctx); {
+	case v.proxyImage != "":
+		// Egress windows need the daemon's identity (events.New refuses to start without it).
+		opts = append(opts, events.WithDaemon(drv))
+	case idErr == nil:
+		// No proxies, no windows to recover; the daemon's ID is what the reap summaries carry.
+		opts = append(opts, events.WithDaemon(drv), events.WithRecoveryEvery(0))
+	default:
+		// An engine serves (and answers health as unavailable) with its daemon down.
+		log.Warn("the daemon's ID is unknown: reap summaries carry none", zap.Error(idErr))
+		opts = append(opts, events.WithRecoveryEvery(0))
 	}
 	ev, err := events.New(ctx, nc, opts...)
 	if err != nil {

@@ -68,8 +68,10 @@ func StartServe(t *testing.T, env []string, args ...string) string {
 	return WaitReady(t, ready, served)
 }
 
-// WaitReady waits for serve to write its ready file and returns the URL in it.
-func WaitReady(t *testing.T, path string, served <-chan error) string {
+// WaitReady waits for serve to write its ready file and returns the URL in it. served must be
+// buffered: an exit it reads is put back, so the caller's clean-up, which waits for the exit
+// too, does not wait forever for a process that has already ended.
+func WaitReady(t *testing.T, path string, served chan error) string {
 	t.Helper()
 	deadline := time.After(2 * time.Minute)
 	for {
@@ -78,6 +80,7 @@ func WaitReady(t *testing.T, path string, served <-chan error) string {
 		}
 		select {
 		case err := <-served:
+			served <- err
 			t.Fatalf("engine serve exited before it was ready: %v", err)
 		case <-deadline:
 			t.Fatalf("engine serve was not ready within 2 minutes")
