@@ -63,7 +63,7 @@ func (s *Service) refreshMembers(ctx context.Context) {
 func (s *Service) balanced(ctx context.Context, key sandbox.Key, kind string) (answer any, ok bool, err error) {
 	p := s.o.placement
 	c := callOf(ctx)
-	if p == nil || s.o.members == nil || c == nil || c.msg.Subject != Shared(SubjectAcquireT, s.o.prefix) ||
+	if p == nil || s.o.members == nil || c == nil || c.msg.Subject != wire.Shared(wire.SubjectAcquireT, s.o.prefix) ||
 		c.msg.Header.Get(ForwardedHeader) != "" {
 		return nil, false, nil
 	}

@@ -45,7 +45,7 @@ func (s *Service) watchConnection() {
 			}
 		}
 	}()
-	sub, err := s.nc.Subscribe(Shared(wire.SubjectAliveT, s.o.prefix), func(m *nats.Msg) {
+	sub, err := s.nc.Subscribe(wire.Shared(wire.SubjectAliveT, s.o.prefix), func(m *nats.Msg) {
 		if m.Reply != "" {
 			_ = s.nc.Publish(m.Reply, s.aliveReply())
 		}

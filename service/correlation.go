@@ -15,16 +15,11 @@ import (
 	"github.com/mafsandbox/engine/wire"
 )
 
-// Correlation headers. A request may carry [RequestIDHeader] (the engine mints an ID when it
-// does not, or when the value is not 1-128 visible ASCII characters) and a W3C
-// [TraceparentHeader]. Every reply carries the call's request ID in [RequestIDHeader] and
-// echoes a valid traceparent unchanged; exec chunks carry both too. The engine logs every
+// Correlation headers. A request may carry [wire.RequestIDHeader] (the engine mints an ID when
+// it does not, or when the value is not 1-128 visible ASCII characters) and a W3C
+// [wire.TraceparentHeader]. Every reply carries the call's request ID in [wire.RequestIDHeader]
+// and echoes a valid traceparent unchanged; exec chunks carry both too. The engine logs every
 // line of a call with request_id (and trace_id when a traceparent came).
-const (
-	RequestIDHeader   = wire.RequestIDHeader
-	TraceparentHeader = wire.TraceparentHeader
-)
-
 var (
 	requestIDRE   = regexp.MustCompile(`^[\x21-\x7e]{1,128}$`)
 	traceparentRE = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$`)
@@ -48,8 +43,8 @@ func (s *Service) newCall(m *nats.Msg, ep *endpoint, op operation) *call {
 	c := &call{op: op, ep: ep, msg: m, start: time.Now()}
 	var given string
 	if m.Header != nil {
-		given = m.Header.Get(RequestIDHeader)
-		if tp := m.Header.Get(TraceparentHeader); validTraceparent(tp) {
+		given = m.Header.Get(wire.RequestIDHeader)
+		if tp := m.Header.Get(wire.TraceparentHeader); validTraceparent(tp) {
 			c.traceparent = tp
 		}
 	}
@@ -84,9 +79,9 @@ func validTraceparent(tp string) bool {
 // headers are the correlation headers of the call's reply and chunks.
 func (c *call) headers() nats.Header {
 	h := nats.Header{}
-	h.Set(RequestIDHeader, c.requestID)
+	h.Set(wire.RequestIDHeader, c.requestID)
 	if c.traceparent != "" {
-		h.Set(TraceparentHeader, c.traceparent)
+		h.Set(wire.TraceparentHeader, c.traceparent)
 	}
 	return h
 }

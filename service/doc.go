@@ -1,21 +1,20 @@
 // Package service answers the sandbox protocol on NATS: every router and sandbox operation
 // (acquire, exec, write/read/stat file, remove, collect outputs, dispose, dispose scope,
-// reap, declarations, health) is an endpoint of the nats micro service [ServiceName] taking
-// and returning the JSON wire messages of package messages. The engine speaks micro's
+// reap, declarations, health) is an endpoint of the nats micro service [wire.ServiceName]
+// taking and returning the JSON wire messages of package messages. The engine speaks micro's
 // protocol ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, so that its counters are true for
 // calls answered off the subscription's goroutine (endpoints.go). docs/nats-api.md is the reference a client in any language
 // needs; package client is the Go client.
 //
 // # Subjects and engines
 //
-// Every subject is a constant of package wire (wire/subjects.go), which the Go client shares;
-// this package gives them their old names too. Cold calls (acquire, dispose, dispose_scope,
-// reap, declarations, health) go to shared subjects answered in one queue group, so several
-// engines can share them; an acquire's reply names the engine that holds the sandbox and a
-// handle, and every later call on that sandbox goes to that engine's own subjects
-// (…engine.<id>.…), where queue groups are disabled. The key of a call always comes from
-// the request envelope the host sends, never from inside a command, and a handle is refused
-// under any key but the one it was acquired with.
+// Every subject is a constant of package wire (wire/subjects.go), which the Go client shares.
+// Cold calls (acquire, dispose, dispose_scope, reap, declarations, health) go to shared
+// subjects answered in one queue group, so several engines can share them; an acquire's reply
+// names the engine that holds the sandbox and a handle, and every later call on that sandbox
+// goes to that engine's own subjects (…engine.<id>.…), where queue groups are disabled. The
+// key of a call always comes from the request envelope the host sends, never from inside a
+// command, and a handle is refused under any key but the one it was acquired with.
 //
 // # Placement
 //
@@ -29,14 +28,14 @@
 //
 // A failed call replies with the response type and an error object {code, message,
 // detail}. The code comes from the one table in wire/errors.go, which maps every error type of
-// package sandbox (and this package's own) to a stable string; [DecodeError] rebuilds the
+// package sandbox (and wire's own) to a stable string; [wire.DecodeError] rebuilds the
 // same typed error, so errors.As and errors.Is work across NATS. The code and message also
 // travel in micro's Nats-Service-Error-Code and Nats-Service-Error headers.
 //
 // # Correlation
 //
-// Every reply carries the call's request ID in the [RequestIDHeader] header: the caller's,
-// or one the engine mints, and echoes a valid W3C [TraceparentHeader]. Every log line of a
+// Every reply carries the call's request ID in the [wire.RequestIDHeader] header: the caller's,
+// or one the engine mints, and echoes a valid W3C [wire.TraceparentHeader]. Every log line of a
 // call has its op, subject, request_id, key and handle. An exec's chunks carry its exec_id
 // (also in the reply) and the request ID.
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // HealthChecker is a backend that can tell whether what runs its sandboxes answers: the
@@ -22,15 +23,15 @@ const healthProbeTimeout = 5 * time.Second
 const (
 	HealthOK                = "ok"
 	HealthDraining          = "draining"
-	HealthEngineUnavailable = CodeEngineUnavailable // the backend cannot reach its daemon
+	HealthEngineUnavailable = wire.CodeEngineUnavailable // the backend cannot reach its daemon
 )
 
 // engineFailureCodes are the failures health reports as the last engine error: the engine or
 // its daemon failed, not the request.
 var engineFailureCodes = map[string]bool{
-	CodeInternal:          true,
-	CodeEngineUnavailable: true,
-	CodeImageMissing:      true,
+	wire.CodeInternal:          true,
+	wire.CodeEngineUnavailable: true,
+	wire.CodeImageMissing:      true,
 }
 
 // lastFailure keeps the last engine failure a call met, for health.
@@ -44,13 +45,13 @@ func (l *lastFailure) note(op string, err error) {
 	if err == nil {
 		return
 	}
-	wire := EncodeError(err)
-	if !engineFailureCodes[wire.Code] {
+	apiErr := wire.EncodeError(err)
+	if !engineFailureCodes[apiErr.Code] {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = &messages.APIHealthFailure{Op: op, At: time.Now().UTC(), Error: *wire}
+	l.last = &messages.APIHealthFailure{Op: op, At: time.Now().UTC(), Error: *apiErr}
 }
 
 func (l *lastFailure) get() *messages.APIHealthFailure {
@@ -72,7 +73,7 @@ func (s *Service) daemonHealth(ctx context.Context) *messages.APIDaemonHealth {
 	ctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
 	defer cancel()
 	if err := hc.CheckHealth(ctx); err != nil {
-		return &messages.APIDaemonHealth{Reachable: false, Error: EncodeError(err)}
+		return &messages.APIDaemonHealth{Reachable: false, Error: wire.EncodeError(err)}
 	}
 	return &messages.APIDaemonHealth{Reachable: true}
 }

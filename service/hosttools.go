@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mafsandbox/engine/wire"
 	"sync/atomic"
 	"time"
+
+	"github.com/mafsandbox/engine/wire"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -40,7 +41,7 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, &sandbox.InvalidArgumentError{Reason: "run_program: the sandbox was acquired without host_tools among its requires, so the router never admitted host-tool traffic for it"}
 	}
 	if req.TimeoutMS <= 0 {
-		return nil, &BadRequestError{Reason: "run_program needs a positive timeout_ms"}
+		return nil, &wire.BadRequestError{Reason: "run_program needs a positive timeout_ms"}
 	}
 	base := defaultRunBase
 	if spec.WorkDir != nil {
@@ -157,7 +158,7 @@ func declarationFromWire(w map[string]json.RawMessage) (*hosttools.Declaration, 
 	}
 	for k := range w {
 		if k != "source" && k != "sink" && k != "identity" {
-			return nil, &BadRequestError{Reason: fmt.Sprintf("a declaration has source, sink and identity, not %q", k)}
+			return nil, &wire.BadRequestError{Reason: fmt.Sprintf("a declaration has source, sink and identity, not %q", k)}
 		}
 	}
 	if len(w) != 3 {
@@ -167,7 +168,7 @@ func declarationFromWire(w map[string]json.RawMessage) (*hosttools.Declaration, 
 	var src, id *string
 	for leg, dst := range map[string]any{"source": &src, "sink": &d.Sink, "identity": &id} {
 		if err := json.Unmarshal(w[leg], dst); err != nil {
-			return nil, &BadRequestError{Reason: fmt.Sprintf("declaration %s: %v", leg, err)}
+			return nil, &wire.BadRequestError{Reason: fmt.Sprintf("declaration %s: %v", leg, err)}
 		}
 	}
 	if src != nil {
@@ -206,7 +207,7 @@ func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle
 			return nil, err
 		}
 		body, err := json.Marshal(messages.APIHostToolCall{Type: messages.APIHostToolCallType, Tool: name, Arguments: raw,
-			Call: call, RunDir: runDir, Key: KeyToWire(h.key)})
+			Call: call, RunDir: runDir, Key: wire.KeyToWire(h.key)})
 		if err != nil {
 			return nil, err
 		}

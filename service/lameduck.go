@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mafsandbox/engine/wire"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
@@ -23,7 +24,7 @@ func (s *Service) LameDuck() error {
 	s.lameDuck = true
 	s.mu.Unlock()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
-	shared := Shared(SubjectAcquireT, s.o.prefix)
+	shared := wire.Shared(wire.SubjectAcquireT, s.o.prefix)
 	for _, e := range s.endpoints {
 		if e.subject == shared && e.sub != nil {
 			if err := e.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
@@ -48,5 +49,5 @@ func (s *Service) lame() bool {
 
 // errLameDuck is the answer to a new sandbox's acquire in lame duck.
 func (s *Service) errLameDuck() error {
-	return &EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
+	return &wire.EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
 }

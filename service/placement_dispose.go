@@ -43,7 +43,7 @@ func (s *Service) placedDispose(ctx context.Context, req *messages.APIDisposeReq
 		one := *req
 		one.Kind = &e.Kind
 		var resp messages.APIDisposeResponse
-		if f := s.forwardDisposal(ctx, SubjectEngineDisposeT, e.Record.Engine, &one, &resp); f != nil {
+		if f := s.forwardDisposal(ctx, wire.SubjectEngineDisposeT, e.Record.Engine, &one, &resp); f != nil {
 			return append(failures, *f), false
 		}
 		if f := wire.FailureFromWire(resp.Undisposed); f != nil {
@@ -69,7 +69,7 @@ func (s *Service) placedDisposeScope(ctx context.Context, req *messages.APIDispo
 		}
 		done[owner] = true
 		var resp messages.APIDisposeScopeResponse
-		if f := s.forwardDisposal(ctx, SubjectEngineDisposeScopeT, owner, req, &resp); f != nil {
+		if f := s.forwardDisposal(ctx, wire.SubjectEngineDisposeScopeT, owner, req, &resp); f != nil {
 			return append(failures, *f), disposed, false
 		}
 		disposed += resp.Disposed

@@ -14,19 +14,13 @@ type Reaper interface {
 	// Reap removes the sandboxes created more than olderThan ago, on every scope or only
 	// scope. Its error is only for an invalid argument or a cancelled ctx; operational
 	// problems are in the result's Failures.
-	Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)
+	Reap(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error)
 }
 
-// ReapResult counts what a sweep removed ([wire.ReapResult]).
-type ReapResult = wire.ReapResult
-
-// ReapFailure is one resource a sweep could not remove ([wire.ReapFailure]).
-type ReapFailure = wire.ReapFailure
-
 // ReaperFunc adapts a function to [Reaper].
-type ReaperFunc func(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error)
+type ReaperFunc func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error)
 
 // Reap calls f.
-func (f ReaperFunc) Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error) {
+func (f ReaperFunc) Reap(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
 	return f(ctx, olderThan, scope)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // Service answers the API on one NATS connection for one router. Build it with [New] and
@@ -79,7 +80,7 @@ const flushTimeout = 10 * time.Second
 const envelopeOverhead = 8 * 1024
 
 // New starts answering the API on nc for router: it answers as the nats micro service
-// [ServiceName] with one endpoint per operation and subject (see subjects.go) and the alive
+// [wire.ServiceName] with one endpoint per operation and subject (wire/subjects.go) and the alive
 // subject, each counted on $SRV.STATS (endpoints.go says why the engine speaks the micro
 // protocol itself). It fails with
 // an [*sandbox.InvalidArgumentError] for a nil connection or router or a bad option, and
@@ -271,9 +272,9 @@ func (s *Service) begin(subject string) error {
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return &EngineUnavailableError{Subject: subject, Reason: "the engine has stopped"}
+		return &wire.EngineUnavailableError{Subject: subject, Reason: "the engine has stopped"}
 	case s.inFlight >= s.o.maxInFlight:
-		return &EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the engine is handling its limit of %d calls", s.o.maxInFlight)}
+		return &wire.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the engine is handling its limit of %d calls", s.o.maxInFlight)}
 	}
 	s.inFlight++
 	return nil
@@ -323,7 +324,7 @@ func (s *Service) listen() error {
 	for _, op := range operations {
 		meta := endpointMeta(op.description, op.reqType, op.respType)
 		if op.shared != "" {
-			e := &endpoint{name: op.name, subject: Shared(op.shared, s.o.prefix), queue: QueueGroup, meta: meta}
+			e := &endpoint{name: op.name, subject: wire.Shared(op.shared, s.o.prefix), queue: wire.QueueGroup, meta: meta}
 			s.endpoints = append(s.endpoints, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
@@ -334,7 +335,7 @@ func (s *Service) listen() error {
 			if op.shared != "" {
 				name = "engine-" + op.name
 			}
-			e := &endpoint{name: name, subject: Engine(op.engine, s.o.prefix, s.id), meta: meta}
+			e := &endpoint{name: name, subject: wire.Engine(op.engine, s.o.prefix, s.id), meta: meta}
 			s.endpoints = append(s.endpoints, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
@@ -343,7 +344,7 @@ func (s *Service) listen() error {
 	}
 	// alive answers through the drain (Stop unsubscribes it last), so a client can tell a
 	// draining engine from a dead one while its calls finish.
-	s.alive = &endpoint{name: "alive", subject: Engine(SubjectEngineAliveT, s.o.prefix, s.id),
+	s.alive = &endpoint{name: "alive", subject: wire.Engine(wire.SubjectEngineAliveT, s.o.prefix, s.id),
 		meta: map[string]string{"description": "answers while the engine runs, through its drain, with its connection's age: the Go client's liveness probe",
 			"request_type": "any", "response_type": "alive"}}
 	s.endpoints = append(s.endpoints, s.alive)
@@ -419,12 +420,12 @@ func (s *Service) call(c *call) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panicked", zap.Any("panic", p))
-			resp, err = nil, &InternalError{Message: fmt.Sprintf("the engine failed handling %s", op.name)}
+			resp, err = nil, &wire.InternalError{Message: fmt.Sprintf("the engine failed handling %s", op.name)}
 		}
 	}()
 	data := c.msg.Data
 	if len(data) > s.o.maxRequestBytes {
-		return nil, &BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
+		return nil, &wire.BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
 	}
 	data = orBodyless(data, op.reqType)
 	var env messages.APIEnvelope
@@ -432,7 +433,7 @@ func (s *Service) call(c *call) (resp any, err error) {
 		return nil, bodyError(err)
 	}
 	if env.Key != nil {
-		c.log = c.log.With(zap.Stringer("key", KeyFromWire(env.Key)))
+		c.log = c.log.With(zap.Stringer("key", wire.KeyFromWire(env.Key)))
 	}
 	if env.Sandbox != "" {
 		c.log = c.log.With(zap.String("handle", env.Sandbox))
@@ -440,11 +441,11 @@ func (s *Service) call(c *call) (resp any, err error) {
 	subject := c.msg.Subject
 	switch {
 	case env.Type == "":
-		return nil, &BadRequestError{Field: "type", Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
+		return nil, &wire.BadRequestError{Field: "type", Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
 	case env.Type != op.reqType:
-		return nil, &BadRequestError{Field: "type", Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
+		return nil, &wire.BadRequestError{Field: "type", Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
 	case env.WaitMS < 0:
-		return nil, &BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
+		return nil, &wire.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
 	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
 	defer unfence()
@@ -494,24 +495,24 @@ func (s *Service) reply(c *call, resp any, err error) {
 		b, merr := json.Marshal(resp)
 		switch {
 		case merr != nil:
-			err = &InternalError{Message: "encode response: " + merr.Error()}
+			err = &wire.InternalError{Message: "encode response: " + merr.Error()}
 		case len(b) > int(s.nc.MaxPayload()):
-			err = &InternalError{Message: fmt.Sprintf("the %s response of %d bytes exceeds the max payload", op.name, len(b))}
+			err = &wire.InternalError{Message: fmt.Sprintf("the %s response of %d bytes exceeds the max payload", op.name, len(b))}
 		default:
 			msg.Data = b
 		}
 	}
 	if err != nil {
-		wire := EncodeError(err)
-		msg.Data, _ = json.Marshal(messages.APIResponse{Type: op.respType, Error: wire})
-		msg.Header.Set(micro.ErrorCodeHeader, wire.Code)
-		msg.Header.Set(micro.ErrorHeader, headerText(wire.Message))
-		errText = wire.Code + ": " + headerText(wire.Message)
-		code = wire.Code
-		if wire.Code == CodeInternal {
-			log.Warn("call failed", zap.String("code", wire.Code), zap.Error(err))
+		apiErr := wire.EncodeError(err)
+		msg.Data, _ = json.Marshal(messages.APIResponse{Type: op.respType, Error: apiErr})
+		msg.Header.Set(micro.ErrorCodeHeader, apiErr.Code)
+		msg.Header.Set(micro.ErrorHeader, headerText(apiErr.Message))
+		errText = apiErr.Code + ": " + headerText(apiErr.Message)
+		code = apiErr.Code
+		if apiErr.Code == wire.CodeInternal {
+			log.Warn("call failed", zap.String("code", apiErr.Code), zap.Error(err))
 		} else {
-			log.Debug("call refused", zap.String("code", wire.Code), zap.Error(err))
+			log.Debug("call refused", zap.String("code", apiErr.Code), zap.Error(err))
 		}
 	} else {
 		log.Debug("call")
@@ -557,7 +558,7 @@ func decode[T any](data []byte) (*T, error) {
 		return nil, bodyError(err)
 	}
 	if dec.More() {
-		return nil, &BadRequestError{Reason: "malformed request: data after the JSON object"}
+		return nil, &wire.BadRequestError{Reason: "malformed request: data after the JSON object"}
 	}
 	if err := checkFields(&v); err != nil {
 		return nil, err
@@ -570,11 +571,11 @@ func decode[T any](data []byte) (*T, error) {
 // and labels are derived from the empty strings (docker/names.go, docker/labels.go).
 func requireKey(env *messages.APIEnvelope) (sandbox.Key, error) {
 	if env.Key == nil {
-		return sandbox.Key{}, &BadRequestError{Field: "key", Reason: "missing key: the envelope carries no key"}
+		return sandbox.Key{}, &wire.BadRequestError{Field: "key", Reason: "missing key: the envelope carries no key"}
 	}
-	k := KeyFromWire(env.Key)
+	k := wire.KeyFromWire(env.Key)
 	if k.Scope == "" {
-		return sandbox.Key{}, &BadRequestError{Field: "key.scope", Reason: "missing key: the envelope's key has no scope"}
+		return sandbox.Key{}, &wire.BadRequestError{Field: "key.scope", Reason: "missing key: the envelope's key has no scope"}
 	}
 	return k, nil
 }
@@ -586,17 +587,17 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 		return nil, err
 	}
 	if env.Sandbox == "" {
-		return nil, &BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
+		return nil, &wire.BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
 	}
 	h := s.handles.get(env.Sandbox)
 	if h == nil {
 		if b, ok := s.handles.buriedHandle(env.Sandbox); ok && b.key == key {
 			return nil, &sandbox.GoneError{InstanceID: b.instance, Reason: "an earlier call found it gone"}
 		}
-		return nil, &UnknownSandboxError{Sandbox: env.Sandbox, Engine: s.id}
+		return nil, &wire.UnknownSandboxError{Sandbox: env.Sandbox, Engine: s.id}
 	}
 	if h.key != key {
-		return nil, &BadRequestError{Reason: fmt.Sprintf("sandbox %q was not acquired under this key", env.Sandbox)}
+		return nil, &wire.BadRequestError{Reason: fmt.Sprintf("sandbox %q was not acquired under this key", env.Sandbox)}
 	}
 	if err := s.checkLease(h); err != nil {
 		return nil, err

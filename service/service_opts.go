@@ -46,7 +46,7 @@ const MaxFileBytes = 64 * sandbox.MiB
 func defaultOptions() options {
 	return options{
 		logger:         zap.NewNop(),
-		prefix:         DefaultPrefix,
+		prefix:         wire.DefaultPrefix,
 		version:        "0.0.0-dev",
 		maxInFlight:    256,
 		maxFileBytes:   MaxFileBytes,
@@ -72,11 +72,11 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithPrefix sets the subject prefix (default [DefaultPrefix]): dot-separated tokens of
+// WithPrefix sets the subject prefix (default [wire.DefaultPrefix]): dot-separated tokens of
 // letters, digits, '-' and '_'. Engines sharing a prefix form one pool.
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !ValidPrefix(prefix) {
+		if !wire.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -89,7 +89,7 @@ func WithPrefix(prefix string) Option {
 // digits, '-' or '_'.
 func WithEngineID(id string) Option {
 	return func(o *options) error {
-		if !ValidToken(id) {
+		if !wire.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engineID = id
@@ -176,13 +176,6 @@ func WithTransfers(memory int64, ttl time.Duration) Option {
 		return nil
 	}
 }
-
-// ValidPrefix reports whether prefix is a subject prefix engines and clients accept
-// ([wire.ValidPrefix]).
-func ValidPrefix(prefix string) bool { return wire.ValidPrefix(prefix) }
-
-// ValidToken reports whether id can be one subject token ([wire.ValidToken]).
-func ValidToken(id string) bool { return wire.ValidToken(id) }
 
 // WithHostToolEvents hands one event per host-tool call of a run_program to sink (the sink
 // events.Events.HostTools hands out publishes it under the events' prefix, on core NATS); nil

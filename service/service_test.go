@@ -20,6 +20,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -167,7 +168,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	}
 	handle := sb.(*client.Sandbox).Handle()
 	engine := e.svc.EngineID()
-	write := func(sub string) string { return service.Engine(sub, service.DefaultPrefix, engine) }
+	write := func(sub string) string { return wire.Engine(sub, wire.DefaultPrefix, engine) }
 	key := &messages.APIKey{Scope: testKey.Scope, ThreadID: testKey.ThreadID, AgentID: testKey.AgentID}
 	env := func(typ string) messages.APIEnvelope {
 		return messages.APIEnvelope{Type: typ, Key: key, Sandbox: handle}
@@ -184,34 +185,34 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		wantCode string
 		wantText string
 	}{
-		{"malformed JSON", write(service.SubjectWriteFileT), []byte(`{"type": "maf.sandbox.api.v1.write_file_request",`), service.CodeBadRequest, "malformed JSON"},
-		{"not an object", write(service.SubjectWriteFileT), []byte(`[1,2]`), service.CodeBadRequest, "must be a JSON object"},
-		{"no type", write(service.SubjectWriteFileT), []byte(`{"path":"f.txt"}`), service.CodeBadRequest, "no type"},
-		{"unknown operation", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = messages.APITypePrefix + "format_disk_request" }), service.CodeBadRequest, "unknown operation"},
-		{"another version", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = "maf.sandbox.api.v2.write_file_request" }), service.CodeBadRequest, "unknown operation"},
-		{"unknown field", write(service.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.write_file_request","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `","path":"f.txt","work_dir":".","content":"eA==","mode":"0777"}`), service.CodeBadRequest, "unknown field"},
-		{"missing key", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = nil }), service.CodeBadRequest, "missing key"},
-		{"key without agent", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), service.CodeBadRequest, "not acquired under this key"},
-		{"another key's handle", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) {
+		{"malformed JSON", write(wire.SubjectWriteFileT), []byte(`{"type": "maf.sandbox.api.v1.write_file_request",`), wire.CodeBadRequest, "malformed JSON"},
+		{"not an object", write(wire.SubjectWriteFileT), []byte(`[1,2]`), wire.CodeBadRequest, "must be a JSON object"},
+		{"no type", write(wire.SubjectWriteFileT), []byte(`{"path":"f.txt"}`), wire.CodeBadRequest, "no type"},
+		{"unknown operation", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = messages.APITypePrefix + "format_disk_request" }), wire.CodeBadRequest, "unknown operation"},
+		{"another version", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = "maf.sandbox.api.v2.write_file_request" }), wire.CodeBadRequest, "unknown operation"},
+		{"unknown field", write(wire.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.write_file_request","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `","path":"f.txt","work_dir":".","content":"eA==","mode":"0777"}`), wire.CodeBadRequest, "unknown field"},
+		{"missing key", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = nil }), wire.CodeBadRequest, "missing key"},
+		{"key without agent", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), wire.CodeBadRequest, "not acquired under this key"},
+		{"another key's handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) {
 			r.Key = &messages.APIKey{Scope: "other", ThreadID: "thread", AgentID: "agent"}
-		}), service.CodeBadRequest, "not acquired under this key"},
-		{"missing handle", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "" }), service.CodeBadRequest, "names no sandbox"},
-		{"unknown handle", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "nope" }), service.CodeUnknownSandbox, "acquire again"},
-		{"oversized payload", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content = bytes.Repeat([]byte("x"), 70*1024) }), service.CodeBadRequest, "exceeds the engine's limit"},
-		{"refused path", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "../../etc/passwd" }), service.CodeNotConfined, "not confined"},
-		{"absolute path outside", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "/etc/passwd" }), service.CodeNotConfined, "not confined"},
-		{"backslash", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = `a\b` }), service.CodeNotConfined, "not confined"},
-		{"wrong sha256", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.SHA256 = strings.Repeat("0", 64) }), service.CodeBadRequest, "integrity check failed"},
-		{"wrong size", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Size = 99 }), service.CodeBadRequest, "integrity check failed"},
-		{"unknown upload", write(service.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content, r.Upload, r.SHA256 = nil, "u1", "00" }), service.CodeBadRequest, "no upload"},
-		{"upload out of order", write(service.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u2", Seq: 3, Data: []byte("x")}), service.CodeBadRequest, "starts with chunk 3"},
-		{"upload chunk too big", write(service.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u3", Data: make([]byte, 5000)}), service.CodeBadRequest, "exceeds the engine's chunk size"},
-		{"stream to a wildcard", write(service.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: "x.>"}), service.CodeBadRequest, "stream_to"},
-		{"stream into the API", write(service.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: service.SubjectAcquire}), service.CodeBadRequest, "stream_to"},
-		{"acquire without a key", service.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType}, Spec: messages.APISpec{Kind: "shell", Image: "fake"}}), service.CodeBadRequest, "missing key"},
-		{"acquire with a bad spec", service.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: key}, Spec: messages.APISpec{Kind: "shell", Egress: "wide-open"}}), service.CodeInvalidArgument, "unknown egress"},
-		{"dispose scope without scope", service.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{ThreadID: "thread"}}}), service.CodeBadRequest, "scope"},
-		{"reap without an age", service.SubjectReap, mustJSON(t, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}}), service.CodeInvalidArgument, "older_than_ms"},
+		}), wire.CodeBadRequest, "not acquired under this key"},
+		{"missing handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "" }), wire.CodeBadRequest, "names no sandbox"},
+		{"unknown handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "nope" }), wire.CodeUnknownSandbox, "acquire again"},
+		{"oversized payload", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content = bytes.Repeat([]byte("x"), 70*1024) }), wire.CodeBadRequest, "exceeds the engine's limit"},
+		{"refused path", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "../../etc/passwd" }), wire.CodeNotConfined, "not confined"},
+		{"absolute path outside", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "/etc/passwd" }), wire.CodeNotConfined, "not confined"},
+		{"backslash", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = `a\b` }), wire.CodeNotConfined, "not confined"},
+		{"wrong sha256", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.SHA256 = strings.Repeat("0", 64) }), wire.CodeBadRequest, "integrity check failed"},
+		{"wrong size", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Size = 99 }), wire.CodeBadRequest, "integrity check failed"},
+		{"unknown upload", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content, r.Upload, r.SHA256 = nil, "u1", "00" }), wire.CodeBadRequest, "no upload"},
+		{"upload out of order", write(wire.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u2", Seq: 3, Data: []byte("x")}), wire.CodeBadRequest, "starts with chunk 3"},
+		{"upload chunk too big", write(wire.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u3", Data: make([]byte, 5000)}), wire.CodeBadRequest, "exceeds the engine's chunk size"},
+		{"stream to a wildcard", write(wire.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: "x.>"}), wire.CodeBadRequest, "stream_to"},
+		{"stream into the API", write(wire.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: wire.SubjectAcquire}), wire.CodeBadRequest, "stream_to"},
+		{"acquire without a key", wire.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType}, Spec: messages.APISpec{Kind: "shell", Image: "fake"}}), wire.CodeBadRequest, "missing key"},
+		{"acquire with a bad spec", wire.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: key}, Spec: messages.APISpec{Kind: "shell", Egress: "wide-open"}}), wire.CodeInvalidArgument, "unknown egress"},
+		{"dispose scope without scope", wire.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{ThreadID: "thread"}}}), wire.CodeBadRequest, "scope"},
+		{"reap without an age", wire.SubjectReap, mustJSON(t, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}}), wire.CodeInvalidArgument, "older_than_ms"},
 	}
 	raw := newRawConn(t, e)
 	for _, tc := range cases {
@@ -393,10 +394,10 @@ func TestStopDrainsInFlightCalls(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	_, err = sb.StatFile(ctx, "x", ".")
-	if !errors.Is(err, service.ErrUnavailable) {
+	if !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("a call after the stop: %v, want engine unavailable", err)
 	}
-	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, service.ErrUnavailable) {
+	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("an acquire after the stop: %v, want engine unavailable", err)
 	}
 }
@@ -460,7 +461,7 @@ func TestConcurrentClients(t *testing.T) {
 func TestMicroDiscovery(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	nc := newRawConn(t, e)
-	subject, err := micro.ControlSubject(micro.PingVerb, service.ServiceName, "")
+	subject, err := micro.ControlSubject(micro.PingVerb, wire.ServiceName, "")
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}
@@ -500,7 +501,7 @@ func TestAClientNoticesAnEngineThatDied(t *testing.T) {
 	<-started
 	e.nc.Close()
 	err = <-done
-	var ue *service.EngineUnavailableError
+	var ue *wire.EngineUnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "in flight") {
 		t.Fatalf("the exec on a dead engine: %v, want engine unavailable with the call in flight", err)
 	}

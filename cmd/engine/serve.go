@@ -28,6 +28,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/telemetry"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // defaultListen is where the embedded NATS server listens: loopback, the NATS port, so the
@@ -365,26 +366,26 @@ type engineIdentity interface {
 // backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
 // summary through ev (none when ev is nil).
 func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return service.ReapResult{}, &service.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return wire.ReapResult{}, &wire.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return service.ReapResult{}, err
+			return wire.ReapResult{}, err
 		}
 		if ev != nil {
 			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
 			// a summary not taken is logged by the sink.
 			_, _ = ev.Reaps().Publish(ctx, res)
 		}
-		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
+		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
 		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
 		}
 		return out, nil
 	})
@@ -407,7 +408,7 @@ func (c *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ca, "nats-ca", envOr("MAF_SANDBOX_NATS_CA", ""), "CA certificate file to verify the server (env MAF_SANDBOX_NATS_CA)")
 	fs.StringVar(&c.cert, "nats-cert", envOr("MAF_SANDBOX_NATS_CERT", ""), "client certificate file for TLS (env MAF_SANDBOX_NATS_CERT)")
 	fs.StringVar(&c.key, "nats-key", envOr("MAF_SANDBOX_NATS_KEY", ""), "client key file for TLS (env MAF_SANDBOX_NATS_KEY)")
-	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", service.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
+	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", wire.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
 }
 
 // options turns the flags into client options; at most one way of authenticating is given.

@@ -13,6 +13,7 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // A host in another language proves a kind's confinement over NATS with plain JSON: acquire,
@@ -66,7 +67,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			}
 			acq["spec"] = spec
 			var ar messages.APIAcquireResponse
-			jsonCall(t, nc, service.Shared(service.SubjectAcquireT, service.DefaultPrefix), acq, &ar)
+			jsonCall(t, nc, wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix), acq, &ar)
 			if ar.Error != nil || ar.Sandbox == nil {
 				t.Fatalf("acquire: %+v", ar.Error)
 			}
@@ -74,7 +75,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			if engine != svc.EngineID() {
 				t.Fatalf("engine %s, want %s", engine, svc.EngineID())
 			}
-			subject := service.Engine(service.SubjectFingerprintT, service.DefaultPrefix, engine)
+			subject := wire.Engine(wire.SubjectFingerprintT, wire.DefaultPrefix, engine)
 
 			base := env(messages.APIFingerprintRequestType, h)
 			base["phase"] = messages.FingerprintBaseline
@@ -87,7 +88,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			ex := env(messages.APIExecRequestType, h)
 			ex["shell"], ex["work_dir"], ex["timeout_ms"] = tc.script, "/", 60000
 			var er messages.APIExecResponse
-			jsonCall(t, nc, service.Engine(service.SubjectExecT, service.DefaultPrefix, engine), ex, &er)
+			jsonCall(t, nc, wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, engine), ex, &er)
 			if er.Error != nil {
 				t.Fatalf("exec: %+v", er.Error)
 			}
@@ -127,7 +128,7 @@ func jsonCall(t *testing.T, nc *nats.Conn, subject string, req, resp any) {
 // disposeRaw purges the test's conversation over NATS.
 func disposeRaw(t *testing.T, nc *nats.Conn, scope string) {
 	var resp messages.APIDisposeScopeResponse
-	jsonCall(t, nc, service.Shared(service.SubjectDisposeScopeT, service.DefaultPrefix),
+	jsonCall(t, nc, wire.Shared(wire.SubjectDisposeScopeT, wire.DefaultPrefix),
 		map[string]any{"type": messages.APIDisposeScopeRequestType, "key": map[string]string{"scope": scope, "thread_id": "thread"}}, &resp)
 	if resp.Error != nil || resp.Undisposed != nil {
 		t.Errorf("dispose scope %s: %+v %+v", scope, resp.Error, resp.Undisposed)

@@ -2,16 +2,17 @@ package lifecycle
 
 import (
 	"errors"
-	"github.com/mafsandbox/engine/actors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/wire"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
 )
 
 // badInputCase is one call no engine could carry out as asked, and the rule its refusal names.
@@ -107,9 +108,9 @@ func TestServiceBadInputRefusedBeforeTheEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			eng.Reset()
 			err := tc.call(sb)
-			var remote *service.RemoteError
-			if !errors.As(err, &remote) || remote.Code != service.CodeInvalidArgument {
-				t.Fatalf("err = %T %v, want code %s", err, err, service.CodeInvalidArgument)
+			var remote *wire.RemoteError
+			if !errors.As(err, &remote) || remote.Code != wire.CodeInvalidArgument {
+				t.Fatalf("err = %T %v, want code %s", err, err, wire.CodeInvalidArgument)
 			}
 			var inv *sandbox.InvalidArgumentError
 			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.rule) {

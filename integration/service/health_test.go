@@ -21,6 +21,7 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // deadSocket is a unix socket path that exists and refuses every connection: a daemon that
@@ -66,14 +67,14 @@ func rawCall(t *testing.T, nc *nats.Conn, subject string, body any, out any) *me
 func healthOf(t *testing.T, nc *nats.Conn) messages.APIHealthResponse {
 	t.Helper()
 	var h messages.APIHealthResponse
-	if e := rawCall(t, nc, service.SubjectHealth, messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}, &h); e != nil {
+	if e := rawCall(t, nc, wire.SubjectHealth, messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}, &h); e != nil {
 		t.Fatalf("health: %+v", e)
 	}
 	return h
 }
 
 func acquireBody(key sandbox.Key, image string) messages.APIAcquireRequest {
-	return messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: service.KeyToWire(key)},
+	return messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: wire.KeyToWire(key)},
 		Spec: messages.APISpec{Kind: "shell", Image: image}}
 }
 
@@ -83,22 +84,22 @@ func checkUnavailable(t *testing.T, nc *nats.Conn, image string) {
 	t.Helper()
 	h := healthOf(t, nc)
 	if h.Status != service.HealthEngineUnavailable || h.Daemon == nil || h.Daemon.Reachable ||
-		h.Daemon.Error == nil || h.Daemon.Error.Code != service.CodeEngineUnavailable {
+		h.Daemon.Error == nil || h.Daemon.Error.Code != wire.CodeEngineUnavailable {
 		t.Fatalf("health with the daemon away: %+v (daemon %+v)", h, h.Daemon)
 	}
-	e := rawCall(t, nc, service.SubjectAcquire, acquireBody(itest.NewKey(t), image), nil)
-	if e == nil || e.Code != service.CodeEngineUnavailable {
-		t.Fatalf("acquire with the daemon away: %+v, want %s", e, service.CodeEngineUnavailable)
+	e := rawCall(t, nc, wire.SubjectAcquire, acquireBody(itest.NewKey(t), image), nil)
+	if e == nil || e.Code != wire.CodeEngineUnavailable {
+		t.Fatalf("acquire with the daemon away: %+v, want %s", e, wire.CodeEngineUnavailable)
 	}
 	h = healthOf(t, nc)
-	if h.LastError == nil || h.LastError.Op != "acquire" || h.LastError.Error.Code != service.CodeEngineUnavailable {
+	if h.LastError == nil || h.LastError.Op != "acquire" || h.LastError.Error.Code != wire.CodeEngineUnavailable {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }
 
 // The service over a Docker backend whose DOCKER_HOST is a dead unix socket: health says so
 // and acquires fail as engine_unavailable (not internal); the Go client's error is
-// service.ErrUnavailable.
+// wire.ErrUnavailable.
 func TestServiceDaemonUnreachable(t *testing.T) {
 	spec := itest.BusyboxSpec(t) // its image is built while the daemon is still in reach
 	t.Setenv("DOCKER_HOST", "unix://"+deadSocket(t))
@@ -122,8 +123,8 @@ func TestServiceDaemonUnreachable(t *testing.T) {
 	// The Go client retries engine_unavailable (another engine of the pool may reach its
 	// daemon) for its retry wait, then returns it.
 	c := (&itest.NATSEngine{Server: srv}).Remote(t, client.WithRetryWait(time.Second))
-	if _, err := c.Acquire(itest.Context(t), itest.NewKey(t), spec); !errors.Is(err, service.ErrUnavailable) {
-		t.Fatalf("client acquire = %v, want service.ErrUnavailable", err)
+	if _, err := c.Acquire(itest.Context(t), itest.NewKey(t), spec); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("client acquire = %v, want wire.ErrUnavailable", err)
 	}
 }
 
@@ -151,9 +152,9 @@ func TestServiceImageMissing(t *testing.T) {
 		t.Fatalf("embedded acquire = %v, want an ImageMissingError", err)
 	}
 	nc := natstest.Connect(t, e.Server)
-	er := rawCall(t, nc, service.SubjectAcquire, acquireBody(key, image), nil)
-	if er == nil || er.Code != service.CodeImageMissing {
-		t.Fatalf("acquire of a missing image: %+v, want %s", er, service.CodeImageMissing)
+	er := rawCall(t, nc, wire.SubjectAcquire, acquireBody(key, image), nil)
+	if er == nil || er.Code != wire.CodeImageMissing {
+		t.Fatalf("acquire of a missing image: %+v, want %s", er, wire.CodeImageMissing)
 	}
 	c := e.Remote(t)
 	var missing *sandbox.ImageMissingError
@@ -164,7 +165,7 @@ func TestServiceImageMissing(t *testing.T) {
 	if h.Status != service.HealthOK || h.Daemon == nil || !h.Daemon.Reachable {
 		t.Fatalf("health with the daemon in reach: %+v (daemon %+v)", h, h.Daemon)
 	}
-	if h.LastError == nil || h.LastError.Error.Code != service.CodeImageMissing {
+	if h.LastError == nil || h.LastError.Error.Code != wire.CodeImageMissing {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/conformance"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // TestServiceEveryOperation drives every call of the API through the client against the
@@ -262,9 +263,9 @@ func TestServiceBadInput(t *testing.T) {
 	sb := itest.AcquireRemote(t, c, e.Backend, key, itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
 	handle := sb.(*client.Sandbox).Handle()
 	subject := func(template string) string {
-		return service.Engine(template, service.DefaultPrefix, e.Service.EngineID())
+		return wire.Engine(template, wire.DefaultPrefix, e.Service.EngineID())
 	}
-	wkey := service.KeyToWire(key)
+	wkey := wire.KeyToWire(key)
 	write := func(path string, content []byte, k *messages.APIKey) []byte {
 		b, _ := json.Marshal(&messages.APIWriteFileRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIWriteFileRequestType,
 			Key: k, Sandbox: handle}, Path: path, WorkDir: ".", Content: content})
@@ -275,13 +276,13 @@ func TestServiceBadInput(t *testing.T) {
 		body          []byte
 		code          string
 	}{
-		{"malformed JSON", subject(service.SubjectWriteFileT), []byte(`{"type":`), service.CodeBadRequest},
-		{"unknown operation", subject(service.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.chmod_request"}`), service.CodeBadRequest},
-		{"missing key", subject(service.SubjectWriteFileT), write("victim.txt", []byte("x"), nil), service.CodeBadRequest},
-		{"someone else's key", subject(service.SubjectWriteFileT), write("victim.txt", []byte("x"), &messages.APIKey{Scope: "x", ThreadID: "y", AgentID: "z"}), service.CodeBadRequest},
-		{"oversized payload", subject(service.SubjectWriteFileT), write("victim.txt", make([]byte, 300*1024), wkey), service.CodeBadRequest},
-		{"refused path", subject(service.SubjectWriteFileT), write("../../../etc/victim.txt", []byte("x"), wkey), service.CodeNotConfined},
-		{"refused absolute path", subject(service.SubjectWriteFileT), write("/etc/victim.txt", []byte("x"), wkey), service.CodeNotConfined},
+		{"malformed JSON", subject(wire.SubjectWriteFileT), []byte(`{"type":`), wire.CodeBadRequest},
+		{"unknown operation", subject(wire.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.chmod_request"}`), wire.CodeBadRequest},
+		{"missing key", subject(wire.SubjectWriteFileT), write("victim.txt", []byte("x"), nil), wire.CodeBadRequest},
+		{"someone else's key", subject(wire.SubjectWriteFileT), write("victim.txt", []byte("x"), &messages.APIKey{Scope: "x", ThreadID: "y", AgentID: "z"}), wire.CodeBadRequest},
+		{"oversized payload", subject(wire.SubjectWriteFileT), write("victim.txt", make([]byte, 300*1024), wkey), wire.CodeBadRequest},
+		{"refused path", subject(wire.SubjectWriteFileT), write("../../../etc/victim.txt", []byte("x"), wkey), wire.CodeNotConfined},
+		{"refused absolute path", subject(wire.SubjectWriteFileT), write("/etc/victim.txt", []byte("x"), wkey), wire.CodeNotConfined},
 	}
 	nc := natstest.Connect(t, e.Server)
 	for _, tc := range cases {
@@ -408,7 +409,7 @@ func TestServiceEngineRestart(t *testing.T) {
 	if err := <-acquired; err != nil {
 		t.Fatalf("an acquire waiting through the restart: %v", err)
 	}
-	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, service.ErrUnavailable) {
+	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("a call on the stopped engine's sandbox: %v, want engine unavailable", err)
 	}
 
@@ -420,7 +421,7 @@ func TestServiceEngineRestart(t *testing.T) {
 	}()
 	waitInFlight(t, c, 1)
 	secondConn.Close()
-	var ue *service.EngineUnavailableError
+	var ue *wire.EngineUnavailableError
 	if err := <-execDone; !errors.As(err, &ue) {
 		t.Fatalf("an exec on an engine that died: %v, want engine unavailable", err)
 	}

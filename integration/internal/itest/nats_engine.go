@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
 )
 
 // NATSEngine is the Docker backend served on an embedded NATS server.
@@ -33,15 +34,15 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (service.ReapResult, error) {
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
-		out := service.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
+		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
 		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, service.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
 		}
 		return out, err
 	})
