@@ -25,11 +25,7 @@ func newInstruments(o options) instruments {
 // ctx's. The returned end closes the span with err and records the call's duration.
 func (in instruments) begin(ctx context.Context, op string) (context.Context, func(err error) time.Duration) {
 	start := time.Now()
-	tracer := in.tracer
-	if tracer == nil { // a driver built without New*: no spans
-		tracer = telemetry.Tracer(nil)
-	}
-	ctx, span := tracer.Start(ctx, "docker "+op, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := in.tracer.Start(ctx, "docker "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(telemetry.KeyDaemonOp.String(op)))
 	return ctx, func(err error) time.Duration {
 		elapsed := time.Since(start)

@@ -266,17 +266,18 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 	}
 	opts := []events.Option{events.WithPrefix(v.eventPrefix), events.WithLogger(log),
 		events.WithStreams(events.WithDuplicateWindow(v.eventDupes))}
-	switch _, idErr := drv.EngineID(ctx); {
-	case v.proxyImage != "":
-		// Egress windows need the daemon's identity (events.New refuses to start without it).
+	if v.proxyImage != "" {
+		// Egress windows need the daemon's identity: events.New asks it and refuses without it.
 		opts = append(opts, events.WithDaemon(drv))
-	case idErr == nil:
-		// No proxies, no windows to recover; the daemon's ID is what the reap summaries carry.
-		opts = append(opts, events.WithDaemon(drv), events.WithRecoveryEvery(0))
-	default:
-		// An engine serves (and answers health as unavailable) with its daemon down.
-		log.Warn("the daemon's ID is unknown: reap summaries carry none", zap.Error(idErr))
+	} else {
+		// No proxies, no windows to recover; the daemon's ID is only what the reap summaries
+		// carry, and an engine serves (answering health as unavailable) with its daemon down.
 		opts = append(opts, events.WithRecoveryEvery(0))
+		if _, err := drv.EngineID(ctx); err == nil {
+			opts = append(opts, events.WithDaemon(drv))
+		} else {
+			log.Warn("the daemon's ID is unknown: reap summaries carry none", zap.Error(err))
+		}
 	}
 	ev, err := events.New(ctx, nc, opts...)
 	if err != nil {

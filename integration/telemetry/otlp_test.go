@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
@@ -35,16 +33,8 @@ func TestOTLPTraceOfAnAcquire(t *testing.T) {
 	startJaeger(t, jaeger, otlpAddr, queryAddr)
 	natsURL := itest.StartServe(t, nil, "--otlp-endpoint", "http://"+otlpAddr)
 
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
 	ctx := itest.Context(t)
-	c, err := client.New(ctx, nc)
-	if err != nil {
-		t.Fatalf("new client: %v", err)
-	}
+	c := remoteClient(t, natsURL)
 	// The caller's own span: the engine's must join its trace.
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

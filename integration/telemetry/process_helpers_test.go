@@ -7,6 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/integration/internal/itest"
 )
 
 // startServer runs bin with args, its output in a log file of the test's (printed when the
@@ -52,4 +57,20 @@ func startServer(t *testing.T, name, bin, readyURL string, args ...string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// remoteClient is a Go client of the engine serve at natsURL, on a connection closed when the
+// test ends.
+func remoteClient(t *testing.T, natsURL string) *client.Backend {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(itest.Context(t), nc)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return c
 }

@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
@@ -34,16 +31,8 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 	natsURL := itest.StartServe(t, nil, "--metrics-listen", metricsAddr)
 	promURL := startPrometheus(t, prom, metricsAddr)
 
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
 	ctx := itest.Context(t)
-	c, err := client.New(ctx, nc)
-	if err != nil {
-		t.Fatalf("new client: %v", err)
-	}
+	c := remoteClient(t, natsURL)
 	b := itest.NewBackend(t) // only to dispose whatever the test leaves
 	key := itest.NewKey(t)
 	sb := itest.AcquireRemote(t, c, b, key, itest.BusyboxSpec(t))
