@@ -195,8 +195,8 @@ func TestAcquireRequestAndHandle(t *testing.T) {
 	if stat.Sandbox != "h1" || *stat.Key != *wire.KeyToWire(testKey) || stat.Path != "a.txt" || stat.WorkDir != "." {
 		t.Fatalf("stat request %+v", stat)
 	}
-	if len(f.requests(f.engine(wire.SubjectStatFileT))[0].Header) != 0 {
-		t.Fatalf("a call without a request ID sent headers")
+	if id := f.requests(f.engine(wire.SubjectStatFileT))[0].Header.Get(wire.RequestIDHeader); id == "" || id == "req-1" {
+		t.Fatalf("a call without a request ID sent request ID %q, want one of its own", id)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -44,6 +45,11 @@ func (b *Backend) do(ctx context.Context, c call) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.o.callTimeout+c.extra)
 		defer cancel()
+	}
+	if id, _ := ctx.Value(requestIDKey{}).(string); id == "" {
+		// Every attempt of one call carries one request ID, so the engine's audit event of a
+		// call repeated after a drop keeps its ID and the stream keeps one (docs/events.md).
+		ctx = ContextWithRequestID(ctx, nuid.Next())
 	}
 	exp := backoff.NewExponentialBackOff()
 	exp.InitialInterval = 50 * time.Millisecond
@@ -146,8 +152,9 @@ func (b *Backend) once(ctx context.Context, c call) error {
 type requestIDKey struct{}
 
 // ContextWithRequestID returns ctx carrying a request ID: every call made with it sends id in
-// the [wire.RequestIDHeader] header, so the engine's replies and log lines carry it (an id
-// that is not 1-128 visible ASCII characters is replaced by one the engine mints).
+// the [wire.RequestIDHeader] header, so the engine's replies, log lines and audit events carry
+// it (an id that is not 1-128 visible ASCII characters is replaced by one the engine mints).
+// Without one, each call mints its own, the same for all its attempts.
 func ContextWithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
 }

@@ -21,6 +21,7 @@ type Events struct {
 	o        options
 	engineID string
 	box      *Outbox
+	auditBox *Outbox       // the audit stream's own queue: audit traffic never crowds windows out
 	pending  *PendingStore // nil: windows are not recorded, nothing to recover
 	log      *zap.Logger
 	recLog   *zap.Logger
@@ -90,6 +91,11 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Events, error) {
 		return nil, fmt.Errorf("new events: %w", err)
 	}
 	e.box = box
+	auditOpts := append([]OutboxOpt{WithOutboxLogger(o.log.Named("audit")), WithCapacity(DefaultAuditCapacity)}, o.outboxOpts...)
+	if e.auditBox, err = NewOutbox(pub, append(auditOpts, o.auditOpts...)...); err != nil {
+		box.Close(ctx)
+		return nil, fmt.Errorf("new events: %w", err)
+	}
 	if e.pending != nil && o.recoveryEvery > 0 {
 		e.stop = e.recoverEvery(context.WithoutCancel(ctx), o.recoveryEvery)
 	}
@@ -117,8 +123,24 @@ func (e *Events) HostTools() HostToolSink {
 	return HostToolSink{nc: e.nc, prefix: e.o.prefix, log: e.log.Named("host-tool-events")}
 }
 
-// Outbox is the outbox every sink enqueues on (for its [Outbox.Stats]).
+// Audit is the sink of the audit stream (service.WithAudit): one event per act, on its own
+// outbox.
+func (e *Events) Audit() *AuditSink {
+	return &AuditSink{box: e.auditBox, prefix: e.o.prefix, engineID: e.engineID, log: e.log.Named("audit")}
+}
+
+// Outbox is the outbox of the windows and reap summaries (for its [Outbox.Stats]).
 func (e *Events) Outbox() *Outbox { return e.box }
+
+// Stats sums the counts of both outboxes: the windows' and reaps', and the audit stream's.
+func (e *Events) Stats() OutboxStats {
+	a, b := e.box.Stats(), e.auditBox.Stats()
+	return OutboxStats{Pending: a.Pending + b.Pending, Delivered: a.Delivered + b.Delivered, Refused: a.Refused + b.Refused,
+		Failed: a.Failed + b.Failed, Attempts: a.Attempts + b.Attempts}
+}
+
+// AuditStats counts the audit outbox alone.
+func (e *Events) AuditStats() OutboxStats { return e.auditBox.Stats() }
 
 // Pending is the pending-window store, nil when windows are not recorded (core NATS, or no
 // [WithDaemon]).
@@ -138,7 +160,10 @@ func (e *Events) Close(ctx context.Context) error {
 	var err error
 	e.once.Do(func() {
 		e.stop()
-		if n := e.box.Close(ctx); n > 0 {
+		// The two outboxes drain side by side, each until it is empty or ctx ends.
+		audit := make(chan int, 1)
+		go func() { audit <- e.auditBox.Close(ctx) }()
+		if n := e.box.Close(ctx) + <-audit; n > 0 {
 			err = fmt.Errorf("%w: %d events", ErrUndelivered, n)
 		}
 	})

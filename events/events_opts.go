@@ -28,6 +28,7 @@ type options struct {
 	recoveryEvery time.Duration
 	streamOpts    []JetStreamOpt
 	outboxOpts    []OutboxOpt
+	auditOpts     []OutboxOpt
 	log           *zap.Logger
 }
 
@@ -93,6 +94,15 @@ func WithStreams(opts ...JetStreamOpt) Option {
 func WithOutbox(opts ...OutboxOpt) Option {
 	return func(o *options) error {
 		o.outboxOpts = append(o.outboxOpts, opts...)
+		return nil
+	}
+}
+
+// WithAuditOutbox configures the audit stream's outbox after [WithOutbox]'s options (its
+// capacity defaults to [DefaultAuditCapacity]).
+func WithAuditOutbox(opts ...OutboxOpt) Option {
+	return func(o *options) error {
+		o.auditOpts = append(o.auditOpts, opts...)
 		return nil
 	}
 }

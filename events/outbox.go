@@ -109,7 +109,7 @@ func (b *Outbox) enqueue(e entry) error {
 	if len(b.q) >= b.o.capacity {
 		b.mu.Unlock()
 		n := b.refused.Add(1)
-		b.log.Error("egress outbox full: event refused and NOT delivered",
+		b.log.Error("outbox full: event refused and NOT delivered",
 			zap.String("subject", m.Subject), zap.String("event_id", m.ID), zap.Int("capacity", b.o.capacity), zap.Int64("refused_total", n))
 		return fmt.Errorf("%w: %s", ErrOutboxFull, m.ID)
 	}
@@ -158,7 +158,7 @@ func (b *Outbox) Close(ctx context.Context) (undelivered int) {
 	b.q = nil
 	b.mu.Unlock()
 	for _, e := range left {
-		b.log.Error("egress outbox closed with an undelivered event", zap.String("subject", e.m.Subject), zap.String("event_id", e.m.ID))
+		b.log.Error("outbox closed with an undelivered event", zap.String("subject", e.m.Subject), zap.String("event_id", e.m.ID))
 		e.finish(ErrOutboxClosed)
 	}
 	return len(left)
@@ -238,22 +238,22 @@ func (b *Outbox) deliver(m Message) (bool, error) {
 		if err == nil {
 			b.delivered.Add(1)
 			if attempt > 1 {
-				b.log.Info("egress event delivered after retries", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
+				b.log.Info("event delivered after retries", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
 					zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(start)))
 			}
 			return true, nil
 		}
 		if permanent(err) {
 			b.failed.Add(1)
-			b.log.Error("egress event refused by the server and NOT delivered", zap.String("subject", m.Subject),
+			b.log.Error("event refused by the server and NOT delivered", zap.String("subject", m.Subject),
 				zap.String("event_id", m.ID), zap.Error(err))
 			return true, err
 		}
 		if attempt == 1 {
-			b.log.Warn("egress event not delivered yet; kept and retried", zap.String("subject", m.Subject),
+			b.log.Warn("event not delivered yet; kept and retried", zap.String("subject", m.Subject),
 				zap.String("event_id", m.ID), zap.Error(err))
 		} else {
-			b.log.Debug("egress event retry failed", zap.String("event_id", m.ID), zap.Int("attempt", attempt), zap.Error(err))
+			b.log.Debug("event retry failed", zap.String("event_id", m.ID), zap.Int("attempt", attempt), zap.Error(err))
 		}
 		select {
 		case <-time.After(bo.NextBackOff()):

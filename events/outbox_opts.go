@@ -10,6 +10,9 @@ import (
 // Outbox defaults.
 const (
 	DefaultOutboxCapacity = 4096
+	// DefaultAuditCapacity bounds the audit outbox: about 16 s of 2,000 events/s held while
+	// NATS is away, at roughly 1 KiB each.
+	DefaultAuditCapacity  = 32768
 	DefaultAttemptTimeout = 10 * time.Second
 	DefaultMinBackoff     = 100 * time.Millisecond
 	DefaultMaxBackoff     = 30 * time.Second

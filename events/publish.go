@@ -81,6 +81,7 @@ type JetStreamPublisher struct {
 	js      jetstream.JetStream
 	prefix  string
 	maxAge  time.Duration
+	audit   time.Duration
 	dupes   time.Duration
 	mu      sync.Mutex
 	ensured bool
@@ -114,7 +115,18 @@ func WithEgressMaxAge(d time.Duration) JetStreamOpt {
 	}
 }
 
-// WithDuplicateWindow sets both streams' duplicate window (default [DefaultDuplicateWindow]).
+// WithAuditMaxAge sets how long the audit stream keeps events (default [DefaultAuditMaxAge]).
+func WithAuditMaxAge(d time.Duration) JetStreamOpt {
+	return func(p *JetStreamPublisher) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: audit max age %s", ErrInvalidEvent, d)
+		}
+		p.audit = d
+		return nil
+	}
+}
+
+// WithDuplicateWindow sets the streams' duplicate window (default [DefaultDuplicateWindow]).
 func WithDuplicateWindow(d time.Duration) JetStreamOpt {
 	return func(p *JetStreamPublisher) error {
 		if d <= 0 {
@@ -132,7 +144,7 @@ func NewJetStreamPublisher(nc *nats.Conn, opts ...JetStreamOpt) (*JetStreamPubli
 	if err != nil {
 		return nil, fmt.Errorf("events: new jetstream publisher: %w", err)
 	}
-	p := &JetStreamPublisher{nc: nc, js: js, prefix: DefaultSubjectPrefix, maxAge: DefaultEgressMaxAge, dupes: DefaultDuplicateWindow}
+	p := &JetStreamPublisher{nc: nc, js: js, prefix: DefaultSubjectPrefix, maxAge: DefaultEgressMaxAge, audit: DefaultAuditMaxAge, dupes: DefaultDuplicateWindow}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -144,7 +156,7 @@ func NewJetStreamPublisher(nc *nats.Conn, opts ...JetStreamOpt) (*JetStreamPubli
 	return p, nil
 }
 
-// StreamConfigs returns the two stream configurations the publisher ensures.
+// StreamConfigs returns the stream configurations the publisher ensures.
 func (p *JetStreamPublisher) StreamConfigs() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
@@ -157,10 +169,15 @@ func (p *JetStreamPublisher) StreamConfigs() []jetstream.StreamConfig {
 			Subjects: []string{p.prefix + ".reap.>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 			Duplicates: p.dupes,
 		},
+		{
+			Name: StreamAudit, Description: "maf-sandbox audit stream (" + SchemaAudit + ")",
+			Subjects: []string{p.prefix + ".audit.>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+			MaxAge: p.audit, Duplicates: p.dupes,
+		},
 	}
 }
 
-// EnsureStreams creates or updates both streams.
+// EnsureStreams creates or updates the streams.
 func (p *JetStreamPublisher) EnsureStreams(ctx context.Context) error {
 	if err := p.ensureStreams(ctx); err != nil {
 		return fmt.Errorf("events: %w", err)

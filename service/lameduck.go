@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/wire"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -24,6 +25,7 @@ func (s *Service) LameDuck() error {
 	s.lameDuck = true
 	s.mu.Unlock()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
+	s.auditEngine(events.AuditPlacementChanged, "lame_duck", nil, "")
 	shared := wire.Shared(wire.SubjectAcquireT, s.o.prefix)
 	for _, e := range s.endpoints {
 		if e.subject == shared && e.sub != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
@@ -197,6 +198,9 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 			release()
 			return nil, nil, err
 		}
+		auditClaim(ctx, taken.Engine)
+	} else {
+		auditClaim(ctx, "")
 	}
 	return nil, release, nil
 }
@@ -423,6 +427,7 @@ func (s *Service) renew(h heldLease) {
 		s.log.Warn("lost a sandbox's placement lease; its handles are dropped", zap.Stringer("key", h.key),
 			zap.String("kind", h.kind), zap.Error(err))
 		s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == h.key && x.kind == h.kind }))
+		s.auditEngine(events.AuditPlacementChanged, "lost", &h.key, h.kind)
 	default:
 		s.log.Debug("renew a placement lease", zap.String("entry", h.lease.Entry), zap.Error(err))
 	}

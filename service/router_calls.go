@@ -31,12 +31,17 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	s.coldInFlight.Add(1)
 	defer s.coldInFlight.Add(-1)
+	auditAcquire(ctx, spec) // audit.go
 	if answer, ok, err := s.balanced(ctx, key, spec.Kind); ok {
+		forwarded(ctx)
 		return answer, err
 	}
-	forwarded, release, err := s.claim(ctx, key, spec.Kind)
-	if forwarded != nil || err != nil {
-		return forwarded, err
+	other, release, err := s.claim(ctx, key, spec.Kind)
+	if other != nil {
+		forwarded(ctx)
+	}
+	if other != nil || err != nil {
+		return other, err
 	}
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
@@ -78,6 +83,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
 	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
 	if !local {
+		forwarded(ctx)
 		return &messages.APIDisposeResponse{Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	f := s.router.Dispose(ctx, key, opts)
@@ -104,6 +110,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
 	if !local {
+		forwarded(ctx)
 		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)

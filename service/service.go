@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
@@ -167,6 +168,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	s.log.Info("engine serving", zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
+	s.auditEngine(events.AuditEngineStarted, "started", nil, "")
 	return s, nil
 }
 
@@ -187,6 +189,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.draining = true
 		s.mu.Unlock()
 		s.log.Info("engine draining", zap.Int("in_flight", s.inFlightNow()))
+		s.auditEngine(events.AuditEngineDraining, "draining", nil, "")
 		err := s.drain()
 		waitErr := s.waitDrained(ctx)
 		if waitErr == nil {
@@ -220,6 +223,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
+		s.auditEngine(events.AuditEngineStopped, "stopped", nil, "")
 	})
 	return s.stopErr
 }
@@ -408,6 +412,7 @@ func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 			resp, err := s.call(c)
 			s.failures.note(op.name, err)
 			s.reply(c, resp, err)
+			s.auditFinish(c, resp, err) // audit.go
 		}()
 	}
 }
@@ -447,6 +452,7 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &wire.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
+	s.auditStart(c, &env)                                     // audit.go
 	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
@@ -33,6 +34,7 @@ type options struct {
 	transferTTL     time.Duration
 	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  HostToolSink       // nil: no host-tool events
+	audit           *events.AuditSink  // audit.go; nil: no audit stream
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
@@ -183,6 +185,16 @@ func WithTransfers(memory int64, ttl time.Duration) Option {
 func WithHostToolEvents(sink HostToolSink) Option {
 	return func(o *options) error {
 		o.hostToolEvents = sink
+		return nil
+	}
+}
+
+// WithAudit records one audit event per act (an acquire, a disposal, a purge, a command, a
+// file crossing, a reset, a fingerprint) on sink (events.Events.Audit); nil, the default,
+// records none (docs/events.md, "The audit stream").
+func WithAudit(sink *events.AuditSink) Option {
+	return func(o *options) error {
+		o.audit = sink
 		return nil
 	}
 }

@@ -169,7 +169,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(buildVersion()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
 	if ev != nil {
-		opts = append(opts, service.WithHostToolEvents(ev.HostTools()))
+		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
 	}
 	placeOpts, closePlacement, err := v.placement(ctx, dial, drv, log)
 	if err != nil {
@@ -285,7 +285,7 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 	}
 	// Reported until the meter provider shuts down, after the events close: no unregister.
 	if _, err := metrics.ObserveEvents(func() telemetry.EventCounts {
-		st := ev.Outbox().Stats()
+		st := ev.Stats()
 		return telemetry.EventCounts{Pending: st.Pending, Delivered: st.Delivered, Dropped: st.Refused, Failed: st.Failed}
 	}); err != nil {
 		_ = ev.Close(ctx)

@@ -1,0 +1,229 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+)
+
+// The audit stream: one event per act of the engine (docs/events.md, "The audit stream").
+// Every audit event has the one shape [AuditEvent]; its Type says which act, and the part of
+// the payload named for its family (Acquire, Exec, File, Disposal, Placement) carries that
+// act's detail.
+
+// Audit event types. The type is also the subject's last two tokens.
+const (
+	AuditSandboxAcquired  = "sandbox.acquired" // served (created or reused) or refused
+	AuditSandboxDisposed  = "sandbox.disposed"
+	AuditSandboxReset     = "sandbox.reset" // the instance replaced
+	AuditScopePurged      = "scope.purged"
+	AuditExecFinished     = "exec.finished" // exec and run_code, ended or refused
+	AuditFileWritten      = "file.written"  // a file crossed into the sandbox
+	AuditFileRead         = "file.read"     // a file crossed out of the sandbox
+	AuditFileRefused      = "file.refused"  // a crossing refused: confinement refusals are here
+	AuditFingerprint      = "fingerprint.verdict"
+	AuditPlacementChanged = "placement.changed" // claimed, lost, taken over, lame duck
+	AuditEngineStarted    = "engine.started"
+	AuditEngineDraining   = "engine.draining"
+	AuditEngineStopped    = "engine.stopped"
+)
+
+// Audit outcomes.
+const (
+	OutcomeOK          = "ok"
+	OutcomeCreated     = "created"
+	OutcomeReused      = "reused"
+	OutcomeRefused     = "refused"      // the call's answer is an error; Error has its code
+	OutcomeTimeout     = "timeout"      // exec: the timeout expired
+	OutcomeOutputLimit = "output_limit" // exec: the output passed its cap
+)
+
+const (
+	// SchemaAudit is the "schema" of every audit event.
+	SchemaAudit = "maf.sandbox.audit/v1"
+	// TypeAuditPrefix prefixes the Maf-Event-Type header: "audit.exec.finished.v1".
+	typeAuditT = "audit.%s.v1"
+	// SubjectAuditT is <prefix>.audit.<Token(scope)>.<Token(kind)>.<type>; an event of no
+	// scope (the engine's own) has "_" for both, which no scope's token can be.
+	SubjectAuditT = "%s.audit.%s.%s.%s"
+	// SubjectAudit subscribes to every audit event under the default prefix.
+	SubjectAudit = DefaultSubjectPrefix + ".audit.>"
+	// StreamAudit holds the audit stream: subjects <prefix>.audit.>.
+	StreamAudit = "MAF_SANDBOX_AUDIT"
+	// DefaultAuditMaxAge is how long the audit stream keeps an event.
+	DefaultAuditMaxAge = 7 * 24 * time.Hour
+	// noScope is the scope and kind token of an event that has neither.
+	noScope = "_"
+)
+
+// AuditEvent is the payload of every audit event (schema [SchemaAudit]).
+type AuditEvent struct {
+	Schema string    `json:"schema"`
+	ID     string    `json:"id"` // the same for every repeat of one act: retries carry it unchanged
+	Type   string    `json:"type"`
+	Time   time.Time `json:"time"`
+	// Engine is the Docker daemon's ID; Service the engine process's ID on the API.
+	Engine  string `json:"engine"`
+	Service string `json:"service,omitempty"`
+	Backend string `json:"backend"`
+	// The sandbox the act concerns, when it concerns one.
+	Key        *EventKey `json:"key,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	Sandbox    string    `json:"sandbox,omitempty"` // the API handle
+	InstanceID string    `json:"instanceId,omitempty"`
+	// The call that caused it: its request ID (the client's, or minted) and W3C traceparent.
+	RequestID   string `json:"requestId,omitempty"`
+	Traceparent string `json:"traceparent,omitempty"`
+	// Outcome is ok, created, reused, refused, timeout or output_limit; Error the wire code
+	// of a refusal (never its sentence, which may quote guest text).
+	Outcome    string  `json:"outcome"`
+	Error      string  `json:"error,omitempty"`
+	DurationMS float64 `json:"durationMs"`
+
+	Acquire   *AuditAcquire   `json:"acquire,omitempty"`
+	Exec      *AuditExec      `json:"exec,omitempty"`
+	File      *AuditFile      `json:"file,omitempty"`
+	Disposal  *AuditDisposal  `json:"disposal,omitempty"`
+	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
+	Placement *AuditPlacement `json:"placement,omitempty"`
+}
+
+// AuditAcquire is an acquire's detail.
+type AuditAcquire struct {
+	Image  string `json:"image,omitempty"` // as the spec names it
+	Egress string `json:"egress,omitempty"`
+}
+
+// AuditExec is a command's detail. The command's text is never carried (it may hold
+// secrets): Argv0 (the program, at most 120 characters; "" for a shell line or code) and the
+// SHA-256 of the whole command identify it.
+type AuditExec struct {
+	Argv0         string `json:"argv0,omitempty"`
+	Form          string `json:"form"`          // argv, shell or code
+	CommandSHA256 string `json:"commandSha256"` // of the argv's JSON array, the shell line or the code
+	ExitCode      *int   `json:"exitCode,omitempty"`
+	StdoutBytes   int    `json:"stdoutBytes"`
+	StderrBytes   int    `json:"stderrBytes"`
+}
+
+// AuditFile is a file crossing's detail: the guest path as asked, the size and SHA-256 of
+// what crossed (none when refused).
+type AuditFile struct {
+	Direction string `json:"direction"` // in or out
+	Path      string `json:"path"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256,omitempty"`
+}
+
+// AuditDisposal is a disposal's or purge's detail.
+type AuditDisposal struct {
+	Disposed   int    `json:"disposed"`             // sandboxes removed (a purge's count)
+	Undisposed string `json:"undisposed,omitempty"` // the failure's code when something remains
+}
+
+// AuditVerdict is a fingerprint comparison's detail.
+type AuditVerdict struct {
+	Phase   string `json:"phase"`             // baseline or final
+	Verdict string `json:"verdict,omitempty"` // the final comparison's verdict
+}
+
+// AuditPlacement is a placement change or an engine state.
+type AuditPlacement struct {
+	Change string `json:"change"` // claimed, lost, taken_over, lame_duck, started, draining, stopped
+	Detail string `json:"detail,omitempty"`
+}
+
+// CommandSHA256 is the hex SHA-256 an [AuditExec] carries for a command: of argv's JSON
+// encoding when argv is given, else of text (the shell line or the code).
+func CommandSHA256(argv []string, text string) string {
+	b := []byte(text)
+	if len(argv) > 0 {
+		b, _ = json.Marshal(argv) // a []string always encodes
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// AuditID is an audit event's ID for a call: a digest of the engine, the call's request ID
+// and the event's type and sandbox, so a client's retry of one request (same request ID)
+// produces the same ID and the stream's duplicate window keeps one. With no request ID it is
+// fresh.
+func AuditID(engine, requestID, typ, sandbox string) string {
+	if requestID == "" {
+		return "aud_" + nuid.Next()
+	}
+	sum := sha256.Sum256([]byte(engine + "\x00" + requestID + "\x00" + typ + "\x00" + sandbox))
+	return "aud_" + hex.EncodeToString(sum[:20])
+}
+
+// AuditSubject is the subject of an audit event of typ for scope and kind under prefix;
+// empty scope and kind are the "_" token.
+func AuditSubject(prefix, scope, kind, typ string) string {
+	s, k := noScope, noScope
+	if scope != "" {
+		s = Token(scope)
+	}
+	if kind != "" {
+		k = Token(kind)
+	}
+	return fmt.Sprintf(SubjectAuditT, prefix, s, k, typ)
+}
+
+// AuditMessage encodes ev for prefix. [ErrInvalidEvent] for an event without a type or an ID.
+func AuditMessage(prefix string, ev AuditEvent) (Message, error) {
+	if err := CheckSubjectPrefix(prefix); err != nil {
+		return Message{}, err
+	}
+	if ev.Type == "" || ev.ID == "" {
+		return Message{}, fmt.Errorf("%w: audit event needs a type and an ID", ErrInvalidEvent)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode audit event: %w", err)
+	}
+	scope := ""
+	if ev.Key != nil {
+		scope = ev.Key.Scope
+	}
+	return Message{Subject: AuditSubject(prefix, scope, ev.Kind, ev.Type), ID: ev.ID, Type: fmt.Sprintf(typeAuditT, ev.Type), Data: data}, nil
+}
+
+// AuditSink enqueues audit events on the audit outbox: it never blocks a call. A nil
+// *AuditSink records nothing, so a caller with the audit off pays one nil check.
+type AuditSink struct {
+	box              *Outbox
+	prefix, engineID string
+	log              *zap.Logger
+}
+
+// Record stamps ev (schema, engine, backend; time and ID when unset) and enqueues it. A full
+// outbox has already said so at Error and counted it; an event that cannot be encoded is
+// logged here.
+func (s *AuditSink) Record(ev AuditEvent) {
+	if s == nil {
+		return
+	}
+	ev.Schema, ev.Engine, ev.Backend = SchemaAudit, s.engineID, BackendDocker
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	if ev.ID == "" {
+		ev.ID = AuditID(s.engineID, ev.RequestID, ev.Type, ev.Sandbox)
+	}
+	m, err := AuditMessage(s.prefix, ev)
+	if err == nil {
+		err = s.box.Enqueue(m)
+	}
+	if err != nil && !errors.Is(err, ErrOutboxFull) {
+		s.log.Warn("audit event not recorded", zap.String("type", ev.Type), zap.Error(err))
+	}
+}
+
+// EngineID is the daemon ID the events carry.
+func (s *AuditSink) EngineID() string { return s.engineID }
