@@ -1,0 +1,205 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/wire"
+)
+
+// TestServeAuditTrail drives a conversation through engine serve (real Docker, the embedded
+// NATS with JetStream) and reads its audit trail back from the MAF_SANDBOX_AUDIT stream: one
+// event per act, on the scope's and kind's subject, carrying the key, the instance, the
+// engine, the request ID and the caller's traceparent; a command's digest but never its text;
+// the file crossings' sizes and digests; a confinement refusal on its own subject.
+func TestServeAuditTrail(t *testing.T) {
+	url := itest.StartServe(t, nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(itest.Context(t), nc)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	key := itest.NewKey(t)
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut))
+	sb := itest.AcquireRemote(t, c, itest.NewBackend(t), key, spec)
+
+	// One call carries the caller's trace and request ID.
+	tp := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0x4b, 1, 2, 3}, SpanID: trace.SpanID{0xa1, 2},
+		TraceFlags: trace.FlagsSampled, Remote: true})
+	traced := client.ContextWithRequestID(trace.ContextWithRemoteSpanContext(itest.Context(t), tp), "audit-req-1")
+	const secret = "SECRET-TOKEN-4711"
+	argv := []string{"sh", "-c", "echo " + secret}
+	res, err := sb.Exec(traced, sandbox.Argv(argv...), ".", time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	ctx := itest.Context(t)
+	if res, err := sb.Exec(ctx, sandbox.Shell("exit 3"), ".", time.Minute); err != nil || res.ExitCode != 3 {
+		t.Fatalf("exec exit 3: %+v, %v", res, err)
+	}
+	if err := sb.WriteFile(ctx, "a.txt", []byte("hello"), "."); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if _, err := sb.ReadFile(ctx, "a.txt", ".", 1<<20); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var nce *sandbox.NotConfinedError
+	if err := sb.WriteFile(ctx, "../../escape.txt", []byte("x"), "."); !errors.As(err, &nce) {
+		t.Fatalf("write outside the sandbox: %v, want NotConfinedError", err)
+	}
+	if f := c.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose: %v", f)
+	}
+
+	scoped := events.DefaultSubjectPrefix + ".audit." + events.Token(key.Scope) + ".>"
+	got := readAudit(t, nc, scoped, 7)
+	byType := map[string][]events.AuditEvent{}
+	for _, m := range got {
+		var ev events.AuditEvent
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			t.Fatalf("not an audit event: %v\n%s", err, m.Data())
+		}
+		if strings.Contains(string(m.Data()), secret) {
+			t.Errorf("an audit event carries the command's text: %s", m.Data())
+		}
+		if want := events.AuditSubject(events.DefaultSubjectPrefix, key.Scope, ev.Kind, ev.Type); m.Subject() != want {
+			t.Errorf("%s on %s, want %s", ev.Type, m.Subject(), want)
+		}
+		if ev.Schema != events.SchemaAudit || ev.ID == "" || m.Headers().Get(events.HeaderMsgID) != ev.ID || ev.Engine == "" ||
+			ev.Engine == "unknown" || ev.Service == "" || ev.RequestID == "" || ev.Key == nil || ev.Key.Scope != key.Scope {
+			t.Errorf("event lacks its identity: %s", m.Data())
+		}
+		byType[ev.Type] = append(byType[ev.Type], ev)
+	}
+	one := func(typ string) events.AuditEvent {
+		t.Helper()
+		if len(byType[typ]) != 1 {
+			t.Fatalf("%d %s events, want 1: %v", len(byType[typ]), typ, byType)
+		}
+		return byType[typ][0]
+	}
+	if a := one(events.AuditSandboxAcquired); a.Outcome != events.OutcomeCreated || a.InstanceID != sb.InstanceID() ||
+		a.Kind != spec.Kind || a.Acquire == nil || a.Acquire.Image != spec.Image || a.Acquire.Egress != string(sandbox.EgressClosed) {
+		t.Errorf("acquired: %+v", a)
+	}
+	execs := byType[events.AuditExecFinished]
+	if len(execs) != 2 {
+		t.Fatalf("%d exec events, want 2", len(execs))
+	}
+	first, second := execs[0], execs[1]
+	if first.RequestID != "audit-req-1" || first.Traceparent != "00-"+tp.TraceID().String()+"-"+tp.SpanID().String()+"-01" {
+		t.Errorf("the traced exec's event: request %q traceparent %q", first.RequestID, first.Traceparent)
+	}
+	sum, _ := json.Marshal(argv)
+	digest := sha256.Sum256(sum)
+	if e := first.Exec; e == nil || e.Form != "argv" || e.Argv0 != "sh" || e.CommandSHA256 != hex.EncodeToString(digest[:]) ||
+		e.ExitCode == nil || *e.ExitCode != 0 || e.StdoutBytes != len(secret)+1 || first.InstanceID != sb.InstanceID() {
+		t.Errorf("exec event %+v %+v", first, first.Exec)
+	}
+	if e := second.Exec; e == nil || e.Form != "shell" || e.Argv0 != "" || e.ExitCode == nil || *e.ExitCode != 3 || second.Outcome != events.OutcomeOK {
+		t.Errorf("exit-3 exec event %+v %+v", second, second.Exec)
+	}
+	hello := sha256.Sum256([]byte("hello"))
+	if w := one(events.AuditFileWritten); w.File == nil || w.File.Direction != "in" || w.File.Path != "a.txt" || w.File.Size != 5 ||
+		w.File.SHA256 != hex.EncodeToString(hello[:]) {
+		t.Errorf("written: %+v %+v", w, w.File)
+	}
+	if r := one(events.AuditFileRead); r.File == nil || r.File.Direction != "out" || r.File.Size != 5 || r.File.SHA256 != hex.EncodeToString(hello[:]) {
+		t.Errorf("read: %+v %+v", r, r.File)
+	}
+	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != wire.CodeNotConfined || r.File == nil ||
+		r.File.Path != "../../escape.txt" || r.File.SHA256 != "" {
+		t.Errorf("refused: %+v %+v", r, r.File)
+	}
+	if d := one(events.AuditSandboxDisposed); d.Outcome != events.OutcomeOK || d.Disposal == nil || d.Disposal.Undisposed != "" {
+		t.Errorf("disposed: %+v", d)
+	}
+	// The confinement refusal alone, by its subject: what an alert subscribes to.
+	refusals := readAudit(t, nc, events.DefaultSubjectPrefix+".audit.*.*.file.refused", 1)
+	if len(refusals) != 1 {
+		t.Errorf("%d events on the refusals' subject, want 1", len(refusals))
+	}
+	if started := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.started", 1); len(started) != 1 {
+		t.Errorf("%d engine.started events, want 1", len(started))
+	}
+}
+
+// readAudit reads the audit stream's events on filter from the start until it has at least n
+// (waiting up to 30 s for them to land) and then whatever else is there.
+func readAudit(t *testing.T, nc *nats.Conn, filter string, n int) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(itest.Context(t), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for {
+		st, err := js.Stream(ctx, events.StreamAudit)
+		if err == nil {
+			out = fetchAll(ctx, t, st, filter)
+			if len(out) >= n {
+				return out
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the audit stream holds %d events on %s after 30 s, want %d (%v)", len(out), filter, n, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func fetchAll(ctx context.Context, t *testing.T, st jetstream.Stream, filter string) []jetstream.Msg {
+	t.Helper()
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for _, n := range info.State.Subjects {
+		want += n
+	}
+	if want == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for uint64(len(out)) < want {
+		batch, err := cons.Fetch(int(want)-len(out), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			out = append(out, m)
+			got++
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return out
+}
