@@ -10,7 +10,7 @@
 //
 //	ev, err := events.New(ctx, nc, events.WithDaemon(drv), events.WithLogger(log))
 //	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithEgressSink(ev.Windows()))
-//	svc, err := service.New(nc, router, service.WithHostToolEvents(ev.HostTools()))
+//	svc, err := service.New(nc, router, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
 //	_, err = ev.Reaps().Publish(ctx, res) // after a sweep
 //	err = ev.Close(ctx)                    // after the backend's Close
 //
@@ -22,8 +22,10 @@
 // A drained egress window (egresslog.Window) becomes an [EgressObservedEvent] ([EgressEvent])
 // and a sweep a [ReapCompletedEvent] ([SummaryOf], [ReapSummary.Event]); [EgressMessage] and
 // [ReapMessage] encode them as a [Message] with its subject ([Token], [EgressSubject],
-// [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent]. Building an event
-// needs no connection.
+// [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent]. Every act of the
+// engine (an acquire, a command, a file crossing, a disposal, the engine's own states) is an
+// [AuditEvent] on [StreamAudit], subjects [AuditSubject]; [AuditMessage] encodes one. Building
+// an event needs no connection.
 //
 // # Delivery
 //
@@ -33,8 +35,9 @@
 // bounded in-memory queue and retries them, in order and with the same ID, for as long as
 // NATS is away. Egress windows are recorded in the [PendingStore] before their proxy's
 // removal and forgotten once the stream acknowledged them; the recovery ([Events.Recover])
-// publishes a record whose proxy the daemon confirms absent. Host-tool calls go out on core
-// NATS at best effort.
+// publishes a record whose proxy the daemon confirms absent. Audit events have an outbox of
+// their own ([WithAuditOutbox]), so they never crowd a window out. Host-tool calls go out on
+// core NATS at best effort.
 //
 // Refusals of the event itself match [ErrInvalidEvent] with errors.Is; the errors of delivery
 // are [ErrNotConnected], [ErrOutboxFull], [ErrOutboxClosed] and [ErrUndelivered].

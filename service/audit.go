@@ -27,7 +27,7 @@ func auditType(op string) string {
 		return events.AuditSandboxDisposed
 	case "dispose_scope":
 		return events.AuditScopePurged
-	case "exec", "run_code":
+	case "exec", "run_code", "run_program":
 		return events.AuditExecFinished
 	case "write_file":
 		return events.AuditFileWritten
@@ -129,6 +129,11 @@ func auditAnswer(a *events.AuditEvent, resp any) {
 		auditExecResult(a, &r.APIExecResult)
 	case *messages.APIRunCodeResponse:
 		auditExecResult(a, &r.APIExecResult)
+	case *messages.APIRunProgramResponse:
+		if a.Exec != nil {
+			code := r.ExitCode
+			a.Exec.ExitCode, a.Exec.StdoutBytes = &code, int(r.Output.Size)
+		}
 	case *messages.APIReadFileResponse:
 		if a.File != nil {
 			a.File.Size, a.File.SHA256 = r.Content.Size, r.Content.SHA256

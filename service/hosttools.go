@@ -32,6 +32,7 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	auditCommand(ctx, nil, req.Source, "program")
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // demoVerb is "engine demo": the engine on its embedded defaults — an embedded NATS server on
@@ -82,13 +83,24 @@ func (v *demoVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return v.agent(ctx, agentConn, remote, eng.target)
+	if err := v.agent(ctx, agentConn, remote, eng.target); err != nil {
+		return err
+	}
+	if err := demoAuditTrail(ctx, demoStep, agentConn, eng.events, demoScope); err != nil {
+		return err
+	}
+	return demoMetricsLine(ctx, demoStep, eng.metrics.Addr())
 }
+
+// demoScope is the scope of the demo's conversation.
+const demoScope = "demo"
 
 // demoEngine is the engine the demo started, and what stops it, in reverse order of start.
 type demoEngine struct {
 	url     string
 	target  *demoTarget
+	events  *events.Events
+	metrics *telemetry.Prometheus
 	closers []func()
 }
 
@@ -143,7 +155,12 @@ func (v *demoVerb) startEngine(ctx context.Context, log *zap.Logger) (*demoEngin
 	if err != nil {
 		return eng, err
 	}
-	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(buildVersion()))
+	if eng.metrics, err = telemetry.NewPrometheus("127.0.0.1:0", log); err != nil {
+		return eng, err
+	}
+	eng.onClose(func() { closeMetrics(eng.metrics, log) })
+	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(buildVersion()),
+		service.WithAudit(eng.events.Audit()), service.WithMetrics(eng.metrics.Metrics()))
 	if err != nil {
 		return eng, err
 	}
@@ -164,6 +181,7 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 		return nil, err
 	}
 	eng.onClose(func() { _ = ev.Close(context.WithoutCancel(ctx)) })
+	eng.events = ev
 	planeOpt, err := filePlaneOption()
 	if err != nil {
 		return nil, err
@@ -182,7 +200,7 @@ func (v *demoVerb) agent(ctx context.Context, agentConn *nats.Conn, remote *clie
 	d := remote.Declarations()
 	demoStep("client sees backend %q, egress %v, capabilities %s", remote.Name(), d.EgressModes.Sorted(), d.EffectiveCapabilities())
 
-	key := sandbox.Key{Scope: "demo", ThreadID: fmt.Sprintf("t%d", time.Now().UnixNano()), AgentID: "coder"}
+	key := sandbox.Key{Scope: demoScope, ThreadID: fmt.Sprintf("t%d", time.Now().UnixNano()), AgentID: "coder"}
 	spec, err := sandbox.NewSpec("codeact", sandbox.WithImage(v.image),
 		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete),
 		sandbox.WithDeclaredOutputs(sandbox.Output("out/report.txt")))
