@@ -257,7 +257,7 @@ func (a *API) Create(ctx context.Context, spec CreateSpec) (string, error) {
 }
 
 func (a *API) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
-	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, a.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}

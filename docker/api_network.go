@@ -30,7 +30,7 @@ func (a *API) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, erro
 	if err := checkTarget(spec.Name); err != nil {
 		return "", fmt.Errorf("create network: %w", err)
 	}
-	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, a.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create network %s: %w", spec.Name, err)
 	}

@@ -204,7 +204,7 @@ func (c *CLI) Pause(ctx context.Context, target string) error {
 // Unpause implements [Engine].
 func (c *CLI) Unpause(ctx context.Context, target string) error {
 	err := c.simple(ctx, "unpause", target)
-	if errors.Is(err, ErrNotPaused) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errNotPaused) || errors.Is(err, ErrNotFound) {
 		c.log.Debug("unpause found nothing to lift", zap.String("container", target), zap.Error(err))
 		return nil
 	}

@@ -17,7 +17,7 @@ func (c *CLI) Create(ctx context.Context, spec CreateSpec) (string, error) {
 }
 
 func (c *CLI) make(ctx context.Context, spec CreateSpec, render func(CreateSpec) []string) (string, error) {
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, c.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}

@@ -76,7 +76,7 @@ func (c *CLI) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, erro
 	if err := checkTarget(spec.Name); err != nil {
 		return "", fmt.Errorf("create network: %w", err)
 	}
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, c.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create network %s: %w", spec.Name, err)
 	}

@@ -144,7 +144,7 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 	case "unpause":
 		if containsFold(stderr, "is not paused") {
-			return ErrNotPaused
+			return errNotPaused
 		}
 	}
 	if isTargetAbsent(stderr, target) {

@@ -14,8 +14,8 @@ const (
 	DefaultDockerPath       = "docker"
 	DefaultOutboundNetwork  = "bridge"
 	DefaultCommandTimeout   = 60 * time.Second
-	DefaultImagePullTimeout = 600 * time.Second
-	DefaultPidsLimit        = 512
+	defaultImagePullTimeout = 600 * time.Second
+	defaultPidsLimit        = 512
 	DefaultDriver           = DriverAPI
 )
 
@@ -86,10 +86,10 @@ func (c Config) withDefaults() Config {
 		c.CommandTimeout = DefaultCommandTimeout
 	}
 	if c.ImagePullTimeout == 0 {
-		c.ImagePullTimeout = DefaultImagePullTimeout
+		c.ImagePullTimeout = defaultImagePullTimeout
 	}
 	if c.PidsLimit == 0 {
-		c.PidsLimit = DefaultPidsLimit
+		c.PidsLimit = defaultPidsLimit
 	}
 	if c.CPUs != nil {
 		v := *c.CPUs
@@ -114,7 +114,7 @@ func (c Config) validate() error {
 	case c.CPUs != nil && (math.IsNaN(*c.CPUs) || math.IsInf(*c.CPUs, 0) || *c.CPUs <= 0):
 		return fmt.Errorf("config: %w: CPUs must be a positive finite number", ErrInvalid)
 	}
-	if _, err := MergeLabels(nil, c.Labels); err != nil {
+	if _, err := mergeLabels(nil, c.Labels); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	for _, p := range c.EgressPrivateCIDRs {
@@ -129,15 +129,15 @@ func (c Config) validate() error {
 // container: no-new-privileges, the pids limit, and the opt-in cap drop, memory and CPUs.
 func (c Config) WorkloadOpts() []CreateOpt {
 	c = c.withDefaults()
-	opts := []CreateOpt{WithNoNewPrivileges(), WithPidsLimit(c.PidsLimit)}
+	opts := []CreateOpt{withNoNewPrivileges(), withPidsLimit(c.PidsLimit)}
 	if c.CapDropAll {
-		opts = append(opts, WithCapDropAll())
+		opts = append(opts, withCapDropAll())
 	}
 	if c.Memory != "" {
-		opts = append(opts, WithMemory(c.Memory))
+		opts = append(opts, withMemory(c.Memory))
 	}
 	if c.CPUs != nil {
-		opts = append(opts, WithCPUs(*c.CPUs))
+		opts = append(opts, withCPUs(*c.CPUs))
 	}
 	return opts
 }

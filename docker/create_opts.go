@@ -25,7 +25,7 @@ type CreateSpec struct {
 	CPUs            *float64 // nil: not passed
 	Network         string   // "" or "none": --network none
 	ProxyURL        string   // with a Network other than none: the proxy variables' value
-	Sealed          bool     // the seal constraints (SealCapDrop, SealSysctls) apply
+	Sealed          bool     // the seal constraints (sealCapDrop, sealSysctls) apply
 	Labels          []Label  // in command-line order
 	Cmd             []string // nil: KeepAlive
 	// Entrypoint, when set, replaces the image's entrypoint with this one executable (the
@@ -50,20 +50,20 @@ func NewCreateSpec(name, image string, opts ...CreateOpt) CreateSpec {
 	return s
 }
 
-// WithNoNewPrivileges adds --security-opt no-new-privileges.
-func WithNoNewPrivileges() CreateOpt { return func(s *CreateSpec) { s.NoNewPrivileges = true } }
+// withNoNewPrivileges adds --security-opt no-new-privileges.
+func withNoNewPrivileges() CreateOpt { return func(s *CreateSpec) { s.NoNewPrivileges = true } }
 
-// WithPidsLimit sets --pids-limit n.
-func WithPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit = n } }
+// withPidsLimit sets --pids-limit n.
+func withPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit = n } }
 
-// WithCapDropAll adds --cap-drop ALL.
-func WithCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
+// withCapDropAll adds --cap-drop ALL.
+func withCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
 
-// WithMemory sets --memory m ("512m", "2g").
-func WithMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
+// withMemory sets --memory m ("512m", "2g").
+func withMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
 
-// WithCPUs sets --cpus n.
-func WithCPUs(n float64) CreateOpt { return func(s *CreateSpec) { s.CPUs = &n } }
+// withCPUs sets --cpus n.
+func withCPUs(n float64) CreateOpt { return func(s *CreateSpec) { s.CPUs = &n } }
 
 // WithNetworkNone places the container on --network none: loopback only.
 func WithNetworkNone() CreateOpt {

@@ -19,9 +19,9 @@
 //     it has not;
 //   - the names ([ContainerName], [EgressID]) that create, dispose, purge and the reaper must
 //     all compute the same way (the labels they share live in package label; this package
-//     only refuses configured labels that would collide with them, [MergeLabels]);
+//     only refuses configured labels that would collide with them, labels.go);
 //   - [CreateSpec] and the [CreateOpt] functions that build the workload's hardening flags;
-//   - the tar plane ([BuildTar], [ReadEntry]) used to copy files in and out.
+//   - the tar plane ([BuildTar] and the bounded reader of tar.go) used to copy files in and out.
 //
 // # Binding
 //

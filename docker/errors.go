@@ -39,8 +39,9 @@ var (
 	// (cgroup v1's freezer gives up while tasks are mid-syscall: "OCI runtime pause failed:
 	// unable to freeze"). Nothing stays frozen by the daemon's account; trying again may work.
 	ErrFreezeFailed = errors.New("docker: the freezer could not freeze the container")
-	// ErrNotPaused: unpause found a container that is not paused.
-	ErrNotPaused = errors.New("docker: container is not paused")
+	// errNotPaused: unpause found a container that is not paused. It never leaves the package:
+	// Unpause counts it as done.
+	errNotPaused = errors.New("docker: container is not paused")
 	// ErrNotRunning: pause or exec found a container that is not running.
 	ErrNotRunning = errors.New("docker: container is not running")
 	// ErrUnreachable: the daemon could not be reached, the bound context is gone, or the client
