@@ -23,6 +23,15 @@
 //   - [CreateSpec] and the [CreateOpt] functions that build the workload's hardening flags;
 //   - the tar plane ([BuildTar] and the bounded reader of tar.go) used to copy files in and out.
 //
+// # Why two drivers
+//
+// The API driver is the default. The CLI driver is kept because the spec states the backend
+// as a catalogue of docker client invocations, the way the reference drives the client: [CLI]
+// is that catalogue in code and [API] is held to what it does. docker/enginetest runs one
+// suite against both (TestEngine), and the project's second test pass runs the driver-level
+// integration tests on the CLI driver (docs/testing.md). The API driver binds through the
+// client too: its context and endpoint come from `docker context inspect`.
+//
 // # Binding
 //
 // Both drivers snapshot the process environment when they are constructed and bind the
