@@ -276,7 +276,7 @@ func TestAPIDriverWithoutClientBinary(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			a, err := NewAPI(Config{DockerPath: "/nonexistent/docker"})
+			a, err := newAPIDriver(Config{DockerPath: "/nonexistent/docker"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -394,9 +394,9 @@ func TestDriverSelection(t *testing.T) {
 		want    string
 		wantErr error
 	}{
-		{"default", "", fmt.Sprintf("%T", (*API)(nil)), nil},
-		{"cli", DriverCLI, fmt.Sprintf("%T", (*CLI)(nil)), nil},
-		{"api", DriverAPI, fmt.Sprintf("%T", (*API)(nil)), nil},
+		{"default", "", fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
+		{"cli", DriverCLI, fmt.Sprintf("%T", (*cliDriver)(nil)), nil},
+		{"api", DriverAPI, fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
 		{"unknown", "podman", "", ErrInvalid},
 	}
 	for _, tc := range cases {

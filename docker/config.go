@@ -21,14 +21,14 @@ const (
 
 // Drivers: the two implementations of the [Engine] seam that [NewEngine] can select.
 const (
-	// DriverCLI runs one docker client process per engine call ([CLI]).
+	// DriverCLI runs one docker client process per engine call (the CLI driver).
 	DriverCLI = "cli"
-	// DriverAPI speaks the Docker Engine API over the bound endpoint ([API]).
+	// DriverAPI speaks the Docker Engine API over the bound endpoint (the API driver).
 	DriverAPI = "api"
 )
 
 // Config is the driver's configuration. It reads no environment variables and carries no image,
-// work directory, allowlist or transfer cap: those belong to each sandbox's spec. A [CLI] keeps
+// work directory, allowlist or transfer cap: those belong to each sandbox's spec. A driver keeps
 // its own copy, so changing a Config after construction changes nothing.
 type Config struct {
 	// Driver selects the engine seam implementation [NewEngine] builds: [DriverCLI] or

@@ -13,7 +13,7 @@ import (
 var KeepAlive = []string{"sleep", "infinity"}
 
 // CreateSpec is everything `docker run` is told about one workload container. It is a plain
-// value: [CreateOpt] functions change it and [CLI.Run] renders it. The zero Network means
+// value: [CreateOpt] functions change it and each driver renders it. The zero Network means
 // "none"; nothing in a CreateSpec can name a volume, mount, tmpfs, published port or socket.
 type CreateSpec struct {
 	Name            string

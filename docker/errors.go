@@ -9,7 +9,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Error classes. Every error a [CLI] method returns that comes from an engine answer wraps one of
+// Error classes. Every error a driver method returns that comes from an engine answer wraps one of
 // these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class.
 var (
 	// ErrNotFound: the target container, network or image is absent. The engine's answer named
