@@ -14,41 +14,41 @@ import (
 	"go.uber.org/zap"
 )
 
-// API is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
-// context resolved to with the Docker project's own Go client (github.com/moby/moby/client).
-// It binds exactly as the [CLI] does (see [API.Bind]) and keeps every guarantee of the CLI
+// apiDriver is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
+// context resolved to with the Docker project's own Go client (github.com/moby/moby/client). It
+// binds exactly as the [cliDriver] does (see [apiDriver.Bind]) and keeps every guarantee of the CLI
 // driver: the same error classes, the same bounds on the tar plane and on exec output, control
-// calls under Config.CommandTimeout, exec under the caller's context only. What it saves is
-// the client process per call.
+// calls under Config.CommandTimeout, exec under the caller's context only. What it saves is the
+// client process per call.
 //
 // No goroutine or connection outlives the call that started it: keep-alives are off, every
 // response body and hijacked connection is closed before the method returns, and the only
-// goroutines that stay are an [API.Events] stream's, until its context ends.
+// goroutines that stay are an [apiDriver.Events] stream's, until its context ends.
 //
 // Answers are classified by their HTTP status class (containerd errdefs), never their text;
 // the few statuses that mean several things (409) are settled by inspecting the container.
 // [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
 // concurrent use.
-type API struct {
+type apiDriver struct {
 	cfg   Config
 	log   *zap.Logger
 	inst  instruments
 	env   []string
-	cli   *CLI // runs `docker context inspect` for binding; never anything else
+	cli   *cliDriver // runs `docker context inspect` for binding; never anything else
 	bound *bindOnce[apiBound]
 }
 
 var (
-	_ Engine      = (*API)(nil)
-	_ ExecStarter = (*API)(nil)
-	_ TypeStater  = (*API)(nil)
+	_ Engine      = (*apiDriver)(nil)
+	_ ExecStarter = (*apiDriver)(nil)
+	_ TypeStater  = (*apiDriver)(nil)
 )
 
-// NewAPI returns an API for cfg (zero fields take their defaults; Driver is ignored) and
-// snapshots the process environment, as [NewCLI] does: binding and every later call see that
-// snapshot, never the live environment. It makes no engine call. It fails with [ErrInvalid]
+// newAPIDriver returns an apiDriver for cfg (zero fields take their defaults; Driver is ignored)
+// and snapshots the process environment, as [newCLIDriver] does: binding and every later call see
+// that snapshot, never the live environment. It makes no engine call. It fails with [ErrInvalid]
 // for a configuration no call could honour.
-func NewAPI(cfg Config, opts ...Option) (*API, error) {
+func newAPIDriver(cfg Config, opts ...Option) (*apiDriver, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -59,18 +59,18 @@ func NewAPI(cfg Config, opts ...Option) (*API, error) {
 	}
 	log := o.log.Named("docker")
 	env := os.Environ()
-	return &API{
+	return &apiDriver{
 		cfg:   cfg,
 		log:   log,
 		inst:  newInstruments(o),
 		env:   env,
-		cli:   &CLI{cfg: cfg, log: log, inst: newInstruments(o), env: env, bound: newBindOnce[bound]()},
+		cli:   &cliDriver{cfg: cfg, log: log, inst: newInstruments(o), env: env, bound: newBindOnce[bound]()},
 		bound: newBindOnce[apiBound](),
 	}, nil
 }
 
 // Config returns the configuration the API runs with, defaults filled in.
-func (a *API) Config() Config { return a.cfg.withDefaults() }
+func (a *apiDriver) Config() Config { return a.cfg.withDefaults() }
 
 // errControlBudget is the cause of a control call's own deadline.
 var errControlBudget = errors.New("docker: control call budget spent")
@@ -78,7 +78,7 @@ var errControlBudget = errors.New("docker: control call budget spent")
 // control runs fn, a short control call named like the CLI command it replaces, under
 // Config.CommandTimeout: its expiry is a [*TimeoutError], the caller's cancellation or deadline
 // ctx's error, wrapped, exactly as the CLI's runner reports them.
-func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
+func (a *apiDriver) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
 	end := func(error) time.Duration { return 0 }
 	if args[0] != "exec" { // an exec's control call only binds: API.exec observes the whole run
 		ctx, end = a.inst.begin(ctx, args[0])
@@ -101,10 +101,10 @@ func (a *API) control(ctx context.Context, args []string, fn func(ctx context.Co
 	return err
 }
 
-// query asks the engine one question under [API.control] and reads its answer: ask's refusal
+// query asks the engine one question under [apiDriver.control] and reads its answer: ask's refusal
 // is classified under args ([apiError]), and read's error is the call's as it is. It is the
 // shape of every read-only call whose answer is one document or list.
-func query[R, T any](ctx context.Context, a *API, args []string, ask func(context.Context, *client.Client) (R, error),
+func query[R, T any](ctx context.Context, a *apiDriver, args []string, ask func(context.Context, *client.Client) (R, error),
 	read func(R) (T, error)) (T, error) {
 	var out T
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
@@ -119,7 +119,7 @@ func query[R, T any](ctx context.Context, a *API, args []string, ask func(contex
 }
 
 // settle turns the end of ctx or of the control budget into the errors the CLI reports.
-func (a *API) settle(ctx, cctx context.Context, args []string, err error) error {
+func (a *apiDriver) settle(ctx, cctx context.Context, args []string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (a *API) settle(ctx, cctx context.Context, args []string, err error) error 
 }
 
 // Inspect implements [Engine].
-func (a *API) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+func (a *apiDriver) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
 	if err := checkTarget(target); err != nil {
 		return ContainerInfo{}, fmt.Errorf("inspect: %w", err)
 	}
@@ -199,7 +199,7 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 }
 
 // ImageExists implements [Engine].
-func (a *API) ImageExists(ctx context.Context, image string) (bool, error) {
+func (a *apiDriver) ImageExists(ctx context.Context, image string) (bool, error) {
 	if err := checkImage("image exists", image); err != nil {
 		return false, err
 	}
@@ -220,7 +220,7 @@ func (a *API) ImageExists(ctx context.Context, image string) (bool, error) {
 }
 
 // ImageEntrypoint implements [Engine].
-func (a *API) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+func (a *apiDriver) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
 	if err := checkImage("image entrypoint", image); err != nil {
 		return nil, false, err
 	}
@@ -247,17 +247,17 @@ func (a *API) ImageEntrypoint(ctx context.Context, image string) ([]string, bool
 }
 
 // Run implements [Engine]: create, then start. Config.Labels are written after the spec's.
-func (a *API) Run(ctx context.Context, spec CreateSpec) (string, error) {
+func (a *apiDriver) Run(ctx context.Context, spec CreateSpec) (string, error) {
 	return a.make(ctx, spec, true)
 }
 
 // Create implements [Engine].
-func (a *API) Create(ctx context.Context, spec CreateSpec) (string, error) {
+func (a *apiDriver) Create(ctx context.Context, spec CreateSpec) (string, error) {
 	return a.make(ctx, spec, false)
 }
 
-func (a *API) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
-	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+func (a *apiDriver) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
+	labels, err := mergeLabels(spec.Labels, a.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
@@ -302,7 +302,7 @@ func (a *API) make(ctx context.Context, spec CreateSpec, start bool) (string, er
 }
 
 // Start implements [Engine].
-func (a *API) Start(ctx context.Context, target string) error {
+func (a *apiDriver) Start(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -316,7 +316,7 @@ func (a *API) Start(ctx context.Context, target string) error {
 }
 
 // Remove implements [Engine]: a forced removal, volumes kept, as `rm -f`.
-func (a *API) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
+func (a *apiDriver) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
@@ -328,7 +328,7 @@ func (a *API) Remove(ctx context.Context, target string) (RemoveOutcome, error) 
 
 // remove runs one removal call: done is [Removed], the daemon's "not found" is [Absent], any
 // other error is classified as args' command.
-func (a *API) remove(ctx context.Context, args []string, call func(context.Context, *apiBound) error) (RemoveOutcome, error) {
+func (a *apiDriver) remove(ctx context.Context, args []string, call func(context.Context, *apiBound) error) (RemoveOutcome, error) {
 	var outcome RemoveOutcome
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
 		err := call(ctx, b)
@@ -355,7 +355,7 @@ func (a *API) remove(ctx context.Context, args []string, call func(context.Conte
 // Pause implements [Engine]. The daemon answers both "already paused" and "not running" with
 // the same status (409 on 20.10), and a freezer that gave up with a 500; the container's state
 // says which (pauseClass).
-func (a *API) Pause(ctx context.Context, target string) error {
+func (a *apiDriver) Pause(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("pause: %w", err)
 	}
@@ -379,7 +379,7 @@ func (a *API) Pause(ctx context.Context, target string) error {
 // Unpause implements [Engine]. A refusal is "not paused" when the container's state agrees
 // (20.10 answers it with a 500, not a 409, so no status can say it); absence is a lifted freeze
 // too.
-func (a *API) Unpause(ctx context.Context, target string) error {
+func (a *apiDriver) Unpause(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("unpause: %w", err)
 	}
@@ -425,7 +425,7 @@ func apiFilters(labels map[string]string) client.Filters {
 
 // ListNames implements [Engine]. Names are given as `docker ps --format {{.Names}}` prints them:
 // without the leading "/", link names left out, several joined by ",".
-func (a *API) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
+func (a *apiDriver) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

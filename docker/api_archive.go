@@ -15,20 +15,20 @@ import (
 
 // Stat implements [Engine]. It reads the header of the archive GET
 // (/containers/{id}/archive) and closes the stream at once, so a directory's subtree or a
-// file's body never crosses the socket. The archive-stat HEAD ([API.StatType]) is far cheaper
+// file's body never crosses the socket. The archive-stat HEAD ([apiDriver.StatType]) is far cheaper
 // on a 20.10 engine, which starts a chrooted tar process for every GET (about 40 ms), but its
 // answer carries no owner, and Stat's callers (the reach rule) need the owner.
-func (a *API) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
+func (a *apiDriver) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
 	return statAnswer(a.copyOut(ctx, target, guestPath, -1))
 }
 
 // TypeStater returns the API itself: its archive-stat HEAD is cheaper than Stat's GET.
-func (a *API) TypeStater() (TypeStater, bool) { return a, true }
+func (a *apiDriver) TypeStater() (TypeStater, bool) { return a, true }
 
 // StatType implements [TypeStater] with the archive-stat HEAD: the engine's stat of guestPath
 // (no-follow) from the X-Docker-Container-Path-Stat header, no archive at all. Its 404 is
 // confirmed on the instance as the GET's is.
-func (a *API) StatType(ctx context.Context, target, guestPath string) (*Entry, error) {
+func (a *apiDriver) StatType(ctx context.Context, target, guestPath string) (*Entry, error) {
 	r, err := newArchiveRead(target, guestPath, -1)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func pathStatEntry(st container.PathStat) *Entry {
 }
 
 // Read implements [Engine].
-func (a *API) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+func (a *apiDriver) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	if err := checkReadCap(guestPath, maxBytes); err != nil {
 		return nil, nil, err
 	}
@@ -88,7 +88,7 @@ func (a *API) Read(ctx context.Context, target, guestPath string, maxBytes int64
 
 // copyOut GETs guestPath's archive and reads its first entry as it streams ([archiveRead]).
 // The stream is closed as soon as that is read.
-func (a *API) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+func (a *apiDriver) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	r, err := newArchiveRead(target, guestPath, maxBytes)
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +145,7 @@ func (b *apiBound) copyOutFailure(ctx context.Context, verb, target, guestPath s
 
 // CopyIn implements [Engine]: the archive PUT at /, refusing to replace a directory with a
 // non-directory or the reverse, owners taken from the archive (as `docker cp -`).
-func (a *API) CopyIn(ctx context.Context, target string, tarball []byte) error {
+func (a *apiDriver) CopyIn(ctx context.Context, target string, tarball []byte) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("copy in: %w", err)
 	}

@@ -28,7 +28,7 @@ import (
 // context: it has no metadata or TLS directory of its own.
 const inMemoryStore = "<IN MEMORY>"
 
-// apiBound is what binding fixes for the rest of an [API]'s life: the context and endpoint it
+// apiBound is what binding fixes for the rest of an [apiDriver]'s life: the context and endpoint it
 // resolved, the client built for that endpoint with the TLS material loaded at binding time,
 // and, for a named context, where to check that the context still says what it said then.
 type apiBound struct {
@@ -62,16 +62,16 @@ type contextDoc struct {
 	} `json:"Storage"`
 }
 
-// Bind resolves the client's context and endpoint once, exactly as [CLI.Bind] does: `docker
+// Bind resolves the client's context and endpoint once, exactly as [cliDriver.Bind] does: `docker
 // context inspect` run with the environment captured at construction, the same single flight
 // and the same refusals. When the client binary cannot be found and the captured environment
 // sets DOCKER_HOST (and no DOCKER_CONTEXT), the endpoint is that DOCKER_HOST under the default
 // context, as the client itself would resolve it. The context's TLS material (its TLS store for
 // a named context; DOCKER_CERT_PATH or the client's configuration directory for the default
-// one) is loaded into memory here. Binding makes no daemon call. Errors: as [CLI.Bind], and
+// one) is loaded into memory here. Binding makes no daemon call. Errors: as [cliDriver.Bind], and
 // [ErrUnreachable] for an endpoint the API driver cannot dial (ssh://, npipe://, fd://) or TLS
 // material it cannot load.
-func (a *API) Bind(ctx context.Context) (Binding, error) {
+func (a *apiDriver) Bind(ctx context.Context) (Binding, error) {
 	b, err := a.ensureBound(ctx)
 	if err != nil {
 		return Binding{}, err
@@ -79,7 +79,7 @@ func (a *API) Bind(ctx context.Context) (Binding, error) {
 	return b.Binding, nil
 }
 
-func (a *API) ensureBound(ctx context.Context) (*apiBound, error) {
+func (a *apiDriver) ensureBound(ctx context.Context) (*apiBound, error) {
 	b, fresh, err := a.bound.get(ctx, a.bind)
 	if err != nil || !fresh {
 		return b, err
@@ -89,7 +89,7 @@ func (a *API) ensureBound(ctx context.Context) (*apiBound, error) {
 	return b, nil
 }
 
-func (a *API) bind(ctx context.Context) (*apiBound, error) {
+func (a *apiDriver) bind(ctx context.Context) (*apiBound, error) {
 	name, doc, err := a.resolveContext(ctx)
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (a *API) bind(ctx context.Context) (*apiBound, error) {
 
 // resolveContext asks the client binary which context and endpoint it resolves to, or, when
 // there is no client binary, takes the captured DOCKER_HOST as the default context.
-func (a *API) resolveContext(ctx context.Context) (string, contextDoc, error) {
+func (a *apiDriver) resolveContext(ctx context.Context) (string, contextDoc, error) {
 	var doc contextDoc
 	bin, err := lookPath(a.cfg.DockerPath, envValue(a.env, "PATH"))
 	if err != nil {
@@ -323,7 +323,7 @@ func (b *apiBound) negotiate(ctx context.Context) error {
 }
 
 // ready binds, checks the binding still holds and fixes the API version.
-func (a *API) ready(ctx context.Context) (*apiBound, error) {
+func (a *apiDriver) ready(ctx context.Context) (*apiBound, error) {
 	b, err := a.ensureBound(ctx)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// This file classifies the Moby client's errors for the [API]. It never reads their text: a
+// This file classifies the Moby client's errors for the [apiDriver]. It never reads their text: a
 // failed connection is the client's own error type, and a daemon answer carries its HTTP status
 // as an errdefs class (containerd/errdefs marker methods and sentinels). What the status alone
 // cannot tell (409 means "already paused", "not running" and "paused, unpause before exec"

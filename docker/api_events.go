@@ -12,7 +12,7 @@ import (
 
 // Events implements [Engine]. The subscription is live when Events returns (the engine has
 // answered the request); it also asks from the moment of the call (since), like the CLI.
-func (a *API) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
+func (a *apiDriver) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
 	if err := checkFilters(filter.Labels); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

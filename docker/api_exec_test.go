@@ -17,7 +17,7 @@ import (
 func TestAPIDriverFrozenStartRefusal(t *testing.T) {
 	image := dockertest.Busybox(t)
 	id := dockertest.RunContainer(t, image)
-	a, err := NewAPI(Config{})
+	a, err := newAPIDriver(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	"go.uber.org/zap"
 )
 
-var _ Fingerprinting = (*API)(nil)
+var _ Fingerprinting = (*apiDriver)(nil)
 
 // Changes implements [Fingerprinting] with the container changes endpoint (GET
 // /containers/{id}/changes), which `docker diff` prints.
-func (a *API) Changes(ctx context.Context, id string) ([]Change, error) {
+func (a *apiDriver) Changes(ctx context.Context, id string) ([]Change, error) {
 	if err := checkID("diff", id); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func apiChanges(res client.ContainerDiffResult) ([]Change, error) {
 }
 
 // InspectConfinement implements [Fingerprinting].
-func (a *API) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
+func (a *apiDriver) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
 	if err := checkTarget(target); err != nil {
 		return Confinement{}, fmt.Errorf("inspect: %w", err)
 	}
@@ -84,7 +84,7 @@ func apiConfinement(target string, doc container.InspectResponse) (Confinement, 
 }
 
 // InspectImage implements [Fingerprinting].
-func (a *API) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
+func (a *apiDriver) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
 	if err := checkImage("image inspect", ref); err != nil {
 		return ImageRecord{}, err
 	}
@@ -139,7 +139,7 @@ var errObserverBudget = errors.New("docker: observer run budget spent")
 // RunObserver implements [Fingerprinting]: create, attach, start, read both streams to their
 // end, wait for the exit code; the container is force-removed on every path, under a context
 // that outlives ctx.
-func (a *API) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
+func (a *apiDriver) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
 	spec, err = spec.withLabels(a.cfg.Labels, a.cfg.CommandTimeout)
 	if err != nil {
 		return ObserverOutput{}, err

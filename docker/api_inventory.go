@@ -10,10 +10,10 @@ import (
 // This file is the [Inventory] seam over the Engine API: the reaper's listings, inspections and
 // removals, every one by full ID.
 
-var _ Inventory = (*API)(nil)
+var _ Inventory = (*apiDriver)(nil)
 
 // ListContainerIDs implements [Inventory].
-func (a *API) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (a *apiDriver) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -35,7 +35,7 @@ func (a *API) ListContainerIDs(ctx context.Context, labelFilters map[string]stri
 }
 
 // ListNetworkIDs implements [Inventory].
-func (a *API) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (a *apiDriver) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
@@ -67,7 +67,7 @@ func checkIDs(what string, ids []string) ([]string, error) {
 }
 
 // InspectContainerID implements [Inventory]. Created is the engine's text, verbatim.
-func (a *API) InspectContainerID(ctx context.Context, id string) (Resource, error) {
+func (a *apiDriver) InspectContainerID(ctx context.Context, id string) (Resource, error) {
 	if err := checkID("inspect container", id); err != nil {
 		return Resource{}, err
 	}
@@ -85,7 +85,7 @@ func (a *API) InspectContainerID(ctx context.Context, id string) (Resource, erro
 }
 
 // InspectNetworkID implements [Inventory]. Created is the engine's text, verbatim.
-func (a *API) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
+func (a *apiDriver) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
 	if err := checkID("inspect network", id); err != nil {
 		return Resource{}, err
 	}
@@ -102,8 +102,8 @@ func (a *API) InspectNetworkID(ctx context.Context, id string) (Resource, error)
 	return doc.resource(), nil
 }
 
-// RemoveContainerID implements [Inventory]: a forced removal by ID, as [API.Remove].
-func (a *API) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
+// RemoveContainerID implements [Inventory]: a forced removal by ID, as [apiDriver.Remove].
+func (a *apiDriver) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove container", id); err != nil {
 		return 0, err
 	}
@@ -112,7 +112,7 @@ func (a *API) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, 
 
 // RemoveNetworkID implements [Inventory]: never forced; a network with endpoints is refused by
 // the engine and left in place.
-func (a *API) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *apiDriver) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove network", id); err != nil {
 		return 0, err
 	}
@@ -123,8 +123,8 @@ func (a *API) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 	return out, nil
 }
 
-// EngineID returns the daemon's ID (system info's ID), as [CLI.EngineID] does; see [Driver].
-func (a *API) EngineID(ctx context.Context) (string, error) {
+// EngineID returns the daemon's ID (system info's ID), as [cliDriver.EngineID] does; see [Driver].
+func (a *apiDriver) EngineID(ctx context.Context) (string, error) {
 	answer, err := query(ctx, a, []string{"info", "--format", "{{.ID}}"},
 		func(ctx context.Context, c *client.Client) (client.SystemInfoResult, error) {
 			return c.Info(ctx, client.InfoOptions{})
@@ -137,7 +137,7 @@ func (a *API) EngineID(ctx context.Context) (string, error) {
 }
 
 // SecurityOptions implements [SecurityOptionser].
-func (a *API) SecurityOptions(ctx context.Context) ([]string, error) {
+func (a *apiDriver) SecurityOptions(ctx context.Context) ([]string, error) {
 	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
 	var opts []string
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {

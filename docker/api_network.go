@@ -19,18 +19,18 @@ import (
 // This file is the [Networks] seam over the Engine API: the same requests the CLI's network.go
 // renders as command lines, as engine structs, and the same classes read from status classes.
 
-var _ Networks = (*API)(nil)
+var _ Networks = (*apiDriver)(nil)
 
 // NetworkCreate implements [Networks]. The request is written here rather than through the
 // Moby client, which no longer sends CheckDuplicate: an engine before API 1.44 creates a second
 // network of the same name without it. The engine answers a taken name with a conflict (409),
 // or a forbidden (403) on older versions; a refused option with an invalid-parameter answer
 // (400), and the gateway-mode options are the only options this request carries.
-func (a *API) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
+func (a *apiDriver) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
 	if err := checkTarget(spec.Name); err != nil {
 		return "", fmt.Errorf("create network: %w", err)
 	}
-	labels, err := MergeLabels(spec.Labels, a.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, a.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create network %s: %w", spec.Name, err)
 	}
@@ -101,7 +101,7 @@ type networkIPAMConfig struct {
 
 // NetworkInspect implements [Networks]. The engine's JSON is read exactly as the CLI reads its
 // rendering of it.
-func (a *API) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
+func (a *apiDriver) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
 	if err := checkTarget(ref); err != nil {
 		return NetworkInfo{}, fmt.Errorf("inspect network: %w", err)
 	}
@@ -113,7 +113,7 @@ func (a *API) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, erro
 }
 
 // NetworkConnect implements [Networks].
-func (a *API) NetworkConnect(ctx context.Context, network, ctr string) error {
+func (a *apiDriver) NetworkConnect(ctx context.Context, network, ctr string) error {
 	if err := checkTarget(network); err != nil {
 		return fmt.Errorf("connect network: %w", err)
 	}
@@ -130,14 +130,14 @@ func (a *API) NetworkConnect(ctx context.Context, network, ctr string) error {
 }
 
 // NetworkRemove implements [Networks].
-func (a *API) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *apiDriver) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkTarget(id); err != nil {
 		return 0, fmt.Errorf("remove network: %w", err)
 	}
 	return a.removeNetwork(ctx, id)
 }
 
-func (a *API) removeNetwork(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *apiDriver) removeNetwork(ctx context.Context, id string) (RemoveOutcome, error) {
 	return a.remove(ctx, []string{"network", "rm", id}, func(ctx context.Context, b *apiBound) error {
 		_, err := b.client.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
 		return err
@@ -184,7 +184,7 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 
 // ProxyCreate implements [Networks]. The Engine API never pulls on create, so a missing image
 // is the create's 404.
-func (a *API) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
+func (a *apiDriver) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
 	spec, err := spec.withLabels(a.cfg.Labels)
 	if err != nil {
 		return "", err
@@ -221,7 +221,7 @@ func (a *API) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
 }
 
 // ProxyStart implements [Networks].
-func (a *API) ProxyStart(ctx context.Context, id string) error {
+func (a *apiDriver) ProxyStart(ctx context.Context, id string) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
@@ -230,7 +230,7 @@ func (a *API) ProxyStart(ctx context.Context, id string) error {
 
 // ProxyStop implements [Networks]: the engine's stop with grace, in whole seconds as `stop
 // --time`.
-func (a *API) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
+func (a *apiDriver) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("stop proxy: %w", err)
 	}
@@ -263,7 +263,7 @@ func (w *boundedBuffer) Write(p []byte) (int, error) {
 
 // ProxyLogs implements [Networks]: the last tail lines of stdout with the engine's timestamps,
 // at most maxBytes+1 bytes read; the stream is closed as soon as that many are held.
-func (a *API) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
+func (a *apiDriver) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
 	if err := checkTarget(id); err != nil {
 		return nil, fmt.Errorf("read proxy log: %w", err)
 	}

@@ -92,7 +92,7 @@ func TestAPIDriverUnreachableIsNeverAbsence(t *testing.T) {
 				t.Fatalf("Stat = %v", e)
 			}
 			check("Stat", err)
-			_, err = a.StatType(ctx, target, "/etc/passwd")
+			_, err = typeStater(t, a).StatType(ctx, target, "/etc/passwd")
 			check("StatType", err)
 			_, _, err = a.Read(ctx, target, "/etc/passwd", 10)
 			check("Read", err)
@@ -181,7 +181,7 @@ func TestAPIDriverStatType(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Stat(%s) = %v", p, err)
 			}
-			quick, err := a.StatType(ctx, target, p)
+			quick, err := typeStater(t, a).StatType(ctx, target, p)
 			if err != nil {
 				t.Fatalf("StatType(%s) = %v", p, err)
 			}
@@ -198,7 +198,7 @@ func TestAPIDriverStatType(t *testing.T) {
 		}
 	}
 	missing := docker.ContainerName(enginetest.Key(t), "busybox", "")
-	if _, err := a.StatType(ctx, missing, "/etc/passwd"); !errors.Is(err, docker.ErrNotFound) {
+	if _, err := typeStater(t, a).StatType(ctx, missing, "/etc/passwd"); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("StatType in an absent container = %v, want ErrNotFound", err)
 	}
 }
@@ -208,13 +208,14 @@ func TestAPIDriverStatType(t *testing.T) {
 func TestAPIDriverExecWithStart(t *testing.T) {
 	image := dockertest.Busybox(t)
 	a := newAPI(t)
+	es := execStarter(t, a)
 	name, _ := enginetest.Workload(t, a, image, enginetest.Key(t))
 	ctx := apiCtx(t)
 
 	var calls atomic.Int32
 	startedAt := make(chan time.Time, 1)
 	begin := time.Now()
-	out, err := a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 1; echo done"}}, func() {
+	out, err := es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 1; echo done"}}, func() {
 		calls.Add(1)
 		startedAt <- time.Now()
 	})
@@ -236,7 +237,7 @@ func TestAPIDriverExecWithStart(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		var o docker.ExecOutput
-		o, execErr = a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 0.3; echo ok"}}, func() {
+		o, execErr = es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 0.3; echo ok"}}, func() {
 			if err := a.Pause(ctx, name); err != nil {
 				t.Errorf("pause after start: %v", err)
 			}
@@ -259,7 +260,7 @@ func TestAPIDriverExecWithStart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = a.Unpause(context.Background(), name) })
 	calls.Store(0)
-	out, err = a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"true"}}, func() { calls.Add(1) })
+	out, err = es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"true"}}, func() { calls.Add(1) })
 	if !errors.Is(err, docker.ErrPaused) || out.ExitCode == 0 || calls.Load() != 1 {
 		t.Fatalf("refused ExecWithStart = %+v, %v, started %d times", out, err, calls.Load())
 	}
@@ -293,7 +294,7 @@ func TestAPIDriverNoLeaks(t *testing.T) {
 	}
 	_, err = a.Stat(ctx, id, "/etc")
 	must("stat", err)
-	_, err = a.StatType(ctx, id, "/etc")
+	_, err = typeStater(t, a).StatType(ctx, id, "/etc")
 	must("stat type", err)
 	tarball, _ := docker.BuildTar(docker.FileEntry("/f", []byte("x"), 0o644, 0, 0))
 	must("copy in", a.CopyIn(ctx, id, tarball))
@@ -307,7 +308,7 @@ func TestAPIDriverNoLeaks(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled exec = %v", err)
 	}
-	_, err = a.ExecWithStart(ctx, docker.ExecRequest{Target: id, Argv: []string{"true"}}, func() {})
+	_, err = execStarter(t, a).ExecWithStart(ctx, docker.ExecRequest{Target: id, Argv: []string{"true"}}, func() {})
 	must("exec with start", err)
 	_, err = a.ListNames(ctx, label.KeyFilter(enginetest.Key(t), nil), "")
 	must("list", err)

@@ -34,33 +34,33 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 				t.Fatalf("hardening set without its option: %+v", hc)
 			}
 		}, nil},
-		{"no new privileges", []CreateOpt{WithNoNewPrivileges()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"no new privileges", []CreateOpt{withNoNewPrivileges()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if !reflect.DeepEqual(hc.SecurityOpt, []string{"no-new-privileges"}) {
 				t.Fatalf("SecurityOpt %v", hc.SecurityOpt)
 			}
 		}, nil},
-		{"pids limit", []CreateOpt{WithPidsLimit(512)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"pids limit", []CreateOpt{withPidsLimit(512)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if !reflect.DeepEqual(hc.PidsLimit, pids(512)) {
 				t.Fatalf("PidsLimit %v", hc.PidsLimit)
 			}
 		}, nil},
-		{"cap drop all", []CreateOpt{WithCapDropAll()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"cap drop all", []CreateOpt{withCapDropAll()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) {
 				t.Fatalf("CapDrop %v", hc.CapDrop)
 			}
 		}, nil},
-		{"memory parsed as the client parses it", []CreateOpt{WithMemory("512m")}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"memory parsed as the client parses it", []CreateOpt{withMemory("512m")}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if hc.Memory != 512<<20 {
 				t.Fatalf("Memory %d", hc.Memory)
 			}
 		}, nil},
-		{"unreadable memory", []CreateOpt{WithMemory("lots")}, nil, ErrInvalid},
-		{"cpus as nano-CPUs", []CreateOpt{WithCPUs(1.5)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"unreadable memory", []CreateOpt{withMemory("lots")}, nil, ErrInvalid},
+		{"cpus as nano-CPUs", []CreateOpt{withCPUs(1.5)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if hc.NanoCPUs != 1_500_000_000 {
 				t.Fatalf("NanoCPUs %d", hc.NanoCPUs)
 			}
 		}, nil},
-		{"cpus too precise", []CreateOpt{WithCPUs(1e-12)}, nil, ErrInvalid},
+		{"cpus too precise", []CreateOpt{withCPUs(1e-12)}, nil, ErrInvalid},
 		{"network with proxy variables", []CreateOpt{WithNetwork("N-net", "http://N-proxy:3128")}, func(t *testing.T, cfg *container.Config, hc *container.HostConfig) {
 			want := []string{"HTTPS_PROXY=http://N-proxy:3128", "HTTP_PROXY=http://N-proxy:3128", "https_proxy=http://N-proxy:3128", "http_proxy=http://N-proxy:3128"}
 			if hc.NetworkMode != "N-net" || !reflect.DeepEqual(cfg.Env, want) {
@@ -82,7 +82,7 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 				t.Fatalf("cmd %v", cfg.Cmd)
 			}
 		}, nil},
-		{"cpus shared with the CLI rendering", []CreateOpt{WithCPUs(2)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+		{"cpus shared with the CLI rendering", []CreateOpt{withCPUs(2)}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
 			if hc.NanoCPUs != 2_000_000_000 {
 				t.Fatalf("NanoCPUs %d", hc.NanoCPUs)
 			}
@@ -276,7 +276,7 @@ func TestAPIDriverWithoutClientBinary(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			a, err := NewAPI(Config{DockerPath: "/nonexistent/docker"})
+			a, err := newAPIDriver(Config{DockerPath: "/nonexistent/docker"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -394,9 +394,9 @@ func TestDriverSelection(t *testing.T) {
 		want    string
 		wantErr error
 	}{
-		{"default", "", fmt.Sprintf("%T", (*API)(nil)), nil},
-		{"cli", DriverCLI, fmt.Sprintf("%T", (*CLI)(nil)), nil},
-		{"api", DriverAPI, fmt.Sprintf("%T", (*API)(nil)), nil},
+		{"default", "", fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
+		{"cli", DriverCLI, fmt.Sprintf("%T", (*cliDriver)(nil)), nil},
+		{"api", DriverAPI, fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
 		{"unknown", "podman", "", ErrInvalid},
 	}
 	for _, tc := range cases {

@@ -53,13 +53,13 @@ func (r *archiveRead) verb() string {
 // args is the read's command-line form, which names it in errors and logs (both drivers).
 func (r *archiveRead) args() []string { return []string{"cp", r.target + ":" + r.guestPath, "-"} }
 
-// consume reads the first entry of the archive stream s, within the bounds of [ReadHeader] and
-// [ReadEntry], and keeps what it found; it returns the reading's error.
+// consume reads the first entry of the archive stream s, within the bounds of [readHeader] and
+// [readEntry], and keeps what it found; it returns the reading's error.
 func (r *archiveRead) consume(s io.Reader) error {
 	if r.maxBytes < 0 {
-		r.entry, r.err = ReadHeader(s)
+		r.entry, r.err = readHeader(s)
 	} else {
-		r.entry, r.body, r.err = ReadEntry(s, r.maxBytes)
+		r.entry, r.body, r.err = readEntry(s, r.maxBytes)
 	}
 	return r.err
 }

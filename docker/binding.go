@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Binding is the client context and daemon endpoint a [CLI] resolved once and names on every
+// Binding is the client context and daemon endpoint a driver resolved once and names on every
 // later command.
 type Binding struct {
 	Context  string // the context's name; every command carries --context Context
@@ -35,7 +35,7 @@ type bound struct {
 // binary is missing; [ErrUnreachable] when the client could not resolve its context, or when its
 // answer lacks a non-empty Name and Endpoints.docker.Host (the message then says it could not
 // "resolve a context and endpoint"); [*TimeoutError]; the context's error when ctx ends.
-func (c *CLI) Bind(ctx context.Context) (Binding, error) {
+func (c *cliDriver) Bind(ctx context.Context) (Binding, error) {
 	b, err := c.ensureBound(ctx)
 	if err != nil {
 		return Binding{}, err
@@ -78,7 +78,7 @@ func (o *bindOnce[T]) get(ctx context.Context, bind func(context.Context) (*T, e
 // load is the binding, nil while there is none.
 func (o *bindOnce[T]) load() *T { return o.v.Load() }
 
-func (c *CLI) ensureBound(ctx context.Context) (*bound, error) {
+func (c *cliDriver) ensureBound(ctx context.Context) (*bound, error) {
 	b, fresh, err := c.bound.get(ctx, c.bind)
 	if err != nil || !fresh {
 		return b, err
@@ -87,7 +87,7 @@ func (c *CLI) ensureBound(ctx context.Context) (*bound, error) {
 	return b, nil
 }
 
-func (c *CLI) bind(ctx context.Context) (*bound, error) {
+func (c *cliDriver) bind(ctx context.Context) (*bound, error) {
 	bin, err := lookPath(c.cfg.DockerPath, envValue(c.env, "PATH"))
 	if err != nil {
 		return nil, err

@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// CLI is the [Engine] over the docker client binary. Every operation spawns one client process
-// (never through a shell) with the environment captured at construction. It is safe for
+// cliDriver is the [Engine] over the docker client binary. Every operation spawns one client
+// process (never through a shell) with the environment captured at construction. It is safe for
 // concurrent use.
-type CLI struct {
+type cliDriver struct {
 	cfg   Config
 	log   *zap.Logger
 	inst  instruments
@@ -26,16 +26,16 @@ type CLI struct {
 
 // ExecStarter reports that the CLI cannot tell when an exec's process started: its client
 // says nothing until the command ends.
-func (c *CLI) ExecStarter() (ExecStarter, bool) { return nil, false }
+func (c *cliDriver) ExecStarter() (ExecStarter, bool) { return nil, false }
 
-// TypeStater reports that the CLI has no stat cheaper than [CLI.Stat].
-func (c *CLI) TypeStater() (TypeStater, bool) { return nil, false }
+// TypeStater reports that the CLI has no stat cheaper than [cliDriver.Stat].
+func (c *cliDriver) TypeStater() (TypeStater, bool) { return nil, false }
 
-// NewCLI returns a CLI for cfg (zero fields take their defaults) and snapshots the process
-// environment: every child it spawns gets that snapshot, never the live environment. It makes
-// no engine call; the daemon is bound on first use. It fails with [ErrInvalid] for a
+// newCLIDriver returns a cliDriver for cfg (zero fields take their defaults) and snapshots the
+// process environment: every child it spawns gets that snapshot, never the live environment. It
+// makes no engine call; the daemon is bound on first use. It fails with [ErrInvalid] for a
 // configuration no command could honour (for example a label under [label.Prefix]).
-func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
+func newCLIDriver(cfg Config, opts ...Option) (*cliDriver, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &CLI{
+	return &cliDriver{
 		cfg:   cfg,
 		log:   o.log.Named("docker"),
 		inst:  newInstruments(o),
@@ -54,7 +54,7 @@ func NewCLI(cfg Config, opts ...Option) (*CLI, error) {
 }
 
 // Config returns the configuration the CLI runs with, defaults filled in.
-func (c *CLI) Config() Config { return c.cfg.withDefaults() }
+func (c *cliDriver) Config() Config { return c.cfg.withDefaults() }
 
 // inspectDoc is the part of `container inspect` this package reads.
 type inspectDoc struct {
@@ -89,7 +89,7 @@ type inspectDoc struct {
 
 // inspectJSON is the answer of `container inspect --format {{json .}} target`, which the
 // container's inspect and its confinement inspect read, each its own part of it.
-func (c *CLI) inspectJSON(ctx context.Context, target string) ([]byte, error) {
+func (c *cliDriver) inspectJSON(ctx context.Context, target string) ([]byte, error) {
 	if err := checkTarget(target); err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
 	}
@@ -105,7 +105,7 @@ func (c *CLI) inspectJSON(ctx context.Context, target string) ([]byte, error) {
 }
 
 // Inspect implements [Engine].
-func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+func (c *cliDriver) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
 	answer, err := c.inspectJSON(ctx, target)
 	if err != nil {
 		return ContainerInfo{}, err
@@ -150,7 +150,7 @@ func (c *CLI) Inspect(ctx context.Context, target string) (ContainerInfo, error)
 }
 
 // ImageExists implements [Engine].
-func (c *CLI) ImageExists(ctx context.Context, image string) (bool, error) {
+func (c *cliDriver) ImageExists(ctx context.Context, image string) (bool, error) {
 	if err := checkImage("image exists", image); err != nil {
 		return false, err
 	}
@@ -169,7 +169,7 @@ func (c *CLI) ImageExists(ctx context.Context, image string) (bool, error) {
 }
 
 // ImageEntrypoint implements [Engine].
-func (c *CLI) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+func (c *cliDriver) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
 	if err := checkImage("image entrypoint", image); err != nil {
 		return nil, false, err
 	}
@@ -192,26 +192,26 @@ func (c *CLI) ImageEntrypoint(ctx context.Context, image string) ([]string, bool
 }
 
 // Start implements [Engine].
-func (c *CLI) Start(ctx context.Context, target string) error {
+func (c *cliDriver) Start(ctx context.Context, target string) error {
 	return c.simple(ctx, "start", target)
 }
 
 // Pause implements [Engine].
-func (c *CLI) Pause(ctx context.Context, target string) error {
+func (c *cliDriver) Pause(ctx context.Context, target string) error {
 	return c.simple(ctx, "pause", target)
 }
 
 // Unpause implements [Engine].
-func (c *CLI) Unpause(ctx context.Context, target string) error {
+func (c *cliDriver) Unpause(ctx context.Context, target string) error {
 	err := c.simple(ctx, "unpause", target)
-	if errors.Is(err, ErrNotPaused) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, errNotPaused) || errors.Is(err, ErrNotFound) {
 		c.log.Debug("unpause found nothing to lift", zap.String("container", target), zap.Error(err))
 		return nil
 	}
 	return err
 }
 
-func (c *CLI) simple(ctx context.Context, verb, target string) error {
+func (c *cliDriver) simple(ctx context.Context, verb, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
@@ -229,7 +229,7 @@ func (c *CLI) simple(ctx context.Context, verb, target string) error {
 // Remove implements [Engine]. Both the 20.10 client and current ones exit 0 for a missing
 // target (printing "No such container" on stderr); only stdout echoing the target proves a
 // removal.
-func (c *CLI) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
+func (c *cliDriver) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
@@ -251,7 +251,7 @@ func (c *CLI) Remove(ctx context.Context, target string) (RemoveOutcome, error) 
 }
 
 // ListNames implements [Engine].
-func (c *CLI) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
+func (c *cliDriver) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -8,12 +8,12 @@ import (
 
 // Stat implements [Engine]. It reads the header only: the client is stopped as soon as the
 // header is in hand, so a directory's subtree or a file's body never crosses the pipe.
-func (c *CLI) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
+func (c *cliDriver) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
 	return statAnswer(c.copyOut(ctx, target, guestPath, -1))
 }
 
 // Read implements [Engine].
-func (c *CLI) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+func (c *cliDriver) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	if err := checkReadCap(guestPath, maxBytes); err != nil {
 		return nil, nil, err
 	}
@@ -22,7 +22,7 @@ func (c *CLI) Read(ctx context.Context, target, guestPath string, maxBytes int64
 
 // copyOut runs `cp <target>:<guestPath> -` and reads the first entry of the archive as it
 // streams ([archiveRead]). The client is stopped as soon as that is read.
-func (c *CLI) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+func (c *cliDriver) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	r, err := newArchiveRead(target, guestPath, maxBytes)
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +43,7 @@ func (c *CLI) copyOut(ctx context.Context, target, guestPath string, maxBytes in
 
 // copyOutFailure classifies a copy that failed before any byte of archive: path absence (both
 // forms), the container's absence, or a failure.
-func (c *CLI) copyOutFailure(ctx context.Context, verb, target, guestPath string, args []string, res result) error {
+func (c *cliDriver) copyOutFailure(ctx context.Context, verb, target, guestPath string, args []string, res result) error {
 	if isPathAbsentNamed(res.Stderr, guestPath) {
 		return &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: ErrPathAbsent}
 	}
@@ -64,7 +64,7 @@ func (c *CLI) copyOutFailure(ctx context.Context, verb, target, guestPath string
 }
 
 // CopyIn implements [Engine].
-func (c *CLI) CopyIn(ctx context.Context, target string, tarball []byte) error {
+func (c *cliDriver) CopyIn(ctx context.Context, target string, tarball []byte) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("copy in: %w", err)
 	}

@@ -12,10 +12,10 @@ import (
 // The benchmarks measure what one client process costs against the real engine: each
 // operation below is exactly one docker process (two for pause+unpause).
 
-func benchCLI(b *testing.B) (*docker.CLI, string) {
+func benchCLI(b *testing.B) (docker.Driver, string) {
 	b.Helper()
 	image := dockertest.Busybox(b)
-	c, err := docker.NewCLI(docker.Config{Labels: dockertest.Labels()})
+	c, err := docker.NewEngine(docker.Config{Driver: docker.DriverCLI, Labels: dockertest.Labels()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,17 +7,17 @@ import (
 )
 
 // Run implements [Engine]. Config.Labels are appended after the spec's labels.
-func (c *CLI) Run(ctx context.Context, spec CreateSpec) (string, error) {
+func (c *cliDriver) Run(ctx context.Context, spec CreateSpec) (string, error) {
 	return c.make(ctx, spec, cliRunArgs)
 }
 
 // Create implements [Engine].
-func (c *CLI) Create(ctx context.Context, spec CreateSpec) (string, error) {
+func (c *cliDriver) Create(ctx context.Context, spec CreateSpec) (string, error) {
 	return c.make(ctx, spec, cliCreateArgs)
 }
 
-func (c *CLI) make(ctx context.Context, spec CreateSpec, render func(CreateSpec) []string) (string, error) {
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
+func (c *cliDriver) make(ctx context.Context, spec CreateSpec, render func(CreateSpec) []string) (string, error) {
+	labels, err := mergeLabels(spec.Labels, c.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}

@@ -10,14 +10,15 @@ import (
 
 func TestMain(m *testing.M) { dockertest.Main(m) }
 
-// newCLI returns a CLI that puts the test session's labels on everything it creates.
-func newCLI(t *testing.T, mods ...func(*docker.Config)) *docker.CLI {
+// newCLI returns the CLI driver, built as NewEngine builds it, putting the test session's
+// labels on everything it creates.
+func newCLI(t *testing.T, mods ...func(*docker.Config)) docker.Driver {
 	t.Helper()
-	cfg := docker.Config{Labels: dockertest.Labels()}
+	cfg := docker.Config{Driver: docker.DriverCLI, Labels: dockertest.Labels()}
 	for _, m := range mods {
 		m(&cfg)
 	}
-	c, err := docker.NewCLI(cfg)
+	c, err := docker.NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ const maxEventLine = 1 << 20
 
 // Events implements [Engine]. The stream starts from the moment of the call (--since), so events
 // that happen while the client is still connecting are not lost.
-func (c *CLI) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
+func (c *cliDriver) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
 	if err := checkFilters(filter.Labels); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 )
 
 // Exec implements [Engine].
-func (c *CLI) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
+func (c *cliDriver) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 	if err := req.check(); err != nil {
 		return ExecOutput{}, err
 	}

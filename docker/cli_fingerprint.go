@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-var _ Fingerprinting = (*CLI)(nil)
+var _ Fingerprinting = (*cliDriver)(nil)
 
 // Changes implements [Fingerprinting] with `docker diff`.
-func (c *CLI) Changes(ctx context.Context, id string) ([]Change, error) {
+func (c *cliDriver) Changes(ctx context.Context, id string) ([]Change, error) {
 	if err := checkID("diff", id); err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ type confinementDoc struct {
 }
 
 // InspectConfinement implements [Fingerprinting].
-func (c *CLI) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
+func (c *cliDriver) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
 	answer, err := c.inspectJSON(ctx, target)
 	if err != nil {
 		return Confinement{}, err
@@ -81,7 +81,7 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 }
 
 // InspectImage implements [Fingerprinting].
-func (c *CLI) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
+func (c *cliDriver) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
 	if err := checkImage("image inspect", ref); err != nil {
 		return ImageRecord{}, err
 	}
@@ -115,7 +115,7 @@ func (rec ImageRecord) withVolumes(ref string, volumes map[string]struct{}) (Ima
 // RunObserver implements [Fingerprinting] with an attached `docker run --rm`, then `rm -f` of
 // its name on every path: killing the client (a timeout, ctx's end) does not stop the
 // container, so the removal is what ends it.
-func (c *CLI) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
+func (c *cliDriver) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
 	spec, err = spec.withLabels(c.cfg.Labels, c.cfg.CommandTimeout)
 	if err != nil {
 		return ObserverOutput{}, err

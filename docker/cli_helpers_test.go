@@ -67,10 +67,10 @@ func fakeClient(t *testing.T, env ...string) (Config, string) {
 }
 
 // newFakeCLI returns a CLI bound to the fake client (see fakeClient).
-func newFakeCLI(t *testing.T, env ...string) (*CLI, string) {
+func newFakeCLI(t *testing.T, env ...string) (*cliDriver, string) {
 	t.Helper()
 	cfg, logPath := fakeClient(t, env...)
-	c, err := NewCLI(cfg)
+	c, err := newCLIDriver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

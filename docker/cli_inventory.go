@@ -10,7 +10,7 @@ import (
 )
 
 // ListContainerIDs implements [Inventory]: `ps -a --no-trunc -q` with the label filters.
-func (c *CLI) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (c *cliDriver) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -19,7 +19,7 @@ func (c *CLI) ListContainerIDs(ctx context.Context, labelFilters map[string]stri
 }
 
 // ListNetworkIDs implements [Inventory]: `network ls --no-trunc -q` with the label filters.
-func (c *CLI) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (c *cliDriver) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
@@ -27,7 +27,7 @@ func (c *CLI) ListNetworkIDs(ctx context.Context, labelFilters map[string]string
 	return c.listIDs(ctx, "list networks", args)
 }
 
-func (c *CLI) listIDs(ctx context.Context, what string, args []string) ([]string, error) {
+func (c *cliDriver) listIDs(ctx context.Context, what string, args []string) ([]string, error) {
 	res, err := c.control(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -49,7 +49,7 @@ func (c *CLI) listIDs(ctx context.Context, what string, args []string) ([]string
 }
 
 // InspectContainerID implements [Inventory].
-func (c *CLI) InspectContainerID(ctx context.Context, id string) (Resource, error) {
+func (c *cliDriver) InspectContainerID(ctx context.Context, id string) (Resource, error) {
 	var doc inventoryContainerDoc
 	if err := c.inspectID(ctx, "container", id, &doc); err != nil {
 		return Resource{}, err
@@ -58,7 +58,7 @@ func (c *CLI) InspectContainerID(ctx context.Context, id string) (Resource, erro
 }
 
 // InspectNetworkID implements [Inventory].
-func (c *CLI) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
+func (c *cliDriver) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
 	var doc inventoryNetworkDoc
 	if err := c.inspectID(ctx, "network", id, &doc); err != nil {
 		return Resource{}, err
@@ -66,7 +66,7 @@ func (c *CLI) InspectNetworkID(ctx context.Context, id string) (Resource, error)
 	return doc.resource(), nil
 }
 
-func (c *CLI) inspectID(ctx context.Context, kind, id string, doc any) error {
+func (c *cliDriver) inspectID(ctx context.Context, kind, id string, doc any) error {
 	what := "inspect " + kind
 	if err := checkID(what, id); err != nil {
 		return err
@@ -86,8 +86,8 @@ func (c *CLI) inspectID(ctx context.Context, kind, id string, doc any) error {
 }
 
 // RemoveContainerID implements [Inventory] through `rm -f <id>`; absence is read as
-// [CLI.Remove] reads it.
-func (c *CLI) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
+// [cliDriver.Remove] reads it.
+func (c *cliDriver) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove container", id); err != nil {
 		return 0, err
 	}
@@ -96,7 +96,7 @@ func (c *CLI) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, 
 
 // RemoveNetworkID implements [Inventory] through `network rm <id>` (no force exists for it and
 // none is emulated: nothing is disconnected).
-func (c *CLI) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
+func (c *cliDriver) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove network", id); err != nil {
 		return 0, err
 	}
@@ -117,10 +117,10 @@ func (c *CLI) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, er
 	return Absent, nil
 }
 
-var _ Inventory = (*CLI)(nil)
+var _ Inventory = (*cliDriver)(nil)
 
 // EngineID returns the daemon's ID (`docker info --format {{.ID}}`); see [Driver].
-func (c *CLI) EngineID(ctx context.Context) (string, error) {
+func (c *cliDriver) EngineID(ctx context.Context) (string, error) {
 	args := []string{"info", "--format", "{{.ID}}"}
 	res, err := c.control(ctx, args...)
 	if err != nil {
@@ -133,7 +133,7 @@ func (c *CLI) EngineID(ctx context.Context) (string, error) {
 }
 
 // SecurityOptions implements [SecurityOptionser].
-func (c *CLI) SecurityOptions(ctx context.Context) ([]string, error) {
+func (c *cliDriver) SecurityOptions(ctx context.Context) ([]string, error) {
 	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
 	res, err := c.control(ctx, args...)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-var _ Networks = (*CLI)(nil)
+var _ Networks = (*cliDriver)(nil)
 
 // The stderr phrases of the network seam. Like cli_stderr.go, only this file's classifiers
 // read them.
@@ -52,7 +52,7 @@ func classifyNetwork(args []string, target string, stderr []byte) error {
 //	Error response from daemon: Pool overlaps with other one on this address space
 func isSubnetOverlap(text []byte) bool { return containsFold(text, "pool overlaps") }
 
-func (c *CLI) netControl(ctx context.Context, target string, args []string) (result, error) {
+func (c *cliDriver) netControl(ctx context.Context, target string, args []string) (result, error) {
 	res, err := c.control(ctx, args...)
 	if err != nil {
 		return res, err
@@ -72,11 +72,11 @@ func lastField(b []byte) string {
 }
 
 // NetworkCreate implements [Networks].
-func (c *CLI) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
+func (c *cliDriver) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
 	if err := checkTarget(spec.Name); err != nil {
 		return "", fmt.Errorf("create network: %w", err)
 	}
-	labels, err := MergeLabels(spec.Labels, c.cfg.Labels)
+	labels, err := mergeLabels(spec.Labels, c.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create network %s: %w", spec.Name, err)
 	}
@@ -93,7 +93,7 @@ func (c *CLI) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, erro
 }
 
 // NetworkInspect implements [Networks].
-func (c *CLI) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
+func (c *cliDriver) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
 	if err := checkTarget(ref); err != nil {
 		return NetworkInfo{}, fmt.Errorf("inspect network: %w", err)
 	}
@@ -105,7 +105,7 @@ func (c *CLI) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, erro
 }
 
 // NetworkConnect implements [Networks].
-func (c *CLI) NetworkConnect(ctx context.Context, network, container string) error {
+func (c *cliDriver) NetworkConnect(ctx context.Context, network, container string) error {
 	if err := checkTarget(network); err != nil {
 		return fmt.Errorf("connect network: %w", err)
 	}
@@ -117,7 +117,7 @@ func (c *CLI) NetworkConnect(ctx context.Context, network, container string) err
 }
 
 // NetworkRemove implements [Networks].
-func (c *CLI) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
+func (c *cliDriver) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkTarget(id); err != nil {
 		return 0, fmt.Errorf("remove network: %w", err)
 	}
@@ -132,7 +132,7 @@ func (c *CLI) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, erro
 }
 
 // ProxyCreate implements [Networks].
-func (c *CLI) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
+func (c *cliDriver) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
 	spec, err := spec.withLabels(c.cfg.Labels)
 	if err != nil {
 		return "", err
@@ -149,7 +149,7 @@ func (c *CLI) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
 }
 
 // ProxyStart implements [Networks].
-func (c *CLI) ProxyStart(ctx context.Context, id string) error {
+func (c *cliDriver) ProxyStart(ctx context.Context, id string) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
@@ -158,7 +158,7 @@ func (c *CLI) ProxyStart(ctx context.Context, id string) error {
 }
 
 // ProxyStop implements [Networks].
-func (c *CLI) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
+func (c *cliDriver) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("stop proxy: %w", err)
 	}
@@ -167,7 +167,7 @@ func (c *CLI) ProxyStop(ctx context.Context, id string, grace time.Duration) err
 }
 
 // ProxyLogs implements [Networks]. Only stdout is kept: the proxy writes its decisions there.
-func (c *CLI) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
+func (c *cliDriver) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
 	if err := checkTarget(id); err != nil {
 		return nil, fmt.Errorf("read proxy log: %w", err)
 	}

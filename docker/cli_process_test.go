@@ -36,7 +36,7 @@ func waitNoChildren(t *testing.T) {
 	}
 }
 
-func mustExec(t *testing.T, c *docker.CLI, name string, argv ...string) {
+func mustExec(t *testing.T, c docker.Driver, name string, argv ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -152,9 +152,9 @@ func TestControlTimeout(t *testing.T) {
 	waitNoChildren(t)
 }
 
-// unreachableCLI returns a CLI bound (through the default context) to a socket no daemon
+// unreachableCLI returns the CLI driver bound (through the default context) to a socket no daemon
 // serves.
-func unreachableCLI(t *testing.T, host string) *docker.CLI {
+func unreachableCLI(t *testing.T, host string) docker.Driver {
 	t.Setenv("DOCKER_CONTEXT", "")
 	t.Setenv("DOCKER_HOST", host)
 	return newCLI(t)

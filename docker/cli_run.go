@@ -46,7 +46,7 @@ type result struct {
 }
 
 // run invokes the bound client: argv is the binary, the bound context, then inv.args.
-func (c *CLI) run(ctx context.Context, inv invocation) (result, error) {
+func (c *cliDriver) run(ctx context.Context, inv invocation) (result, error) {
 	b, err := c.ensureBound(ctx)
 	if err != nil {
 		return result{}, err
@@ -94,7 +94,7 @@ type readOutcome struct {
 // runWith runs inv on the client of b and waits for the first of: the child's exit (both pipes
 // at EOF and the child reaped), stdout's reader done early (the child is stopped), the output
 // budget spent, inv.timeout, or ctx's end.
-func (c *CLI) runWith(ctx context.Context, b *bound, inv invocation) (res result, err error) {
+func (c *cliDriver) runWith(ctx context.Context, b *bound, inv invocation) (res result, err error) {
 	if inv.maxOutput > 0 && (inv.stdin != nil || inv.readLimit > 0 || inv.consume != nil) {
 		panic("docker: maxOutput is exclusive with stdin, readLimit and consume")
 	}
@@ -387,6 +387,6 @@ func failure(args []string, target string, res result) *CommandError {
 }
 
 // control runs a short control command under Config.CommandTimeout.
-func (c *CLI) control(ctx context.Context, args ...string) (result, error) {
+func (c *cliDriver) control(ctx context.Context, args ...string) (result, error) {
 	return c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout})
 }

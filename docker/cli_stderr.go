@@ -144,7 +144,7 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 	case "unpause":
 		if containsFold(stderr, "is not paused") {
-			return ErrNotPaused
+			return errNotPaused
 		}
 	}
 	if isTargetAbsent(stderr, target) {
@@ -163,8 +163,8 @@ func ExecAnswersUnreachable(out ExecOutput) bool {
 
 // ExecAnswersAbsent reports whether a failed exec's output has the shape of the daemon's answer
 // that the target container does not exist: exit 1, nothing on stdout, and stderr naming the
-// target in a "no such container" line. The CLI prints it as the client got it, the [API]
-// builds the same line from the exec create's 404.
+// target in a "no such container" line. The CLI prints it as the client got it, the API
+// driver builds the same line from the exec create's 404.
 //
 //	Error response from daemon: No such container: 0123…cdef
 //	Error: No such container: 0123…cdef (older clients)

@@ -56,7 +56,7 @@ func TestClassify(t *testing.T) {
 		{"start, absent", []string{"start"}, "nosuchctr", capturedStartMissing, ErrNotFound},
 		{"pause, absent", []string{"pause"}, "nosuchctr", capturedNoSuchContainer, ErrNotFound},
 		{"unpause, absent", []string{"unpause"}, "nosuchctr", capturedNoSuchContainer, ErrNotFound},
-		{"unpause, not paused", []string{"unpause"}, "capA", capturedNotPaused, ErrNotPaused},
+		{"unpause, not paused", []string{"unpause"}, "capA", capturedNotPaused, errNotPaused},
 		{"pause, already paused", []string{"pause"}, "capA", capturedAlreadyPaused, ErrPaused},
 		{"pause, stopped", []string{"pause"}, "capC", capturedNotRunning, ErrNotRunning},
 		{"pause, the freezer gave up", []string{"pause"}, "capA", capturedUnableToFreeze, ErrFreezeFailed},

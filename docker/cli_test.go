@@ -295,7 +295,7 @@ func TestClientNotFound(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewCLI(Config{DockerPath: tc.path})
+			c, err := newCLIDriver(Config{DockerPath: tc.path})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,21 +14,21 @@ const (
 	DefaultDockerPath       = "docker"
 	DefaultOutboundNetwork  = "bridge"
 	DefaultCommandTimeout   = 60 * time.Second
-	DefaultImagePullTimeout = 600 * time.Second
-	DefaultPidsLimit        = 512
+	defaultImagePullTimeout = 600 * time.Second
+	defaultPidsLimit        = 512
 	DefaultDriver           = DriverAPI
 )
 
 // Drivers: the two implementations of the [Engine] seam that [NewEngine] can select.
 const (
-	// DriverCLI runs one docker client process per engine call ([CLI]).
+	// DriverCLI runs one docker client process per engine call (the CLI driver).
 	DriverCLI = "cli"
-	// DriverAPI speaks the Docker Engine API over the bound endpoint ([API]).
+	// DriverAPI speaks the Docker Engine API over the bound endpoint (the API driver).
 	DriverAPI = "api"
 )
 
 // Config is the driver's configuration. It reads no environment variables and carries no image,
-// work directory, allowlist or transfer cap: those belong to each sandbox's spec. A [CLI] keeps
+// work directory, allowlist or transfer cap: those belong to each sandbox's spec. A driver keeps
 // its own copy, so changing a Config after construction changes nothing.
 type Config struct {
 	// Driver selects the engine seam implementation [NewEngine] builds: [DriverCLI] or
@@ -86,10 +86,10 @@ func (c Config) withDefaults() Config {
 		c.CommandTimeout = DefaultCommandTimeout
 	}
 	if c.ImagePullTimeout == 0 {
-		c.ImagePullTimeout = DefaultImagePullTimeout
+		c.ImagePullTimeout = defaultImagePullTimeout
 	}
 	if c.PidsLimit == 0 {
-		c.PidsLimit = DefaultPidsLimit
+		c.PidsLimit = defaultPidsLimit
 	}
 	if c.CPUs != nil {
 		v := *c.CPUs
@@ -114,7 +114,7 @@ func (c Config) validate() error {
 	case c.CPUs != nil && (math.IsNaN(*c.CPUs) || math.IsInf(*c.CPUs, 0) || *c.CPUs <= 0):
 		return fmt.Errorf("config: %w: CPUs must be a positive finite number", ErrInvalid)
 	}
-	if _, err := MergeLabels(nil, c.Labels); err != nil {
+	if _, err := mergeLabels(nil, c.Labels); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	for _, p := range c.EgressPrivateCIDRs {
@@ -129,15 +129,15 @@ func (c Config) validate() error {
 // container: no-new-privileges, the pids limit, and the opt-in cap drop, memory and CPUs.
 func (c Config) WorkloadOpts() []CreateOpt {
 	c = c.withDefaults()
-	opts := []CreateOpt{WithNoNewPrivileges(), WithPidsLimit(c.PidsLimit)}
+	opts := []CreateOpt{withNoNewPrivileges(), withPidsLimit(c.PidsLimit)}
 	if c.CapDropAll {
-		opts = append(opts, WithCapDropAll())
+		opts = append(opts, withCapDropAll())
 	}
 	if c.Memory != "" {
-		opts = append(opts, WithMemory(c.Memory))
+		opts = append(opts, withMemory(c.Memory))
 	}
 	if c.CPUs != nil {
-		opts = append(opts, WithCPUs(*c.CPUs))
+		opts = append(opts, withCPUs(*c.CPUs))
 	}
 	return opts
 }

@@ -54,9 +54,9 @@ func TestConfigValidate(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("validate() = %v, want %v", err, tc.wantErr)
 			}
-			_, err = NewCLI(tc.cfg)
+			_, err = newCLIDriver(tc.cfg)
 			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("NewCLI() = %v, want %v", err, tc.wantErr)
+				t.Fatalf("newCLIDriver() = %v, want %v", err, tc.wantErr)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 var KeepAlive = []string{"sleep", "infinity"}
 
 // CreateSpec is everything `docker run` is told about one workload container. It is a plain
-// value: [CreateOpt] functions change it and [CLI.Run] renders it. The zero Network means
+// value: [CreateOpt] functions change it and each driver renders it. The zero Network means
 // "none"; nothing in a CreateSpec can name a volume, mount, tmpfs, published port or socket.
 type CreateSpec struct {
 	Name            string
@@ -25,7 +25,7 @@ type CreateSpec struct {
 	CPUs            *float64 // nil: not passed
 	Network         string   // "" or "none": --network none
 	ProxyURL        string   // with a Network other than none: the proxy variables' value
-	Sealed          bool     // the seal constraints (SealCapDrop, SealSysctls) apply
+	Sealed          bool     // the seal constraints (sealCapDrop, sealSysctls) apply
 	Labels          []Label  // in command-line order
 	Cmd             []string // nil: KeepAlive
 	// Entrypoint, when set, replaces the image's entrypoint with this one executable (the
@@ -50,20 +50,20 @@ func NewCreateSpec(name, image string, opts ...CreateOpt) CreateSpec {
 	return s
 }
 
-// WithNoNewPrivileges adds --security-opt no-new-privileges.
-func WithNoNewPrivileges() CreateOpt { return func(s *CreateSpec) { s.NoNewPrivileges = true } }
+// withNoNewPrivileges adds --security-opt no-new-privileges.
+func withNoNewPrivileges() CreateOpt { return func(s *CreateSpec) { s.NoNewPrivileges = true } }
 
-// WithPidsLimit sets --pids-limit n.
-func WithPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit = n } }
+// withPidsLimit sets --pids-limit n.
+func withPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit = n } }
 
-// WithCapDropAll adds --cap-drop ALL.
-func WithCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
+// withCapDropAll adds --cap-drop ALL.
+func withCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
 
-// WithMemory sets --memory m ("512m", "2g").
-func WithMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
+// withMemory sets --memory m ("512m", "2g").
+func withMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
 
-// WithCPUs sets --cpus n.
-func WithCPUs(n float64) CreateOpt { return func(s *CreateSpec) { s.CPUs = &n } }
+// withCPUs sets --cpus n.
+func withCPUs(n float64) CreateOpt { return func(s *CreateSpec) { s.CPUs = &n } }
 
 // WithNetworkNone places the container on --network none: loopback only.
 func WithNetworkNone() CreateOpt {

@@ -27,12 +27,12 @@ func TestCLIRunArgs(t *testing.T) {
 		{"closed defaults", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"},
 		{"every opt-in, options in any order",
-			NewCreateSpec("N", "img", WithLabels(labels...), WithCPUs(2), WithMemory("512m"), WithCapDropAll(),
-				WithPidsLimit(64), WithNoNewPrivileges()),
+			NewCreateSpec("N", "img", WithLabels(labels...), withCPUs(2), withMemory("512m"), withCapDropAll(),
+				withPidsLimit(64), withNoNewPrivileges()),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 64 --cap-drop ALL --memory 512m --cpus 2.0" +
 				" --network none --label maf-sandbox.scope=s --label maf-sandbox.work-dir.v1=/maf-sandbox/work --pull never img sleep infinity"},
 		{"allowlist network",
-			NewCreateSpec("N", "img", WithNoNewPrivileges(), WithPidsLimit(512), WithNetwork("N-net", ProxyURL("N"))),
+			NewCreateSpec("N", "img", withNoNewPrivileges(), withPidsLimit(512), WithNetwork("N-net", ProxyURL("N"))),
 			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network N-net" +
 				" -e HTTPS_PROXY=http://N-proxy:3128 -e HTTP_PROXY=http://N-proxy:3128" +
 				" -e https_proxy=http://N-proxy:3128 -e http_proxy=http://N-proxy:3128" +

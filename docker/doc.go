@@ -1,7 +1,7 @@
 // Package docker is the engine driver of the sandbox engine: it speaks to one Docker engine
-// either through the docker command-line client ([CLI]) or through the Engine API over the
-// endpoint the bound context resolves to ([API]). [Config.Driver] picks one; nothing above
-// this package knows which is speaking.
+// either through the docker command-line client (the CLI driver) or through the Engine API over
+// the endpoint the bound context resolves to (the API driver). [Config.Driver] picks one and
+// [NewEngine] builds it; nothing above this package knows which is speaking.
 //
 // Status: experimental, pre-1.0. Its API may change or disappear in a later release without
 // notice. This is independent third-party work; it is not affiliated with, endorsed by, or a
@@ -11,17 +11,27 @@
 //
 // The package holds no sandbox policy. It offers:
 //
-//   - [Driver], the one seam the actor engine drives, with two implementations, [CLI] and
-//     [API], that pass one shared suite (docker/enginetest). It is composed of [Engine] (inspect,
-//     create, start, remove, pause, unpause, exec, the tar plane, listing and events),
+//   - [Driver], the one seam the actor engine drives, with two implementations, the CLI and
+//     API drivers, that pass one shared suite (docker/enginetest). It is composed of [Engine]
+//     (inspect, create, start, remove, pause, unpause, exec, the tar plane, listing and events),
 //     [Networks] (allowlist topology), [Inventory] (the reaper), the daemon's EngineID, and the
 //     fast paths [ExecStarter] and [TypeStater], which only the API has and which the CLI says
 //     it has not;
 //   - the names ([ContainerName], [EgressID]) that create, dispose, purge and the reaper must
 //     all compute the same way (the labels they share live in package label; this package
-//     only refuses configured labels that would collide with them, [MergeLabels]);
+//     only refuses configured labels that would collide with them, labels.go);
 //   - [CreateSpec] and the [CreateOpt] functions that build the workload's hardening flags;
-//   - the tar plane ([BuildTar], [ReadEntry]) used to copy files in and out.
+//   - the tar plane ([BuildTar] and the bounded reader of tar.go) used to copy files in and out.
+//
+// # Why two drivers
+//
+// The API driver is the default. The CLI driver is kept because the spec states the backend
+// as a catalogue of docker client invocations, the way the reference drives the client: the
+// CLI driver is that catalogue in code and the API driver is held to what it does.
+// docker/enginetest runs one suite against both (TestEngine), and the project's second test
+// pass runs the driver-level integration tests on the CLI driver (docs/testing.md). The API
+// driver binds through the client too: its context and endpoint come from `docker context
+// inspect`.
 //
 // # Binding
 //

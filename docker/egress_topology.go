@@ -41,8 +41,8 @@ const OptInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 // The workload's seal constraints on an allowlisted network: no raw sockets (no crafted ARP,
 // SYN or ICMPv6 past the kernel's routing), and no IPv6 at all in its namespace.
 var (
-	SealCapDrop = []string{"NET_RAW"}
-	SealSysctls = map[string]string{
+	sealCapDrop = []string{"NET_RAW"}
+	sealSysctls = map[string]string{
 		"net.ipv6.conf.all.disable_ipv6":     "1",
 		"net.ipv6.conf.default.disable_ipv6": "1",
 	}
@@ -70,11 +70,11 @@ func TopologyFor(version string) (Topology, error) {
 // sealArgs are the command-line flags of the seal constraints, in a fixed order.
 func sealArgs() []string {
 	var args []string
-	for _, c := range SealCapDrop {
+	for _, c := range sealCapDrop {
 		args = append(args, "--cap-drop", c)
 	}
-	for _, k := range slices.Sorted(maps.Keys(SealSysctls)) {
-		args = append(args, "--sysctl", k+"="+SealSysctls[k])
+	for _, k := range slices.Sorted(maps.Keys(sealSysctls)) {
+		args = append(args, "--sysctl", k+"="+sealSysctls[k])
 	}
 	return args
 }
@@ -90,11 +90,11 @@ func networkOptions(t Topology) map[string]string {
 // applySeal puts the seal constraints on an Engine API host config, as sealArgs does on a
 // command line.
 func applySeal(hc *container.HostConfig) {
-	hc.CapDrop = append(hc.CapDrop, SealCapDrop...)
+	hc.CapDrop = append(hc.CapDrop, sealCapDrop...)
 	if hc.Sysctls == nil {
 		hc.Sysctls = map[string]string{}
 	}
-	maps.Copy(hc.Sysctls, SealSysctls)
+	maps.Copy(hc.Sysctls, sealSysctls)
 }
 
 // Subnets lists the network's IPAM subnets, for logs.

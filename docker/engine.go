@@ -5,14 +5,13 @@ import (
 	"time"
 )
 
-// Driver is the whole seam between the actor engine and one Docker engine, composed of the
-// parts below: the container calls ([Engine]), the allowlist topology ([Networks]), the
-// reaper's inventory ([Inventory]), the daemon's identity (EngineID), and the fast paths a
-// driver may lack, each an explicit member that says when it is not available. [CLI] and [API]
-// both implement all of it, so a value that is a Driver can do everything the engine asks of
-// a daemon; which fast paths it has is a question with an answer, not a type assertion. A
-// consumer that needs less declares a smaller interface where it uses it (the reaper's
-// [Inventory], a walk's stat).
+// Driver is the whole seam between the actor engine and one Docker engine, composed of the parts
+// below: the container calls ([Engine]), the allowlist topology ([Networks]), the reaper's
+// inventory ([Inventory]), the daemon's identity (EngineID), and the fast paths a driver may lack,
+// each an explicit member that says when it is not available. The CLI and API drivers both
+// implement all of it, so a value that is a Driver can do everything the engine asks of a daemon;
+// which fast paths it has is a question with an answer, not a type assertion. A consumer that needs
+// less declares a smaller interface where it uses it (the reaper's [Inventory], a walk's stat).
 type Driver interface {
 	Engine
 	Networks
@@ -22,15 +21,15 @@ type Driver interface {
 	// error too.
 	EngineID(ctx context.Context) (string, error)
 	// ExecStarter returns the driver's exec that reports when its process started, or ok false
-	// when the driver cannot tell ([CLI]: its client says nothing until the command ends).
+	// when the driver cannot tell (the CLI driver: its client says nothing until the command ends).
 	ExecStarter() (es ExecStarter, ok bool)
 	// TypeStater returns the driver's kind-only stat, or ok false when it has none cheaper than
-	// Stat ([CLI]).
+	// Stat (the CLI driver).
 	TypeStater() (ts TypeStater, ok bool)
 }
 
-// Engine is the container part of [Driver]: exactly what the actors ask of one container,
-// nothing more. Every method binds first (see [CLI.Bind]) and so may also return what Bind
+// Engine is the container part of [Driver]: exactly what the actors ask of one container, nothing
+// more. Every method binds first (see Binding in the package doc) and so may also return what Bind
 // returns.
 //
 // Common to every method: [ErrUnreachable] when the daemon cannot be reached, the bound context
@@ -202,8 +201,8 @@ type Event struct {
 }
 
 // ExecStarter is the fast path of a driver that can tell when an exec's process has started;
-// [Driver.ExecStarter] returns it: [API] has it, [CLI] cannot (its client says nothing until
-// the command ends).
+// [Driver.ExecStarter] returns it: the API driver has it, the CLI driver cannot (its client says
+// nothing until the command ends).
 //
 // It exists for the freeze. On a 20.10 engine a pause that lands between the daemon's "is it
 // paused" check of an exec start and runc's exec deadlocks the container: runc joins a frozen
@@ -218,11 +217,11 @@ type ExecStarter interface {
 	ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error)
 }
 
-// TypeStater is the fast path of a driver that can describe a path more cheaply when its
-// owner is not needed; [Driver.TypeStater] returns it. [API] has it with the engine's archive-stat call (a
-// 20.10 engine answers it in about a millisecond, against about 40 ms for the archive GET that
-// Stat reads, because every GET starts a chrooted tar process). Callers that decide on the kind
-// alone (the ancestor walk of a frozen stat, read or write) can use it; callers that need the
+// TypeStater is the fast path of a driver that can describe a path more cheaply when its owner is
+// not needed; [Driver.TypeStater] returns it. The API driver has it with the engine's archive-stat
+// call (a 20.10 engine answers it in about a millisecond, against about 40 ms for the archive GET
+// that Stat reads, because every GET starts a chrooted tar process). Callers that decide on the
+// kind alone (the ancestor walk of a frozen stat, read or write) can use it; callers that need the
 // owner (the reach rule) must use Stat.
 type TypeStater interface {
 	// StatType describes guestPath as Stat does (no-follow, answered by the engine, never the
@@ -307,21 +306,21 @@ type Resource struct {
 }
 
 // NewEngine returns the [Driver] cfg.Driver selects: [DriverAPI] (the default when empty)
-// builds an [API], [DriverCLI] a [CLI]. An unknown driver is [ErrInvalid].
+// builds the API driver, [DriverCLI] the CLI driver. An unknown driver is [ErrInvalid].
 func NewEngine(cfg Config, opts ...Option) (Driver, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Driver == DriverAPI {
-		return NewAPI(cfg, opts...)
+		return newAPIDriver(cfg, opts...)
 	}
-	return NewCLI(cfg, opts...)
+	return newCLIDriver(cfg, opts...)
 }
 
 var (
-	_ Driver = (*CLI)(nil)
-	_ Driver = (*API)(nil)
+	_ Driver = (*cliDriver)(nil)
+	_ Driver = (*apiDriver)(nil)
 )
 
 // SecurityOptionser is what a driver says of the daemon's security options (`docker info`'s

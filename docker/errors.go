@@ -9,7 +9,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Error classes. Every error a [CLI] method returns that comes from an engine answer wraps one of
+// Error classes. Every error a driver method returns that comes from an engine answer wraps one of
 // these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class.
 var (
 	// ErrNotFound: the target container, network or image is absent. The engine's answer named
@@ -39,8 +39,9 @@ var (
 	// (cgroup v1's freezer gives up while tasks are mid-syscall: "OCI runtime pause failed:
 	// unable to freeze"). Nothing stays frozen by the daemon's account; trying again may work.
 	ErrFreezeFailed = errors.New("docker: the freezer could not freeze the container")
-	// ErrNotPaused: unpause found a container that is not paused.
-	ErrNotPaused = errors.New("docker: container is not paused")
+	// errNotPaused: unpause found a container that is not paused. It never leaves the package:
+	// Unpause counts it as done.
+	errNotPaused = errors.New("docker: container is not paused")
 	// ErrNotRunning: pause or exec found a container that is not running.
 	ErrNotRunning = errors.New("docker: container is not running")
 	// ErrUnreachable: the daemon could not be reached, the bound context is gone, or the client

@@ -13,7 +13,7 @@ import (
 // Fingerprinting is the seam the fingerprint subject needs (docker-backend §12.5): the
 // engine's root-filesystem change list, the facts a measurement refuses on, the observer
 // image's ID, and one run of the observer container. It is separate from [Engine] (nothing in
-// the serving path needs it); both [*CLI] and [*API] implement it, and a consumer type-asserts
+// the serving path needs it); both drivers implement it, and a consumer type-asserts
 // for it. Every method binds first and fails as [Engine]'s methods do ([ErrUnreachable],
 // [ErrTimeout], the context's error, [*CommandError]).
 type Fingerprinting interface {

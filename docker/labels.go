@@ -12,10 +12,10 @@ import (
 // the label sets that package builds.
 type Label = label.Label
 
-// MergeLabels appends the caller's labels to base in key order. A caller key under
+// mergeLabels appends the caller's labels to base in key order. A caller key under
 // [label.Prefix], a key that could not travel as one argument, or a duplicate of a base key is
 // refused with [ErrInvalid]: only this package writes the engine's own labels.
-func MergeLabels(base []Label, user map[string]string) ([]Label, error) {
+func mergeLabels(base []Label, user map[string]string) ([]Label, error) {
 	keys := make([]string, 0, len(user))
 	for k := range user {
 		keys = append(keys, k)
@@ -50,10 +50,10 @@ func checkLabel(l Label) error {
 	return nil
 }
 
-// checkedLabels is [MergeLabels] of base and extra with base's own labels, which come from the
+// checkedLabels is [mergeLabels] of base and extra with base's own labels, which come from the
 // spec rather than from this package, held to the label rules too.
 func checkedLabels(base []Label, extra map[string]string) ([]Label, error) {
-	labels, err := MergeLabels(base, extra)
+	labels, err := mergeLabels(base, extra)
 	if err != nil {
 		return nil, err
 	}

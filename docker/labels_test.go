@@ -28,7 +28,7 @@ func TestMergeLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := MergeLabels(base, tc.user)
+			got, err := mergeLabels(base, tc.user)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}

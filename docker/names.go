@@ -29,8 +29,8 @@ var observerName = regexp.MustCompile(`^` + regexp.QuoteMeta(ObserverNamePrefix)
 // IsObserverName reports whether name (a leading "/" is ignored) is a fingerprint observer's.
 func IsObserverName(name string) bool { return observerName.MatchString(strings.TrimPrefix(name, "/")) }
 
-// ProxyPort is the port the egress proxy listens on inside its network.
-const ProxyPort = 3128
+// proxyPort is the port the egress proxy listens on inside its network.
+const proxyPort = 3128
 
 // ContainerName derives the workload container name of (key, kind, egressID):
 // NamePrefix + the first 12 hex digits of SHA-256 over the length-prefixed parts
@@ -74,7 +74,7 @@ func NetworkName(n string) string { return n + NetworkSuffix }
 func ProxyName(n string) string { return n + ProxySuffix }
 
 // ProxyURL is the proxy address a workload on n's network is given.
-func ProxyURL(n string) string { return "http://" + ProxyName(n) + ":" + strconv.Itoa(ProxyPort) }
+func ProxyURL(n string) string { return "http://" + ProxyName(n) + ":" + strconv.Itoa(proxyPort) }
 
 // NameRole says which resource a derived name denotes.
 type NameRole int

@@ -62,7 +62,7 @@ type ProxySpec struct {
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
 	Labels  []Label  // in command-line order; Config.Labels are appended
-	Sealed  bool     // the workload's seal constraints (SealCapDrop, SealSysctls) apply
+	Sealed  bool     // the workload's seal constraints (sealCapDrop, sealSysctls) apply
 	// IPv4, when valid, is the proxy's fixed address on Network (--ip): the workload gate
 	// dials it for its release.
 	IPv4 netip.Addr

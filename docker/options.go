@@ -16,7 +16,7 @@ type options struct {
 	tracer  trace.TracerProvider
 }
 
-// Option configures a [CLI] or an [API].
+// Option configures a driver ([NewEngine]).
 type Option func(*options) error
 
 // WithLogger sets the logger (default zap.NewNop()). Commands log at Debug, binding at Info.

@@ -53,12 +53,12 @@ type Entry struct {
 	LinkTarget string // EntrySymlink: where the link points
 }
 
-// ReadHeader reads the first entry header of a tar stream from r, applying any PAX or GNU
+// readHeader reads the first entry header of a tar stream from r, applying any PAX or GNU
 // long-name headers that precede it. It reads at most 32 header blocks and 64 KiB of extended
 // metadata and never reads past the real entry's header block. It fails closed: sparse entries,
 // malformed PAX records, bad checksums or negative sizes are [ErrTarMetadata]; a stream that
 // ends (or holds only the end-of-archive marker) before any header is [ErrNoTarHeader].
-func ReadHeader(r io.Reader) (*Entry, error) {
+func readHeader(r io.Reader) (*Entry, error) {
 	var (
 		block    [tarBlockSize]byte
 		metaUsed int64
@@ -127,13 +127,13 @@ func ReadHeader(r io.Reader) (*Entry, error) {
 	return nil, fmt.Errorf("%w: more than %d header blocks", ErrTarMetadata, maxTarHeaderBlocks)
 }
 
-// ReadEntry reads the first entry of a tar stream from r: its header, and for a regular file its
+// readEntry reads the first entry of a tar stream from r: its header, and for a regular file its
 // body. A file whose header size is above maxBytes is refused with a [*CapExceededError] before
 // any body byte is read (the entry is returned alongside). A body that ends early is a
-// [*ShortBodyError]. For other entry kinds the body is nil. ReadEntry never reads past the body,
+// [*ShortBodyError]. For other entry kinds the body is nil. readEntry never reads past the body,
 // so the caller can stop the producer without draining it.
-func ReadEntry(r io.Reader, maxBytes int64) (*Entry, []byte, error) {
-	e, err := ReadHeader(r)
+func readEntry(r io.Reader, maxBytes int64) (*Entry, []byte, error) {
+	e, err := readHeader(r)
 	if err != nil {
 		return nil, nil, err
 	}

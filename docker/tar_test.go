@@ -141,7 +141,7 @@ func TestReadHeader(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ReadHeader(bytes.NewReader(tc.stream))
+			got, err := readHeader(bytes.NewReader(tc.stream))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -193,7 +193,7 @@ func TestReadEntry(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &strictReader{r: bytes.NewReader(tc.stream), limit: tc.allowRead}
-			e, body, err := ReadEntry(r, tc.max)
+			e, body, err := readEntry(r, tc.max)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -206,7 +206,7 @@ func TestReadEntry(t *testing.T) {
 		})
 	}
 	t.Run("cap error carries size and cap", func(t *testing.T) {
-		_, _, err := ReadEntry(bytes.NewReader(file(1<<20)), 1024)
+		_, _, err := readEntry(bytes.NewReader(file(1<<20)), 1024)
 		var ce *CapExceededError
 		if !errors.As(err, &ce) || ce.Size != 1<<20 || ce.Cap != 1024 {
 			t.Fatalf("err = %#v", err)
@@ -216,7 +216,7 @@ func TestReadEntry(t *testing.T) {
 		}
 	})
 	t.Run("short body error carries counts", func(t *testing.T) {
-		_, _, err := ReadEntry(bytes.NewReader(file(100)[:512+40]), 1000)
+		_, _, err := readEntry(bytes.NewReader(file(100)[:512+40]), 1000)
 		var se *ShortBodyError
 		if !errors.As(err, &se) || se.Expected != 100 || se.Received != 40 {
 			t.Fatalf("err = %#v", err)
@@ -272,7 +272,7 @@ func TestBuildTar(t *testing.T) {
 		t.Fatalf("more entries than built: %v", err)
 	}
 	// Our own reader reads back what we build.
-	e, body, err := ReadEntry(bytes.NewReader(mustTar(t, FileEntry("/f", []byte("hi"), 0o600, 1, 2))), 10)
+	e, body, err := readEntry(bytes.NewReader(mustTar(t, FileEntry("/f", []byte("hi"), 0o600, 1, 2))), 10)
 	if err != nil || e.Type != EntryFile || string(body) != "hi" || e.UID != 1 || e.GID != 2 || e.Mode != 0o600 {
 		t.Fatalf("round trip: %+v %q %v", e, body, err)
 	}

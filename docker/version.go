@@ -11,18 +11,18 @@ import (
 // family, ServerVersion for the allowlist topology.
 
 // ServerOS implements [Engine].
-func (c *CLI) ServerOS(ctx context.Context) (string, error) {
+func (c *cliDriver) ServerOS(ctx context.Context) (string, error) {
 	name, err := c.serverField(ctx, "{{.Server.Os}}")
 	return strings.ToLower(name), err
 }
 
 // ServerVersion implements [Engine].
-func (c *CLI) ServerVersion(ctx context.Context) (string, error) {
+func (c *cliDriver) ServerVersion(ctx context.Context) (string, error) {
 	return c.serverField(ctx, "{{.Server.Version}}")
 }
 
 // serverField runs `docker version --format format` and returns its trimmed output.
-func (c *CLI) serverField(ctx context.Context, format string) (string, error) {
+func (c *cliDriver) serverField(ctx context.Context, format string) (string, error) {
 	args := []string{"version", "--format", format}
 	res, err := c.control(ctx, args...)
 	if err != nil {
@@ -35,19 +35,19 @@ func (c *CLI) serverField(ctx context.Context, format string) (string, error) {
 }
 
 // ServerOS implements [Engine].
-func (a *API) ServerOS(ctx context.Context) (string, error) {
+func (a *apiDriver) ServerOS(ctx context.Context) (string, error) {
 	name, err := a.serverField(ctx, "{{.Server.Os}}", func(v client.ServerVersionResult) string { return v.Os })
 	return strings.ToLower(name), err
 }
 
 // ServerVersion implements [Engine].
-func (a *API) ServerVersion(ctx context.Context) (string, error) {
+func (a *apiDriver) ServerVersion(ctx context.Context) (string, error) {
 	return a.serverField(ctx, "{{.Server.Version}}", func(v client.ServerVersionResult) string { return v.Version })
 }
 
 // serverField asks the daemon's version endpoint and returns one field of it, trimmed; format
 // names the same question on the CLI's command line, for errors and logs.
-func (a *API) serverField(ctx context.Context, format string, field func(client.ServerVersionResult) string) (string, error) {
+func (a *apiDriver) serverField(ctx context.Context, format string, field func(client.ServerVersionResult) string) (string, error) {
 	args := []string{"version", "--format", format}
 	var out string
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {

@@ -21,7 +21,7 @@ import (
 )
 
 // Prefix is the one prefix every label this engine owns lives under. Keys under it are
-// refused from anyone else (docker.MergeLabels).
+// refused from anyone else (package docker, labels.go).
 const Prefix = "maf-sandbox."
 
 // Label keys, all derived from [Prefix].

@@ -18,6 +18,7 @@ func TestEngineLinksNoTestKit(t *testing.T) {
 		"github.com/mafsandbox/engine/internal/natstest",
 		"github.com/mafsandbox/engine/internal/natscluster",
 		"github.com/mafsandbox/engine/internal/egresstest",
+		"github.com/mafsandbox/engine/internal/depcheck",
 		"github.com/mafsandbox/engine/integration/internal/itest",
 	}
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
