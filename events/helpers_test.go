@@ -35,7 +35,7 @@ func testWindow() egresslog.Window {
 // runNATS starts an embedded server on 127.0.0.1 with JetStream storing under dir, on port
 // (-1: a random one), and shuts it down when the test ends. (internal/natstest does the same;
 // this package's tests keep their own so a restart on the same port and store is one call.)
-func runNATS(t *testing.T, port int, dir string) *server.Server {
+func runNATS(t testing.TB, port int, dir string) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, JetStream: true, StoreDir: dir})
 	if err != nil {
@@ -52,7 +52,7 @@ func runNATS(t *testing.T, port int, dir string) *server.Server {
 	return s
 }
 
-func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
+func connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
