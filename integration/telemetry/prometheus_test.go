@@ -69,7 +69,7 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 
 	for _, q := range []struct{ query, want string }{
 		{`sum(maf_sandbox_acquires_total{maf_sandbox_kind="shell",maf_sandbox_outcome="created"})`, "1"},
-		{`sum(rpc_server_call_duration_seconds_count{rpc_method="exec"})`, "4"}, // three echoes, one fetch
+		{`sum(rpc_server_call_duration_seconds_count{rpc_method="exec"})`, "4"},       // three echoes, one fetch
 		{`count(rpc_server_call_duration_seconds_bucket{rpc_method="exec"}) > 1`, ""}, // the buckets exist
 		{`sum(rpc_server_call_duration_seconds_count{rpc_method="read_file",error_type="not_confined"})`, "1"},
 		{`sum(maf_sandbox_docker_call_duration_seconds_count{maf_sandbox_docker_operation="create"}) >= 1`, ""},
