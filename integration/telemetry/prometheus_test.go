@@ -85,11 +85,35 @@ func TestPrometheusScrapesTheEngine(t *testing.T) {
 		got := eventually(t, promURL, q.query, q.want)
 		t.Logf("%s = %s", q.query, got)
 	}
+	// The alerting rules of docs/operations.md, with their thresholds at 0, fire on this
+	// engine's first refusal and its first denial: a series that begins with them is caught by
+	// their "unless ... offset" branch, where increase() sees no increase.
+	for _, q := range []struct{ query, want string }{
+		{confinementAlert(0), "1"},
+		{egressDenialsAlert(0), "1"},
+	} {
+		got := eventually(t, promURL, q.query, q.want)
+		t.Logf("%s = %s", q.query, got)
+	}
 	// The exec latency as Prometheus computes it from the histogram: a number of seconds.
 	med := eventually(t, promURL, `histogram_quantile(0.5, sum by (le) (rpc_server_call_duration_seconds_bucket{rpc_method="exec"}))`, "")
 	if v, err := strconv.ParseFloat(med, 64); err != nil || v <= 0 || v > 60 {
 		t.Fatalf("median exec latency %q from the histogram", med)
 	}
+}
+
+// confinementAlert is the expression of docs/operations.md's SandboxConfinementRefusals with
+// its threshold at min.
+func confinementAlert(min int) string {
+	const refused = `rpc_server_call_duration_seconds_count{error_type="not_confined"}`
+	return fmt.Sprintf("sum by (instance) (increase(%[1]s[5m])) > %[2]d\nor sum by (instance) (%[1]s unless %[1]s offset 5m) > %[2]d", refused, min)
+}
+
+// egressDenialsAlert is the expression of docs/operations.md's SandboxEgressDenials with its
+// threshold at min.
+func egressDenialsAlert(min int) string {
+	const denied = `maf_sandbox_egress_decisions_total{maf_sandbox_egress_decision=~"DENY|DENY-NONGLOBAL"}`
+	return fmt.Sprintf("sum by (maf_sandbox_scope) (increase(%[1]s[15m])) > %[2]d\nor sum by (maf_sandbox_scope) (%[1]s unless %[1]s offset 15m) > %[2]d", denied, min)
 }
 
 // prometheusBinary is Debian's prometheus; .ci/run installs it.
