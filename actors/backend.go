@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // BackendName is the name the router's selection matches. It is fixed.
@@ -71,6 +73,9 @@ type Backend struct {
 	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
 	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
+
+	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
+	tracer  trace.Tracer       // a no-op one without WithTracerProvider
 }
 
 // NewBackend builds a backend without any engine call: the daemon is bound on first use and
@@ -86,7 +91,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		}
 	}
 	if o.engine == nil {
-		e, err := docker.NewEngine(cfg, docker.WithLogger(o.logger))
+		e, err := docker.NewEngine(cfg, docker.WithLogger(o.logger), docker.WithMetrics(o.metrics), docker.WithTracerProvider(o.tracer))
 		if err != nil {
 			return nil, fmt.Errorf("new docker backend: %w", err)
 		}
@@ -104,9 +109,9 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
-		filePlane: o.filePlane,
-		acquired:  map[sandbox.SandboxID]map[string]struct{}{},
-		retained:  map[sandbox.Key]map[string]struct{}{},
+		filePlane: o.filePlane, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
+		acquired: map[sandbox.SandboxID]map[string]struct{}{},
+		retained: map[sandbox.Key]map[string]struct{}{},
 	}
 	if o.watch {
 		b.watch = newWatcher(b)
@@ -348,6 +353,7 @@ func (b *Backend) observing() bool { return b.egress.sink != nil || b.reporter.L
 
 // deliverWindow hands a window whose proxy is gone to the sink and the reporter.
 func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
+	b.countDecisions(ctx, w)
 	if b.egress.sink != nil {
 		b.egress.sink.EgressDrained(context.WithoutCancel(ctx), w)
 	}

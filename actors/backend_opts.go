@@ -3,9 +3,11 @@ package actors
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/telemetry"
 )
 
 // Option configures a [Backend]. Nil options are skipped; the first error stops construction.
@@ -20,6 +22,8 @@ type options struct {
 	watch       bool
 	filePlane   FilePlane                        // file_plane.go
 	egress      egressOptions                    // egress.go
+	metrics     *telemetry.Metrics               // instruments.go; nil: none
+	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 

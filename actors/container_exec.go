@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
@@ -92,8 +94,9 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	seq := a.beginExec()           // a freeze waits for its start (freeze.go)
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
+	sctx, end := a.span(ctx, SpanExec, semconv.ProcessExecutableName(argv[0]))
 	go func() {
-		ectx, cancel := context.WithDeadline(ctx, deadline)
+		ectx, cancel := context.WithDeadline(sctx, deadline)
 		defer cancel()
 		stop := context.AfterFunc(a.b.life, cancel)
 		defer stop()
@@ -112,6 +115,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 			}
 			done.out, done.err = a.b.engine.Exec(ectx, req)
 		}
+		endExec(sctx, end, &done)
 		root.Send(f.PID(), &done)
 	}()
 	// Until the continuation runs the actor is not idle (passivate.go), and a stop answers
@@ -134,6 +138,14 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
 		a.settle(actx)
 	})
+}
+
+// endExec closes an exec's span with the command's exit code, or the driver's error.
+func endExec(ctx context.Context, end func(error), d *execDone) {
+	if d.err == nil {
+		trace.SpanFromContext(ctx).SetAttributes(semconv.ProcessExitCode(d.out.ExitCode))
+	}
+	end(d.err)
 }
 
 // checkExecText refuses a command no exec could deliver: a NUL byte ends a C string, so an

@@ -161,17 +161,18 @@ func (a *containerActor) stat(ctx context.Context, m *statRequest) (*sandbox.Fil
 	if err != nil {
 		return nil, err // no freeze is bought for a path no spelling could contain
 	}
-	p, err := a.plane(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	return p.stat(ctx, target, m.Path, abs, wd)
+	var st *sandbox.FileStat
+	err = a.onPlane(ctx, "stat", target, func(ctx context.Context, p filePlane) (err error) {
+		st, err = p.stat(ctx, target, m.Path, abs, wd)
+		return err
+	})
+	return st, err
 }
 
 // archiveStat is stat on the archive plane: the walk and the stat under one freeze.
 func (a *containerActor) archiveStat(ctx context.Context, target, userPath, abs, wd string) (*sandbox.FileStat, error) {
 	var st *sandbox.FileStat
-	err := a.frozen(ctx, target, func() error {
+	err := a.frozen(ctx, target, func(ctx context.Context) error {
 		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
 		stat := a.guestStat(target, memo, nil)
@@ -196,11 +197,12 @@ func (a *containerActor) read(ctx context.Context, m *readRequest) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.plane(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	return p.read(ctx, target, m.Path, abs, wd, m.MaxBytes)
+	var body []byte
+	err = a.onPlane(ctx, "read", target, func(ctx context.Context, p filePlane) (err error) {
+		body, err = p.read(ctx, target, m.Path, abs, wd, m.MaxBytes)
+		return err
+	})
+	return body, err
 }
 
 // archiveRead is read on the archive plane: the walk and the archive GET under one freeze.
@@ -210,7 +212,7 @@ func (a *containerActor) archiveRead(ctx context.Context, target, userPath, abs,
 		body    []byte
 		checked bool
 	)
-	err := a.frozen(ctx, target, func() error {
+	err := a.frozen(ctx, target, func(ctx context.Context) error {
 		// Frozen, the walk's stats and the read itself are independent: run them together and
 		// keep the read only if the walk clears the path.
 		var readErr error
@@ -261,11 +263,9 @@ func (a *containerActor) write(ctx context.Context, m *writeRequest) error {
 	if err != nil {
 		return err
 	}
-	p, err := a.plane(ctx, target)
-	if err != nil {
-		return err
-	}
-	return p.write(ctx, target, m.Path, abs, wd, m.Content)
+	return a.onPlane(ctx, "write", target, func(ctx context.Context, p filePlane) error {
+		return p.write(ctx, target, m.Path, abs, wd, m.Content)
+	})
 }
 
 // archiveWrite is write on the archive plane: the walk and one archive under one freeze,
@@ -283,7 +283,7 @@ func (a *containerActor) archiveWrite(ctx context.Context, target, userPath, abs
 		return err
 	}
 	sent := false
-	err = a.frozen(ctx, target, func() error {
+	err = a.frozen(ctx, target, func(ctx context.Context) error {
 		present := map[string]bool{}
 		memo := newKindMemo()
 		memo.prefetch(ctx, a.b.engine, target, paths.Prefixes(abs))
@@ -381,7 +381,7 @@ func (a *containerActor) prepareWorkDir(ctx context.Context, info *docker.Contai
 		// running commands, which only the guest can have done.
 		return false, fmt.Errorf("storage base %s is missing while commands run in %s; retry when they end", base, a.name)
 	}
-	return false, a.frozen(ctx, target, func() error {
+	return false, a.frozen(ctx, target, func(ctx context.Context) error {
 		missing, err := a.missingBase(ctx, target, base, newKindMemo())
 		if err != nil || len(missing) == 0 {
 			return err

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
@@ -448,12 +449,15 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	if err := nets.ProxyStart(ctx, id); err != nil {
 		return fail(fmt.Errorf("start proxy %s: %w", name, err))
 	}
-	out, err := a.awaitProxy(ctx, nets, id, prove)
-	if err != nil {
-		return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
-	}
-	if prove {
-		verdict, detail := egresslog.ParseSeal(out)
+	if !prove {
+		if _, err := a.awaitProxy(ctx, nets, id, false); err != nil {
+			return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
+		}
+	} else {
+		verdict, detail, err := a.awaitSeal(ctx, nets, id)
+		if err != nil {
+			return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
+		}
 		a.b.countSeal(docker.NetworkName(a.name), verdict == egresslog.Sealed, detail)
 		if verdict != egresslog.Sealed {
 			if verdict == egresslog.SealUnknown {
@@ -470,6 +474,28 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		return fail(fmt.Errorf("connect proxy %s to the outbound network %s (without it the allowlist would reach nothing): %w", name, outbound, err))
 	}
 	return id, nil
+}
+
+// awaitSeal waits for a proving proxy's seal line (awaitProxy) and returns its verdict, in a
+// span (SpanSeal) from the started proxy's probe budget to the log read that holds the
+// verdict; a network not proved sealed marks it failed.
+func (a *containerActor) awaitSeal(ctx context.Context, nets docker.Networks, id string) (v egresslog.SealVerdict, detail string, err error) {
+	ctx, end := a.span(ctx, SpanSeal)
+	defer func() {
+		names := map[egresslog.SealVerdict]string{egresslog.Sealed: "sealed", egresslog.SealBreached: "breached", egresslog.SealUnknown: "unknown"}
+		trace.SpanFromContext(ctx).SetAttributes(KeySeal.String(names[v]))
+		if err == nil && v != egresslog.Sealed {
+			end(fmt.Errorf("the network is not proved sealed: %s", detail))
+			return
+		}
+		end(err)
+	}()
+	out, err := a.awaitProxy(ctx, nets, id, true)
+	if err != nil {
+		return egresslog.SealUnknown, "", err
+	}
+	v, detail = egresslog.ParseSeal(out)
+	return v, detail, nil
 }
 
 // awaitProxy polls the proxy's log until it says it is listening, or — when prove — until

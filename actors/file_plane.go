@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors/hostfs"
@@ -202,6 +203,19 @@ func (a *containerActor) plane(ctx context.Context, target string) (filePlane, e
 	a.hostRefused = target
 	a.log.Info("file plane", zap.String("file_plane", string(FilePlaneArchive)), zap.String("host_refused", err.Error()))
 	return a.archiveNow()
+}
+
+// onPlane runs do on target's plane for op, in a span (SpanFilePrefix+op, child of ctx's)
+// that names the plane chosen; do gets the context that carries it.
+func (a *containerActor) onPlane(ctx context.Context, op, target string, do func(ctx context.Context, p filePlane) error) (err error) {
+	ctx, end := a.span(ctx, SpanFilePrefix+op)
+	defer func() { end(err) }()
+	p, err := a.plane(ctx, target)
+	if err != nil {
+		return err
+	}
+	trace.SpanFromContext(ctx).SetAttributes(KeyFilePlane.String(p.name()))
+	return do(ctx, p)
 }
 
 // archiveNow is the archive plane for a call admitted as the host plane's (mayFreeze), whose

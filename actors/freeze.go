@@ -120,12 +120,17 @@ func (a *containerActor) freezeKey(ctx context.Context) (freezeKey, error) {
 }
 
 // frozen runs body with the container frozen: claim, pause, body, unconfirm, thaw, release.
-// The thaw completes even when ctx is cancelled; body's outcome is returned after it.
-func (a *containerActor) frozen(ctx context.Context, target string, body func() error) error {
+// The thaw completes even when ctx is cancelled; body's outcome is returned after it. All of
+// it is one span (SpanFreeze), and body gets the context that carries it, so the daemon calls
+// of the pause, the checks, the copy and the thaw are its children.
+func (a *containerActor) frozen(ctx context.Context, target string, body func(ctx context.Context) error) (err error) {
+	ctx, end := a.span(ctx, SpanFreeze)
+	defer func() { end(err) }()
 	k, err := a.freezeKey(ctx)
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	a.b.freezes.claim(k)
 	defer a.b.freezes.release(k)
 	err = a.b.engine.Pause(ctx, target)
@@ -147,7 +152,7 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 	if err != nil {
 		if !daemonAnswered(err) {
 			// A pause that timed out or was cancelled may still have frozen the guest.
-			a.thaw(target)
+			a.thaw(ctx, target)
 		}
 		var fe *FreezeError
 		if errors.As(err, &fe) {
@@ -160,10 +165,11 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func() 
 	a.ownPause++
 	defer func() {
 		a.b.freezes.unconfirm(k)
-		a.thaw(target)
+		a.thaw(ctx, target)
 		a.holding = ""
+		a.b.froze(ctx, began)
 	}()
-	return body()
+	return body(ctx)
 }
 
 // Retries of a pause the freezer gave up on (cgroup v1 refuses while the guest's tasks are
@@ -196,7 +202,7 @@ func (e *FreezeError) Unwrap() error { return e.Err }
 func (a *containerActor) refreeze(ctx context.Context, target string, err error) error {
 	attempts := 1
 	for wait := freezeBackoff; errors.Is(err, docker.ErrFreezeFailed) && attempts <= freezeRetries; wait *= 2 {
-		a.lift(target)
+		a.lift(ctx, target)
 		select {
 		case <-ctx.Done():
 			return &FreezeError{Container: a.name, Attempts: attempts, Err: err}
@@ -207,7 +213,7 @@ func (a *containerActor) refreeze(ctx context.Context, target string, err error)
 		err = a.b.engine.Pause(ctx, target)
 	}
 	if errors.Is(err, docker.ErrFreezeFailed) {
-		a.lift(target)
+		a.lift(ctx, target)
 		return &FreezeError{Container: a.name, Attempts: attempts, Err: err}
 	}
 	return err
@@ -215,9 +221,10 @@ func (a *containerActor) refreeze(ctx context.Context, target string, err error)
 
 // lift unpauses after a pause the freezer gave up on. It does not count an unpause event of
 // its own (ownUnpause): the daemon emits none when nothing was paused, and a stray count would
-// hide a foreign unpause; an event it does cause only makes the next acquire inspect.
-func (a *containerActor) lift(target string) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+// hide a foreign unpause; an event it does cause only makes the next acquire inspect. Of ctx
+// it keeps only the values (the span the unpause is a child of), not the cancellation.
+func (a *containerActor) lift(ctx context.Context, target string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.b.commandTimeout())
 	defer cancel()
 	if err := a.b.engine.Unpause(ctx, target); err != nil {
 		a.log.Warn("unpause after a failed freeze failed; the next acquire lifts it", zap.Error(err))
@@ -232,9 +239,10 @@ func daemonAnswered(err error) bool {
 }
 
 // thaw lifts a freeze on target, on its own bounded context so that a cancelled caller
-// still leaves the guest running. It never fails the guarded call; it logs.
-func (a *containerActor) thaw(target string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+// still leaves the guest running (of ctx it keeps only the values: the span the unpause is a
+// child of). It never fails the guarded call; it logs.
+func (a *containerActor) thaw(ctx context.Context, target string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.b.commandTimeout())
 	defer cancel()
 	var err error
 	for range 3 {
@@ -262,7 +270,7 @@ func (a *containerActor) thawHeld() {
 	if k, err := a.freezeKey(ctx); err == nil {
 		a.b.freezes.unconfirm(k)
 	}
-	a.thaw(target)
+	a.thaw(ctx, target)
 }
 
 // recoverFrozen thaws a container found paused when no freeze of this process claims it: a
@@ -275,7 +283,7 @@ func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.Contain
 	if a.b.freezes.claimed(k) {
 		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
 	}
-	if !a.thaw(info.ID) {
+	if !a.thaw(ctx, info.ID) {
 		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
 	}
 	a.log.Info("thawed before reuse: a host left it frozen")

@@ -131,11 +131,9 @@ func (a *containerActor) reclaim(ctx context.Context, m *reclaimRequest) error {
 // operand's parent may be absent). An absent component anywhere on the way is success with
 // no exec: nothing below it exists.
 func (a *containerActor) removeGuarded(ctx context.Context, target string, r removal) error {
-	p, err := a.plane(ctx, target)
-	if err != nil {
-		return err
-	}
-	return p.remove(ctx, target, r)
+	return a.onPlane(ctx, r.op, target, func(ctx context.Context, p filePlane) error {
+		return p.remove(ctx, target, r)
+	})
 }
 
 // archiveRemove is removeGuarded on the archive plane: the walk by archive stats, rm by exec.

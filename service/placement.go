@@ -15,6 +15,7 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/telemetry"
 	"github.com/mafsandbox/engine/wire"
 )
 
@@ -146,6 +147,13 @@ func (l *leases) take(match func(heldLease) bool) []heldLease {
 	return out
 }
 
+// count is how many leases are held.
+func (l *leases) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
 // snapshot returns every lease, leaving them held.
 func (l *leases) snapshot() []heldLease {
 	l.mu.Lock()
@@ -185,6 +193,11 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 		return nil, nil, &wire.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	}
 	s.leases.put(key, kind, l)
+	change := telemetry.LeaseClaimed
+	if taken != nil {
+		change = telemetry.LeaseTakenOver
+	}
+	s.o.metrics.LeaseChanged(ctx, change)
 	release = func() {
 		s.leases.take(func(h heldLease) bool { return h.lease.Entry == l.Entry })
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -381,9 +394,16 @@ func (s *Service) released(ctx context.Context, match func(key sandbox.Key, kind
 const renewParallel = 16
 
 // renewer renews every lease at a third of the lease time until stop is closed. A lease found
-// lost is dropped with its handles, so that later calls on them are refused.
+// lost is dropped with its handles, so that later calls on them are refused. While it runs, the
+// leases held are reported to the metrics.
 func (s *Service) renewer(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	unobserve, err := s.o.metrics.ObserveLeases(s.leases.count)
+	if err != nil {
+		s.log.Warn("placement leases are not reported to the metrics", zap.Error(err))
+		unobserve = func() error { return nil }
+	}
+	defer func() { _ = unobserve() }()
 	t := time.NewTicker(s.o.placement.Lease() / 3)
 	defer t.Stop()
 	for {
@@ -424,6 +444,7 @@ func (s *Service) renew(h heldLease) {
 		})) == 0 {
 			return
 		}
+		s.o.metrics.LeaseChanged(context.Background(), telemetry.LeaseLost)
 		s.log.Warn("lost a sandbox's placement lease; its handles are dropped", zap.Stringer("key", h.key),
 			zap.String("kind", h.kind), zap.Error(err))
 		s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == h.key && x.kind == h.kind }))

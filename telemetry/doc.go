@@ -1,5 +1,6 @@
 // Package telemetry is the engine's metrics: one set of OpenTelemetry instruments
-// ([Metrics]) that the NATS service and the Docker drivers record into, made from any
+// ([Metrics]) that the NATS service, the Docker drivers and the Docker backend (package actors) record
+// into, made from any
 // OpenTelemetry meter provider, and a Prometheus endpoint ([NewPrometheus]) that `engine
 // serve --metrics-listen` puts them behind.
 //

@@ -18,6 +18,10 @@ const (
 	NameDaemonDuration = "maf_sandbox.docker.call.duration"
 	NameEventsPending  = "maf_sandbox.events.pending"
 	NameEventsCount    = "maf_sandbox.events"
+	NameFreezeDuration = "maf_sandbox.freeze.duration"
+	NameEgressDecision = "maf_sandbox.egress.decisions"
+	NameLeases         = "maf_sandbox.placement.leases"
+	NameLeaseChanges   = "maf_sandbox.placement.lease.changes"
 )
 
 // Attribute keys the instruments carry.
@@ -29,6 +33,16 @@ const (
 	KeyOutcome   = attribute.Key("maf_sandbox.outcome")
 	KeyDaemonOp  = attribute.Key("maf_sandbox.docker.operation")
 	KeyResult    = attribute.Key("maf_sandbox.result")
+	KeyScope     = attribute.Key("maf_sandbox.scope")
+	KeyDecision  = attribute.Key("maf_sandbox.egress.decision")
+	KeyChange    = attribute.Key("maf_sandbox.placement.change")
+)
+
+// Placement lease changes ([Metrics.LeaseChanged]).
+const (
+	LeaseClaimed   = "claimed"    // this engine claimed a sandbox no engine held
+	LeaseTakenOver = "taken_over" // this engine claimed a sandbox whose owner's lease had lapsed
+	LeaseLost      = "lost"       // a renewal found the sandbox another engine's
 )
 
 // Acquire outcomes ([Metrics.Acquired]).
@@ -48,6 +62,9 @@ type Metrics struct {
 	calls    metric.Float64Histogram
 	acquires metric.Int64Counter
 	daemon   metric.Float64Histogram
+	freezes  metric.Float64Histogram
+	egress   metric.Int64Counter
+	leases   metric.Int64Counter
 	meter    metric.Meter
 }
 
@@ -72,7 +89,29 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", NameDaemonDuration, err)
 	}
+	if err := m.newEngineInstruments(); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// newEngineInstruments makes the instruments the backend and the placement record into.
+func (m *Metrics) newEngineInstruments() error {
+	var err error
+	if m.freezes, err = m.meter.Float64Histogram(NameFreezeDuration, metric.WithUnit("s"),
+		metric.WithDescription("How long a file call on the archive plane held its container frozen, from the pause to the end of the thaw."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return fmt.Errorf("telemetry: %s: %w", NameFreezeDuration, err)
+	}
+	if m.egress, err = m.meter.Int64Counter(NameEgressDecision, metric.WithUnit("{decision}"),
+		metric.WithDescription("Egress decisions of the proxies drained and removed, by the sandbox's scope and the decision (ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE).")); err != nil {
+		return fmt.Errorf("telemetry: %s: %w", NameEgressDecision, err)
+	}
+	if m.leases, err = m.meter.Int64Counter(NameLeaseChanges, metric.WithUnit("{lease}"),
+		metric.WithDescription("Placement leases this engine claimed, took over from a lapsed owner, or lost to another engine.")); err != nil {
+		return fmt.Errorf("telemetry: %s: %w", NameLeaseChanges, err)
+	}
+	return nil
 }
 
 // Call records one API call: its operation, how long it took and, when it was refused or
@@ -171,6 +210,54 @@ func (m *Metrics) ObserveEvents(count func() EventCounts) (stop func() error, er
 	}, pending, total)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: events callback: %w", err)
+	}
+	return reg.Unregister, nil
+}
+
+// Froze records how long one freeze held a container frozen.
+func (m *Metrics) Froze(ctx context.Context, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.freezes.Record(ctx, d.Seconds())
+}
+
+// EgressDecisions counts one drained window's decisions for a sandbox of scope: how many
+// of each decision code it holds.
+func (m *Metrics) EgressDecisions(ctx context.Context, scope string, counts map[string]int) {
+	if m == nil {
+		return
+	}
+	for decision, n := range counts {
+		m.egress.Add(ctx, int64(n), metric.WithAttributes(KeyScope.String(scope), KeyDecision.String(decision)))
+	}
+}
+
+// LeaseChanged counts one placement lease change (LeaseClaimed, LeaseTakenOver, LeaseLost).
+func (m *Metrics) LeaseChanged(ctx context.Context, change string) {
+	if m == nil {
+		return
+	}
+	m.leases.Add(ctx, 1, metric.WithAttributes(KeyChange.String(change)))
+}
+
+// ObserveLeases reports the placement leases this engine holds, as count returns them, at
+// each collection. The returned function stops the reporting.
+func (m *Metrics) ObserveLeases(count func() int) (stop func() error, err error) {
+	if m == nil {
+		return func() error { return nil }, nil
+	}
+	g, err := m.meter.Int64ObservableGauge(NameLeases, metric.WithUnit("{lease}"),
+		metric.WithDescription("Placement leases this engine holds now: the sandboxes the cluster records as its own."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameLeases, err)
+	}
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, int64(count()))
+		return nil
+	}, g)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s callback: %w", NameLeases, err)
 	}
 	return reg.Unregister, nil
 }

@@ -30,6 +30,14 @@ func TestPrometheusExposesTheInstruments(t *testing.T) {
 	m.Acquired(ctx, "shell", telemetry.OutcomeRefused, "image_not_found")
 	m.DaemonCall(ctx, "create", 200*time.Millisecond, nil)
 	m.DaemonCall(ctx, "inspect", time.Millisecond, errors.New("no such container"))
+	m.Froze(ctx, 40*time.Millisecond)
+	m.EgressDecisions(ctx, "tenant-a", map[string]int{"ALLOW": 2, "DENY": 1})
+	m.LeaseChanged(ctx, telemetry.LeaseClaimed)
+	stopLeases, err := m.ObserveLeases(func() int { return 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopLeases()
 	stop, err := m.ObserveSandboxes(func() map[string]int { return map[string]int{"shell": 2, "python": 1} })
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +87,14 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.Call(ctx, "exec", time.Second, "")
 	m.Acquired(ctx, "shell", telemetry.OutcomeCreated, "")
 	m.DaemonCall(ctx, "create", time.Second, nil)
-	stop, err := m.ObserveSandboxes(func() map[string]int { t.Fatal("counted with metrics off"); return nil })
+	m.Froze(ctx, time.Second)
+	m.EgressDecisions(ctx, "s", map[string]int{"DENY": 1})
+	m.LeaseChanged(ctx, telemetry.LeaseLost)
+	stop, err := m.ObserveLeases(func() int { t.Fatal("counted with metrics off"); return 0 })
+	if err != nil || stop() != nil {
+		t.Fatalf("ObserveLeases on nil: %v", err)
+	}
+	stop, err = m.ObserveSandboxes(func() map[string]int { t.Fatal("counted with metrics off"); return nil })
 	if err != nil || stop() != nil {
 		t.Fatalf("ObserveSandboxes on nil: %v", err)
 	}

@@ -155,7 +155,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	}
 	// Closed after the backend, which hands it the windows of the proxies it still drains.
 	defer v.closeEvents(ctx, ev, log)
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log)
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))
 	if err != nil {
 		return err
 	}
@@ -240,13 +240,15 @@ func (v *serveVerb) config() (docker.Config, error) {
 }
 
 // backend creates the Docker backend on drv, its egress windows handed to ev when
-// allowlists are served and events are on (ev not nil). closeAll closes it.
-func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger) (b *actors.Backend, closeAll func(), err error) {
+// allowlists are served and events are on (ev not nil), with extra options (its telemetry).
+// closeAll closes it.
+func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger,
+	extra ...actors.Option) (b *actors.Backend, closeAll func(), err error) {
 	planeOpt, err := filePlaneOption()
 	if err != nil {
 		return nil, nil, err
 	}
-	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}
+	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	if v.proxyImage != "" && ev != nil {
 		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}

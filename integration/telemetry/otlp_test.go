@@ -178,6 +178,20 @@ type jaegerSpan struct {
 		RefType string `json:"refType"`
 		SpanID  string `json:"spanID"`
 	} `json:"references"`
+	Tags []struct {
+		Key   string `json:"key"`
+		Value any    `json:"value"`
+	} `json:"tags"`
+}
+
+// tag is the span's tag key as text ("" when it has none).
+func (s jaegerSpan) tag(key string) string {
+	for _, t := range s.Tags {
+		if t.Key == key {
+			return fmt.Sprint(t.Value)
+		}
+	}
+	return ""
 }
 
 func (s jaegerSpan) parent() string {
