@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
@@ -17,7 +20,9 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/wire"
 )
 
@@ -202,4 +207,73 @@ func fetchAll(ctx context.Context, t *testing.T, st jetstream.Stream, filter str
 		}
 	}
 	return out
+}
+
+// TestAuditWhileNATSIsAway stops the events' NATS server under a running engine (its API on
+// another server, so calls still arrive): the calls are answered as before, their audit
+// events are held up to the audit outbox's capacity and the overflow is refused and counted;
+// once the server is back on the same port and store, the held events land in the stream in
+// the calls' order, each once.
+func TestAuditWhileNATSIsAway(t *testing.T) {
+	api := natstest.Run(t)
+	dir := t.TempDir()
+	evSrv := natstest.RunWithOptions(t, natstest.Options(dir))
+	port := evSrv.Addr().(*net.TCPAddr).Port
+	evNC := natstest.Connect(t, evSrv, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	const capacity = 4
+	ev, err := events.New(itest.Context(t), evNC, events.WithAuditOutbox(events.WithCapacity(capacity)),
+		events.WithOutbox(events.WithBackoff(20*time.Millisecond, 100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Bounded: the restarted server's clean-up runs first, and the service's stop after it
+		// still records engine.draining and engine.stopped, which nothing can deliver then.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = ev.Close(ctx)
+	})
+	backend := itest.NewBackend(t)
+	itest.ServeBackend(t, api, backend, service.WithAudit(ev.Audit()))
+	remote := (&itest.NATSEngine{Server: api, Backend: backend}).Remote(t)
+	key := itest.NewKey(t)
+	sb := itest.AcquireRemote(t, remote, backend, key, itest.BusyboxSpec(t))
+	waitUntil(t, "engine.started and sandbox.acquired delivered", func() bool { return ev.AuditStats().Delivered == 2 })
+
+	evSrv.Shutdown()
+	evSrv.WaitForShutdown()
+	for i := range capacity + 2 {
+		ctx := client.ContextWithRequestID(itest.Context(t), fmt.Sprintf("away-%d", i))
+		if res, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d with the events' NATS away: %+v, %v", i, res, err)
+		}
+	}
+	waitUntil(t, "the overflow refused", func() bool { st := ev.AuditStats(); return st.Pending == capacity && st.Refused == 2 })
+
+	natstest.RunWithOptions(t, func() *server.Options { o := natstest.Options(dir); o.Port = port; return o }())
+	waitUntil(t, "the held events delivered", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 2+capacity })
+	got := readAudit(t, evNC, events.DefaultSubjectPrefix+".audit."+events.Token(key.Scope)+".*.exec.finished", capacity)
+	if len(got) != capacity {
+		t.Fatalf("%d exec events in the stream, want %d", len(got), capacity)
+	}
+	for i, m := range got {
+		var a events.AuditEvent
+		if err := json.Unmarshal(m.Data(), &a); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("away-%d", i); a.RequestID != want || a.Exec == nil || a.Exec.ExitCode == nil || *a.Exec.ExitCode != 0 {
+			t.Errorf("held event %d: request %q exec %+v, want %s's", i, a.RequestID, a.Exec, want)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
