@@ -54,7 +54,8 @@ func TestAuditID(t *testing.T) {
 			t.Fatalf("two acts share the ID %s", a)
 		}
 	}
-	if AuditID("e", "", AuditEngineStarted, "") == AuditID("e", "", AuditEngineStarted, "") {
+	first, second := AuditID("e", "", AuditEngineStarted, ""), AuditID("e", "", AuditEngineStarted, "")
+	if first == second {
 		t.Fatal("two acts without a request ID share an ID")
 	}
 }
