@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/images"
@@ -25,15 +22,7 @@ func TestServeEgressPrivateCIDRs(t *testing.T) {
 	fetch := func(t *testing.T, args ...string) string {
 		t.Helper()
 		url := itest.StartServe(t, nil, append([]string{"--egress-proxy-image", images.ProxyTag, "--egress-outbound-network", fx.network}, args...)...)
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		t.Cleanup(nc.Close)
-		c, err := client.New(itest.Context(t), nc)
-		if err != nil {
-			t.Fatalf("new client: %v", err)
-		}
+		_, c := itest.ServeClient(t, url)
 		sb := itest.AcquireRemote(t, c, cleanup, itest.NewKey(t), allowlistSpec(t, images.ClientTag, allowedHost))
 		res, err := sb.Exec(itest.Context(t), sandbox.Argv("maf-e2e", "get", "https://"+allowedHost+"/", fx.caB64), "/", time.Minute)
 		if err != nil {

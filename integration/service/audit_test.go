@@ -32,16 +32,7 @@ import (
 // engine, the request ID and the caller's traceparent; a command's digest but never its text;
 // the file crossings' sizes and digests; a confinement refusal on its own subject.
 func TestServeAuditTrail(t *testing.T) {
-	url := itest.StartServe(t, nil)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := client.New(itest.Context(t), nc)
-	if err != nil {
-		t.Fatalf("new client: %v", err)
-	}
+	nc, c := itest.ServeClient(t, itest.StartServe(t, nil))
 	key := itest.NewKey(t)
 	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut))
 	sb := itest.AcquireRemote(t, c, itest.NewBackend(t), key, spec)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 )
@@ -63,14 +61,6 @@ func startServer(t *testing.T, name, bin, readyURL string, args ...string) {
 // test ends.
 func remoteClient(t *testing.T, natsURL string) *client.Backend {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := client.New(itest.Context(t), nc)
-	if err != nil {
-		t.Fatalf("new client: %v", err)
-	}
+	_, c := itest.ServeClient(t, natsURL)
 	return c
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/nats-io/nats.go"
 )
 
 // BuildEngine builds the engine command into the test's temporary directory.
@@ -87,4 +89,20 @@ func WaitReady(t *testing.T, path string, served chan error) string {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// ServeClient connects to the engine serve at natsURL (the URL StartServe returns) and makes a
+// Go client of it; the connection is closed when the test ends.
+func ServeClient(t testing.TB, natsURL string) (*nats.Conn, *client.Backend) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", natsURL, err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(Context(t), nc)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return nc, c
 }
