@@ -222,7 +222,8 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created, bound: env.bound}, nil
+	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the

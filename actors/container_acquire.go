@@ -26,6 +26,8 @@ type acquireResponse struct {
 	InstanceID string
 	WorkDir    string // the storage base the sandbox is bound to
 	Created    bool   // this acquire created the instance
+	Outcome    string // created, reused, restarted or adopted (sandbox.Outcome…)
+	ImageID    string // the image the instance runs, as the daemon reports it
 	Err        error
 }
 
@@ -72,10 +74,11 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err != nil {
 		return fail(err)
 	}
-	info, created, err := a.ensureRunning(ctx, m, info, base, imageRef, began)
+	info, outcome, err := a.ensureRunning(ctx, m, info, base, imageRef, began)
 	if err != nil {
 		return fail(err)
 	}
+	created := outcome == sandbox.OutcomeCreated
 	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
 	if err := a.checkBase(ctx, info, base); err != nil {
 		return fail(err)
@@ -89,7 +92,7 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err := a.runProbes(ctx, info, spec, imageRef, created); err != nil {
 		return fail(err)
 	}
-	return &acquireResponse{InstanceID: info.ID, WorkDir: base, Created: created}
+	return &acquireResponse{InstanceID: info.ID, WorkDir: base, Created: created, Outcome: outcome, ImageID: info.ImageID}
 }
 
 // found binds, reads what the engine has under the name, pre-checks its storage base and
@@ -115,27 +118,37 @@ func (a *containerActor) found(ctx context.Context, base string) (*docker.Contai
 }
 
 // ensureRunning reuses a running container, or re-checks the OS and restarts a stopped one or
-// creates it (not started: created says so), and reads back the instance it ended with.
+// creates it (not started: the outcome created says so), and reads back the instance it ended
+// with. The outcome is one of sandbox.OutcomeCreated, OutcomeReused, OutcomeRestarted and
+// OutcomeAdopted.
 func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, info *docker.ContainerInfo, base, imageRef string,
-	began time.Time) (_ *docker.ContainerInfo, created bool, err error) {
+	began time.Time) (_ *docker.ContainerInfo, outcome string, err error) {
 	spec := m.Spec
 	if info != nil && info.Running {
 		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
-		return info, false, nil
+		return info, sandbox.OutcomeReused, nil
 	}
 	if err := a.recheckOS(ctx, spec, began); err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
+	outcome = sandbox.OutcomeRestarted
 	if info != nil && a.restart(ctx, info) {
 		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
-	} else if created, err = a.create(ctx, m.Key, spec, base, imageRef, began); err != nil {
-		return nil, false, err
+	} else {
+		created, err := a.create(ctx, m.Key, spec, base, imageRef, began)
+		if err != nil {
+			return nil, "", err
+		}
+		outcome = sandbox.OutcomeAdopted
+		if created {
+			outcome = sandbox.OutcomeCreated
+		}
 	}
 	if info, err = a.refresh(ctx); err != nil || info == nil {
 		a.removeContainer(a.name)
-		return nil, false, fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err))
+		return nil, "", fmt.Errorf("the instance ID of %s could not be established: %w", a.name, errOrAbsent(err))
 	}
-	return info, created, nil
+	return info, outcome, nil
 }
 
 // prepare learns the instance's facts, refuses what an unresolved identity cannot serve,

@@ -21,6 +21,8 @@ type Sandbox struct {
 	id      string
 	workDir string
 	created bool
+	outcome string // how the acquire got the instance (sandbox.Outcome…)
+	imageID string
 	bound   *binding // what the acquire bound, for an actor spawned since (passivate.go)
 }
 
@@ -29,6 +31,7 @@ var (
 	_ sandbox.BoundedExec   = (*Sandbox)(nil)
 	_ sandbox.StreamingExec = (*Sandbox)(nil)
 	_ sandbox.Fresh         = (*Sandbox)(nil)
+	_ sandbox.Acquired      = (*Sandbox)(nil)
 )
 
 // ContainerName is the derived container name.
@@ -42,6 +45,13 @@ func (s *Sandbox) WorkDir() string { return s.workDir }
 
 // Created reports whether the acquire that returned this handle created the container.
 func (s *Sandbox) Created() bool { return s.created }
+
+// AcquireOutcome says how the acquire that returned this handle got the instance: created,
+// reused, restarted or adopted.
+func (s *Sandbox) AcquireOutcome() string { return s.outcome }
+
+// ImageID is the daemon's ID of the image the instance runs.
+func (s *Sandbox) ImageID() string { return s.imageID }
 
 // WriteFile writes content at path under one freeze; see [sandbox.Sandbox]. Content above
 // [MaxBytesPerFile], the ceiling the backend declares, is refused with

@@ -39,6 +39,8 @@ const (
 	OutcomeOK          = "ok"
 	OutcomeCreated     = "created"
 	OutcomeReused      = "reused"
+	OutcomeRestarted   = "restarted"    // acquire: a stopped instance started again
+	OutcomeAdopted     = "adopted"      // acquire: an instance another acquire made meanwhile
 	OutcomeRefused     = "refused"      // the call's answer is an error; Error has its code
 	OutcomeTimeout     = "timeout"      // exec: the timeout expired
 	OutcomeOutputLimit = "output_limit" // exec: the output passed its cap
@@ -96,8 +98,9 @@ type AuditEvent struct {
 
 // AuditAcquire is an acquire's detail.
 type AuditAcquire struct {
-	Image  string `json:"image,omitempty"` // as the spec names it
-	Egress string `json:"egress,omitempty"`
+	Image   string `json:"image,omitempty"`   // as the spec names it
+	ImageID string `json:"imageId,omitempty"` // the image the instance runs, as the daemon reports it
+	Egress  string `json:"egress,omitempty"`
 }
 
 // AuditExec is a command's detail. The command's text is never carried (it may hold

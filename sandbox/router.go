@@ -431,6 +431,23 @@ type Fresh interface {
 	Created() bool
 }
 
+// Acquire outcomes, as an [Acquired] sandbox reports how its acquire got the instance.
+const (
+	OutcomeCreated   = "created"   // a new instance
+	OutcomeReused    = "reused"    // a running instance, handed out again
+	OutcomeRestarted = "restarted" // a stopped instance, started again
+	OutcomeAdopted   = "adopted"   // an instance another acquire made meanwhile (a name conflict)
+)
+
+// Acquired is implemented by sandboxes that know how the acquire returning them got the
+// instance (one of the Outcome constants) and which image it runs (the daemon's image ID;
+// "" when unknown). An untrusted instance the router replaced is reported by the replacement's
+// own acquire: created.
+type Acquired interface {
+	AcquireOutcome() string
+	ImageID() string
+}
+
 func created(sb Sandbox) bool {
 	f, ok := sb.(Fresh)
 	return ok && f.Created()

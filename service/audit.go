@@ -121,6 +121,9 @@ func auditAnswer(a *events.AuditEvent, resp any) {
 	switch r := resp.(type) {
 	case *messages.APIAcquireResponse:
 		a.Kind, a.InstanceID, a.Sandbox = r.Sandbox.Kind, r.Sandbox.InstanceID, r.Sandbox.ID
+		if a.Outcome != events.OutcomeOK {
+			break // the backend said how it got the instance (auditAcquired)
+		}
 		a.Outcome = events.OutcomeReused
 		if r.Sandbox.Created {
 			a.Outcome = events.OutcomeCreated
@@ -204,6 +207,20 @@ func auditAcquire(ctx context.Context, spec sandbox.Spec) {
 	if a := auditOf(ctx); a != nil {
 		a.Kind = spec.Kind
 		a.Acquire = &events.AuditAcquire{Image: spec.Image, Egress: string(spec.Egress)}
+	}
+}
+
+// auditAcquired notes how the backend got the instance it handed out and its image, when the
+// sandbox says (sandbox.Acquired).
+func auditAcquired(ctx context.Context, sb sandbox.Sandbox) {
+	a := auditOf(ctx)
+	r, ok := sb.(sandbox.Acquired)
+	if a == nil || !ok || r.AcquireOutcome() == "" {
+		return
+	}
+	a.Outcome = r.AcquireOutcome()
+	if a.Acquire != nil {
+		a.Acquire.ImageID = r.ImageID()
 	}
 }
 

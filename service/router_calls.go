@@ -50,6 +50,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
+	auditAcquired(ctx, sb) // audit.go
 	h := s.handles.put(key, spec, sb)
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {

@@ -20,6 +20,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -61,12 +62,21 @@ func TestServeAuditTrail(t *testing.T) {
 	if err := sb.WriteFile(ctx, "../../escape.txt", []byte("x"), "."); !errors.As(err, &nce) {
 		t.Fatalf("write outside the sandbox: %v, want NotConfinedError", err)
 	}
+	// The same key again, running: reused; then stopped under the engine: restarted.
+	again, err := c.Acquire(ctx, key, spec)
+	if err != nil || again.InstanceID() != sb.InstanceID() {
+		t.Fatalf("acquire again: %v (instance %s, want %s)", err, again.InstanceID(), sb.InstanceID())
+	}
+	dockertest.Docker(t, "stop", "-t", "0", sb.InstanceID())
+	if _, err := c.Acquire(ctx, key, spec); err != nil {
+		t.Fatalf("acquire a stopped sandbox: %v", err)
+	}
 	if f := c.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
 		t.Fatalf("dispose: %v", f)
 	}
 
 	scoped := events.DefaultSubjectPrefix + ".audit." + events.Token(key.Scope) + ".>"
-	got := readAudit(t, nc, scoped, 7)
+	got := readAudit(t, nc, scoped, 9)
 	byType := map[string][]events.AuditEvent{}
 	for _, m := range got {
 		var ev events.AuditEvent
@@ -92,9 +102,16 @@ func TestServeAuditTrail(t *testing.T) {
 		}
 		return byType[typ][0]
 	}
-	if a := one(events.AuditSandboxAcquired); a.Outcome != events.OutcomeCreated || a.InstanceID != sb.InstanceID() ||
-		a.Kind != spec.Kind || a.Acquire == nil || a.Acquire.Image != spec.Image || a.Acquire.Egress != string(sandbox.EgressClosed) {
-		t.Errorf("acquired: %+v", a)
+	acquires := byType[events.AuditSandboxAcquired]
+	if len(acquires) != 3 {
+		t.Fatalf("%d acquire events, want 3", len(acquires))
+	}
+	for i, want := range []string{events.OutcomeCreated, events.OutcomeReused, events.OutcomeRestarted} {
+		a := acquires[i]
+		if a.Outcome != want || a.InstanceID != sb.InstanceID() || a.Kind != spec.Kind || a.Acquire == nil || a.Acquire.Image != spec.Image ||
+			!strings.HasPrefix(a.Acquire.ImageID, "sha256:") || a.Acquire.Egress != string(sandbox.EgressClosed) {
+			t.Errorf("acquire %d: %+v %+v, want outcome %s", i, a, a.Acquire, want)
+		}
 	}
 	execs := byType[events.AuditExecFinished]
 	if len(execs) != 2 {
