@@ -32,6 +32,8 @@ const (
 	AuditEngineStarted    = "engine.started"
 	AuditEngineDraining   = "engine.draining"
 	AuditEngineStopped    = "engine.stopped"
+	AuditDaemonAway       = "engine.daemon_unreachable" // error: the code the daemon's probe failed with
+	AuditDaemonBack       = "engine.daemon_back"
 )
 
 // Audit outcomes.

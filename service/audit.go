@@ -263,3 +263,17 @@ func auditClaim(ctx context.Context, takenFrom string) {
 		a.Placement = &events.AuditPlacement{Change: "taken_over", Detail: "from engine " + takenFrom}
 	}
 }
+
+// daemonState records the daemon's answer to a probe, and an audit event when it changed:
+// the daemon went away (with the failure's code) or came back.
+func (s *Service) daemonState(reachable bool, code string) {
+	if s.o.audit == nil || s.daemonDown.Swap(!reachable) == !reachable {
+		return
+	}
+	typ, change := events.AuditDaemonBack, "daemon_back"
+	if !reachable {
+		typ, change = events.AuditDaemonAway, "daemon_unreachable"
+	}
+	s.o.audit.Record(events.AuditEvent{Type: typ, Service: s.id, Outcome: events.OutcomeOK, Error: code,
+		Placement: &events.AuditPlacement{Change: change}})
+}

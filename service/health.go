@@ -73,7 +73,10 @@ func (s *Service) daemonHealth(ctx context.Context) *messages.APIDaemonHealth {
 	ctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
 	defer cancel()
 	if err := hc.CheckHealth(ctx); err != nil {
-		return &messages.APIDaemonHealth{Reachable: false, Error: wire.EncodeError(err)}
+		apiErr := wire.EncodeError(err)
+		s.daemonState(false, apiErr.Code) // audit.go
+		return &messages.APIDaemonHealth{Reachable: false, Error: apiErr}
 	}
+	s.daemonState(true, "")
 	return &messages.APIDaemonHealth{Reachable: true}
 }

@@ -58,6 +58,7 @@ type Service struct {
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
+	daemonDown  atomic.Bool // audit.go: the last probe found the daemon away
 
 	leases    *leases // held placement leases (placement.go), empty without placement
 	renewStop chan struct{}
@@ -298,10 +299,18 @@ func (s *Service) janitor() {
 	defer close(s.janitorDone)
 	t := time.NewTicker(max(s.o.transferTTL/4, time.Second))
 	defer t.Stop()
+	var probe <-chan time.Time // audit.go: the daemon's transitions, with the audit on
+	if s.o.audit != nil && s.o.daemonProbe > 0 {
+		pt := time.NewTicker(s.o.daemonProbe)
+		defer pt.Stop()
+		probe = pt.C
+	}
 	for {
 		select {
 		case <-s.janitorStop:
 			return
+		case <-probe:
+			s.daemonHealth(s.life)
 		case now := <-t.C:
 			if n := s.transfers.expire(now); n > 0 {
 				s.log.Debug("expired idle transfers", zap.Int("count", n))

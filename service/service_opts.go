@@ -35,6 +35,7 @@ type options struct {
 	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  HostToolSink       // nil: no host-tool events
 	audit           *events.AuditSink  // audit.go; nil: no audit stream
+	daemonProbe     time.Duration      // audit.go: how often the daemon is asked, for its transitions; 0: only on health calls
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
@@ -54,6 +55,7 @@ func defaultOptions() options {
 		maxFileBytes:   MaxFileBytes,
 		transferMemory: 512 * sandbox.MiB,
 		transferTTL:    2 * time.Minute,
+		daemonProbe:    DefaultDaemonProbe,
 	}
 }
 
@@ -195,6 +197,23 @@ func WithHostToolEvents(sink HostToolSink) Option {
 func WithAudit(sink *events.AuditSink) Option {
 	return func(o *options) error {
 		o.audit = sink
+		return nil
+	}
+}
+
+// DefaultDaemonProbe is how often an engine recording the audit stream asks its daemon
+// whether it answers, so that the daemon going away and coming back are events.
+const DefaultDaemonProbe = 15 * time.Second
+
+// WithDaemonProbe sets how often the daemon is asked (default [DefaultDaemonProbe]; zero asks
+// only when a health call does). Only an engine with [WithAudit] asks: the answer feeds the
+// engine.daemon_unreachable and engine.daemon_back events.
+func WithDaemonProbe(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("daemon probe period %s is negative", d)}
+		}
+		o.daemonProbe = d
 		return nil
 	}
 }

@@ -7,8 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +21,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap/zaptest"
 
+	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
@@ -284,4 +292,109 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestAuditDaemonAwayAndBack puts a socket of the test's own between the engine and the
+// Docker daemon, closes it and opens it again: the engine's daemon probe records
+// engine.daemon_unreachable (with the failure's code) and then engine.daemon_back, once each.
+func TestAuditDaemonAwayAndBack(t *testing.T) {
+	fwd := newDaemonSocket(t)
+	t.Setenv("DOCKER_HOST", "unix://"+fwd.path)
+	t.Setenv("DOCKER_CONTEXT", "")
+	b, err := actors.Create(itest.Context(t), docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 5 * time.Second},
+		actors.WithLogger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatalf("create backend: %v", err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	srv := natstest.Run(t)
+	ev, err := events.New(itest.Context(t), natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(context.Background()) })
+	itest.ServeBackend(t, srv, b, service.WithAudit(ev.Audit()), service.WithDaemonProbe(100*time.Millisecond))
+	nc := natstest.Connect(t, srv)
+	subject := events.DefaultSubjectPrefix + ".audit._._.engine.>"
+
+	fwd.down()
+	away := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_unreachable", 1)
+	var a events.AuditEvent
+	if err := json.Unmarshal(away[0].Data(), &a); err != nil || a.Error != wire.CodeEngineUnavailable {
+		t.Fatalf("daemon_unreachable: %s (%v), want error %s", away[0].Data(), err, wire.CodeEngineUnavailable)
+	}
+	fwd.up()
+	readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_back", 1)
+	time.Sleep(500 * time.Millisecond) // five more probes: the state holds, nothing more is recorded
+	var types []string
+	for _, m := range readAudit(t, nc, subject, 3) {
+		types = append(types, m.Subject()[strings.LastIndex(m.Subject(), ".engine.")+1:])
+	}
+	if want := []string{"engine.started", "engine.daemon_unreachable", "engine.daemon_back"}; !slices.Equal(types, want) {
+		t.Errorf("the engine's events %v, want %v", types, want)
+	}
+}
+
+// daemonSocket forwards a unix socket of the test's own to the Docker daemon's, and can be
+// closed (every connection cut, new ones refused) and opened again on the same path.
+type daemonSocket struct {
+	t      *testing.T
+	path   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+	target string
+}
+
+func newDaemonSocket(t *testing.T) *daemonSocket {
+	target := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		target = strings.TrimPrefix(h, "unix://")
+	}
+	d := &daemonSocket{t: t, path: filepath.Join(t.TempDir(), "fwd.sock"), target: target}
+	d.up()
+	t.Cleanup(d.down)
+	return d
+}
+
+func (d *daemonSocket) up() {
+	ln, err := net.Listen("unix", d.path)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.ln = ln
+	d.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", d.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			d.mu.Lock()
+			d.conns = append(d.conns, c, up)
+			d.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// down closes the listener (removing the path, so connecting fails) and cuts every connection.
+func (d *daemonSocket) down() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ln != nil {
+		d.ln.Close()
+		d.ln = nil
+	}
+	for _, c := range d.conns {
+		c.Close()
+	}
+	d.conns = nil
 }
