@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,28 @@ func TestProbeThatCouldNotRunIsNoCapabilityRefusal(t *testing.T) {
 				t.Fatalf("acquire = %v; want the driver's error inside", err)
 			}
 		})
+	}
+}
+
+// A probe the runtime could not start because the container's first process had already
+// ended says so, with how it ended: the refusal does not just blame the image's commands.
+func TestProbeOnAStoppedContainerSaysItStopped(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFakeEngine()
+	f.onExec = func(_ context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
+		c := f.find(req.Target)
+		code := 127
+		f.mu.Lock()
+		c.running, c.exited = false, &code
+		f.mu.Unlock()
+		return docker.ExecOutput{ExitCode: 126}, &docker.ExecStartError{Args: []string{"exec"}, Cause: sandbox.StartRuntime,
+			Message: "OCI runtime exec failed: exec failed: cannot exec in a stopped container: unknown"}
+	}
+	b := newTestBackend(t, f)
+	defer b.Close(context.Background())
+	_, err := b.Acquire(context.Background(), testKey, testSpec(t))
+	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "the container had stopped: status exited, exit code 127") {
+		t.Fatalf("acquire = %v; want the refusal to say the container had stopped and how", err)
 	}
 }
 

@@ -37,6 +37,7 @@ type fakeContainer struct {
 	name    string
 	running bool
 	paused  bool
+	exited  *int // the exit code once its first process ended
 	labels  map[string]string
 	dirs    map[string]bool
 }
@@ -93,8 +94,12 @@ func (f *fakeEngine) Inspect(_ context.Context, target string) (docker.Container
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return docker.ContainerInfo{ID: c.id, Name: c.name, Running: c.running, Paused: c.paused, Labels: c.labels,
-		Status: map[bool]string{true: "running", false: "created"}[c.running], Created: time.Now()}, nil
+	info := docker.ContainerInfo{ID: c.id, Name: c.name, Running: c.running, Paused: c.paused, Labels: c.labels,
+		Status: map[bool]string{true: "running", false: "created"}[c.running], Created: time.Now()}
+	if c.exited != nil {
+		info.Status, info.ExitCode = "exited", *c.exited
+	}
+	return info, nil
 }
 
 func (f *fakeEngine) ImageExists(context.Context, string) (bool, error) {

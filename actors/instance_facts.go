@@ -299,8 +299,8 @@ func (a *containerActor) runProbes(ctx context.Context, info *docker.ContainerIn
 		case errors.As(errs[i], &se):
 			return &sandbox.CapabilityNotSupportedError{Backend: BackendName, Missing: p.caps, Kind: spec.Kind,
 				Declared: a.b.Declarations().Capabilities,
-				Reason: fmt.Sprintf("image %s could not start the %s probe (%s); supply an image with working commands; the next acquire retries unsuccessful checks",
-					imageRef, p.name, se.Message)}
+				Reason: fmt.Sprintf("image %s could not start the %s probe (%s%s); supply an image with working commands; the next acquire retries unsuccessful checks",
+					imageRef, p.name, se.Message, a.stoppedSince(ctx))}
 		case errs[i] != nil && ctx.Err() != nil:
 			return fmt.Errorf("run the %s probe: %w", p.name, ctx.Err())
 		case errs[i] != nil:
@@ -325,6 +325,17 @@ func (a *containerActor) runProbes(ctx context.Context, info *docker.ContainerIn
 		}
 	}
 	return nil
+}
+
+// stoppedSince says, for a probe the runtime could not start, whether the container had
+// stopped meanwhile and how its first process ended ("" when it runs, or cannot be read): a
+// refusal that blames the image must show when the container itself was gone.
+func (a *containerActor) stoppedSince(ctx context.Context) string {
+	info, err := a.refresh(ctx)
+	if err != nil || info == nil || info.Running {
+		return ""
+	}
+	return fmt.Sprintf("; the container had stopped: status %s, exit code %d", info.Status, info.ExitCode)
 }
 
 // execRetrying runs a host-side command (probe, id) inside the actor. The actor holds no
