@@ -211,16 +211,24 @@ func auditAcquire(ctx context.Context, spec sandbox.Spec) {
 }
 
 // auditAcquired notes how the backend got the instance it handed out and its image, when the
-// sandbox says (sandbox.Acquired).
-func auditAcquired(ctx context.Context, sb sandbox.Sandbox) {
+// sandbox says (sandbox.Acquired), and an untrusted instance the router reset or replaced
+// (rep), which outranks the backend's word: the backend saw only its own acquire.
+func auditAcquired(ctx context.Context, sb sandbox.Sandbox, rep *sandbox.AcquireReport) {
 	a := auditOf(ctx)
-	r, ok := sb.(sandbox.Acquired)
-	if a == nil || !ok || r.AcquireOutcome() == "" {
+	if a == nil {
 		return
 	}
-	a.Outcome = r.AcquireOutcome()
-	if a.Acquire != nil {
-		a.Acquire.ImageID = r.ImageID()
+	if r, ok := sb.(sandbox.Acquired); ok && r.AcquireOutcome() != "" {
+		a.Outcome = r.AcquireOutcome()
+		if a.Acquire != nil {
+			a.Acquire.ImageID = r.ImageID()
+		}
+	}
+	if rep != nil && rep.Untrusted != "" {
+		a.Outcome = rep.Outcome
+		if a.Acquire != nil {
+			a.Acquire.Untrusted = rep.Untrusted
+		}
 	}
 }
 

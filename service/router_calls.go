@@ -43,6 +43,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if other != nil || err != nil {
 		return other, err
 	}
+	ctx, rep := sandbox.WithAcquireReport(ctx)
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
 		release()
@@ -50,7 +51,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	auditAcquired(ctx, sb) // audit.go
+	auditAcquired(ctx, sb, rep) // audit.go
 	h := s.handles.put(key, spec, sb)
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
