@@ -16,7 +16,7 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 // defaultRunBase is where a run directory goes when neither the request nor the sandbox names

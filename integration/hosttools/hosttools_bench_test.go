@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 // roundTripProgram calls a tool 50 times and prints each guest-to-host-to-guest round trip

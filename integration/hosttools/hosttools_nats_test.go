@@ -21,7 +21,7 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/service"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 // TestCallRefusals is every refusal of protocol §11.3, each a sentence and never an error,

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 func nop(context.Context, hosttools.Arguments) (any, error) { return nil, nil }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 func TestRunProgramServesCalls(t *testing.T) {

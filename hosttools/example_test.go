@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 // A registry with one declared tool; a run answers a guest's calls with values or refusal
