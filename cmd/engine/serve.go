@@ -369,28 +369,24 @@ type engineIdentity interface {
 // backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
 // summary through ev (none when ev is nil).
 func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return wire.ReapResult{}, &wire.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return reaper.Result{}, &wire.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return wire.ReapResult{}, err
+			return reaper.Result{}, err
 		}
 		if ev != nil {
 			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
 			// a summary not taken is logged by the sink.
 			_, _ = ev.Reaps().Publish(ctx, res)
 		}
-		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
-		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-		}
-		return out, nil
+		return res, nil
 	})
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // NATSEngine is the Docker backend served on an embedded NATS server.
@@ -34,17 +33,12 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
-		res, err := b.Reap(ctx, olderThan, opts...)
-		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
-		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-		}
-		return out, err
+		return b.Reap(ctx, olderThan, opts...)
 	})
 	svc, err := service.New(nc, router, append([]service.Option{service.WithLogger(zaptest.NewLogger(t)), service.WithReaper(reap)}, opts...)...)
 	if err != nil {
