@@ -13,7 +13,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // upload sends content in chunks and returns the upload's ID for the write that follows.
@@ -23,7 +22,7 @@ func (s *Sandbox) upload(ctx context.Context, content []byte) (string, error) {
 		end := min(off+s.b.chunkSize, len(content))
 		req := &messages.APIUploadChunkRequest{APIEnvelope: s.envelope(messages.APIUploadChunkRequestType), Upload: id, Seq: seq, Data: content[off:end]}
 		var resp messages.APIUploadChunkResponse
-		if err := s.b.do(ctx, s.call(wire.SubjectUploadChunkT, &req.APIEnvelope, req, &resp, messages.APIUploadChunkResponseType, 0)); err != nil {
+		if err := s.b.do(ctx, s.call(messages.SubjectUploadChunkT, &req.APIEnvelope, req, &resp, messages.APIUploadChunkResponseType, 0)); err != nil {
 			return "", fmt.Errorf("upload chunk %d: %w", seq, err)
 		}
 		if resp.Received != int64(end) {
@@ -43,7 +42,7 @@ func (s *Sandbox) fetch(ctx context.Context, what string, blob messages.APIBlob)
 		for seq := range blob.Chunks {
 			req := &messages.APIDownloadChunkRequest{APIEnvelope: s.envelope(messages.APIDownloadChunkRequestType), Transfer: blob.Transfer, Seq: seq}
 			var resp messages.APIDownloadChunkResponse
-			if err := s.b.do(ctx, s.call(wire.SubjectDownloadChunkT, &req.APIEnvelope, req, &resp, messages.APIDownloadChunkResponseType, 0)); err != nil {
+			if err := s.b.do(ctx, s.call(messages.SubjectDownloadChunkT, &req.APIEnvelope, req, &resp, messages.APIDownloadChunkResponseType, 0)); err != nil {
 				return nil, fmt.Errorf("download %s chunk %d: %w", what, seq, err)
 			}
 			data = append(data, resp.Data...)

@@ -8,7 +8,6 @@ import (
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The audit stream (docs/events.md): each call that is an act of the engine — an acquire, a
@@ -85,7 +84,7 @@ func (s *Service) auditFinish(c *call, resp any, err error) {
 	a.RequestID, a.Traceparent = c.requestID, c.traceparent
 	a.DurationMS = float64(time.Since(c.start)) / float64(time.Millisecond)
 	if err != nil {
-		a.Outcome, a.Error = refusalOutcome(err), wire.EncodeError(err).Code
+		a.Outcome, a.Error = refusalOutcome(err), messages.EncodeError(err).Code
 		if a.File != nil {
 			a.Type = events.AuditFileRefused
 			a.File.Size, a.File.SHA256 = 0, ""

@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Service]. Nil options are skipped; the first error stops
@@ -49,7 +49,7 @@ const MaxFileBytes = 64 * sandbox.MiB
 func defaultOptions() options {
 	return options{
 		logger:         zap.NewNop(),
-		prefix:         wire.DefaultPrefix,
+		prefix:         messages.DefaultPrefix,
 		version:        "0.0.0-dev",
 		maxInFlight:    256,
 		maxFileBytes:   MaxFileBytes,
@@ -76,11 +76,11 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithPrefix sets the subject prefix (default [wire.DefaultPrefix]): dot-separated tokens of
+// WithPrefix sets the subject prefix (default [messages.DefaultPrefix]): dot-separated tokens of
 // letters, digits, '-' and '_'. Engines sharing a prefix form one pool.
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !wire.ValidPrefix(prefix) {
+		if !messages.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -93,7 +93,7 @@ func WithPrefix(prefix string) Option {
 // digits, '-' or '_'.
 func WithEngineID(id string) Option {
 	return func(o *options) error {
-		if !wire.ValidToken(id) {
+		if !messages.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engineID = id

@@ -24,11 +24,11 @@ import (
 	"github.com/mafsandbox/engine/docker/fingerprint"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // defaultListen is where the embedded NATS server listens: loopback, the NATS port, so the
@@ -376,7 +376,7 @@ func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return reaper.Result{}, &wire.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return reaper.Result{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
 			return reaper.Result{}, err
@@ -407,7 +407,7 @@ func (c *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ca, "nats-ca", envOr("MAF_SANDBOX_NATS_CA", ""), "CA certificate file to verify the server (env MAF_SANDBOX_NATS_CA)")
 	fs.StringVar(&c.cert, "nats-cert", envOr("MAF_SANDBOX_NATS_CERT", ""), "client certificate file for TLS (env MAF_SANDBOX_NATS_CERT)")
 	fs.StringVar(&c.key, "nats-key", envOr("MAF_SANDBOX_NATS_KEY", ""), "client key file for TLS (env MAF_SANDBOX_NATS_KEY)")
-	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", wire.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
+	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", messages.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
 }
 
 // options turns the flags into client options; at most one way of authenticating is given.

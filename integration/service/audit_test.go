@@ -30,9 +30,9 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestServeAuditTrail drives a conversation through engine serve (real Docker, the embedded
@@ -146,7 +146,7 @@ func TestServeAuditTrail(t *testing.T) {
 	if r := one(events.AuditFileRead); r.File == nil || r.File.Direction != "out" || r.File.Size != 5 || r.File.SHA256 != hex.EncodeToString(hello[:]) {
 		t.Errorf("read: %+v %+v", r, r.File)
 	}
-	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != wire.CodeNotConfined || r.File == nil ||
+	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != messages.CodeNotConfined || r.File == nil ||
 		r.File.Path != "../../escape.txt" || r.File.SHA256 != "" {
 		t.Errorf("refused: %+v %+v", r, r.File)
 	}
@@ -320,8 +320,8 @@ func TestAuditDaemonAwayAndBack(t *testing.T) {
 	fwd.down()
 	away := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_unreachable", 1)
 	var a events.AuditEvent
-	if err := json.Unmarshal(away[0].Data(), &a); err != nil || a.Error != wire.CodeEngineUnavailable {
-		t.Fatalf("daemon_unreachable: %s (%v), want error %s", away[0].Data(), err, wire.CodeEngineUnavailable)
+	if err := json.Unmarshal(away[0].Data(), &a); err != nil || a.Error != messages.CodeEngineUnavailable {
+		t.Fatalf("daemon_unreachable: %s (%v), want error %s", away[0].Data(), err, messages.CodeEngineUnavailable)
 	}
 	fwd.up()
 	readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_back", 1)

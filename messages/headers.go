@@ -1,4 +1,4 @@
-package wire
+package messages
 
 // Correlation headers. A request may carry [RequestIDHeader] (the engine mints an ID when it
 // does not, or when the value is not 1-128 visible ASCII characters) and a W3C
