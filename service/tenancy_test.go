@@ -1,0 +1,161 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/sandbox"
+	"github.com/mafsandbox/engine/service"
+	"github.com/mafsandbox/engine/wire"
+)
+
+// tenantsEngine serves the fake on a server with the accounts of a multi-tenant pool (engine,
+// A, B, OPS), with the tenancy t, and returns a connection per account.
+func tenantsEngine(t *testing.T, ten *service.Tenancy) (svc *service.Service, conns map[string]*nats.Conn) {
+	t.Helper()
+	srv := natstest.RunTenants(t, "engine", wire.DefaultPrefix, "A", "B", "OPS")
+	router, err := sandbox.NewRouter([]sandbox.Backend{newFake(t)}, sandbox.WithMinIsolation(sandbox.IsolationNone))
+	if err != nil {
+		t.Fatalf("new router: %v", err)
+	}
+	svc, err = service.New(natstest.ConnectAs(t, srv, "engine"), router,
+		service.WithLogger(zaptest.NewLogger(t)), service.WithTenancy(ten))
+	if err != nil {
+		t.Fatalf("new service: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			t.Errorf("stop service: %v", err)
+		}
+	})
+	conns = map[string]*nats.Conn{}
+	for _, acc := range []string{"engine", "A", "B", "OPS"} {
+		conns[acc] = natstest.ConnectAs(t, srv, acc)
+	}
+	return svc, conns
+}
+
+// rawCall sends body to subject with the headers given and returns the reply's error code
+// ("" for success) and its body.
+func rawCall(t *testing.T, nc *nats.Conn, subject string, hdr nats.Header, body map[string]any) (string, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: subject, Header: hdr, Data: b}
+	reply, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatalf("request %s: %v", subject, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(reply.Data, &out); err != nil {
+		t.Fatalf("reply %s: %v", reply.Data, err)
+	}
+	if e, ok := out["error"].(map[string]any); ok {
+		code, _ := e["code"].(string)
+		return code, out
+	}
+	return "", out
+}
+
+func acquireBody(scope string) map[string]any {
+	return map[string]any{"type": "maf.sandbox.api.v1.acquire_request",
+		"key":  map[string]any{"scope": scope, "thread_id": "t", "agent_id": "a"},
+		"spec": map[string]any{"kind": "shell", "image": "fake", "requires": []string{"exec"}}}
+}
+
+// TestTenancyIdentityComesFromTheServer shows what the NATS server does with the identity
+// header: a tenant that sets Nats-Request-Info itself (as another account, twice, in another
+// case) still reaches the engine as itself, because the server replaces the header on the
+// import crossing; a request from inside the engine's account carries none and is refused.
+func TestTenancyIdentityComesFromTheServer(t *testing.T) {
+	_, conns := tenantsEngine(t, nil)
+	acquire := wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix)
+	forged := func(pairs ...string) nats.Header {
+		h := nats.Header{}
+		for i := 0; i < len(pairs); i += 2 {
+			h[pairs[i]] = append(h[pairs[i]], pairs[i+1])
+		}
+		return h
+	}
+	asB := `{"acc":"B","user":"B"}`
+	cases := []struct {
+		name     string
+		conn     string
+		hdr      nats.Header
+		scope    string
+		wantCode string
+	}{
+		{"A acquires its own scope", "A", nil, "A", ""},
+		{"A acquires B's scope", "A", nil, "B", wire.CodeForbidden},
+		{"A forges B's identity in the header", "A", forged(wire.RequestInfoHeader, asB), "B", wire.CodeForbidden},
+		{"A forges B's identity twice", "A", forged(wire.RequestInfoHeader, asB, wire.RequestInfoHeader, asB), "B", wire.CodeForbidden},
+		{"A forges it in lower case", "A", forged("nats-request-info", asB), "B", wire.CodeForbidden},
+		{"A forged header, own scope: served as A", "A", forged(wire.RequestInfoHeader, asB), "A", ""},
+		{"no import crossed: no identity", "engine", nil, "A", wire.CodeForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := rawCall(t, conns[tc.conn], acquire, tc.hdr, acquireBody(tc.scope))
+			if code != tc.wantCode {
+				t.Fatalf("code %q, want %q: %v", code, tc.wantCode, out)
+			}
+		})
+	}
+}
+
+// TestTenancyForbiddenIsTypedInTheClient: the Go client rebuilds a forbidden reply as a
+// *wire.ForbiddenError in the refused family.
+func TestTenancyForbiddenIsTypedInTheClient(t *testing.T) {
+	_, conns := tenantsEngine(t, nil)
+	c, err := client.New(ctxT(t), conns["A"])
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	_, err = c.Acquire(ctxT(t), sandbox.Key{Scope: "B", ThreadID: "t", AgentID: "a"}, testSpec(t))
+	var fe *wire.ForbiddenError
+	if !errors.As(err, &fe) || !errors.Is(err, sandbox.ErrRefused) {
+		t.Fatalf("acquire of B's scope by A: %v, want a *wire.ForbiddenError in the refused family", err)
+	}
+	sb, err := c.Acquire(ctxT(t), sandbox.Key{Scope: "A", ThreadID: "t", AgentID: "a"}, testSpec(t))
+	if err != nil {
+		t.Fatalf("acquire of A's own scope: %v", err)
+	}
+	if _, err := sb.Exec(ctxT(t), sandbox.Argv("true"), ".", time.Minute); err != nil {
+		t.Fatalf("exec in A's own sandbox: %v", err)
+	}
+}
+
+// TestTenancyMapping: the mapping from a file's fields. An account mapped to no scope is
+// refused everything that names a scope; an account mapped elsewhere uses only those scopes.
+func TestTenancyMapping(t *testing.T) {
+	_, conns := tenantsEngine(t, &service.Tenancy{SameName: true, Scopes: map[string][]string{
+		"A": {}, "B": {"b-1", "b-2"}}})
+	acquire := wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix)
+	cases := []struct {
+		conn, scope, want string
+	}{
+		{"A", "A", wire.CodeForbidden}, // mapped to nothing: refuses, never falls back to same-name
+		{"B", "B", wire.CodeForbidden}, // mapped: its own name is not among its scopes
+		{"B", "b-2", ""},               // mapped
+		{"OPS", "OPS", ""},             // not mapped: same-name
+		{"OPS", "b-1", wire.CodeForbidden},
+	}
+	for _, tc := range cases {
+		code, out := rawCall(t, conns[tc.conn], acquire, nil, acquireBody(tc.scope))
+		if code != tc.want {
+			t.Errorf("%s acquires %s: code %q, want %q: %v", tc.conn, tc.scope, code, tc.want, out)
+		}
+	}
+}
