@@ -159,3 +159,32 @@ func TestTenancyMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestTenancyHandleIsBoundToItsAcquirer: two accounts that may both use a scope do not share
+// handles: a handle answers only the accounts that acquired it, even under the right key.
+func TestTenancyHandleIsBoundToItsAcquirer(t *testing.T) {
+	_, conns := tenantsEngine(t, &service.Tenancy{Scopes: map[string][]string{"A": {"shared"}, "B": {"shared"}}})
+	acquire := wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix)
+	code, out := rawCall(t, conns["A"], acquire, nil, acquireBody("shared"))
+	if code != "" {
+		t.Fatalf("A acquires: %v", out)
+	}
+	sb := out["sandbox"].(map[string]any)
+	handle, engineID := sb["id"].(string), sb["engine"].(string)
+	exec := wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, engineID)
+	body := map[string]any{"type": "maf.sandbox.api.v1.exec_request", "key": map[string]any{"scope": "shared", "thread_id": "t", "agent_id": "a"},
+		"sandbox": handle, "argv": []string{"true"}, "work_dir": ".", "timeout_ms": 10000}
+	if code, out := rawCall(t, conns["B"], exec, nil, body); code != wire.CodeForbidden {
+		t.Fatalf("B execs with A's handle under the shared key: code %q, want forbidden: %v", code, out)
+	}
+	if code, out := rawCall(t, conns["A"], exec, nil, body); code != "" {
+		t.Fatalf("A execs with its handle: %v", out)
+	}
+	// B acquiring the same key itself is bound to the same sandbox, and may use it.
+	if code, out := rawCall(t, conns["B"], acquire, nil, acquireBody("shared")); code != "" || out["sandbox"].(map[string]any)["id"] != handle {
+		t.Fatalf("B acquires the shared key: %v", out)
+	}
+	if code, out := rawCall(t, conns["B"], exec, nil, body); code != "" {
+		t.Fatalf("B execs after its own acquire: %v", out)
+	}
+}
