@@ -102,17 +102,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 			return nil, err
 		}
 	}
-	if p := o.placement; p != nil {
-		switch o.engineID {
-		case "":
-			o.engineID = p.Engine()
-		case p.Engine():
-		default:
-			return nil, errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
-		}
-	}
-	if o.tenancy != nil && (o.placement != nil || o.members != nil) {
-		return nil, errOption("tenancy is not yet supported with placement or members: a call forwarded between engines would not carry the caller's identity")
+	if err := o.settle(); err != nil {
+		return nil, err
 	}
 	if o.engineID == "" {
 		o.engineID = nuid.Next()

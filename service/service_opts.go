@@ -89,6 +89,24 @@ func WithPrefix(prefix string) Option {
 	}
 }
 
+// settle checks the options that depend on each other: the placement store's engine ID
+// against WithEngineID, and tenancy, not yet combined with placement or members.
+func (o *options) settle() error {
+	if p := o.placement; p != nil {
+		switch o.engineID {
+		case "":
+			o.engineID = p.Engine()
+		case p.Engine():
+		default:
+			return errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
+		}
+	}
+	if o.tenancy != nil && (o.placement != nil || o.members != nil) {
+		return errOption("tenancy is not yet supported with placement or members: a call forwarded between engines would not carry the caller's identity")
+	}
+	return nil
+}
+
 // WithTenancy makes the engine serve several tenants (tenancy.go, docs/operations.md#tenancy):
 // every request must carry the caller's identity as the NATS server set it on the import
 // crossing, and t decides which scopes, handles and subjects that identity may use; anything
