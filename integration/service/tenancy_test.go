@@ -202,7 +202,8 @@ func TestTenancyOperatorAndFlows(t *testing.T) {
 		t.Fatalf("A reads 3 MiB back: %d bytes, %v", len(back), err)
 	}
 
-	// A streaming exec to A's own stream namespace, which the engine exports to A.
+	// A streaming exec to A's own stream namespace, which the engine exports to A: raw, and
+	// through the Go client with WithStreamPrefix.
 	streamTo := service.DefaultStreamPrefix + "." + p.a + ".exec1"
 	chunks, err := p.conns[p.a].SubscribeSync(streamTo)
 	if err != nil {
@@ -224,6 +225,19 @@ func TestTenancyOperatorAndFlows(t *testing.T) {
 	var chunk messages.APIExecChunk
 	if err := json.Unmarshal(m.Data, &chunk); err != nil || !bytes.Contains(chunk.Data, []byte("streamed")) {
 		t.Fatalf("chunk %s: %v", m.Data, err)
+	}
+	streaming, err := client.New(ctx, p.conns[p.a], client.WithStreamPrefix(service.DefaultStreamPrefix+"."+p.a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbS, err := streaming.Acquire(ctx, keyA, spec)
+	if err != nil {
+		t.Fatalf("A acquires with the streaming client: %v", err)
+	}
+	var got bytes.Buffer
+	if _, err := sbS.(*client.Sandbox).ExecStream(ctx, sandbox.Argv("echo", "via client"), ".", time.Minute,
+		func(_ string, b []byte) { got.Write(b) }); err != nil || got.String() != "via client\n" {
+		t.Fatalf("A's ExecStream with WithStreamPrefix: %q, %v", got.String(), err)
 	}
 
 	// The operator may not use a tenant's sandbox, but reaps B's scope and purges A's.
