@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
@@ -29,7 +31,10 @@ type tenantPool struct {
 	engine    string
 }
 
-func startTenantPool(t *testing.T) *tenantPool {
+func startTenantPool(t *testing.T) *tenantPool { return startTenantPoolWith(t, false) }
+
+// startTenantPoolWith is [startTenantPool], with the engine's audit stream on when audit.
+func startTenantPoolWith(t *testing.T, audit bool) *tenantPool {
 	t.Helper()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -37,8 +42,20 @@ func startTenantPool(t *testing.T) *tenantPool {
 		ops: "it-ops-" + hex.EncodeToString(suffix), conns: map[string]*nats.Conn{}}
 	srv := natstest.RunTenants(t, "engine", wire.DefaultPrefix, p.a, p.b, p.ops)
 	b := itest.NewBackend(t)
-	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b,
-		service.WithTenancy(&service.Tenancy{SameName: true, Operators: []string{p.ops}}))
+	opts := []service.Option{service.WithTenancy(&service.Tenancy{SameName: true, Operators: []string{p.ops}})}
+	if audit {
+		ev, err := events.New(itest.Context(t), natstest.ConnectAs(t, srv, "engine"))
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = ev.Close(ctx)
+		})
+		opts = append(opts, service.WithAudit(ev.Audit()))
+	}
+	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b, opts...)
 	p.engine = svc.EngineID()
 	for _, acc := range []string{p.a, p.b, p.ops} {
 		p.conns[acc] = natstest.ConnectAs(t, srv, acc)
@@ -260,5 +277,56 @@ func TestTenancyOperatorAndFlows(t *testing.T) {
 	}
 	if _, err := sbA.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err == nil {
 		t.Fatalf("A's exec after the operator's purge succeeded")
+	}
+}
+
+// TestTenancyEvents: each tenant's account imports the audit events of its own scope, which the
+// engine's account exports to it alone; a tenant subscribed to every event subject it can
+// name sees its own and nothing of the other's.
+func TestTenancyEvents(t *testing.T) {
+	p := startTenantPoolWith(t, true)
+	ctx := itest.Context(t)
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec))
+	seen := map[string]*nats.Subscription{}
+	for _, acc := range []string{p.a, p.b} {
+		sub, err := p.conns[acc].SubscribeSync(events.DefaultSubjectPrefix + ".>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.conns[acc].Flush(); err != nil {
+			t.Fatal(err)
+		}
+		seen[acc] = sub
+	}
+	for _, acc := range []string{p.a, p.b} {
+		sb, err := p.remote(t, acc).Acquire(ctx, sandbox.Key{Scope: acc, ThreadID: "t", AgentID: "a"}, spec)
+		if err != nil {
+			t.Fatalf("%s acquires: %v", acc, err)
+		}
+		if _, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
+			t.Fatalf("%s execs: %v", acc, err)
+		}
+	}
+	for acc, other := range map[string]string{p.a: p.b, p.b: p.a} {
+		own := 0
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			m, err := seen[acc].NextMsg(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			if strings.Contains(m.Subject, "."+other+".") || bytes.Contains(m.Data, []byte(other)) {
+				t.Errorf("%s saw an event of %s: %s", acc, other, m.Subject)
+			}
+			if strings.HasPrefix(m.Subject, events.DefaultSubjectPrefix+".audit."+acc+".") {
+				own++
+			}
+			if own >= 2 { // sandbox.acquired and the exec; then wait a moment for strays
+				deadline = time.Now().Add(time.Second)
+			}
+		}
+		if own < 2 {
+			t.Errorf("%s saw %d of its own audit events, want at least 2 (acquire, exec)", acc, own)
+		}
 	}
 }
