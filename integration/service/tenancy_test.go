@@ -298,6 +298,10 @@ func TestTenancyEvents(t *testing.T) {
 		}
 		seen[acc] = sub
 	}
+	// A's refused attempt on B's key must not land in B's audit subjects.
+	if _, err := p.remote(t, p.a).Acquire(ctx, sandbox.Key{Scope: p.b, ThreadID: "t", AgentID: "a"}, spec); !errors.Is(err, sandbox.ErrRefused) {
+		t.Fatalf("A acquires B's key: %v, want forbidden", err)
+	}
 	for _, acc := range []string{p.a, p.b} {
 		sb, err := p.remote(t, acc).Acquire(ctx, sandbox.Key{Scope: acc, ThreadID: "t", AgentID: "a"}, spec)
 		if err != nil {
