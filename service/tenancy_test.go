@@ -188,3 +188,34 @@ func TestTenancyHandleIsBoundToItsAcquirer(t *testing.T) {
 		t.Fatalf("B execs after its own acquire: %v", out)
 	}
 }
+
+// TestTenancyToolImport: the deployment's tool route. A request the engine's account sends to
+// maf.sandbox.tools.A.… (as the engine sends a host-tool call) reaches A's responder through
+// A's export and the engine's import, and B, subscribed to the same subject in its own
+// account, sees nothing of it.
+func TestTenancyToolImport(t *testing.T) {
+	_, conns := tenantsEngine(t, nil)
+	subject := service.DefaultToolPrefix + ".A.search"
+	if _, err := conns["A"].Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(`{"value":"from A"}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	spy, err := conns["B"].SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{conns["A"], conns["B"]} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply, err := conns["engine"].Request(subject, []byte(`{"tool":"search"}`), 5*time.Second)
+	if err != nil || string(reply.Data) != `{"value":"from A"}` {
+		t.Fatalf("the engine's request to A's tool: %v, %v", reply, err)
+	}
+	if m, err := spy.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("B saw A's tool call: %s", m.Data)
+	}
+	if _, err := conns["engine"].Request(service.DefaultToolPrefix+".B.search", nil, time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("B's tool subject with no responder in B: %v, want no responders", err)
+	}
+}
