@@ -37,6 +37,10 @@ type Tenancy struct {
 	// Scopes maps an account to the scopes its calls may name. An account listed with no
 	// scope may use none (every call naming a scope is refused), whatever SameName says.
 	Scopes map[string][]string `json:"scopes,omitempty"`
+	// Users maps an account's users to their scopes, and decides for a user it lists in place
+	// of Scopes and SameName (an empty list: none). The user is known only when the tenant's
+	// import has share: true; a user not listed, or not known, gets the account's scopes.
+	Users map[string]map[string][]string `json:"users,omitempty"`
 	// SameName lets an account that Scopes does not list use the scope of its own name.
 	SameName bool `json:"same_name"`
 	// Operators are the accounts that may reap every scope (or all at once) and dispose or
@@ -81,9 +85,18 @@ type Identity struct {
 	User    string `json:"user,omitempty"`
 }
 
+// String names the caller in a refusal: its account, and its user when the server gave one.
+func (id *Identity) String() string {
+	if id.User == "" {
+		return fmt.Sprintf("account %q", id.Account)
+	}
+	return fmt.Sprintf("account %q (user %q)", id.Account, id.User)
+}
+
 // tenancy is a [Tenancy] compiled for lookups.
 type tenancy struct {
 	scopes       map[string]map[string]bool
+	users        map[string]map[string]map[string]bool // account → user → scopes
 	sameName     bool
 	operators    map[string]bool
 	toolPrefix   string
@@ -91,7 +104,7 @@ type tenancy struct {
 }
 
 func compileTenancy(t *Tenancy) (*tenancy, error) {
-	c := &tenancy{scopes: map[string]map[string]bool{}, sameName: t.SameName, operators: map[string]bool{},
+	c := &tenancy{scopes: map[string]map[string]bool{}, users: map[string]map[string]map[string]bool{}, sameName: t.SameName, operators: map[string]bool{},
 		toolPrefix: t.ToolPrefix, streamPrefix: t.StreamPrefix}
 	if c.toolPrefix == "" {
 		c.toolPrefix = DefaultToolPrefix
@@ -108,13 +121,16 @@ func compileTenancy(t *Tenancy) (*tenancy, error) {
 		if acc == "" {
 			return nil, errOption("tenancy: an empty account name in scopes")
 		}
-		set := map[string]bool{}
-		for _, sc := range scopes {
-			if sc != "" {
-				set[sc] = true
+		c.scopes[acc] = scopeSet(scopes)
+	}
+	for acc, users := range t.Users {
+		c.users[acc] = map[string]map[string]bool{}
+		for user, scopes := range users {
+			if acc == "" || user == "" {
+				return nil, errOption("tenancy: an empty account or user name in users")
 			}
+			c.users[acc][user] = scopeSet(scopes)
 		}
-		c.scopes[acc] = set
 	}
 	for _, op := range t.Operators {
 		if op == "" {
@@ -125,6 +141,16 @@ func compileTenancy(t *Tenancy) (*tenancy, error) {
 	return c, nil
 }
 
+func scopeSet(scopes []string) map[string]bool {
+	set := map[string]bool{}
+	for _, sc := range scopes {
+		if sc != "" {
+			set[sc] = true
+		}
+	}
+	return set
+}
+
 // describe says what the mapping is, for the engine's start line.
 func (t *tenancy) describe() string {
 	ops := make([]string, 0, len(t.operators))
@@ -132,15 +158,19 @@ func (t *tenancy) describe() string {
 		ops = append(ops, op)
 	}
 	slices.Sort(ops)
-	return fmt.Sprintf("tenancy: %d accounts mapped, same-name scopes %t, operators %v", len(t.scopes), t.sameName, ops)
+	return fmt.Sprintf("tenancy: %d accounts mapped, %d by user, same-name scopes %t, operators %v", len(t.scopes), len(t.users), t.sameName, ops)
 }
 
-// mayUse reports whether account may name scope.
-func (t *tenancy) mayUse(account, scope string) bool {
-	if set, ok := t.scopes[account]; ok {
+// mayUse reports whether the caller may name scope: its user's entry when the mapping has
+// one, else its account's, else the same-name rule.
+func (t *tenancy) mayUse(id *Identity, scope string) bool {
+	if set, ok := t.users[id.Account][id.User]; ok && id.User != "" {
 		return set[scope]
 	}
-	return t.sameName && scope == account
+	if set, ok := t.scopes[id.Account]; ok {
+		return set[scope]
+	}
+	return t.sameName && scope == id.Account
 }
 
 // identityOf reads the caller's identity from the header the NATS server set. Exactly one
@@ -228,8 +258,8 @@ func (s *Service) authorize(op string, h nats.Header, env *messages.APIEnvelope,
 	if env.Key == nil || scope == "" {
 		return id, nil // the operation refuses the missing key itself (bad_request)
 	}
-	if !t.mayUse(id.Account, scope) {
-		return id, &wire.ForbiddenError{Reason: fmt.Sprintf("account %q may not use scope %q", id.Account, scope)}
+	if !t.mayUse(id, scope) {
+		return id, &wire.ForbiddenError{Reason: fmt.Sprintf("%s may not use scope %q", id, scope)}
 	}
 	if r == ruleHandle {
 		if err := s.checkHandle(id, env.Sandbox); err != nil {
@@ -265,8 +295,8 @@ func (t *tenancy) checkReap(id *Identity, data []byte) error {
 	if req.Scope == "" {
 		return &wire.ForbiddenError{Reason: fmt.Sprintf("account %q may not reap every scope: only an operator may", id.Account)}
 	}
-	if !t.mayUse(id.Account, req.Scope) {
-		return &wire.ForbiddenError{Reason: fmt.Sprintf("account %q may not reap scope %q", id.Account, req.Scope)}
+	if !t.mayUse(id, req.Scope) {
+		return &wire.ForbiddenError{Reason: fmt.Sprintf("%s may not reap scope %q", id, req.Scope)}
 	}
 	return nil
 }

@@ -219,3 +219,26 @@ func TestTenancyToolImport(t *testing.T) {
 		t.Fatalf("B's tool subject with no responder in B: %v, want no responders", err)
 	}
 }
+
+// TestTenancyUserMapping: a user entry decides for that user in place of its account's (the
+// import has share: true, so the server names the user); the account's other users keep the
+// account's scopes.
+func TestTenancyUserMapping(t *testing.T) {
+	_, conns := tenantsEngine(t, &service.Tenancy{SameName: true, Users: map[string]map[string][]string{
+		"A": {"A": {"a-narrow"}}, "B": {"someone-else": {"x"}}}})
+	acquire := wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix)
+	cases := []struct {
+		conn, scope, want string
+	}{
+		{"A", "a-narrow", ""},
+		{"A", "A", wire.CodeForbidden}, // the user's entry replaces the account's same-name scope
+		{"B", "B", ""},                 // B's user is not listed: the account's rule
+		{"B", "x", wire.CodeForbidden},
+	}
+	for _, tc := range cases {
+		code, out := rawCall(t, conns[tc.conn], acquire, nil, acquireBody(tc.scope))
+		if code != tc.want {
+			t.Errorf("%s acquires %s: code %q, want %q: %v", tc.conn, tc.scope, code, tc.want, out)
+		}
+	}
+}
