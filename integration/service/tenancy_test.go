@@ -334,3 +334,38 @@ func TestTenancyEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTenancy: "engine serve --tenancy" against a server with tenant accounts serves a
+// tenant its own scope and refuses the other's, as the service does in process.
+func TestServeTenancy(t *testing.T) {
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	a, b := "it-sa-"+hex.EncodeToString(suffix), "it-sb-"+hex.EncodeToString(suffix)
+	srv := natstest.RunTenants(t, "engine", wire.DefaultPrefix, a, b)
+	itest.StartServe(t, nil, "--nats-url", srv.ClientURL(), "--nats-user", "engine", "--nats-password", natstest.Password, "--tenancy")
+	c, err := client.New(itest.Context(t), natstest.ConnectAs(t, srv, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := itest.Context(t)
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec))
+	own := sandbox.Key{Scope: a, ThreadID: "t", AgentID: "a"}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if f := c.Dispose(ctx, own, sandbox.DisposeOptions{}); f != nil {
+			t.Errorf("dispose %s: %v", own, f)
+		}
+	})
+	sb, err := c.Acquire(ctx, own, spec)
+	if err != nil {
+		t.Fatalf("A acquires its own scope through engine serve: %v", err)
+	}
+	if res, err := sb.Exec(ctx, sandbox.Argv("echo", "hi"), ".", time.Minute); err != nil || res.Stdout() != "hi\n" {
+		t.Fatalf("A execs: %+v, %v", res, err)
+	}
+	var fe *wire.ForbiddenError
+	if _, err := c.Acquire(ctx, sandbox.Key{Scope: b, ThreadID: "t", AgentID: "a"}, spec); !errors.As(err, &fe) {
+		t.Fatalf("A acquires B's scope through engine serve: %v, want forbidden", err)
+	}
+}
