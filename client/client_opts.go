@@ -25,6 +25,7 @@ type options struct {
 	// reconnectGrace: retry.go
 	reconnectGrace time.Duration
 	placement      Placement // placement.go; nil: the client's own memory
+	streamPrefix   string    // transfer.go: "" streams an exec to a fresh inbox
 }
 
 func defaultOptions() options {
@@ -41,6 +42,20 @@ func defaultOptions() options {
 
 func errOption(format string, a ...any) error {
 	return &sandbox.InvalidArgumentError{Reason: "client: " + fmt.Sprintf(format, a...)}
+}
+
+// WithStreamPrefix makes a streaming exec's chunks arrive on prefix.<unique token> instead of
+// a fresh inbox: on an engine with tenancy an exec may stream only under the caller's own
+// stream namespace, maf.sandbox.stream.<account> by default, which the engine's account
+// exports to that account (docs/operations.md#tenancy).
+func WithStreamPrefix(prefix string) Option {
+	return func(o *options) error {
+		if !messages.ValidPrefix(prefix) {
+			return errOption("stream prefix %q is not dot-separated NATS tokens", prefix)
+		}
+		o.streamPrefix = prefix
+		return nil
+	}
 }
 
 // WithLogger sets the logger (default: none).

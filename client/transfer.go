@@ -65,11 +65,15 @@ func (s *Sandbox) fetch(ctx context.Context, what string, blob messages.APIBlob)
 // engine published before it: they were sent first, so they are normally there already.
 const streamWait = 10 * time.Second
 
-// stream sends an exec that publishes its output on a fresh inbox, hands each chunk to
+// stream sends an exec that publishes its output on a fresh inbox (or a fresh subject under
+// [WithStreamPrefix]), hands each chunk to
 // onOutput in order while the call runs, and returns once the response and every chunk it
 // counts have arrived (or streamWait has passed).
 func (b *Backend) stream(ctx context.Context, req *messages.APIExecRequest, c call, res *messages.APIExecResult, onOutput func(string, []byte)) error {
 	inbox := b.nc.NewInbox()
+	if b.o.streamPrefix != "" {
+		inbox = b.o.streamPrefix + "." + nuid.Next()
+	}
 	sub, err := b.nc.SubscribeSync(inbox)
 	if err != nil {
 		return fmt.Errorf("subscribe to the exec stream: %w", err)

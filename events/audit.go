@@ -83,6 +83,8 @@ type AuditEvent struct {
 	Kind       string    `json:"kind,omitempty"`
 	Sandbox    string    `json:"sandbox,omitempty"` // the API handle
 	InstanceID string    `json:"instanceId,omitempty"`
+	// Account is the caller's NATS account, on an engine serving several tenants.
+	Account string `json:"account,omitempty"`
 	// The call that caused it: its request ID (the client's, or minted) and W3C traceparent.
 	RequestID   string `json:"requestId,omitempty"`
 	Traceparent string `json:"traceparent,omitempty"`

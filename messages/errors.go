@@ -68,6 +68,7 @@ const (
 	CodeUnknownSandbox    = "unknown_sandbox"
 	CodeEngineUnavailable = "engine_unavailable"
 	CodeInterrupted       = "interrupted"
+	CodeForbidden         = "forbidden"
 	CodeInternal          = "internal"
 
 	// Codes of sentinels: sandbox's families, and the standard errors a cause may be.
@@ -162,6 +163,7 @@ var errorCodes = []errorCode{
 	typed[*EngineUnavailableError](CodeEngineUnavailable),
 	alias[*sandbox.BackendUnavailableError](CodeEngineUnavailable), // the daemon cannot be reached
 	typed[*InterruptedError](CodeInterrupted),
+	typed[*ForbiddenError](CodeForbidden),
 	typed[*InternalError](CodeInternal),
 
 	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
@@ -290,6 +292,19 @@ type InterruptedError struct {
 }
 
 func (e *InterruptedError) Error() string { return "interrupted: " + e.Reason }
+
+// ForbiddenError says an engine serving several tenants refused the call: the caller's
+// identity, which the NATS server attached to the request, could not be established, or it
+// may not use the scope, the handle or the subject the request names. Nothing ran. Retrying
+// changes nothing; the engine's tenancy mapping decides (docs/operations.md).
+type ForbiddenError struct {
+	Reason string
+}
+
+func (e *ForbiddenError) Error() string { return "forbidden: " + e.Reason }
+
+// Is reports the refused family.
+func (e *ForbiddenError) Is(target error) bool { return target == sandbox.ErrRefused }
 
 // InternalError is a failure the table has no code for; Message is its text.
 type InternalError struct {

@@ -8,3 +8,9 @@ const (
 	RequestIDHeader   = "X-Request-Id"
 	TraceparentHeader = "traceparent"
 )
+
+// RequestInfoHeader is the header the NATS server sets on a request that crosses a service
+// import: a JSON object whose "acc" names the importing account (and, with the import's
+// share: true, "user" its user). The server replaces any value the sender set. An engine
+// with tenancy learns its caller from it and from nothing else (docs/operations.md#tenancy).
+const RequestInfoHeader = "Nats-Request-Info"

@@ -83,6 +83,16 @@ func (s *Service) auditFinish(c *call, resp any, err error) {
 	}
 	a.RequestID, a.Traceparent = c.requestID, c.traceparent
 	a.DurationMS = float64(time.Since(c.start)) / float64(time.Millisecond)
+	if c.identity != nil {
+		a.Account = c.identity.Account // tenancy.go
+	}
+	var fe *messages.ForbiddenError
+	if errors.As(err, &fe) {
+		// A call refused by tenancy is the operator's to see, not the tenant it named: without
+		// its key it goes to the engine's own subject, so no tenant can write into another's
+		// audit subjects by naming its scope.
+		a.Key, a.Kind, a.Sandbox, a.InstanceID = nil, "", "", ""
+	}
 	if err != nil {
 		a.Outcome, a.Error = refusalOutcome(err), messages.EncodeError(err).Code
 		if a.File != nil {

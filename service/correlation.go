@@ -38,6 +38,7 @@ type call struct {
 	ctx         context.Context    // the engine's life with the call's span, child of the caller's traceparent
 	span        trace.Span         // ended by reply
 	audit       *events.AuditEvent // audit.go: the event the call becomes; nil for none
+	identity    *Identity          // tenancy.go: the caller, on an engine with tenancy; else nil
 }
 
 // newCall reads m's correlation headers and derives the call's logger.

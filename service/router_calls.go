@@ -52,6 +52,9 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
 	auditAcquired(ctx, sb, rep) // audit.go
 	h := s.handles.put(key, spec, sb)
+	if c := callOf(ctx); c != nil && c.identity != nil {
+		h.own(c.identity.Account) // tenancy.go: the handle is bound to who acquired it
+	}
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
 		out.WorkDir = b.WorkDir()

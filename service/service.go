@@ -70,6 +70,7 @@ type Service struct {
 	announceDone chan struct{}
 	unobserve    func() error // stops the sandboxes gauge (telemetry)
 	tracer       trace.Tracer
+	tenancy      *tenancy // tenancy.go; nil: one tenant
 	stopOnce     sync.Once
 	stopErr      error
 }
@@ -100,14 +101,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 			return nil, err
 		}
 	}
-	if p := o.placement; p != nil {
-		switch o.engineID {
-		case "":
-			o.engineID = p.Engine()
-		case p.Engine():
-		default:
-			return nil, errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
-		}
+	if err := o.settle(); err != nil {
+		return nil, err
 	}
 	if o.engineID == "" {
 		o.engineID = nuid.Next()
@@ -125,8 +120,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	life, abort := context.WithCancel(context.Background())
 	s := &Service{
-		tracer: telemetry.Tracer(o.tracer),
-		nc:     nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
+		tracer: telemetry.Tracer(o.tracer), tenancy: o.tenancy,
+		nc: nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
 		log:  o.logger.With(zap.String("engine", o.engineID)),
 		life: life, abort: abort,
 		handles:     newHandles(),
@@ -166,7 +161,11 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	} else {
 		close(s.announceDone)
 	}
-	s.log.Info("engine serving", zap.String("prefix", o.prefix), zap.String("version", o.version),
+	mode := "single tenant: every caller may use every scope"
+	if o.tenancy != nil {
+		mode = o.tenancy.describe()
+	}
+	s.log.Info("engine serving", zap.String("mode", mode), zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
 	s.auditEngine(events.AuditEngineStarted, "started", nil, "")
 	return s, nil
@@ -460,7 +459,17 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &messages.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	s.auditStart(c, &env)                                     // audit.go
+	s.auditStart(c, &env) // audit.go
+	if s.tenancy != nil {
+		id, err := s.authorize(op.name, c.msg.Header, &env, data) // tenancy.go
+		if id != nil {
+			c.identity = id
+			c.log = c.log.With(zap.String("account", id.Account))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {

@@ -65,6 +65,7 @@ type serveVerb struct {
 	drain, idleActors, eventDupes                               time.Duration
 	labels                                                      labelFlag
 	place                                                       placementFlags
+	tenancy                                                     tenancyFlags
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -93,6 +94,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.privateCIDRs, "egress-private-cidrs", envOr("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", ""), "comma-separated private CIDR blocks an allowlisted name may resolve into and still be dialled (internal hosts); empty admits none; never loopback, link-local or metadata addresses (docs/operations.md) (env MAF_SANDBOX_EGRESS_PRIVATE_CIDRS)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
+	v.tenancy.register(fs)
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
@@ -171,6 +173,12 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if ev != nil {
 		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
 	}
+	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "", v.place.on)
+	if err != nil {
+		return err
+	}
+	log.Info("engine mode", zap.String("mode", mode))
+	opts = append(opts, tenancyOpt)
 	placeOpts, closePlacement, err := v.placement(ctx, dial, drv, log)
 	if err != nil {
 		return err
@@ -187,7 +195,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("engine ready", zap.String("version", buildVersion()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
-		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())))
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))

@@ -29,6 +29,12 @@ type NATSEngine struct {
 func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...service.Option) (*service.Service, *nats.Conn) {
 	t.Helper()
 	nc := natstest.Connect(t, srv)
+	return ServeBackendOn(t, nc, b, opts...), nc
+}
+
+// ServeBackendOn is [ServeBackend] on a connection the caller made (as a user of an account).
+func ServeBackendOn(t testing.TB, nc *nats.Conn, b *actors.Backend, opts ...service.Option) *service.Service {
+	t.Helper()
 	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
 	if err != nil {
 		t.Fatalf("new router: %v", err)
@@ -51,7 +57,7 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 			t.Errorf("stop service: %v", err)
 		}
 	})
-	return svc, nc
+	return svc
 }
 
 // StartNATSEngine serves a new backend ([NewBackend]) on a new embedded NATS server
