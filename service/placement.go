@@ -297,6 +297,7 @@ func (s *Service) relay(ctx context.Context, subjectT, owner string, data []byte
 	}
 	h := c.headers()
 	h.Set(ForwardedHeader, s.id)
+	forwardIdentity(h, c.identity) // tenancy.go: the owner serves the caller, not this engine
 	subject := messages.Engine(subjectT, s.o.prefix, owner)
 	// A reply subscription of its own, gone when the call is: the connection's shared request
 	// inbox would stay subscribed, and Stop waits for the service's subscriptions to go.

@@ -150,6 +150,8 @@ func (s *Service) forwardDisposal(ctx context.Context, subjectT, owner string, r
 		code = sandbox.DisposalUnreachable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = sandbox.DisposalTimeout
+	case errors.Is(err, sandbox.ErrRefused): // the owner refused the caller (forbidden, tenancy.go)
+		code = sandbox.DisposalRefused
 	}
 	return &sandbox.DisposalFailure{Code: code, Detail: fmt.Sprintf("a sandbox named is engine %s's to dispose: %v", owner, err)}
 }

@@ -90,7 +90,7 @@ func WithPrefix(prefix string) Option {
 }
 
 // settle checks the options that depend on each other: the placement store's engine ID
-// against WithEngineID, and tenancy, not yet combined with placement or members.
+// against WithEngineID.
 func (o *options) settle() error {
 	if p := o.placement; p != nil {
 		switch o.engineID {
@@ -101,18 +101,16 @@ func (o *options) settle() error {
 			return errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
 		}
 	}
-	if o.tenancy != nil && (o.placement != nil || o.members != nil) {
-		return errOption("tenancy is not yet supported with placement or members: a call forwarded between engines would not carry the caller's identity")
-	}
 	return nil
 }
 
 // WithTenancy makes the engine serve several tenants (tenancy.go, docs/operations.md#tenancy):
 // every request must carry the caller's identity as the NATS server set it on the import
 // crossing, and t decides which scopes, handles and subjects that identity may use; anything
-// else is refused with a [*messages.ForbiddenError]. A nil t is [DefaultTenancy]. Not yet
-// combined with placement or members (a forwarded call would lose the caller's identity): New
-// refuses the combination.
+// else is refused with a [*messages.ForbiddenError]. A nil t is [DefaultTenancy]. With
+// [WithPlacement] or [WithMembers] a call forwarded to another engine carries the caller's
+// identity in [ForwardedIdentityHeader], and the other engine checks it there; every engine
+// of the pool should have the same t.
 func WithTenancy(t *Tenancy) Option {
 	return func(o *options) error {
 		if t == nil {

@@ -21,7 +21,9 @@ import (
 // tenancy configured ([WithTenancy]):
 //
 //   - a request without exactly one such header, or one that names no account, is refused
-//     with a [*messages.ForbiddenError]: never served as "anyone";
+//     with a [*messages.ForbiddenError]: never served as "anyone"; the one exception is a
+//     call another engine of the pool forwarded from inside the engine's account (no server
+//     header there), served as the identity it carries in [ForwardedIdentityHeader];
 //   - each operation is checked by its rule in [tenancyRules] (an operation missing from the
 //     table is refused);
 //   - a handle is bound to the accounts that acquired it, not only to its key;
@@ -172,14 +174,23 @@ func (t *tenancy) mayUse(id *Identity, scope string) bool {
 	return t.sameName && scope == id.Account
 }
 
+// ForwardedIdentityHeader carries the caller's identity (an [Identity] as JSON) on a call one
+// engine forwards to another ([ForwardedHeader], placement.go's relay): the forward is
+// published inside the engine's account, where no import is crossed and the server sets no
+// [messages.RequestInfoHeader]. The receiving engine believes it only on a request that
+// carries no such server header, i.e. one that never crossed a tenant's import: a tenant's
+// request always carries the server's header, which wins (docs/operations.md#tenancy).
+const ForwardedIdentityHeader = "Maf-Sandbox-Forwarded-Identity"
+
 // identityOf reads the caller's identity from the header the NATS server set. Exactly one
 // value is taken: the server replaces a sender's, so two mean a header that did not come
-// from one import crossing.
+// from one import crossing. A request with no server header is served only as the identity
+// an engine of the pool forwarded it with (forwardedIdentityOf).
 func identityOf(h nats.Header) (*Identity, error) {
 	vals := h[messages.RequestInfoHeader]
 	switch len(vals) {
 	case 0:
-		return nil, &messages.ForbiddenError{Reason: "the request carries no identity from the NATS server: this engine serves tenants, and only a request crossing its account's service import is served"}
+		return forwardedIdentityOf(h)
 	case 1:
 	default:
 		return nil, &messages.ForbiddenError{Reason: "the request carries more than one identity header"}
@@ -189,6 +200,34 @@ func identityOf(h nats.Header) (*Identity, error) {
 		return nil, &messages.ForbiddenError{Reason: "the request's identity header names no account"}
 	}
 	return &id, nil
+}
+
+// forwardedIdentityOf reads the identity another engine forwarded a call with, on a request
+// without the server's header: one sent from inside the engine's account, which the threat
+// model trusts. It must be marked forwarded and carry exactly one identity naming an account.
+func forwardedIdentityOf(h nats.Header) (*Identity, error) {
+	vals := h[ForwardedIdentityHeader]
+	if len(vals) != 1 || h.Get(ForwardedHeader) == "" {
+		return nil, &messages.ForbiddenError{Reason: "the request carries no identity from the NATS server: this engine serves tenants, and only a request crossing its account's service import is served"}
+	}
+	var id Identity
+	if err := json.Unmarshal([]byte(vals[0]), &id); err != nil || id.Account == "" {
+		return nil, &messages.ForbiddenError{Reason: "the forwarded request's identity names no account"}
+	}
+	return &id, nil
+}
+
+// forwardIdentity puts the caller's identity on a call this engine forwards to another
+// (relay); nothing without tenancy.
+func forwardIdentity(h nats.Header, id *Identity) {
+	if id == nil {
+		return
+	}
+	b, err := json.Marshal(id)
+	if err != nil {
+		return // an Identity is two strings: it always encodes
+	}
+	h.Set(ForwardedIdentityHeader, string(b))
 }
 
 // rule is what an operation's request is checked for, beyond an established identity.

@@ -173,7 +173,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if ev != nil {
 		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
 	}
-	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "", v.place.on)
+	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "")
 	if err != nil {
 		return err
 	}

@@ -21,20 +21,15 @@ func (f *tenancyFlags) register(fs *flag.FlagSet) {
 // errTenancyEmbedded: an embedded server has no accounts, so no call would carry an identity.
 var errTenancyEmbedded = errors.New("serve: --tenancy needs a NATS server whose accounts import the API (--nats-url); the embedded server has none, so every call would be refused")
 
-// errTenancyPlacement: a call forwarded between engines would lose the caller's identity.
-var errTenancyPlacement = errors.New("serve: --tenancy is not yet supported with --placement")
-
 // option returns the service option of the flags (nil for one tenant) and the mode serve
-// logs at start. embedded says serve runs its own NATS server; placement that --placement is on.
-func (f *tenancyFlags) option(embedded, placement bool) (service.Option, string, error) {
+// logs at start. embedded says serve runs its own NATS server. With --placement, a call one
+// engine forwards to another carries the caller's identity (service.ForwardedIdentityHeader).
+func (f *tenancyFlags) option(embedded bool) (service.Option, string, error) {
 	if !f.on && f.file == "" {
 		return nil, "single tenant: every caller may use every scope", nil
 	}
 	if embedded {
 		return nil, "", errTenancyEmbedded
-	}
-	if placement {
-		return nil, "", errTenancyPlacement
 	}
 	t := service.DefaultTenancy()
 	mode := "tenancy: account X may use scope X"

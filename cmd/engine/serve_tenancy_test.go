@@ -8,7 +8,7 @@ import (
 )
 
 // TestServeTenancyFlags: no flag is one tenant; --tenancy or --tenancy-file give a tenancy
-// option; with the embedded server or placement, or a bad file, serve refuses to start.
+// option, with --placement too; with the embedded server or a bad file, serve refuses to start.
 func TestServeTenancyFlags(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
@@ -23,7 +23,6 @@ func TestServeTenancyFlags(t *testing.T) {
 		name       string
 		args       []string
 		embedded   bool
-		placement  bool
 		wantOption bool
 		wantErr    error
 		anyErr     bool
@@ -33,7 +32,7 @@ func TestServeTenancyFlags(t *testing.T) {
 		{name: "--tenancy-file", args: []string{"--tenancy-file", good}, wantOption: true},
 		{name: "unknown field in the file", args: []string{"--tenancy-file", bad}, anyErr: true},
 		{name: "embedded server", args: []string{"--tenancy"}, embedded: true, wantErr: errTenancyEmbedded},
-		{name: "placement", args: []string{"--tenancy"}, placement: true, wantErr: errTenancyPlacement},
+		{name: "placement is allowed", args: []string{"--tenancy", "--placement"}, wantOption: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,7 +40,7 @@ func TestServeTenancyFlags(t *testing.T) {
 			if err := v.parse(tc.args); err != nil {
 				t.Fatalf("parse %q: %v", tc.args, err)
 			}
-			opt, mode, err := v.tenancy.option(tc.embedded, tc.placement)
+			opt, mode, err := v.tenancy.option(tc.embedded)
 			switch {
 			case tc.wantErr != nil || tc.anyErr:
 				if err == nil || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
