@@ -45,7 +45,7 @@ type runVerb struct {
 	conn                                              natsFlags
 	logs                                              logFlags
 	image, kind, scope, thread, agent, shell, workDir string
-	outDir                                            string
+	outDir, streamPrefix                              string
 	replace                                           bool
 	timeout, callTimeout                              time.Duration
 	files, outputs, allow                             listFlag
@@ -75,6 +75,7 @@ func (v *runVerb) parse(args []string) error {
 	fs.StringVar(&v.outDir, "out-dir", ".", "local directory the outputs land in")
 	fs.BoolVar(&v.replace, "replace", false, "let an output replace a local file of its name")
 	fs.DurationVar(&v.callTimeout, "call-timeout", 5*time.Minute, "bound on each call to the engine besides the command")
+	fs.StringVar(&v.streamPrefix, "stream-prefix", envOr("MAF_SANDBOX_STREAM_PREFIX", ""), "subject prefix the command's output streams to (default a fresh inbox); on an engine with tenancy, maf.sandbox.stream.<your account> (docs/operations.md#tenancy; env MAF_SANDBOX_STREAM_PREFIX)")
 	fs.Var(&v.files, "file", "LOCAL[:GUEST] file to copy in before the command (GUEST defaults to LOCAL's name); repeatable")
 	fs.Var(&v.outputs, "output", "GUEST[:NAME] output to copy out after the command, landing as NAME in --out-dir; repeatable")
 	fs.Var(&v.allow, "allow", "host the sandbox may reach (allowlist egress; needs an engine with an egress proxy); repeatable")
@@ -116,7 +117,11 @@ func (v *runVerb) run(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	backend, err := client.New(ctx, nc, client.WithPrefix(v.conn.prefix), client.WithLogger(log), client.WithCallTimeout(v.callTimeout))
+	copts := []client.Option{client.WithPrefix(v.conn.prefix), client.WithLogger(log), client.WithCallTimeout(v.callTimeout)}
+	if v.streamPrefix != "" {
+		copts = append(copts, client.WithStreamPrefix(v.streamPrefix))
+	}
+	backend, err := client.New(ctx, nc, copts...)
 	if err != nil {
 		return 0, fmt.Errorf("run: %w", err)
 	}
