@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,13 @@ import (
 // (engine, A, B, OPS), and returns the fakes and a connection per account.
 func placedTenantEngines(t *testing.T, tens ...*service.Tenancy) (fakes []*sandboxtest.Backend, conns map[string]*nats.Conn) {
 	t.Helper()
+	return placedTenantEnginesWith(t, nil, tens...)
+}
+
+// placedTenantEnginesWith is [placedTenantEngines], each engine also given the options extra
+// returns for it (nil: none).
+func placedTenantEnginesWith(t *testing.T, extra func(js jetstream.JetStream) []service.Option, tens ...*service.Tenancy) (fakes []*sandboxtest.Backend, conns map[string]*nats.Conn) {
+	t.Helper()
 	srv := natstest.RunTenants(t, "engine", messages.DefaultPrefix, "A", "B", "OPS")
 	for i, ten := range tens {
 		js, err := jetstream.New(natstest.ConnectAs(t, srv, "engine"))
@@ -39,8 +47,11 @@ func placedTenantEngines(t *testing.T, tens ...*service.Tenancy) (fakes []*sandb
 		if err != nil {
 			t.Fatalf("new router: %v", err)
 		}
-		svc, err := service.New(natstest.ConnectAs(t, srv, "engine"), router, service.WithLogger(zaptest.NewLogger(t)),
-			service.WithTenancy(ten), service.WithPlacement(p))
+		opts := []service.Option{service.WithLogger(zaptest.NewLogger(t)), service.WithTenancy(ten), service.WithPlacement(p)}
+		if extra != nil {
+			opts = append(opts, extra(js)...)
+		}
+		svc, err := service.New(natstest.ConnectAs(t, srv, "engine"), router, opts...)
 		if err != nil {
 			t.Fatalf("new service with tenancy and placement: %v", err)
 		}
@@ -190,4 +201,72 @@ func TestTenancyForwardHeaderCannotBeForged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTenancyWithMembers: with members too, a cold acquire that reaches the loaded engine e1
+// through the pool is handed to the lighter e2 (balance.go) with the caller's identity: a spy
+// in the engine's account sees the forward on e2's subject carry A's, e2 creates A's sandbox,
+// A uses it there and B is refused it.
+func TestTenancyWithMembers(t *testing.T) {
+	members := func(js jetstream.JetStream) []service.Option {
+		m, err := placement.NewMembers(ctxT(t), js, placement.WithLease(600*time.Millisecond))
+		if err != nil {
+			t.Fatalf("members bucket: %v", err)
+		}
+		return []service.Option{service.WithMembers(m, "daemon-1")}
+	}
+	fakes, conns := placedTenantEnginesWith(t, members, service.DefaultTenancy(), service.DefaultTenancy())
+	const held = 10
+	for i := range held { // on e1's own subject: never balanced
+		body := acquireBody("A")
+		body["key"].(map[string]any)["thread_id"] = fmt.Sprintf("held-%d", i)
+		if code, out := rawCall(t, conns["A"], engineSubject(messages.SubjectEngineAcquireT, "e1"), nil, body); code != "" {
+			t.Fatalf("A loads e1: %v", out)
+		}
+	}
+	time.Sleep(time.Second) // e1 has announced its load and read e2's since (every 200 ms)
+
+	spy, err := conns["engine"].SubscribeSync(engineSubject(messages.SubjectEngineAcquireT, "e2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conns["engine"].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pool := messages.Shared(messages.SubjectAcquireT, messages.DefaultPrefix)
+	for i := range 8 { // the pool's queue group picks e1 or e2; until e1 has handed one over
+		body := acquireBody("A")
+		body["key"].(map[string]any)["thread_id"] = fmt.Sprintf("cold-%d", i)
+		code, out := rawCall(t, conns["A"], pool, nil, body)
+		if code != "" {
+			t.Fatalf("A's cold acquire through the pool: %v", out)
+		}
+		sb := out["sandbox"].(map[string]any)
+		if sb["engine"] != "e2" {
+			t.Fatalf("A's cold acquire served on %v, want the lighter e2", sb["engine"])
+		}
+		m, err := spy.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			continue // e2 got it from the pool itself
+		}
+		if by, id := m.Header.Get(service.ForwardedHeader), m.Header.Get(service.ForwardedIdentityHeader); by != "e1" || !strings.Contains(id, `"acc":"A"`) {
+			t.Fatalf("the forward to e2 carries %s=%q, %s=%q; want e1 and A's identity", service.ForwardedHeader, by, service.ForwardedIdentityHeader, id)
+		}
+		exec, execReq := engineSubject(messages.SubjectExecT, "e2"), execBody("A", sb["id"].(string))
+		execReq["key"] = body["key"]
+		if code, out := rawCall(t, conns["A"], exec, nil, execReq); code != "" {
+			t.Fatalf("A execs on the sandbox e1 handed to e2: %v", out)
+		}
+		if code, out := rawCall(t, conns["B"], exec, nil, execReq); code != messages.CodeForbidden {
+			t.Fatalf("B execs on A's handle: code %q, want forbidden: %v", code, out)
+		}
+		if code, out := rawCall(t, conns["B"], pool, nil, body); code != messages.CodeForbidden {
+			t.Fatalf("B acquires A's key through the pool: code %q, want forbidden: %v", code, out)
+		}
+		if n := len(fakes[0].Acquires()); n != held {
+			t.Fatalf("e1 served %d acquires, want only the %d it was loaded with", n, held)
+		}
+		return
+	}
+	t.Fatal("in 8 cold acquires through the pool e1 handed none to e2")
 }
