@@ -234,7 +234,9 @@ func TestTenancyWithMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := messages.Shared(messages.SubjectAcquireT, messages.DefaultPrefix)
-	for i := range 8 { // the pool's queue group picks e1 or e2; until e1 has handed one over
+	// The pool's queue group picks e1 or e2 at random, until e1 has handed one over: 32 tries
+	// leave a chance of 2^-32 that e1 never gets one (with 8 it was 1 in 256).
+	for i := range 32 {
 		body := acquireBody("A")
 		body["key"].(map[string]any)["thread_id"] = fmt.Sprintf("cold-%d", i)
 		code, out := rawCall(t, conns["A"], pool, nil, body)
@@ -268,5 +270,5 @@ func TestTenancyWithMembers(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("in 8 cold acquires through the pool e1 handed none to e2")
+	t.Fatal("in 32 cold acquires through the pool e1 handed none to e2")
 }
