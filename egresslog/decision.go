@@ -1,6 +1,7 @@
 package egresslog
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"slices"
@@ -89,6 +90,28 @@ func FormatReady(port int, allow []string) string {
 	return ReadyMarker + " on " + strconv.Itoa(port) + "; allowing: " + list + "\n"
 }
 
+// CAMarker starts the line on which a proxy that inspects announces its CA certificate.
+const CAMarker = "ca-certificate"
+
+// FormatCA returns the line announcing the proxy's CA certificate, line feed included:
+// "ca-certificate <base64 of the DER certificate>\n". It is public by nature (a workload must
+// trust it) and carries no key. [ParseLog] skips it; [ParseCA] reads it.
+func FormatCA(der []byte) string {
+	return CAMarker + " " + base64.StdEncoding.EncodeToString(der) + "\n"
+}
+
+// ParseCA returns the DER certificate of the first [FormatCA] line in log, or nil.
+func ParseCA(log string) []byte {
+	for _, line := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(line, CAMarker+" "); ok {
+			if der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+				return der
+			}
+		}
+	}
+	return nil
+}
+
 // Writer writes the proxy's log lines to an underlying writer, each with a single Write under
 // a mutex, so lines from concurrent connections never interleave. It does no buffering: give
 // it an unbuffered writer (the process's standard output) and every line is flushed when its
@@ -120,6 +143,9 @@ func (w *Writer) WriteRequest(code sandbox.EgressDecisionCode, host string, port
 	}
 	return w.write(line)
 }
+
+// WriteCA writes the CA line ([FormatCA]).
+func (w *Writer) WriteCA(der []byte) error { return w.write(FormatCA(der)) }
 
 // WriteReady writes the readiness line ([FormatReady]). It fails with the underlying writer's
 // error.

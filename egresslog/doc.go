@@ -23,7 +23,9 @@
 // write the same bytes for a tunnel and one parser reads both. The request form is an
 // extension: a tunnel line is unchanged, and a parser that predates it skips request lines
 // (their port is not all digits) rather than misreading them. The path is the raw request
-// path without its query, cut to [MaxLoggedPath] bytes. The proxy writes through a [Writer], which
+// path without its query, cut to [MaxLoggedPath] bytes. A proxy that inspects also writes,
+// before its readiness line, its CA certificate ([FormatCA], read by [ParseCA]); the parser
+// skips that line. The proxy writes through a [Writer], which
 // emits each line with a single Write under a mutex; [FormatDecision] refuses a host that
 // would break the grammar (a space, a control byte, a line feed). Before any decision the proxy
 // writes the readiness line ([FormatReady]), which contains [ReadyMarker] and which the parser

@@ -33,8 +33,9 @@
 // goes upstream. A permitted request is re-serialised (one framing, whatever the client sent)
 // to the host over TLS verified against the system roots or [WithUpstreamRoots], never
 // skipped (an unverifiable host is 502, UNREACHABLE). Each request is one decision line with
-// its method and path; a refused handshake is one "DENY host:port" line. Not yet: the engine
-// does not configure inspection (the environment contract), the CA does not reach the
+// its method and path; a refused handshake is one "DENY host:port" line. Before its readiness
+// line such a proxy writes its CA certificate ([egresslog.FormatCA]). Not yet: the engine does
+// not set the inspecting variables on a proxy container, the CA does not reach the
 // workload's trust store, and the memory budget below does not count inspected connections.
 //
 // # Memory
@@ -51,12 +52,14 @@
 //
 // Every policy decision is one line on the decision log (standard output in the container),
 // written through [egresslog.Writer]: ALLOW, DENY, DENY-NONGLOBAL or UNREACHABLE with the host
-// exactly as received. Malformed and non-CONNECT requests are not logged.
+// exactly as received, and for an inspected host's request its method and path too.
+// Malformed and non-CONNECT requests are not logged.
 //
 // # The process
 //
 // [Run] is the whole process contract (§2.6): configuration from the environment
-// ([ConfigFromEnv]: MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT), listen
+// ([ConfigFromEnv]: MAF_SANDBOX_ALLOW, MAF_SANDBOX_PRIVATE_CIDRS, MAF_SANDBOX_PROXY_PORT,
+// MAF_SANDBOX_INSPECT, MAF_SANDBOX_UPSTREAM_CAS), listen
 // on 0.0.0.0:3128, the readiness line once listening, and on cancellation (SIGTERM) a stop
 // that closes every tunnel at once. The package uses the standard library and egresslog only,
 // so the binary is small and static.

@@ -2,20 +2,24 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -72,6 +76,12 @@ func startInspectingProxy(t *testing.T, rt *recordingTarget, rule sandbox.Egress
 // the proxy's CA.
 func connectTLS(t *testing.T, tp *testProxy, sni string) (*tls.Conn, error) {
 	t.Helper()
+	return connectTLSTrusting(t, tp, tp.CACertificatePEM(), sni)
+}
+
+// connectTLSTrusting is connectTLS trusting caPEM, as a client that has only the certificate.
+func connectTLSTrusting(t *testing.T, tp *testProxy, caPEM []byte, sni string) (*tls.Conn, error) {
+	t.Helper()
 	c := tp.dial(t)
 	if _, err := io.WriteString(c, "CONNECT "+inspectHost+":443 HTTP/1.1\r\nHost: "+inspectHost+":443\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -80,7 +90,7 @@ func connectTLS(t *testing.T, tp *testProxy, sni string) (*tls.Conn, error) {
 		t.Fatalf("CONNECT answered %q", got)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(tp.CACertificatePEM()) {
+	if !pool.AppendCertsFromPEM(caPEM) {
 		t.Fatal("the proxy's CA certificate does not parse")
 	}
 	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, NextProtos: []string{"h2", "http/1.1"}})
@@ -251,5 +261,67 @@ func TestWithInspectRefusesBadRules(t *testing.T) {
 	}
 	if p.CACertificatePEM() != nil {
 		t.Fatal("a proxy that inspects nothing made a CA")
+	}
+}
+
+// TestRunInspectsFromEnv: the environment contract carries the inspecting rules and the
+// upstream bundle to the process, which announces its CA certificate before it is ready;
+// a client trusting that certificate gets the permitted GET through and the POST refused.
+func TestRunInspectsFromEnv(t *testing.T) {
+	rt := startRecordingTarget(t)
+	env := map[string]string{
+		egresslog.EnvAllow:       inspectHost,
+		egresslog.EnvInspect:     egresslog.FormatInspect([]sandbox.EgressRule{acmeReadOnly}),
+		egresslog.EnvUpstreamCAs: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.srv.Certificate().Raw})),
+	}
+	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Port = 0
+	out := &syncBuffer{}
+	res := &stubResolver{answers: map[string][]netip.Addr{inspectHost: addrs("127.0.0.1")}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, out, WithResolver(res), withAdmitLoopback(), withDialPort(rt.port()),
+			withListenHost("127.0.0.1"), withLoopbackOnlyGuard(t))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	ready := regexp.MustCompile(`(?m)^listening on (\d+); allowing: example\.com$`)
+	var port string
+	for deadline := time.Now().Add(5 * time.Second); port == ""; time.Sleep(10 * time.Millisecond) {
+		if m := ready.FindStringSubmatch(out.String()); m != nil {
+			port = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no readiness line: %q", out.String())
+		}
+	}
+	der := egresslog.ParseCA(out.String())
+	ca, err := x509.ParseCertificate(der)
+	if err != nil || !ca.IsCA {
+		t.Fatalf("no CA certificate before the readiness line (%v): %q", err, out.String())
+	}
+	tp := &testProxy{addr: net.JoinHostPort("127.0.0.1", port), log: out}
+	conn, err := connectTLSTrusting(t, tp, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), inspectHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := send(t, conn, get("/repos/acme/a")+"POST /repos/acme/a HTTP/1.1\r\nHost: example.com\r\n\r\n", 2)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "200 OK") || !strings.HasPrefix(got[1], "403 Forbidden") {
+		t.Fatalf("answers %q, want 200 then 403", got)
+	}
+	if seen := rt.requests(); !slices.Equal(seen, []string{"GET /repos/acme/a"}) {
+		t.Fatalf("the origin saw %q", seen)
+	}
+	for _, line := range []string{"ALLOW example.com:443 GET /repos/acme/a\n", "DENY example.com:443 POST /repos/acme/a\n"} {
+		if !strings.Contains(out.String(), line) {
+			t.Fatalf("output %q lacks %q", out.String(), line)
+		}
 	}
 }

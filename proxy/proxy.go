@@ -82,7 +82,17 @@ func New(allow []string, opts ...Option) (*Proxy, error) {
 
 // WriteReady writes the readiness line for port to the decision log (egress-and-reap.md
 // §2.5). Call it once the listener is bound, before [Proxy.Serve]; [Run] does.
-func (p *Proxy) WriteReady(port int) error { return p.log.WriteReady(port, p.allow) }
+//
+// A proxy that inspects first writes its CA certificate ([egresslog.FormatCA]), so whoever
+// reads the log up to the readiness line has the certificate a workload must trust.
+func (p *Proxy) WriteReady(port int) error {
+	if p.ca != nil {
+		if err := p.log.WriteCA(p.ca.cert.Raw); err != nil {
+			return err
+		}
+	}
+	return p.log.WriteReady(port, p.allow)
+}
 
 // allowed reports whether host may be tunnelled to on port.
 func (p *Proxy) allowed(host string, port int) bool {
