@@ -36,7 +36,9 @@
 // its method and path; a refused handshake is one "DENY host:port" line. Before its readiness
 // line such a proxy writes its CA certificate ([egresslog.FormatCA]). Not yet: the engine does
 // not set the inspecting variables on a proxy container, the CA does not reach the
-// workload's trust store, and the memory budget below does not count inspected connections.
+// workload's trust store, and the memory budget below does not count inspected connections
+// (measured instead: 100 held open after a request each, clients and origin in the same
+// process, stay under 9 MiB live with the race detector on, TestInspectMemoryOf100Connections).
 //
 // # Memory
 //

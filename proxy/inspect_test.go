@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -324,4 +325,33 @@ func TestRunInspectsFromEnv(t *testing.T) {
 			t.Fatalf("output %q lacks %q", out.String(), line)
 		}
 	}
+}
+
+// TestInspectMemoryOf100Connections: 100 inspected connections held open after one permitted
+// request each cost less than issue 24's 40 MiB. The figure is an upper bound: clients, the
+// origin and the proxy share this process, and all of their live heap and stacks count.
+func TestInspectMemoryOf100Connections(t *testing.T) {
+	const n = 100
+	rt := startRecordingTarget(t)
+	tp := startInspectingProxy(t, rt, acmeReadOnly, WithUpstreamRoots(rt.roots()))
+	before := int64(liveBytes())
+	conns := make([]*tls.Conn, 0, n)
+	for range n {
+		conn, err := connectTLS(t, tp, inspectHost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := send(t, conn, get("/repos/acme/a"), 1); !strings.HasPrefix(got[0], "200 OK") {
+			t.Fatalf("answer %q", got)
+		}
+		conns = append(conns, conn)
+	}
+	after := int64(liveBytes())
+	per := float64(after-before) / n
+	t.Logf("%d inspected connections: %.1f MiB live in all (%.0f KiB each, clients and origin included)",
+		n, float64(after-before)/(1<<20), per/1024)
+	if float64(after-before) > 40<<20*raceFactor {
+		t.Fatalf("%d inspected connections hold %d bytes, over 40 MiB", n, after-before)
+	}
+	runtime.KeepAlive(conns)
 }
