@@ -207,7 +207,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	}
 	egressID := ""
 	if spec.Egress == sandbox.EgressAllowlist {
-		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressHosts(spec.EgressAllow))
+		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
 	}
 	name := docker.ContainerName(key, spec.Kind, egressID)
 	pid, err := b.container(ctx, name)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -71,7 +70,6 @@ const (
 	readinessLongest = 250 * time.Millisecond
 	readinessTail    = 50
 	readinessMaxRead = 64 << 10
-	maxEgressEntry   = 253
 )
 
 // EgressWindow is one drained proxy window: the decisions one proxy container made between
@@ -134,7 +132,7 @@ func egressIDFor(cfg docker.Config, spec sandbox.Spec) string {
 	if spec.Egress != sandbox.EgressAllowlist {
 		return ""
 	}
-	return docker.EgressID(cfg.EgressProxyImage, sandbox.EgressHosts(spec.EgressAllow))
+	return docker.EgressID(cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
 }
 
 // workloadNetwork is the workload's network option: N-net and the proxy variables for an
@@ -146,35 +144,9 @@ func (a *containerActor) workloadNetwork(spec sandbox.Spec) docker.CreateOpt {
 	return docker.WithNetwork(docker.NetworkName(a.name), docker.ProxyURL(a.name))
 }
 
-// checkEgressEntries refuses an entry that could change the policy once comma-joined (§1.1 [G]).
-func checkEgressEntries(hosts []string) error {
-	for _, h := range hosts {
-		reason := ""
-		switch {
-		case h == "":
-			reason = "is empty"
-		case len(h) > maxEgressEntry:
-			reason = fmt.Sprintf("is longer than %d bytes", maxEgressEntry)
-		case strings.ContainsFunc(h, unicode.IsSpace):
-			reason = "contains whitespace"
-		case strings.Contains(h, ","):
-			reason = "contains a comma"
-		case strings.ContainsFunc(h, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-			reason = "contains a control byte"
-		case strings.Contains(h, "://"):
-			reason = "contains '://' (name a host, not a URL)"
-		}
-		if reason != "" {
-			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("allowlist entry %q %s", h, reason)}
-		}
-	}
-	return nil
-}
-
 // ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
-// entry validation, the topology (asked again of the daemon on a cold acquire), the
-// unusable-network discard, the internal network (created on a free subnet, or adopted after
-// the bridge check), and it launches the proxy recreated for this acquire — which proves the
+// entry validation, the topology (asked again of the daemon on a cold acquire), the unusable-network discard,
+// the internal network (created on a free subnet, or adopted after the bridge check), and it launches the proxy recreated for this acquire — which proves the
 // seal of a network this actor has not proved yet before its outbound leg is connected — on
 // a goroutine the acquire joins (egress_run.go). It returns nil for a sandbox on --network
 // none, and info as it stands after a discard (nil when N was removed).
@@ -182,8 +154,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 	if m.EgressID == "" {
 		return nil, info, nil
 	}
-	hosts := sandbox.EgressHosts(m.Spec.EgressAllow)
-	if err := checkEgressEntries(hosts); err != nil {
+	if err := sandbox.CheckEgressRules(m.Spec.EgressAllow); err != nil { // again: a spec's fields are open to change
 		return nil, info, err
 	}
 	nets := a.b.engine
@@ -230,7 +201,7 @@ func (a *containerActor) ensureEgress(ctx context.Context, m *acquireRequest, in
 	}
 	a.egressBuild = run
 	go run.build(func(sealed func()) (string, error) {
-		return a.recreateProxy(ctx, nets, m.Key, m.Spec, hosts, run, sealed)
+		return a.recreateProxy(ctx, nets, m.Key, m.Spec, sandbox.EgressHosts(m.Spec.EgressAllow), run, sealed)
 	})
 	return run, info, nil
 }

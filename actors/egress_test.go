@@ -391,16 +391,21 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 	}
 }
 
+// TestEgressAllowlistEntriesValidated: NewSpec refuses a bad entry, and so does the backend
+// at acquire when one was put into a built spec afterwards, before anything reaches the engine.
 func TestEgressAllowlistEntriesValidated(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, h := range []string{"a b.example", "a,b.example", "https://a.example", "a\x01.example", strings.Repeat("a", 254)} {
+	for _, h := range []string{"a b.example", "a,b.example", "https://a.example", "a\x01.example", strings.Repeat("a", 254), "*", "10.0.0.1", "::1"} {
 		f := newNetFake()
 		b := egressBackend(t, f)
-		_, err := b.Acquire(context.Background(), testKey, allowSpec(t, "ok.example", h))
-		if !errors.Is(err, sandbox.ErrInvalid) {
-			t.Fatalf("entry %q: err = %v, want invalid", h, err)
+		spec := allowSpec(t, "ok.example")
+		spec.EgressAllow = append(spec.EgressAllow, sandbox.EgressRule{Host: h})
+		_, err := b.Acquire(context.Background(), testKey, spec)
+		var inv *sandbox.InvalidArgumentError
+		if !errors.As(err, &inv) {
+			t.Fatalf("entry %q: err = %v, want *sandbox.InvalidArgumentError", h, err)
 		}
-		if calls := f.Calls(); hasCall(calls, "network") {
+		if calls := f.Calls(); hasCall(calls, "network") || hasCall(calls, "create") {
 			t.Fatalf("entry %q reached the engine: %v", h, calls)
 		}
 	}

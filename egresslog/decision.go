@@ -1,6 +1,7 @@
 package egresslog
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"slices"
@@ -15,14 +16,52 @@ import (
 // No decision line contains it.
 const ReadyMarker = "listening"
 
-// FormatDecision returns the log line of one decision, line feed included:
-// "VERB host:port\n". d.At is not written: times come from the engine's log driver.
+// MaxLoggedPath bounds the path a request decision carries: a longer path is cut to this many
+// bytes and ends in [PathCut].
+const (
+	MaxLoggedPath = 512
+	PathCut       = "..."
+)
+
+// FormatDecision returns the log line of one decision, line feed included: "VERB host:port\n"
+// for a tunnel, and "VERB host:port METHOD path\n" for one request an inspecting rule decided
+// (d.Method set). d.At is not written: times come from the engine's log driver.
 //
 // It fails with [ErrInvalidDecision] when d.Decision is not one of the four verbs, when the
-// host is empty or holds a byte outside 0x21–0x7E, and when the port is outside 1–65535. The
-// proxy refuses such requests before it decides anything, so a failure here is a bug; refusing
-// to write it keeps a guest-chosen host from forging a second line.
+// host is empty or holds a byte outside 0x21–0x7E, when the port is outside 1–65535, when a
+// method is not an upper-case token or a path does not start with '/' or holds a byte outside
+// 0x21–0x7E, and when a path comes without a method. The proxy refuses such requests before it
+// decides anything, so a failure here is a bug; refusing to write it keeps guest-chosen text
+// from forging a second line. A path over [MaxLoggedPath] bytes is cut.
 func FormatDecision(d sandbox.EgressDecision) (string, error) {
+	line, err := formatTunnel(d)
+	if err != nil || (d.Method == "" && d.Path == "") {
+		return line, err
+	}
+	if !validMethod(d.Method) {
+		return "", fmt.Errorf("%w: method %q", ErrInvalidDecision, d.Method)
+	}
+	if !strings.HasPrefix(d.Path, "/") || !printable(d.Path) {
+		return "", fmt.Errorf("%w: path %q", ErrInvalidDecision, d.Path)
+	}
+	path := d.Path
+	if len(path) > MaxLoggedPath {
+		path = path[:MaxLoggedPath-len(PathCut)] + PathCut
+	}
+	return strings.TrimSuffix(line, "\n") + " " + d.Method + " " + path + "\n", nil
+}
+
+func printable(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
+}
+
+func validMethod(m string) bool {
+	return m != "" && !strings.ContainsFunc(m, func(r rune) bool {
+		return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+	})
+}
+
+func formatTunnel(d sandbox.EgressDecision) (string, error) {
 	if !slices.Contains(sandbox.EgressDecisionCodes(), d.Decision) {
 		return "", fmt.Errorf("%w: verb %q", ErrInvalidDecision, string(d.Decision))
 	}
@@ -51,6 +90,28 @@ func FormatReady(port int, allow []string) string {
 	return ReadyMarker + " on " + strconv.Itoa(port) + "; allowing: " + list + "\n"
 }
 
+// CAMarker starts the line on which a proxy that inspects announces its CA certificate.
+const CAMarker = "ca-certificate"
+
+// FormatCA returns the line announcing the proxy's CA certificate, line feed included:
+// "ca-certificate <base64 of the DER certificate>\n". It is public by nature (a workload must
+// trust it) and carries no key. [ParseLog] skips it; [ParseCA] reads it.
+func FormatCA(der []byte) string {
+	return CAMarker + " " + base64.StdEncoding.EncodeToString(der) + "\n"
+}
+
+// ParseCA returns the DER certificate of the first [FormatCA] line in log, or nil.
+func ParseCA(log string) []byte {
+	for _, line := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(line, CAMarker+" "); ok {
+			if der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+				return der
+			}
+		}
+	}
+	return nil
+}
+
 // Writer writes the proxy's log lines to an underlying writer, each with a single Write under
 // a mutex, so lines from concurrent connections never interleave. It does no buffering: give
 // it an unbuffered writer (the process's standard output) and every line is flushed when its
@@ -72,6 +133,19 @@ func (w *Writer) WriteDecision(code sandbox.EgressDecisionCode, host string, por
 	}
 	return w.write(line)
 }
+
+// WriteRequest writes the line of one request an inspecting rule decided. It fails as
+// [FormatDecision] does, writing nothing, and with the underlying writer's error.
+func (w *Writer) WriteRequest(code sandbox.EgressDecisionCode, host string, port int, method, path string) error {
+	line, err := FormatDecision(sandbox.EgressDecision{Decision: code, Host: host, Port: port, Method: method, Path: path})
+	if err != nil {
+		return err
+	}
+	return w.write(line)
+}
+
+// WriteCA writes the CA line ([FormatCA]).
+func (w *Writer) WriteCA(der []byte) error { return w.write(FormatCA(der)) }
 
 // WriteReady writes the readiness line ([FormatReady]). It fails with the underlying writer's
 // error.

@@ -30,6 +30,15 @@ func TestFormatDecision(t *testing.T) {
 		{name: "non-ASCII host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "é", Port: 443}, wantErr: ErrInvalidDecision},
 		{name: "port zero", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 0}, wantErr: ErrInvalidDecision},
 		{name: "port too large", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 65536}, wantErr: ErrInvalidDecision},
+		{name: "request allowed", d: req(sandbox.DecisionAllow, "GET", "/repos/acme/x"), want: "ALLOW api.example:443 GET /repos/acme/x\n"},
+		{name: "request denied", d: req(sandbox.DecisionDeny, "POST", "/"), want: "DENY api.example:443 POST /\n"},
+		{name: "lower-case method", d: req(sandbox.DecisionDeny, "get", "/"), wantErr: ErrInvalidDecision},
+		{name: "method with space", d: req(sandbox.DecisionDeny, "GET /x", "/"), wantErr: ErrInvalidDecision},
+		{name: "path without method", d: req(sandbox.DecisionDeny, "", "/"), wantErr: ErrInvalidDecision},
+		{name: "method without path", d: req(sandbox.DecisionDeny, "GET", ""), wantErr: ErrInvalidDecision},
+		{name: "relative path", d: req(sandbox.DecisionDeny, "GET", "x"), wantErr: ErrInvalidDecision},
+		{name: "forged line in path", d: req(sandbox.DecisionDeny, "GET", "/x\nALLOW b:443"), wantErr: ErrInvalidDecision},
+		{name: "space in path", d: req(sandbox.DecisionDeny, "GET", "/a b"), wantErr: ErrInvalidDecision},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,5 +133,22 @@ func TestWriterOneWritePerLine(t *testing.T) {
 	ds, _, err := ParseLog(strings.NewReader(strings.Join(rec.writes, "")))
 	if err != nil || len(ds) != goroutines*each {
 		t.Fatalf("parsed %d decisions, %v", len(ds), err)
+	}
+}
+
+func req(code sandbox.EgressDecisionCode, method, path string) sandbox.EgressDecision {
+	return sandbox.EgressDecision{Decision: code, Host: "api.example", Port: 443, Method: method, Path: path}
+}
+
+// TestFormatDecisionCutsLongPaths: a request's path is bounded in the log, and what is
+// written still parses back, marked as cut.
+func TestFormatDecisionCutsLongPaths(t *testing.T) {
+	line, err := FormatDecision(req(sandbox.DecisionDeny, "GET", "/"+strings.Repeat("a", 4096)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _, err := ParseLog(strings.NewReader(line))
+	if err != nil || len(ds) != 1 || len(ds[0].Path) != MaxLoggedPath || !strings.HasSuffix(ds[0].Path, PathCut) {
+		t.Fatalf("parsed %+v (%v) from %q, want a path of %d bytes ending in %q", ds, err, line, MaxLoggedPath, PathCut)
 	}
 }

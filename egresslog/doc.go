@@ -15,10 +15,17 @@
 //
 // The proxy writes one line per decision to its standard output (egress-and-reap.md §2.5):
 //
-//	VERB SP host ":" port LF        VERB ∈ {ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE}
+//	VERB SP host ":" port LF                          a tunnel (or a refused connection)
+//	VERB SP host ":" port SP method SP path LF        one request an inspecting rule decided
+//	VERB ∈ {ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE}
 //
 // with no timestamp, byte count or request id, so a Go proxy and the reference Python proxy
-// write the same bytes and one parser reads both. The proxy writes through a [Writer], which
+// write the same bytes for a tunnel and one parser reads both. The request form is an
+// extension: a tunnel line is unchanged, and a parser that predates it skips request lines
+// (their port is not all digits) rather than misreading them. The path is the raw request
+// path without its query, cut to [MaxLoggedPath] bytes. A proxy that inspects also writes,
+// before its readiness line, its CA certificate ([FormatCA], read by [ParseCA]); the parser
+// skips that line. The proxy writes through a [Writer], which
 // emits each line with a single Write under a mutex; [FormatDecision] refuses a host that
 // would break the grammar (a space, a control byte, a line feed). Before any decision the proxy
 // writes the readiness line ([FormatReady]), which contains [ReadyMarker] and which the parser

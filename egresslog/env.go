@@ -1,9 +1,12 @@
 package egresslog
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // The proxy program's environment (egress-and-reap.md §2.6): what the engine sets on a proxy
@@ -16,6 +19,12 @@ const (
 	// EnvPrivateCIDRs is the private-destination allowance, comma-joined CIDR blocks; empty or
 	// unset means none.
 	EnvPrivateCIDRs = "MAF_SANDBOX_PRIVATE_CIDRS"
+	// EnvInspect lists the inspecting rules ([FormatInspect]): the hosts whose requests the
+	// proxy decides one by one instead of tunnelling. Unset or empty: none.
+	EnvInspect = "MAF_SANDBOX_INSPECT"
+	// EnvUpstreamCAs is a PEM bundle the proxy verifies inspected hosts against instead of
+	// the system roots. Unset or empty: the system roots.
+	EnvUpstreamCAs = "MAF_SANDBOX_UPSTREAM_CAS"
 	// EnvPort is the port to listen on, default [DefaultPort].
 	EnvPort = "MAF_SANDBOX_PROXY_PORT"
 	// DefaultPort is the port the proxy listens on when [EnvPort] is unset or empty.
@@ -46,4 +55,52 @@ func FormatSealTargets(addrs []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// FormatInspect is the value of [EnvInspect] for the inspecting rules among rules (those that
+// [sandbox.EgressRule.Narrows]): their [sandbox.EgressRule.Canonical] forms, comma-joined
+// ("api.example methods=GET;HEAD paths=/v1/**"). A canonical form holds no comma.
+func FormatInspect(rules []sandbox.EgressRule) string {
+	var out []string
+	for _, r := range rules {
+		if r.Narrows() {
+			out = append(out, r.Canonical())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// ParseInspect reads [EnvInspect]'s value back into rules. It fails with
+// [ErrInvalidInspect] for an entry that is not "host methods=… paths=…" or that the grammar
+// of [sandbox.EgressRule] refuses (the proxy stops rather than inspect less than asked).
+func ParseInspect(s string) ([]sandbox.EgressRule, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var rules []sandbox.EgressRule
+	for _, e := range strings.Split(s, ",") {
+		f := strings.Split(e, " ")
+		methods, okM := strings.CutPrefix(f[min(1, len(f)-1)], "methods=")
+		paths, okP := strings.CutPrefix(f[len(f)-1], "paths=")
+		if len(f) != 3 || !okM || !okP {
+			return nil, fmt.Errorf("%w: %q is not \"host methods=… paths=…\"", ErrInvalidInspect, e)
+		}
+		rules = append(rules, sandbox.EgressRule{Host: f[0], Methods: splitNonEmpty(methods), Paths: splitNonEmpty(paths)})
+	}
+	if err := sandbox.CheckEgressRules(rules); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInspect, err)
+	}
+	for _, r := range rules {
+		if !r.Narrows() {
+			return nil, fmt.Errorf("%w: %q inspects nothing", ErrInvalidInspect, r.Host)
+		}
+	}
+	return rules, nil
+}
+
+func splitNonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ";")
 }

@@ -36,7 +36,9 @@ func (t Truncation) Truncated() bool { return t.Lines || t.Bytes }
 // empty lines are not counted. With [WithTimestamps] the engine's leading RFC 3339 time and one
 // space are stripped and kept as At. A line is a decision when the text before its first space
 // is one of the four verbs and the rest, split at its last ':', is a non-empty host and a port
-// of ASCII digits (so "ALLOW ::1:443" is host "::1", port 443). Every other line — the readiness
+// of ASCII digits (so "ALLOW ::1:443" is host "::1", port 443), optionally followed by a
+// space, a method, a space and a path starting with '/' (a request an inspecting rule
+// decided: Method and Path). Every other line — the readiness
 // line, noise, a line without its time prefix — is skipped silently.
 //
 // It fails when an option is invalid, and when r fails: the decisions read before the failure
@@ -118,6 +120,14 @@ func parseLine(line string, timestamps bool) (sandbox.EgressDecision, bool) {
 	verb, target, ok := strings.Cut(line, " ")
 	if !ok || !slices.Contains(sandbox.EgressDecisionCodes(), sandbox.EgressDecisionCode(verb)) {
 		return d, false
+	}
+	target, request, hasRequest := strings.Cut(target, " ")
+	if hasRequest {
+		method, path, ok := strings.Cut(request, " ")
+		if !ok || !validMethod(method) || !strings.HasPrefix(path, "/") || !printable(path) {
+			return d, false
+		}
+		d.Method, d.Path = method, path
 	}
 	i := strings.LastIndexByte(target, ':')
 	if i <= 0 {

@@ -42,7 +42,7 @@ func placementFromWire(w APISpec) []sandbox.SpecOption {
 	if len(w.EgressAllow) > 0 {
 		rules := make([]sandbox.EgressRule, len(w.EgressAllow))
 		for i, r := range w.EgressAllow {
-			rules[i] = sandbox.EgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority}
+			rules[i] = sandbox.EgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Authority: r.Authority}
 		}
 		mode := sandbox.EgressAllowlist
 		if w.Egress != "" {
@@ -157,7 +157,7 @@ func SpecToWire(s sandbox.Spec) APISpec {
 	fi, fo := limitsToWire(s.FilesIn), limitsToWire(s.FilesOut)
 	w.FilesIn, w.FilesOut = &fi, &fo
 	for _, r := range s.EgressAllow {
-		w.EgressAllow = append(w.EgressAllow, APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority})
+		w.EgressAllow = append(w.EgressAllow, APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Authority: r.Authority})
 	}
 	for _, c := range s.Requires.Sorted() {
 		w.Requires = append(w.Requires, string(c))
@@ -308,6 +308,7 @@ func DeclarationsToWire(d sandbox.Declarations) APIDeclarations {
 		IsolationScopes:            []string{},
 		ObservesEgress:             d.ObservesEgress,
 		EgressMethodTokens:         slices.Clone(d.EgressMethodTokens),
+		EgressPaths:                d.EgressPaths,
 		RequiresExclusiveAdmission: d.RequiresExclusiveAdmission,
 	}
 	if d.Capabilities != nil {
@@ -340,6 +341,7 @@ func DeclarationsFromWire(w APIDeclarations) sandbox.Declarations {
 		EgressModes:                sandbox.NewEgressSet(),
 		ObservesEgress:             w.ObservesEgress,
 		EgressMethodTokens:         slices.Clone(w.EgressMethodTokens),
+		EgressPaths:                w.EgressPaths,
 		RequiresExclusiveAdmission: w.RequiresExclusiveAdmission,
 	}
 	if w.Capabilities != nil {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -34,6 +35,13 @@ func TestSpecFromWire(t *testing.T) {
 		{"unknown scope", APISpec{Kind: "k", IsolationScope: "forever"}, nil, sandbox.ErrInvalid},
 		{"hosts with closed egress", APISpec{Kind: "k", Egress: "closed", EgressAllow: []APIEgressRule{{Host: "a"}}}, nil, sandbox.ErrInvalid},
 		{"lower-case method", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"get"}}}}, nil, sandbox.ErrInvalid},
+		{"bare star", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "*"}}}, nil, sandbox.ErrInvalid},
+		{"ip literal", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "169.254.169.254"}}}, nil, sandbox.ErrInvalid},
+		{"dot-dot path", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"GET"}, Paths: []string{"/a/../b"}}}}, nil, sandbox.ErrInvalid},
+		{"inspecting rule", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"GET"}, Paths: []string{"/x/**"}}}},
+			func(s sandbox.Spec) bool {
+				return s.EgressAllow[0].Paths[0] == "/x/**" && s.RequiredCapabilities().Has(sandbox.EgressMethods)
+			}, nil},
 		{"unknown disposition", APISpec{Kind: "k", DeclaredOutputs: []APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
 		{"unknown identity", APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
 	}
@@ -64,7 +72,7 @@ func TestSpecRoundTrips(t *testing.T) {
 	name := "report.txt"
 	spec, err := sandbox.NewSpec("codeact",
 		sandbox.WithImage("img"), sandbox.WithImageID("sha256:abc"),
-		sandbox.WithAllowlist(sandbox.EgressRule{Host: "api.example.com", Methods: []string{"GET"}, Authority: "a"}),
+		sandbox.WithAllowlist(sandbox.EgressRule{Host: "api.example.com", Methods: []string{"GET"}, Paths: []string{"/repos/*/issues", "/v1/**"}, Authority: "a"}),
 		sandbox.WithWorkDir("/srv/w"), sandbox.WithLabels(map[string]string{"team": "x"}),
 		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.HostTools),
 		sandbox.WithIsolationFloor(sandbox.IsolationContainer),
@@ -102,7 +110,7 @@ func TestDeclarationsRoundTrip(t *testing.T) {
 			EgressModes:     sandbox.NewEgressSet(sandbox.EgressClosed, sandbox.EgressAllowlist),
 			OSFamilies:      []sandbox.OSFamily{sandbox.OSPosix},
 			IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
-			ObservesEgress:  true, EgressMethodTokens: []string{"GET"},
+			ObservesEgress:  true, EgressMethodTokens: []string{"GET"}, EgressPaths: true,
 			AttachedIdentity:           &sandbox.AttachedIdentityDeclaration{Scope: sandbox.ScopeCall, RetentionSeconds: 5, Channels: []string{"c"}},
 			RequiresExclusiveAdmission: true,
 		}},
@@ -114,5 +122,39 @@ func TestDeclarationsRoundTrip(t *testing.T) {
 				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.d)
 			}
 		})
+	}
+}
+
+// TestEgressRuleJSON: an allowlist entry decodes from today's object, from a bare host
+// string, and with methods and paths; it always encodes as an object.
+func TestEgressRuleJSON(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []APIEgressRule
+		wantErr bool
+	}{
+		{"object", `[{"host":"pypi.org"}]`, []APIEgressRule{{Host: "pypi.org"}}, false},
+		{"bare string", `["pypi.org","files.example"]`, []APIEgressRule{{Host: "pypi.org"}, {Host: "files.example"}}, false},
+		{"mixed", `["pypi.org",{"host":"api.github.com","methods":["GET"],"paths":["/repos/acme/**"]}]`,
+			[]APIEgressRule{{Host: "pypi.org"}, {Host: "api.github.com", Methods: []string{"GET"}, Paths: []string{"/repos/acme/**"}}}, false},
+		{"number", `[42]`, nil, true},
+		{"wrong field type", `[{"host":"a","methods":"GET"}]`, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []APIEgressRule
+			err := json.Unmarshal([]byte(tc.in), &got)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	b, err := json.Marshal(APIEgressRule{Host: "pypi.org"})
+	if err != nil || string(b) != `{"host":"pypi.org"}` {
+		t.Fatalf("encoded %s (%v), want today's object form", b, err)
 	}
 }

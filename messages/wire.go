@@ -137,11 +137,32 @@ type APISpec struct {
 	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
 }
 
-// APIEgressRule is one allowlist entry.
+// APIEgressRule is one allowlist entry: `{"host": "pypi.org"}` (tunnel-only), or with methods
+// and path patterns, `{"host": "api.github.com", "methods": ["GET"], "paths":
+// ["/repos/acme/**"]}` (inspecting; grammar in sandbox.EgressRule and docs/nats-api.md). A bare
+// JSON string decodes as a tunnel-only entry for that host.
 type APIEgressRule struct {
 	Host      string   `json:"host"`
 	Methods   []string `json:"methods,omitempty"`
+	Paths     []string `json:"paths,omitempty"`
 	Authority string   `json:"authority,omitempty"`
+}
+
+// UnmarshalJSON decodes an entry written as an object or, today's shortest form, as a bare
+// host string.
+func (r *APIEgressRule) UnmarshalJSON(b []byte) error {
+	var host string
+	if err := json.Unmarshal(b, &host); err == nil {
+		*r = APIEgressRule{Host: host}
+		return nil
+	}
+	type plain APIEgressRule // no UnmarshalJSON: decodes the object form
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*r = APIEgressRule(p)
+	return nil
 }
 
 // APIDeclaredOutput is a file a workload leaves for collection. Disposition defaults to
@@ -487,6 +508,7 @@ type APIDeclarations struct {
 	IsolationScopes            []string             `json:"isolation_scopes"`
 	ObservesEgress             bool                 `json:"observes_egress"`
 	EgressMethodTokens         []string             `json:"egress_method_tokens,omitempty"`
+	EgressPaths                bool                 `json:"egress_paths,omitempty"`
 	AttachedIdentity           *APIAttachedIdentity `json:"attached_identity,omitempty"`
 	RequiresExclusiveAdmission bool                 `json:"requires_exclusive_admission,omitempty"`
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -11,20 +12,24 @@ import (
 	"unicode"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Config is the proxy process's configuration.
 type Config struct {
-	Allow        []string       // allowlist entries, in order
-	PrivateCIDRs []netip.Prefix // the §2.3a allowance
-	Port         int            // listen port on 0.0.0.0
+	Allow        []string             // allowlist entries, in order
+	PrivateCIDRs []netip.Prefix       // the §2.3a allowance
+	Port         int                  // listen port on 0.0.0.0
+	Inspect      []sandbox.EgressRule // inspecting rules (egresslog.EnvInspect); none: every host is a tunnel
+	UpstreamCAs  *x509.CertPool       // roots for inspected hosts (egresslog.EnvUpstreamCAs); nil: the system roots
 }
 
 // ConfigFromEnv reads the configuration from getenv (os.Getenv in the process). The allowlist
 // is split on ",", each entry trimmed of white space, empty entries dropped; so is the
 // allowance, each entry a CIDR block. It fails with [ErrInvalidConfig] for a block that does
-// not parse and for a port that is not a number in 1–65535. An invalid setting stops the
-// process rather than narrowing or widening the policy silently.
+// not parse, for a port that is not a number in 1–65535, for inspecting rules
+// [egresslog.ParseInspect] refuses, and for an upstream bundle with no PEM certificate. An
+// invalid setting stops the process rather than narrowing or widening the policy silently.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{Allow: ParseAllowlist(getenv(egresslog.EnvAllow)), Port: egresslog.DefaultPort}
 	for _, s := range splitList(getenv(egresslog.EnvPrivateCIDRs)) {
@@ -40,6 +45,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: %s=%q: not a port", ErrInvalidConfig, egresslog.EnvPort, s)
 		}
 		cfg.Port = port
+	}
+	rules, err := egresslog.ParseInspect(getenv(egresslog.EnvInspect))
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, egresslog.EnvInspect, err)
+	}
+	cfg.Inspect = rules
+	if pemText := getenv(egresslog.EnvUpstreamCAs); strings.TrimSpace(pemText) != "" {
+		cfg.UpstreamCAs = x509.NewCertPool()
+		if !cfg.UpstreamCAs.AppendCertsFromPEM([]byte(pemText)) {
+			return Config{}, fmt.Errorf("%w: %s holds no PEM certificate", ErrInvalidConfig, egresslog.EnvUpstreamCAs)
+		}
 	}
 	return cfg, nil
 }
@@ -66,7 +82,14 @@ func splitList(s string) []string {
 // after the configuration's own (tests use them). It fails when the listener cannot be bound
 // or accepting fails.
 func Run(ctx context.Context, cfg Config, stdout io.Writer, opts ...Option) error {
-	all := append([]Option{WithDecisionLog(stdout), WithPrivateCIDRs(cfg.PrivateCIDRs...)}, opts...)
+	all := []Option{WithDecisionLog(stdout), WithPrivateCIDRs(cfg.PrivateCIDRs...)}
+	if len(cfg.Inspect) > 0 {
+		all = append(all, WithInspect(cfg.Inspect...))
+	}
+	if cfg.UpstreamCAs != nil {
+		all = append(all, WithUpstreamRoots(cfg.UpstreamCAs))
+	}
+	all = append(all, opts...)
 	p, err := New(cfg.Allow, all...)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -33,6 +34,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "bad port", env: map[string]string{egresslog.EnvPort: "http"}, wantErr: ErrInvalidConfig},
 		{name: "port zero", env: map[string]string{egresslog.EnvPort: "0"}, wantErr: ErrInvalidConfig},
 		{name: "port too large", env: map[string]string{egresslog.EnvPort: "65536"}, wantErr: ErrInvalidConfig},
+		{name: "inspecting rules", env: map[string]string{egresslog.EnvInspect: "api.example methods=GET paths=/v1/**"},
+			want: Config{Port: 3128, Inspect: []sandbox.EgressRule{{Host: "api.example", Methods: []string{"GET"}, Paths: []string{"/v1/**"}}}}},
+		{name: "bad inspecting rule", env: map[string]string{egresslog.EnvInspect: "api.example methods=GET"}, wantErr: ErrInvalidConfig},
+		{name: "inspecting rule the grammar refuses", env: map[string]string{egresslog.EnvInspect: "10.0.0.1 methods=GET paths="}, wantErr: ErrInvalidConfig},
+		{name: "upstream bundle without a certificate", env: map[string]string{egresslog.EnvUpstreamCAs: "not pem"}, wantErr: ErrInvalidConfig},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

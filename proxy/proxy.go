@@ -18,12 +18,14 @@ import (
 // Proxy is the filtering CONNECT proxy. Create it with [New], run it with [Proxy.Serve] and
 // stop it with [Proxy.Close]. It is safe for concurrent use.
 type Proxy struct {
-	allow    []string
-	patterns []pattern
-	opts     options
-	policy   destPolicy
-	resolver Resolver
-	log      *egresslog.Writer
+	allow     []string
+	patterns  []pattern
+	opts      options
+	policy    destPolicy
+	resolver  Resolver
+	log       *egresslog.Writer
+	inspected []inspectRule // hosts whose requests are decided one by one
+	ca        *authority    // made at start when a rule inspects; its key stays in memory
 
 	ctx      context.Context // cancelled by Close: aborts resolutions and dials
 	cancel   context.CancelFunc
@@ -71,13 +73,26 @@ func New(allow []string, opts ...Option) (*Proxy, error) {
 	for _, a := range allow {
 		p.patterns = append(p.patterns, compilePattern(a))
 	}
+	if err := p.compileInspect(); err != nil {
+		return nil, err
+	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
 
 // WriteReady writes the readiness line for port to the decision log (egress-and-reap.md
 // §2.5). Call it once the listener is bound, before [Proxy.Serve]; [Run] does.
-func (p *Proxy) WriteReady(port int) error { return p.log.WriteReady(port, p.allow) }
+//
+// A proxy that inspects first writes its CA certificate ([egresslog.FormatCA]), so whoever
+// reads the log up to the readiness line has the certificate a workload must trust.
+func (p *Proxy) WriteReady(port int) error {
+	if p.ca != nil {
+		if err := p.log.WriteCA(p.ca.cert.Raw); err != nil {
+			return err
+		}
+	}
+	return p.log.WriteReady(port, p.allow)
+}
 
 // allowed reports whether host may be tunnelled to on port.
 func (p *Proxy) allowed(host string, port int) bool {
@@ -255,7 +270,10 @@ func (p *Proxy) handle(c net.Conn) {
 	if up != nil && !p.track(up) {
 		return
 	}
-	p.decide(decision, req)
+	rule := p.inspectRuleFor(req.host)
+	if rule == nil || decision != sandbox.DecisionAllow { // an inspected host's requests are logged one by one
+		p.decide(decision, req)
+	}
 	switch decision {
 	case sandbox.DecisionDenyNonGlobal:
 		p.refuse(c, statusForbidden)
@@ -268,6 +286,10 @@ func (p *Proxy) handle(c net.Conn) {
 	_ = c.SetDeadline(time.Time{})
 	_ = c.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		return
+	}
+	if rule != nil {
+		p.inspect(c, up, req, rule, rest)
 		return
 	}
 	p.tunnel(c, up, rest)

@@ -2,11 +2,15 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Wire limits of egress-and-reap.md §2.1 and §2.4. None of them is configurable outside this
@@ -84,9 +88,11 @@ type Resolver interface {
 type Option func(*options) error
 
 type options struct {
-	log      io.Writer
-	private  []netip.Prefix
-	resolver Resolver
+	log           io.Writer
+	private       []netip.Prefix
+	resolver      Resolver
+	inspect       []sandbox.EgressRule
+	upstreamRoots *x509.CertPool
 
 	// Test hooks: unexported, so only this package's tests can set them.
 	admitLoopback bool
@@ -157,6 +163,38 @@ func WithResolver(r Resolver) Option {
 			return fmt.Errorf("%w: nil resolver", ErrInvalidConfig)
 		}
 		o.resolver = r
+		return nil
+	}
+}
+
+// WithInspect decides the requests to the hosts of rules one by one instead of tunnelling
+// them: each rule must ask for inspection (methods or paths) and pass
+// [sandbox.CheckEgressRules]; its host must also be on the allowlist given to [New]. With any
+// rule, [New] makes the proxy's own CA, whose key never leaves the process, and
+// [Proxy.CACertificatePEM] is the certificate a workload must trust. The default is none.
+func WithInspect(rules ...sandbox.EgressRule) Option {
+	return func(o *options) error {
+		if err := sandbox.CheckEgressRules(rules); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		for _, r := range rules {
+			if !r.Narrows() {
+				return fmt.Errorf("%w: rule for %q inspects nothing (no methods, no paths)", ErrInvalidConfig, r.Host)
+			}
+		}
+		o.inspect = slices.Clone(rules)
+		return nil
+	}
+}
+
+// WithUpstreamRoots verifies inspected hosts' certificates against roots instead of the
+// system roots. Verification is never skipped.
+func WithUpstreamRoots(roots *x509.CertPool) Option {
+	return func(o *options) error {
+		if roots == nil {
+			return fmt.Errorf("%w: nil upstream roots", ErrInvalidConfig)
+		}
+		o.upstreamRoots = roots
 		return nil
 	}
 }

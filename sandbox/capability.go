@@ -20,7 +20,7 @@ const (
 	Snapshot         Capability = "snapshot"          // Reset and the reset cleanup rung
 	Reclaim          Capability = "reclaim"           // router-managed reclaim cleanup
 	AttachedIdentity Capability = "attached_identity" // platform identity scoped to the sandbox
-	EgressMethods    Capability = "egress_methods"    // method-scoped allowlist entries
+	EgressMethods    Capability = "egress_methods"    // inspecting allowlist entries (methods, paths)
 )
 
 // Capabilities lists every capability.

@@ -17,7 +17,8 @@ type Declarations struct {
 	OSFamilies                 []OSFamily     // empty: no answer
 	IsolationScopes            []IsolationScope
 	ObservesEgress             bool
-	EgressMethodTokens         []string
+	EgressMethodTokens         []string // methods an inspecting allowlist rule may name
+	EgressPaths                bool     // enforces the path patterns of inspecting rules
 	AttachedIdentity           *AttachedIdentityDeclaration
 	RequiresExclusiveAdmission bool
 }

@@ -68,3 +68,23 @@ func ExampleRouter_EnsureCanServe() {
 	// true
 	// sandbox backend "docker" cannot enforce the "allowlist" egress the "fetch" workload runs in (it enforces closed)
 }
+
+// An allowlist entry is tunnel-only (a host) or inspecting (methods and path patterns); the
+// grammar refuses what could widen the policy unnoticed, such as a bare "*" or an IP literal.
+func ExampleEgressRule() {
+	spec, _ := sandbox.NewSpec("agent", sandbox.WithAllowlist(
+		sandbox.EgressRule{Host: "pypi.org"},
+		sandbox.EgressRule{Host: "api.github.com", Methods: []string{"GET"}, Paths: []string{"/repos/acme/**"}},
+	))
+	fmt.Println(spec.RequiredCapabilities().Has(sandbox.EgressMethods))
+	fmt.Println(sandbox.MatchEgressPath("/repos/acme/**", "/repos/acme/widgets/issues"))
+	fmt.Println(sandbox.MatchEgressPath("/repos/acme/**", "/repos/acmex"))
+
+	_, err := sandbox.NewSpec("agent", sandbox.WithAllowlist(sandbox.Hosts("169.254.169.254")...))
+	fmt.Println(err)
+	// Output:
+	// true
+	// true
+	// false
+	// egress allowlist entry "169.254.169.254" looks like an IPv4 literal (name a host)
+}

@@ -7,6 +7,8 @@ type EgressDecision struct {
 	Decision EgressDecisionCode
 	Host     string
 	Port     int
+	Method   string    // the request's method, for a request an inspecting rule decided; empty for a tunnel
+	Path     string    // the request's path without its query, bounded; set with Method
 	At       time.Time // the engine's log time when known; zero otherwise
 }
 

@@ -281,13 +281,8 @@ func (r *Router) admit(b Backend, spec Spec) error {
 	if missing := spec.RequiredCapabilities().Minus(caps); len(missing) > 0 { // 2
 		return &CapabilityNotSupportedError{Backend: b.Name(), Missing: missing.Sorted(), Kind: spec.Kind, Declared: caps}
 	}
-	for _, rule := range spec.EgressAllow { // 2b
-		for _, m := range rule.Methods {
-			if !slices.Contains(d.EgressMethodTokens, m) {
-				return &CapabilityNotSupportedError{Backend: b.Name(), Missing: []Capability{EgressMethods}, Kind: spec.Kind,
-					Declared: caps, Reason: fmt.Sprintf("method %s for host %q is not a token it enforces", m, rule.Host)}
-			}
-		}
+	if err := checkEgressRules(b, spec, d, caps); err != nil { // 2b
+		return err
 	}
 	if spec.RequiresOSFamily != nil && !d.ServesOS(*spec.RequiresOSFamily) { // 3
 		return &OSFamilyNotSupportedError{Backend: b.Name(), Families: d.OSFamilies, Requested: *spec.RequiresOSFamily}
@@ -665,4 +660,22 @@ func errorTypeName(err error) string {
 		}
 	}
 	return reflect.TypeOf(err).String()
+}
+
+// checkEgressRules is admission check 2b: every method an inspecting rule names is a token
+// the backend enforces, and a rule with paths needs a backend that enforces paths.
+func checkEgressRules(b Backend, spec Spec, d Declarations, caps CapabilitySet) error {
+	for _, rule := range spec.EgressAllow {
+		for _, m := range rule.Methods {
+			if !slices.Contains(d.EgressMethodTokens, m) {
+				return &CapabilityNotSupportedError{Backend: b.Name(), Missing: []Capability{EgressMethods}, Kind: spec.Kind,
+					Declared: caps, Reason: fmt.Sprintf("method %s for host %q is not a token it enforces", m, rule.Host)}
+			}
+		}
+		if len(rule.Paths) > 0 && !d.EgressPaths {
+			return &CapabilityNotSupportedError{Backend: b.Name(), Missing: []Capability{EgressMethods}, Kind: spec.Kind,
+				Declared: caps, Reason: fmt.Sprintf("it enforces no path patterns (host %q names paths)", rule.Host)}
+		}
+	}
+	return nil
 }

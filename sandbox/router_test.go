@@ -269,6 +269,7 @@ func TestAdmission(t *testing.T) {
 	withAll := func(opts ...sandbox.SpecOption) []sandbox.SpecOption { return opts }
 	userTools := hostTools(sandbox.HostToolAggregate{Identities: []sandbox.ToolIdentity{sandbox.IdentityUser}})
 	getOnly := sandbox.WithAllowlist(sandbox.EgressRule{Host: "api.example", Methods: []string{"GET"}})
+	getRepos := sandbox.WithAllowlist(sandbox.EgressRule{Host: "api.example", Methods: []string{"GET"}, Paths: []string{"/repos/acme/**"}})
 	big := sandbox.TransferLimits{MaxBytesPerFile: 64 * sandbox.MiB, MaxTotalBytes: 256 * sandbox.MiB, MaxFiles: 256}
 	posix, windows := sandbox.OSPosix, sandbox.OSWindows
 	decl := func(d sandbox.Declarations) sandboxtest.Option { return sandboxtest.WithDeclarations(d) }
@@ -357,6 +358,15 @@ func TestAdmission(t *testing.T) {
 			Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.EgressMethods),
 			EgressModes:  sandbox.NewEgressSet(sandbox.EgressAllowlist), EgressMethodTokens: []string{"POST", "GET"}})},
 			spec: withAll(getOnly)},
+		{name: "2b paths not enforced", backend: []sandboxtest.Option{decl(sandbox.Declarations{
+			Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.EgressMethods),
+			EgressModes:  sandbox.NewEgressSet(sandbox.EgressAllowlist), EgressMethodTokens: []string{"GET"}})},
+			spec: withAll(getRepos), wantErr: &sandbox.CapabilityNotSupportedError{}, family: sandbox.ErrUnsupported,
+			mentions: []string{"egress_methods", "no path patterns", `"api.example"`}},
+		{name: "2b paths enforced", backend: []sandboxtest.Option{decl(sandbox.Declarations{
+			Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.EgressMethods),
+			EgressModes:  sandbox.NewEgressSet(sandbox.EgressAllowlist), EgressMethodTokens: []string{"GET"}, EgressPaths: true})},
+			spec: withAll(getRepos)},
 		{name: "2b comes before the OS family", backend: []sandboxtest.Option{decl(sandbox.Declarations{
 			Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.EgressMethods),
 			EgressModes:  sandbox.NewEgressSet(sandbox.EgressAllowlist)})},

@@ -161,7 +161,8 @@ func (s Spec) Identities() []ToolIdentity {
 	return slices.Clone(s.HostTools.Identities)
 }
 
-// RequiredCapabilities is Requires plus egress_methods when an allowlist rule narrows methods.
+// RequiredCapabilities is Requires plus egress_methods when an allowlist rule asks for
+// inspection (names methods or paths).
 func (s Spec) RequiredCapabilities() CapabilitySet {
 	req := s.Requires.Clone()
 	if s.Egress == EgressAllowlist {

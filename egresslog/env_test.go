@@ -1,0 +1,45 @@
+package egresslog
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// TestInspectEnvRoundTrips: the inspecting rules of a spec reach the proxy as they were
+// normalised, tunnel-only rules stay out of the value, and a value that is not that form or
+// that the grammar refuses is an error, never a narrower policy.
+func TestInspectEnvRoundTrips(t *testing.T) {
+	spec, err := sandbox.NewSpec("k", sandbox.WithAllowlist(
+		sandbox.EgressRule{Host: "pypi.org"},
+		sandbox.EgressRule{Host: "api.example", Methods: []string{"HEAD", "GET"}, Paths: []string{"/v1/**", "/repos/*/issues"}},
+		sandbox.EgressRule{Host: "*.paths.example", Paths: []string{"/x"}},
+		sandbox.EgressRule{Host: "m.example", Methods: []string{"POST"}},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := FormatInspect(spec.EgressAllow)
+	if want := "api.example methods=GET;HEAD paths=/repos/*/issues;/v1/**,*.paths.example methods= paths=/x,m.example methods=POST paths="; v != want {
+		t.Fatalf("FormatInspect = %q, want %q", v, want)
+	}
+	got, err := ParseInspect(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, spec.EgressAllow[1:]) {
+		t.Fatalf("ParseInspect = %+v, want %+v", got, spec.EgressAllow[1:])
+	}
+	if got, err := ParseInspect(" "); got != nil || err != nil {
+		t.Fatalf("empty value: %v %v", got, err)
+	}
+	for _, bad := range []string{"api.example", "api.example methods=GET", "api.example paths=/x methods=GET",
+		"api.example methods=GET paths=/x extra", "api.example methods= paths=", "* methods=GET paths=",
+		"api.example methods=get paths=", "api.example methods=GET paths=/a/../b", "a.example methods=GET paths=,"} {
+		if _, err := ParseInspect(bad); !errors.Is(err, ErrInvalidInspect) {
+			t.Errorf("ParseInspect(%q) = %v, want ErrInvalidInspect", bad, err)
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// maxRequestPath bounds the raw path (query excluded) of an inspected request; longer is
+// refused.
+const maxRequestPath = 4096
+
+var errSNIMismatch = errors.New("the TLS ClientHello names another host than the CONNECT request")
+
+// inspectRule is one inspecting allowlist entry, compiled.
+type inspectRule struct {
+	host    pattern
+	methods []string
+	paths   []string
+}
+
+// permits reports whether the rule lets method reach path (a normalised, decoded path).
+func (r *inspectRule) permits(method, path string) bool {
+	if len(r.methods) > 0 && !slices.Contains(r.methods, method) {
+		return false
+	}
+	if len(r.paths) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(r.paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) })
+}
+
+// inspectRuleFor returns the inspecting rule host falls under, or nil for a tunnel.
+func (p *Proxy) inspectRuleFor(host string) *inspectRule {
+	h := strings.ToLower(host)
+	for i := range p.inspected {
+		if p.inspected[i].host.match(h) {
+			return &p.inspected[i]
+		}
+	}
+	return nil
+}
+
+// CACertificatePEM returns the PEM certificate of the CA the proxy made at start to
+// terminate TLS for inspected hosts, or nil when no rule inspects. The CA's private key never
+// leaves the process.
+func (p *Proxy) CACertificatePEM() []byte {
+	if p.ca == nil {
+		return nil
+	}
+	return slices.Clone(p.ca.certPEM)
+}
+
+// prefixConn reads the bytes a client pipelined behind its CONNECT head before the socket.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// inspect serves an inspected CONNECT: it terminates the client's TLS with a leaf of the
+// proxy's CA for exactly the CONNECT host (a ClientHello naming another host is refused:
+// domain fronting), then reads HTTP/1.1 requests one at a time. Each is decided on its own
+// and logged with its method and path: a request whose target is not a normal origin-form
+// path, whose Host header names another host, that asks for an upgrade, or that the rule
+// does not permit is answered 403 and ends the connection, and nothing of it is sent
+// upstream. A permitted request is written to the upstream over TLS verified against the
+// configured roots (system roots by default; never skipped), and its response is relayed.
+func (p *Proxy) inspect(c, up net.Conn, req request, rule *inspectRule, rest []byte) {
+	client := c
+	if len(rest) > 0 {
+		client = &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(rest), c)}
+	}
+	tc := tls.Server(client, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"}, // no h2: a client that offers it falls back
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if !strings.EqualFold(hello.ServerName, req.host) {
+				return nil, errSNIMismatch
+			}
+			return p.ca.leaf(req.host)
+		},
+	})
+	ctx, cancel := context.WithTimeout(p.ctx, p.opts.headTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		// A ClientHello for another host, or a client that refused the proxy's CA (a pinned
+		// client): the connection is refused, as a host the allowlist does not name.
+		p.decide(sandbox.DecisionDeny, req)
+		return
+	}
+	limit := &headLimit{r: tc}
+	ex := &exchange{p: p, req: req, client: tc, up: up, limit: limit, br: bufio.NewReader(limit)}
+	for ex.next(rule) {
+	}
+}
+
+// exchange is one inspected connection's state: the client side, read a request at a time,
+// and the upstream, whose TLS is opened on the first permitted request.
+type exchange struct {
+	p      *Proxy
+	req    request
+	client *tls.Conn
+	up     net.Conn
+	limit  *headLimit
+	br     *bufio.Reader
+	upTLS  *tls.Conn
+	upBr   *bufio.Reader
+}
+
+// next serves one request and reports whether the connection goes on.
+func (ex *exchange) next(rule *inspectRule) bool {
+	_ = ex.client.SetReadDeadline(time.Now().Add(ex.p.opts.idleTimeout))
+	ex.limit.arm(maxHead)
+	hr, err := http.ReadRequest(ex.br)
+	ex.limit.arm(-1) // the body is bounded by the idle timeout, as a tunnel's bytes are
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			ex.answer("400 Bad Request")
+		}
+		return false
+	}
+	_ = ex.client.SetReadDeadline(time.Time{})
+	path, raw, ok := requestPath(hr.RequestURI)
+	ok = ok && sameHost(hr.Host, ex.req.host) && hr.Header.Get("Upgrade") == "" && rule.permits(hr.Method, path)
+	if !ok {
+		_ = ex.p.log.WriteRequest(sandbox.DecisionDeny, ex.req.host, ex.req.port, hr.Method, loggable(raw))
+		ex.answer(statusForbidden)
+		return false
+	}
+	if ex.upTLS == nil && !ex.openUpstream() {
+		_ = ex.p.log.WriteRequest(sandbox.DecisionUnreachable, ex.req.host, ex.req.port, hr.Method, loggable(raw))
+		ex.answer(statusBadGateway)
+		return false
+	}
+	_ = ex.p.log.WriteRequest(sandbox.DecisionAllow, ex.req.host, ex.req.port, hr.Method, loggable(raw))
+	hr.Header.Del("Proxy-Connection")
+	hr.Header.Del("Proxy-Authorization")
+	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
+	if err := hr.Write(ex.upTLS); err != nil { // one framing upstream, whatever the client sent
+		return false
+	}
+	resp, err := http.ReadResponse(ex.upBr, hr)
+	if err != nil {
+		ex.answer(statusBadGateway)
+		return false
+	}
+	defer resp.Body.Close()
+	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
+	if err := resp.Write(ex.client); err != nil {
+		return false
+	}
+	return !hr.Close && !resp.Close
+}
+
+// openUpstream starts TLS to the CONNECT host over the dialled connection, verifying its
+// certificate for that name against the configured roots.
+func (ex *exchange) openUpstream() bool {
+	t := tls.Client(ex.up, &tls.Config{
+		ServerName: ex.req.host,
+		RootCAs:    ex.p.opts.upstreamRoots, // nil: the system roots
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	ctx, cancel := context.WithTimeout(ex.p.ctx, ex.p.opts.dialTimeout)
+	defer cancel()
+	if err := t.HandshakeContext(ctx); err != nil {
+		return false
+	}
+	ex.upTLS, ex.upBr = t, bufio.NewReader(t)
+	return true
+}
+
+// answer writes a refusal that ends the connection.
+func (ex *exchange) answer(status string) {
+	_ = ex.client.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, _ = io.WriteString(ex.client, "HTTP/1.1 "+status+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+}
+
+// requestPath normalises an origin-form request target: it returns the decoded path
+// without its query, the raw path as sent, and false for a target a rule must not be asked
+// about: not starting with '/', a fragment, longer than maxRequestPath, a percent-encoded
+// slash, backslash, dot or NUL, an undecodable escape, an empty segment ('//'), a '.' or
+// '..' segment, a backslash or a control byte.
+func requestPath(target string) (path, raw string, ok bool) {
+	raw, _, _ = strings.Cut(target, "?")
+	if !strings.HasPrefix(raw, "/") || strings.Contains(target, "#") || len(raw) > maxRequestPath {
+		return "", raw, false
+	}
+	lower := strings.ToLower(raw)
+	for _, enc := range []string{"%2f", "%5c", "%2e", "%00"} {
+		if strings.Contains(lower, enc) {
+			return "", raw, false
+		}
+	}
+	path, err := url.PathUnescape(raw)
+	if err != nil || strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "", raw, false
+	}
+	if path != "/" {
+		for _, seg := range strings.Split(path[1:], "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				return "", raw, false
+			}
+		}
+	}
+	return path, raw, true
+}
+
+// sameHost reports whether a Host header names the CONNECT host (on port 443 or none).
+func sameHost(header, host string) bool {
+	h := header
+	if hh, port, err := net.SplitHostPort(header); err == nil {
+		if port != strconv.Itoa(allowedPort) {
+			return false
+		}
+		h = hh
+	}
+	return strings.EqualFold(h, host)
+}
+
+// loggable is a raw path the decision log accepts: bytes outside 0x21–0x7E become '?', and
+// a path that does not start with '/' gets one.
+func loggable(raw string) string {
+	b := []byte(raw)
+	for i, c := range b {
+		if c < 0x21 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	if len(b) == 0 || b[0] != '/' {
+		return "/" + string(b)
+	}
+	return string(b)
+}
+
+// compileInspect compiles the inspecting rules and, when there are any, makes the CA.
+func (p *Proxy) compileInspect() error {
+	if len(p.opts.inspect) == 0 {
+		return nil
+	}
+	for _, r := range p.opts.inspect {
+		p.inspected = append(p.inspected, inspectRule{host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths})
+	}
+	ca, err := newAuthority(time.Now())
+	if err != nil {
+		return err
+	}
+	p.ca = ca
+	return nil
+}
+
+// errHeadTooLarge ends a request head over maxHead.
+var errHeadTooLarge = errors.New("request head too large")
+
+// headLimit bounds what one request head may read from the client (n >= 0), and nothing
+// while a body is read (n < 0). bufio may read a little past a head; that counts against it.
+type headLimit struct {
+	r io.Reader
+	n int64
+}
+
+func (l *headLimit) arm(n int64) { l.n = n }
+
+func (l *headLimit) Read(b []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(b)
+	}
+	if l.n == 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(b)) > l.n {
+		b = b[:l.n]
+	}
+	n, err := l.r.Read(b)
+	l.n -= int64(n)
+	return n, err
+}
