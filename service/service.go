@@ -617,6 +617,7 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 	if err := s.checkLease(h); err != nil {
 		return nil, err
 	}
+	h.touch() // inventory.go: the last call
 	return h, nil
 }
 
