@@ -29,10 +29,10 @@ type Console struct {
 	subs  []*nats.Subscription
 
 	mu      sync.Mutex
-	actions map[string]string               // action → allowed, denied or unknown
-	denials map[*denialWatch]struct{}       // requests waiting on a permissions violation
-	listed  map[string]time.Time            // engine → when its sandboxes were last listed
-	silent  map[string]int                  // engine → polls it did not answer
+	actions map[string]string         // action → allowed, denied or unknown
+	denials map[*denialWatch]struct{} // requests waiting on a permissions violation
+	listed  map[string]time.Time      // engine → when its sandboxes were last listed
+	silent  map[string]int            // engine → polls it did not answer
 
 	stop chan struct{}
 	done chan struct{}
