@@ -178,9 +178,12 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 		key = messages.APIKey{Scope: ev.Key.Scope, ThreadID: ev.Key.ThreadID, AgentID: ev.Key.AgentID, CallID: ev.Key.CallID}
 	}
 	ref := sandboxRef{ev.Service, ev.Sandbox}
+	if ev.Outcome == events.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
+		return // a refused call changed nothing (the console's own probes are refused disposals)
+	}
 	switch ev.Type {
 	case events.AuditSandboxAcquired:
-		if ev.Outcome == "refused" || ev.Sandbox == "" || ev.Service == "" {
+		if ev.Outcome == events.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
 			return
 		}
 		e, ok := s.sandboxes[ref]
