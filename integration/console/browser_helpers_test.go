@@ -12,9 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/console"
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/service"
 )
@@ -35,7 +38,11 @@ type pool struct {
 	engine *itest.NATSEngine
 }
 
-func startPool(t *testing.T) *pool {
+func startPool(t *testing.T) *pool { return startPoolWith(t, nil) }
+
+// startPoolWith is startPool with a backend of cfg's (the test's labels and driver added), its
+// egress windows published as events; nil cfg is itest's usual backend.
+func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	all := &server.Permissions{}
@@ -55,7 +62,18 @@ func startPool(t *testing.T) *pool {
 		t.Fatalf("new events: %v", err)
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
-	b := itest.NewBackend(t)
+	var b *actors.Backend
+	if cfg == nil {
+		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()))
+	} else {
+		c := *cfg
+		c.Driver, c.Labels, c.CommandTimeout = itest.Driver(), dockertest.Labels(), 30*time.Second
+		var err error
+		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t)), actors.WithEgressSink(ev.Windows())); err != nil {
+			t.Fatalf("create backend: %v", err)
+		}
+		t.Cleanup(func() { b.Close(context.Background()) })
+	}
 	svc, _ := itest.ServeBackend(t, srv, b, service.WithAudit(ev.Audit()))
 	return &pool{srv: srv, engine: &itest.NATSEngine{Server: srv, Backend: b, Service: svc}}
 }
