@@ -109,7 +109,9 @@ func TestHundredTabsSubscribeOnce(t *testing.T) {
 func TestStateFollowsTheAudit(t *testing.T) {
 	s := newState(10)
 	t0 := time.Now()
-	key := func(agent string) *events.EventKey { return &events.EventKey{Scope: "s", ThreadID: "t", AgentID: agent} }
+	key := func(agent string) *events.EventKey {
+		return &events.EventKey{Scope: "s", ThreadID: "t", AgentID: agent}
+	}
 	apply := func(ev events.AuditEvent) { s.auditEvent(json.RawMessage(`{}`), &ev) }
 	ids := func() []string {
 		var out []string
