@@ -173,29 +173,16 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	defer s.mu.Unlock()
 	s.audit.add(raw)
 	s.hub.send(update{"audit", raw})
+	if ev.Outcome == events.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
+		return // a refused call changed nothing (the console's own probes are refused disposals)
+	}
 	var key messages.APIKey
 	if ev.Key != nil {
 		key = messages.APIKey{Scope: ev.Key.Scope, ThreadID: ev.Key.ThreadID, AgentID: ev.Key.AgentID, CallID: ev.Key.CallID}
 	}
-	ref := sandboxRef{ev.Service, ev.Sandbox}
-	if ev.Outcome == events.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
-		return // a refused call changed nothing (the console's own probes are refused disposals)
-	}
 	switch ev.Type {
 	case events.AuditSandboxAcquired:
-		if ev.Outcome == events.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
-			return
-		}
-		e, ok := s.sandboxes[ref]
-		if !ok {
-			e = messages.APISandboxEntry{ID: ev.Sandbox, Engine: ev.Service, Key: key, Kind: ev.Kind,
-				State: messages.SandboxStateLive, AcquiredAt: ev.Time}
-		}
-		e.InstanceID, e.LastCallAt = ev.InstanceID, ev.Time
-		if ev.Acquire != nil {
-			e.Image, e.Egress = ev.Acquire.Image, ev.Acquire.Egress
-		}
-		s.putLocked(e)
+		s.acquiredLocked(ev, key)
 	case events.AuditSandboxDisposed:
 		s.dropLocked(func(e messages.APISandboxEntry) bool {
 			return e.Key == key && (ev.Kind == "" || e.Kind == ev.Kind) && (ev.InstanceID == "" || e.InstanceID == ev.InstanceID)
@@ -207,12 +194,36 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	case events.AuditEngineStopped:
 		s.dropLocked(func(e messages.APISandboxEntry) bool { return e.Engine == ev.Service })
 	default:
-		if e, ok := s.sandboxes[ref]; ok && ev.Sandbox != "" {
-			e.LastCallAt = ev.Time
-			if ev.Type == events.AuditSandboxReset && ev.InstanceID != "" {
-				e.InstanceID = ev.InstanceID
-			}
-			s.putLocked(e)
-		}
+		s.calledLocked(ev)
 	}
+}
+
+// acquiredLocked adds or refreshes the row of a sandbox an acquire handed out.
+func (s *state) acquiredLocked(ev *events.AuditEvent, key messages.APIKey) {
+	if ev.Outcome == events.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
+		return
+	}
+	e, ok := s.sandboxes[sandboxRef{ev.Service, ev.Sandbox}]
+	if !ok {
+		e = messages.APISandboxEntry{ID: ev.Sandbox, Engine: ev.Service, Key: key, Kind: ev.Kind,
+			State: messages.SandboxStateLive, AcquiredAt: ev.Time}
+	}
+	e.InstanceID, e.LastCallAt = ev.InstanceID, ev.Time
+	if ev.Acquire != nil {
+		e.Image, e.Egress = ev.Acquire.Image, ev.Acquire.Egress
+	}
+	s.putLocked(e)
+}
+
+// calledLocked moves the last call of the sandbox an act named (and its instance, on a reset).
+func (s *state) calledLocked(ev *events.AuditEvent) {
+	e, ok := s.sandboxes[sandboxRef{ev.Service, ev.Sandbox}]
+	if !ok || ev.Sandbox == "" {
+		return
+	}
+	e.LastCallAt = ev.Time
+	if ev.Type == events.AuditSandboxReset && ev.InstanceID != "" {
+		e.InstanceID = ev.InstanceID
+	}
+	s.putLocked(e)
 }
