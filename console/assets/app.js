@@ -92,6 +92,9 @@ function renderAudit() {
   const s = st.open;
   $("audit-panel").hidden = !s;
   if (!s) return;
+  const denied = st.actions["dispose_scope"] === "denied";
+  $("purge").disabled = denied;
+  $("purge").title = denied ? "the console's NATS identity may not purge" : "dispose every sandbox of this scope and thread";
   $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + s.key.agent_id + " (" + s.kind + ")";
   const tb = $("audit").tBodies[0];
   tb.replaceChildren();
@@ -144,6 +147,45 @@ function renderReaps() {
   }
 }
 
+// The plot: acquires and execs per second in 10 s buckets over the last 10 minutes, from the
+// audit events the page holds, and the live sandboxes the page counted every 10 s.
+const BUCKET = 10000, BUCKETS = 60;
+const liveSamples = []; // [time, count]
+
+function renderPlot() {
+  const now = Date.now();
+  liveSamples.push([now, st.sandboxes.size]);
+  while (liveSamples.length && liveSamples[0][0] < now - BUCKET * BUCKETS) liveSamples.shift();
+  const acq = new Array(BUCKETS).fill(0), ex = new Array(BUCKETS).fill(0);
+  for (const e of st.audit) {
+    const i = BUCKETS - 1 - Math.floor((now - new Date(e.time).getTime()) / BUCKET);
+    if (i < 0 || i >= BUCKETS) continue;
+    if (e.type === "sandbox.acquired" && e.outcome !== "refused") acq[i]++;
+    if (e.type === "exec.finished") ex[i]++;
+  }
+  const perSec = (a) => a.map((n) => n / (BUCKET / 1000));
+  const a = perSec(acq), x = perSec(ex);
+  const top = Math.max(0.1, ...a, ...x);
+  const liveTop = Math.max(1, ...liveSamples.map((s) => s[1]));
+  const pts = (vals) => vals.map((v, i) => (i * 720 / (BUCKETS - 1)).toFixed(1) + "," + (115 - v / top * 105).toFixed(1)).join(" ");
+  $("plot-acquires").setAttribute("points", pts(a));
+  $("plot-execs").setAttribute("points", pts(x));
+  $("plot-live").setAttribute("points", liveSamples.map((s) =>
+    (720 - (now - s[0]) / (BUCKET * BUCKETS) * 720).toFixed(1) + "," + (115 - s[1] / liveTop * 105).toFixed(1)).join(" "));
+  const sum = (v) => v.reduce((p, q) => p + q, 0);
+  $("plot").dataset.acquires = String(sum(acq));
+  $("plot").dataset.execs = String(sum(ex));
+  $("plot-numbers").textContent = "· in 10 min: " + sum(acq) + " acquires, " + sum(ex) + " execs; peak " + top.toFixed(1) + "/s; " +
+    st.sandboxes.size + " live now";
+}
+
+async function purge(s) {
+  const r = await post("/api/purge", { scope: s.key.scope, thread_id: s.key.thread_id });
+  $("action-result").textContent = r.ok ? "purged " + s.key.scope + " / " + s.key.thread_id + ": " + (r.out.disposed || 0) + " disposed" +
+    (r.out.undisposed ? " (something may remain: " + r.out.undisposed.code + ")" : "") : "refused (" + r.status + "): " + (r.out.error || "");
+  $("action-result").dataset.status = String(r.status);
+}
+
 async function post(path, body) {
   const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Console-Action": "1" }, body: JSON.stringify(body) });
   const out = await res.json().catch(() => ({}));
@@ -157,18 +199,21 @@ async function dispose(s) {
   $("action-result").dataset.status = String(r.status);
 }
 
+let plotTimer = null; // an audit event redraws the plot within a second, at most once a second
+function plotSoon() { if (!plotTimer) plotTimer = setTimeout(() => { plotTimer = null; renderPlot(); }, 1000); }
+
 const handlers = {
   snapshot(d) {
     st.identity = d.identity; st.actions = d.actions; st.engines = d.engines || [];
     st.sandboxes = new Map((d.sandboxes || []).map((s) => [ref(s), s]));
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
-    renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps();
+    renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderPlot();
   },
-  actions(d) { st.actions = d; renderHeader(); renderSandboxes(); },
+  actions(d) { st.actions = d; renderHeader(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },
   sandbox_gone(d) { st.sandboxes.delete(ref(d)); renderSandboxes(); },
-  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); },
+  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); plotSoon(); },
   egress(d) { keep(st.egress, d); renderEgress(); },
   reap(d) { keep(st.reaps, d); renderReaps(); },
 };
@@ -184,5 +229,7 @@ function connect() {
 
 for (const id of ["f-scope", "f-kind", "f-host"]) $(id).addEventListener("input", renderEgress);
 $("audit-close").addEventListener("click", () => { st.open = null; renderAudit(); });
+$("purge").addEventListener("click", () => { if (st.open) purge(st.open); });
 setInterval(() => { renderSandboxes(); }, 5000); // ages
+setInterval(renderPlot, BUCKET);
 connect();

@@ -57,6 +57,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the plot counts the acquire and the exec", func(t *testing.T) {
+		if err := within(t, ctx, 3*time.Second, chromedp.Poll(`Number(document.getElementById("plot").dataset.acquires) >= 1 &&
+			Number(document.getElementById("plot").dataset.execs) >= 1 && document.getElementById("plot-acquires").getAttribute("points") !== ""`, nil)); err != nil {
+			t.Fatalf("the activity plot never counted the acquire and the exec: %v", err)
+		}
+	})
+
 	t.Run("a user without permission cannot dispose", func(t *testing.T) {
 		_, viewerURL := p.startConsole(t, viewerUser)
 		tab := browser(t) // the viewer's own browser
@@ -68,6 +75,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := within(t, tab, 5*time.Second, chromedp.Poll(
 			`document.querySelector('`+row+` button.dispose').disabled === true`, nil)); err != nil {
 			t.Fatalf("the viewer's dispose button is not greyed: %v", err)
+		}
+		if err := within(t, tab, 5*time.Second, chromedp.Click(row+` td`, chromedp.ByQuery), chromedp.WaitVisible(`#audit-panel`, chromedp.ByQuery),
+			chromedp.Poll(`document.getElementById("purge").disabled === true`, nil)); err != nil {
+			t.Fatalf("the viewer's purge button is not greyed: %v", err)
 		}
 		// The greyed button is not the defence: a request the page would send is refused too.
 		body := `{"key":{"scope":"` + key.Scope + `","thread_id":"` + key.ThreadID + `","agent_id":"` + key.AgentID +
@@ -101,6 +112,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if out, err := exec.Command("docker", "inspect", "--format", "{{.Id}}", sb.InstanceID()).CombinedOutput(); err == nil {
 			t.Fatalf("the daemon still has the disposed instance: %s", out)
+		}
+	})
+
+	t.Run("purge from the button", func(t *testing.T) {
+		other := itest.NewKey(t)
+		sb := itest.AcquireRemote(t, remote, p.engine.Backend, other, itest.BusyboxSpec(t))
+		row := `#sandboxes tr[data-instance="` + sb.InstanceID() + `"]`
+		if err := within(t, ctx, 30*time.Second, chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.Click(row+` td`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#audit-panel`, chromedp.ByQuery), chromedp.Click(`#purge`, chromedp.ByQuery),
+			chromedp.WaitNotPresent(row, chromedp.ByQuery),
+			chromedp.Poll(`document.getElementById("action-result").textContent.startsWith("purged")`, nil)); err != nil {
+			t.Fatalf("the purge button did not purge: %v", err)
+		}
+		list, err := remote.ListSandboxes(itest.Context(t), p.engine.Service.EngineID(), messages.APIListSandboxesRequest{Scope: other.Scope})
+		if err != nil || list.Total != 0 {
+			t.Fatalf("after the purge the engine lists %+v (%v), want nothing", list, err)
 		}
 	})
 }
