@@ -10,9 +10,11 @@ FUZZTIME ?= 5m
 .NOTPARALLEL:
 .PHONY: run test test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
 
-# make run plays a scripted agent against the local Docker engine (engine demo).
+# make run plays a scripted agent against the local Docker engine (engine demo), printing the
+# operator console's URL first; the console stays up CONSOLE_LINGER after the agent is done.
+CONSOLE_LINGER ?= 2m
 run: images
-	$(GO) run ./cmd/engine demo
+	$(GO) run ./cmd/engine demo --console-linger $(CONSOLE_LINGER)
 
 # The tests run in two passes. The first runs every package on the default engine driver (the
 # Engine API); the second runs the integration packages on the CLI driver, where each
