@@ -221,3 +221,45 @@ func TestActionsNeedThePage(t *testing.T) {
 		t.Fatalf("dispose without an instance: %v", err)
 	}
 }
+
+// TestPageRefusesForeignHosts: a request naming a host that is not loopback (a DNS-rebinding
+// page's) gets neither the page nor the event stream nor an action; the page cannot be framed.
+func TestPageRefusesForeignHosts(t *testing.T) {
+	srv := natstest.Run(t)
+	c, err := New(natstest.Connect(t, srv), WithPoll(time.Hour, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	h := c.Handler()
+	cases := []struct {
+		name, method, url string
+		want              int
+	}{
+		{"page on loopback", http.MethodGet, "http://127.0.0.1:8422/", http.StatusOK},
+		{"page on localhost", http.MethodGet, "http://localhost:8422/", http.StatusOK},
+		{"page on ipv6 loopback", http.MethodGet, "http://[::1]:8422/", http.StatusOK},
+		{"page on a rebound name", http.MethodGet, "http://evil.example:8422/", http.StatusMisdirectedRequest},
+		{"events on a rebound name", http.MethodGet, "http://evil.example:8422/events", http.StatusMisdirectedRequest},
+		{"dispose on a rebound name", http.MethodPost, "http://evil.example:8422/api/dispose", http.StatusMisdirectedRequest},
+		{"page on a LAN address", http.MethodGet, "http://192.168.1.5:8422/", http.StatusMisdirectedRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // ends an event stream let through
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, tc.method, tc.url, strings.NewReader(`{}`))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("X-Console-Action", "1")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+			if tc.want == http.StatusOK && (w.Header().Get("X-Frame-Options") != "DENY" ||
+				!strings.Contains(w.Header().Get("Content-Security-Policy"), "frame-ancestors 'none'")) {
+				t.Fatalf("the page may be framed: %v", w.Header())
+			}
+		})
+	}
+}

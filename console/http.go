@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
@@ -21,7 +24,8 @@ const maxActionBody = 64 << 10
 
 // Handler serves the page (GET /), its assets, the stream of updates (GET /events, server-sent
 // events: a snapshot, then every change) and the actions (POST /api/dispose, POST
-// /api/purge, JSON). An action must come from the page itself: a JSON body and the header
+// /api/purge, JSON). It answers only requests addressed to a loopback name and forbids
+// framing. An action must come from the page itself: a JSON body and the header
 // X-Console-Action, which a page of another origin cannot send without a CORS preflight the
 // console never answers, and no foreign Origin.
 func (c *Console) Handler() http.Handler {
@@ -37,7 +41,38 @@ func (c *Console) Handler() http.Handler {
 		var req PurgeRequest
 		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Purge(ctx, req) })
 	})
-	return mux
+	return guard(mux)
+}
+
+// guard refuses a request whose Host is not a loopback name (a DNS-rebinding page names its
+// own host, and would otherwise read the console and pass the same-origin check), and forbids
+// framing the page (a page of another origin could otherwise lure clicks onto its buttons).
+func guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "the console answers loopback names only"})
+			return
+		}
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether host (a Host header, with or without a port) names loopback:
+// localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // events streams the snapshot and then every update to one browser until it leaves.
