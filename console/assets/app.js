@@ -135,6 +135,27 @@ function renderEgress() {
   }
 }
 
+// Engine and placement events: the engines' own states (started, draining, stopped, the
+// daemon away and back), leases lost, lame duck, and acquires that claimed or took over a key.
+function engineEvent(e) {
+  return e.type.startsWith("engine.") || e.type === "placement.changed" ||
+    (e.type === "sandbox.acquired" && e.placement && e.placement.change === "taken_over");
+}
+
+function renderEngineEvents() {
+  const tb = $("engine-events").tBodies[0];
+  tb.replaceChildren();
+  for (const e of st.audit.filter(engineEvent).slice(-50).reverse()) {
+    const tr = document.createElement("tr");
+    tr.dataset.type = e.type;
+    tr.dataset.engine = e.service || "";
+    cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.service, "mono"); cell(tr, e.type);
+    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.threadId + " / " + e.key.agentId : "");
+    cell(tr, e.kind);
+    tb.appendChild(tr);
+  }
+}
+
 function renderReaps() {
   const tb = $("reaps").tBodies[0];
   tb.replaceChildren();
@@ -207,13 +228,13 @@ const handlers = {
     st.identity = d.identity; st.actions = d.actions; st.engines = d.engines || [];
     st.sandboxes = new Map((d.sandboxes || []).map((s) => [ref(s), s]));
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
-    renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderPlot();
+    renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
   },
   actions(d) { st.actions = d; renderHeader(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },
   sandbox_gone(d) { st.sandboxes.delete(ref(d)); renderSandboxes(); },
-  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); plotSoon(); },
+  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); if (engineEvent(d)) renderEngineEvents(); plotSoon(); },
   egress(d) { keep(st.egress, d); renderEgress(); },
   reap(d) { keep(st.reaps, d); renderReaps(); },
 };
