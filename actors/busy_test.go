@@ -11,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // An acquire-time probe that could not run says the daemon is busy or unreachable — typed,
@@ -48,11 +48,11 @@ func TestProbeThatCouldNotRunIsNoCapabilityRefusal(t *testing.T) {
 			defer b.Close(context.Background())
 			_, err := b.Acquire(context.Background(), testKey, testSpec(t))
 			var ua *sandbox.BackendUnavailableError
-			code := wire.EncodeError(err).Code
+			code := messages.EncodeError(err).Code
 			switch {
-			case tc.unsupported && (!errors.Is(err, sandbox.ErrUnsupported) || code != wire.CodeCapabilityNotSupported):
+			case tc.unsupported && (!errors.Is(err, sandbox.ErrUnsupported) || code != messages.CodeCapabilityNotSupported):
 				t.Fatalf("acquire = %v (%s); want a capability refusal", err, code)
-			case !tc.unsupported && (!errors.As(err, &ua) || errors.Is(err, sandbox.ErrUnsupported) || code != wire.CodeEngineUnavailable):
+			case !tc.unsupported && (!errors.As(err, &ua) || errors.Is(err, sandbox.ErrUnsupported) || code != messages.CodeEngineUnavailable):
 				t.Fatalf("acquire = %v (%s); want BackendUnavailableError, engine_unavailable", err, code)
 			case !tc.unsupported && !errors.Is(err, tc.err):
 				t.Fatalf("acquire = %v; want the driver's error inside", err)
@@ -100,11 +100,11 @@ func TestStartThatTimedOutIsBusy(t *testing.T) {
 	if !errors.As(err, &ua) || !errors.As(err, &te) || !errors.Is(err, docker.ErrTimeout) {
 		t.Fatalf("acquire = %v; want BackendUnavailableError around docker's TimeoutError", err)
 	}
-	if code := wire.EncodeError(err).Code; code != wire.CodeEngineUnavailable {
+	if code := messages.EncodeError(err).Code; code != messages.CodeEngineUnavailable {
 		t.Fatalf("wire code %s, want engine_unavailable", code)
 	}
-	var remote *wire.EngineUnavailableError
-	if !errors.As(wire.DecodeError(wire.EncodeError(err)), &remote) {
+	var remote *messages.EngineUnavailableError
+	if !errors.As(messages.DecodeError(messages.EncodeError(err)), &remote) {
 		t.Fatalf("the client does not rebuild an EngineUnavailableError, which it retries")
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Backend is a remote engine as a [sandbox.Backend]: every call is a request to the engine
@@ -37,7 +36,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 
 // New connects a client to the engine pool on nc and reads its declarations, retrying
 // while no engine answers (see [WithRetryWait]). It fails when none answers in time, with
-// an [*wire.EngineUnavailableError], or when the pool serves no fixed backend.
+// an [*messages.EngineUnavailableError], or when the pool serves no fixed backend.
 func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Backend, error) {
 	if nc == nil {
 		return nil, &sandbox.InvalidArgumentError{Reason: "client: a NATS connection is required"}
@@ -54,7 +53,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Backend, error) {
 	b := &Backend{nc: nc, o: o, log: o.logger, name: "remote", placement: map[sandbox.Key]string{}}
 	req := &messages.APIDeclarationsRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDeclarationsRequestType}}
 	var resp messages.APIDeclarationsResponse
-	if err := b.do(ctx, b.cold(wire.SubjectDeclarationsT, wire.SubjectEngineDeclarationsT, &req.APIEnvelope, req, &resp,
+	if err := b.do(ctx, b.cold(messages.SubjectDeclarationsT, messages.SubjectEngineDeclarationsT, &req.APIEnvelope, req, &resp,
 		messages.APIDeclarationsResponseType)); err != nil {
 		return nil, fmt.Errorf("read the engine's declarations: %w", err)
 	}
@@ -69,7 +68,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Backend, error) {
 	}
 	b.name = selected.Name
 	b.isolation = sandbox.Isolation(selected.Isolation)
-	b.declarations = wire.DeclarationsFromWire(selected.Declarations)
+	b.declarations = messages.DeclarationsFromWire(selected.Declarations)
 	b.chunkSize, b.maxFileBytes = resp.ChunkSize, resp.MaxFileBytes
 	if b.chunkSize <= 0 {
 		return nil, &sandbox.ProtocolError{Backend: b.name, Reason: "the engine declares no chunk size"}
@@ -90,10 +89,10 @@ func (b *Backend) Declarations() sandbox.Declarations { return b.declarations }
 // cold builds a call to a shared subject, or to the pinned engine's subject.
 func (b *Backend) cold(shared, engine string, env *messages.APIEnvelope, req, resp any, respType string) call {
 	if b.o.engine != "" {
-		return call{subject: wire.Engine(engine, b.o.prefix, b.o.engine), env: env, req: req, resp: resp, respType: respType,
+		return call{subject: messages.Engine(engine, b.o.prefix, b.o.engine), env: env, req: req, resp: resp, respType: respType,
 			pinned: true, engine: b.o.engine, repeatable: repeatable[engine]}
 	}
-	return call{subject: wire.Shared(shared, b.o.prefix), env: env, req: req, resp: resp, respType: respType,
+	return call{subject: messages.Shared(shared, b.o.prefix), env: env, req: req, resp: resp, respType: respType,
 		repeatable: repeatable[shared]}
 }
 
@@ -104,15 +103,15 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
 	}
-	req := &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: wire.KeyToWire(key)},
-		Spec: wire.SpecToWire(spec)}
+	req := &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: messages.KeyToWire(key)},
+		Spec: messages.SpecToWire(spec)}
 	var resp messages.APIAcquireResponse
-	c := b.cold(wire.SubjectAcquireT, wire.SubjectEngineAcquireT, &req.APIEnvelope, req, &resp, messages.APIAcquireResponseType)
+	c := b.cold(messages.SubjectAcquireT, messages.SubjectEngineAcquireT, &req.APIEnvelope, req, &resp, messages.APIAcquireResponseType)
 	if engine := b.owner(key, &spec.Kind); engine != "" && b.o.engine == "" {
 		pinned := c
-		pinned.subject, pinned.pinned, pinned.engine = wire.Engine(wire.SubjectEngineAcquireT, b.o.prefix, engine), true, engine
+		pinned.subject, pinned.pinned, pinned.engine = messages.Engine(messages.SubjectEngineAcquireT, b.o.prefix, engine), true, engine
 		err := b.do(ctx, pinned)
-		if !errors.Is(err, wire.ErrUnavailable) {
+		if !errors.Is(err, messages.ErrUnavailable) {
 			return b.acquired(key, spec, &resp, err)
 		}
 		b.log.Debug("the engine that served the key is gone; asking the pool", zap.String("engine", engine), zap.String("key", key.String()))
@@ -146,17 +145,17 @@ func (b *Backend) placed(key sandbox.Key) string {
 // [sandbox.DisposalFailure] (unreachable when no engine answered, timeout when the call
 // ran out of time, unknown otherwise).
 func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.DisposeOptions) *sandbox.DisposalFailure {
-	req := &messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType, Key: wire.KeyToWire(key)},
+	req := &messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType, Key: messages.KeyToWire(key)},
 		Kind: opts.Kind, InstanceID: opts.InstanceID}
 	var resp messages.APIDisposeResponse
-	c := b.cold(wire.SubjectDisposeT, wire.SubjectEngineDisposeT, &req.APIEnvelope, req, &resp, messages.APIDisposeResponseType)
+	c := b.cold(messages.SubjectDisposeT, messages.SubjectEngineDisposeT, &req.APIEnvelope, req, &resp, messages.APIDisposeResponseType)
 	pool := true
 	var err error
 	if engine := b.owner(key, opts.Kind); engine != "" && b.o.engine == "" {
 		pinned := c
-		pinned.subject, pinned.pinned, pinned.engine = wire.Engine(wire.SubjectEngineDisposeT, b.o.prefix, engine), true, engine
+		pinned.subject, pinned.pinned, pinned.engine = messages.Engine(messages.SubjectEngineDisposeT, b.o.prefix, engine), true, engine
 		err = b.do(ctx, pinned)
-		pool = errors.Is(err, wire.ErrUnavailable) // that engine is gone: any engine of the pool disposes by label
+		pool = errors.Is(err, messages.ErrUnavailable) // that engine is gone: any engine of the pool disposes by label
 	}
 	if pool {
 		err = b.do(ctx, c)
@@ -169,7 +168,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 		delete(b.placement, key)
 		b.mu.Unlock()
 	}
-	return wire.FailureFromWire(resp.Undisposed)
+	return messages.FailureFromWire(resp.Undisposed)
 }
 
 // DisposeScope deletes every sandbox of a conversation through the pool. It never fails
@@ -178,7 +177,7 @@ func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sand
 	req := &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType,
 		Key: &messages.APIKey{Scope: scope, ThreadID: threadID}}}
 	var resp messages.APIDisposeScopeResponse
-	if err := b.do(ctx, b.cold(wire.SubjectDisposeScopeT, wire.SubjectEngineDisposeScopeT, &req.APIEnvelope, req, &resp,
+	if err := b.do(ctx, b.cold(messages.SubjectDisposeScopeT, messages.SubjectEngineDisposeScopeT, &req.APIEnvelope, req, &resp,
 		messages.APIDisposeScopeResponseType)); err != nil {
 		return sandbox.ScopePurge{Undisposed: failureOf(err)}
 	}
@@ -191,14 +190,14 @@ func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sand
 		}
 		b.mu.Unlock()
 	}
-	return sandbox.ScopePurge{Disposed: resp.Disposed, Undisposed: wire.FailureFromWire(resp.Undisposed)}
+	return sandbox.ScopePurge{Disposed: resp.Disposed, Undisposed: messages.FailureFromWire(resp.Undisposed)}
 }
 
 // failureOf reports a disposal call that failed as a disposal failure.
 func failureOf(err error) *sandbox.DisposalFailure {
 	code := sandbox.DisposalUnknown
 	switch {
-	case errors.Is(err, wire.ErrUnavailable):
+	case errors.Is(err, messages.ErrUnavailable):
 		code = sandbox.DisposalUnreachable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = sandbox.DisposalTimeout
@@ -210,16 +209,16 @@ func failureOf(err error) *sandbox.DisposalFailure {
 
 // Reap asks the pool to sweep sandboxes created more than olderThan ago, on every scope or
 // only scope. An engine without a reaper answers with an [*sandbox.UnsupportedError].
-func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
+func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error) {
 	req := &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType},
 		OlderThanMS: olderThan.Milliseconds(), Scope: scope}
 	var resp messages.APIReapResponse
-	if err := b.do(ctx, b.cold(wire.SubjectReapT, wire.SubjectEngineReapT, &req.APIEnvelope, req, &resp, messages.APIReapResponseType)); err != nil {
-		return wire.ReapResult{}, err
+	if err := b.do(ctx, b.cold(messages.SubjectReapT, messages.SubjectEngineReapT, &req.APIEnvelope, req, &resp, messages.APIReapResponseType)); err != nil {
+		return ReapResult{}, err
 	}
-	r := wire.ReapResult{Disposed: resp.Disposed, ProxiesRemoved: resp.ProxiesRemoved, NetworksRemoved: resp.NetworksRemoved}
+	r := ReapResult{Disposed: resp.Disposed, ProxiesRemoved: resp.ProxiesRemoved, NetworksRemoved: resp.NetworksRemoved}
 	for _, f := range resp.Failures {
-		r.Failures = append(r.Failures, wire.ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail,
+		r.Failures = append(r.Failures, ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail,
 			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
 	}
 	return r, nil
@@ -229,7 +228,7 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope strin
 func (b *Backend) Health(ctx context.Context) (*messages.APIHealthResponse, error) {
 	req := &messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
 	var resp messages.APIHealthResponse
-	if err := b.do(ctx, b.cold(wire.SubjectHealthT, wire.SubjectEngineHealthT, &req.APIEnvelope, req, &resp, messages.APIHealthResponseType)); err != nil {
+	if err := b.do(ctx, b.cold(messages.SubjectHealthT, messages.SubjectEngineHealthT, &req.APIEnvelope, req, &resp, messages.APIHealthResponseType)); err != nil {
 		return nil, err
 	}
 	return &resp, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The fake engine's identity and limits, as its declarations reply gives them.
@@ -49,7 +48,7 @@ type handler func(m *nats.Msg) any
 func newFakeEngine(t *testing.T) *fakeEngine {
 	t.Helper()
 	f := newBareEngine(t)
-	f.handle(f.shared(wire.SubjectDeclarationsT), declarations(fakeChunkSize))
+	f.handle(f.shared(messages.SubjectDeclarationsT), declarations(fakeChunkSize))
 	return f
 }
 
@@ -57,7 +56,7 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 func newBareEngine(t *testing.T) *fakeEngine {
 	t.Helper()
 	srv := natstest.Run(t)
-	return &fakeEngine{t: t, srv: srv, nc: natstest.Connect(t, srv), prefix: wire.DefaultPrefix, got: map[string][]*nats.Msg{}}
+	return &fakeEngine{t: t, srv: srv, nc: natstest.Connect(t, srv), prefix: messages.DefaultPrefix, got: map[string][]*nats.Msg{}}
 }
 
 // handle subscribes subject and answers its requests with h.
@@ -112,9 +111,9 @@ func (f *fakeEngine) total() int {
 }
 
 // shared and engine are the subjects of a template on the pool and on the fake engine.
-func (f *fakeEngine) shared(template string) string { return wire.Shared(template, f.prefix) }
+func (f *fakeEngine) shared(template string) string { return messages.Shared(template, f.prefix) }
 func (f *fakeEngine) engine(template string) string {
-	return wire.Engine(template, f.prefix, fakeEngineID)
+	return messages.Engine(template, f.prefix, fakeEngineID)
 }
 
 // client builds a client on a connection of its own, with the test's options after short
@@ -133,7 +132,7 @@ func (f *fakeEngine) client(opts ...client.Option) *client.Backend {
 // on itself.
 func (f *fakeEngine) acquired(c *client.Backend) *client.Sandbox {
 	f.t.Helper()
-	f.handle(f.shared(wire.SubjectAcquireT), acquireReply("h1"))
+	f.handle(f.shared(messages.SubjectAcquireT), acquireReply("h1"))
 	sb, err := c.Acquire(ctxT(f.t), testKey, testSpec(f.t))
 	if err != nil {
 		f.t.Fatalf("acquire: %v", err)
@@ -167,7 +166,7 @@ func reply(body any) handler { return func(*nats.Msg) any { return body } }
 
 // failWith answers every request with err in its wire form.
 func failWith(err error) handler {
-	return func(*nats.Msg) any { return &messages.APIResponse{Error: wire.EncodeError(err)} }
+	return func(*nats.Msg) any { return &messages.APIResponse{Error: messages.EncodeError(err)} }
 }
 
 // response is the bare reply of a call whose response carries nothing but its type.

@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Backend]. Nil options are skipped; the first error stops
@@ -25,12 +25,13 @@ type options struct {
 	// reconnectGrace: retry.go
 	reconnectGrace time.Duration
 	placement      Placement // placement.go; nil: the client's own memory
+	streamPrefix   string    // transfer.go: "" streams an exec to a fresh inbox
 }
 
 func defaultOptions() options {
 	return options{
 		logger:         zap.NewNop(),
-		prefix:         wire.DefaultPrefix,
+		prefix:         messages.DefaultPrefix,
 		callTimeout:    5 * time.Minute,
 		retryWait:      30 * time.Second,
 		liveness:       2 * time.Second,
@@ -41,6 +42,20 @@ func defaultOptions() options {
 
 func errOption(format string, a ...any) error {
 	return &sandbox.InvalidArgumentError{Reason: "client: " + fmt.Sprintf(format, a...)}
+}
+
+// WithStreamPrefix makes a streaming exec's chunks arrive on prefix.<unique token> instead of
+// a fresh inbox: on an engine with tenancy an exec may stream only under the caller's own
+// stream namespace, maf.sandbox.stream.<account> by default, which the engine's account
+// exports to that account (docs/operations.md#tenancy).
+func WithStreamPrefix(prefix string) Option {
+	return func(o *options) error {
+		if !messages.ValidPrefix(prefix) {
+			return errOption("stream prefix %q is not dot-separated NATS tokens", prefix)
+		}
+		o.streamPrefix = prefix
+		return nil
+	}
 }
 
 // WithLogger sets the logger (default: none).
@@ -54,10 +69,10 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithPrefix sets the subject prefix of the engine pool to talk to (default
-// [wire.DefaultPrefix]).
+// [messages.DefaultPrefix]).
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !wire.ValidPrefix(prefix) {
+		if !messages.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
@@ -69,7 +84,7 @@ func WithPrefix(prefix string) Option {
 // pool's shared subjects (default: the pool).
 func WithEngine(id string) Option {
 	return func(o *options) error {
-		if !wire.ValidToken(id) {
+		if !messages.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engine = id
@@ -91,7 +106,7 @@ func WithCallTimeout(d time.Duration) Option {
 
 // WithRetryWait bounds how long a call keeps retrying while no engine can take it (none
 // subscribed, or the one that answered is at its limit) before it fails with a
-// [*wire.EngineUnavailableError] (default 30 s). A call addressed to one sandbox is not
+// [*messages.EngineUnavailableError] (default 30 s). A call addressed to one sandbox is not
 // retried when its engine is gone: that sandbox went with it.
 func WithRetryWait(d time.Duration) Option {
 	return func(o *options) error {
@@ -108,7 +123,7 @@ func WithRetryWait(d time.Duration) Option {
 // two NATS nodes) with the call in flight; when it answers with a connection younger than the
 // call, the request or reply may have gone with its old one. Either way the call stops waiting
 // out its timeout: one safe to repeat is sent again ([WithDropRetry]), any other fails with an
-// [*OutcomeUnknownError] (wrapping an [*wire.EngineUnavailableError] for an engine that did
+// [*OutcomeUnknownError] (wrapping an [*messages.EngineUnavailableError] for an engine that did
 // not answer). A draining engine still answers until its last call has replied.
 func WithLivenessInterval(d time.Duration) Option {
 	return func(o *options) error {

@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,9 +44,9 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(f.requests(f.shared(wire.SubjectDeclarationsT)))
+			before := len(f.requests(f.shared(messages.SubjectDeclarationsT)))
 			c, err := client.New(ctxT(t), nc, tc.opts...)
-			sent := len(f.requests(f.shared(wire.SubjectDeclarationsT))) - before
+			sent := len(f.requests(f.shared(messages.SubjectDeclarationsT))) - before
 			if !tc.wantErr {
 				if err != nil || c.Name() != fakeBackend || sent != 1 {
 					t.Fatalf("New = %v, %v after %d requests; want the fake backend after one", c, err, sent)
@@ -76,7 +75,7 @@ func TestNewReadsTheDeclarations(t *testing.T) {
 	if c.Name() != fakeBackend || c.Isolation() != sandbox.IsolationContainer || !c.Declarations().Capabilities.Has(sandbox.Snapshot) {
 		t.Fatalf("declarations: %s %s %v", c.Name(), c.Isolation(), c.Declarations())
 	}
-	m := f.requests(f.shared(wire.SubjectDeclarationsT))[0]
+	m := f.requests(f.shared(messages.SubjectDeclarationsT))[0]
 	if req := decode[messages.APIDeclarationsRequest](t, m); req.Type != messages.APIDeclarationsRequestType {
 		t.Fatalf("declarations request type %q", req.Type)
 	}
@@ -105,7 +104,7 @@ func TestNewReadsTheDeclarations(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newBareEngine(t)
-			g.handle(g.shared(wire.SubjectDeclarationsT), tc.reply)
+			g.handle(g.shared(messages.SubjectDeclarationsT), tc.reply)
 			_, err := client.New(ctxT(t), natstest.Connect(t, g.srv), client.WithRetryWait(0))
 			if !tc.check(err) {
 				t.Fatalf("New = %v (%T)", err, err)
@@ -119,9 +118,9 @@ func TestNewWithoutAnEngineIsUnavailable(t *testing.T) {
 	srv := natstest.Run(t)
 	start := time.Now()
 	_, err := client.New(ctxT(t), natstest.Connect(t, srv), client.WithRetryWait(300*time.Millisecond))
-	var ue *wire.EngineUnavailableError
-	if !errors.Is(err, wire.ErrUnavailable) || !errors.As(err, &ue) {
-		t.Fatalf("New = %v (%T), want a *wire.EngineUnavailableError", err, err)
+	var ue *messages.EngineUnavailableError
+	if !errors.Is(err, messages.ErrUnavailable) || !errors.As(err, &ue) {
+		t.Fatalf("New = %v (%T), want a *messages.EngineUnavailableError", err, err)
 	}
 	if waited := time.Since(start); waited < 300*time.Millisecond {
 		t.Fatalf("gave up after %v, before the retry wait", waited)
@@ -133,8 +132,8 @@ func TestPrefixAndEngineChooseTheSubjects(t *testing.T) {
 	t.Run("prefix", func(t *testing.T) {
 		f := newBareEngine(t)
 		f.prefix = "tenant.a"
-		f.handle(f.shared(wire.SubjectDeclarationsT), declarations(fakeChunkSize))
-		f.handle(f.shared(wire.SubjectHealthT), reply(response(messages.APIHealthResponseType)))
+		f.handle(f.shared(messages.SubjectDeclarationsT), declarations(fakeChunkSize))
+		f.handle(f.shared(messages.SubjectHealthT), reply(response(messages.APIHealthResponseType)))
 		c := f.client(client.WithPrefix("tenant.a"))
 		if _, err := c.Health(ctxT(t)); err != nil {
 			t.Fatal(err)
@@ -145,13 +144,13 @@ func TestPrefixAndEngineChooseTheSubjects(t *testing.T) {
 	})
 	t.Run("engine", func(t *testing.T) {
 		f := newBareEngine(t)
-		f.handle(f.engine(wire.SubjectEngineDeclarationsT), declarations(fakeChunkSize))
-		f.handle(f.engine(wire.SubjectEngineHealthT), reply(response(messages.APIHealthResponseType)))
+		f.handle(f.engine(messages.SubjectEngineDeclarationsT), declarations(fakeChunkSize))
+		f.handle(f.engine(messages.SubjectEngineHealthT), reply(response(messages.APIHealthResponseType)))
 		c := f.client(client.WithEngine(fakeEngineID))
 		if _, err := c.Health(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
-		if len(f.requests(f.engine(wire.SubjectEngineDeclarationsT))) != 1 || len(f.requests(f.engine(wire.SubjectEngineHealthT))) != 1 {
+		if len(f.requests(f.engine(messages.SubjectEngineDeclarationsT))) != 1 || len(f.requests(f.engine(messages.SubjectEngineHealthT))) != 1 {
 			t.Fatalf("a pinned client used the pool's subjects")
 		}
 	})
@@ -163,7 +162,7 @@ func TestPrefixAndEngineChooseTheSubjects(t *testing.T) {
 func TestAcquireRequestAndHandle(t *testing.T) {
 	f := newFakeEngine(t)
 	c := f.client()
-	f.handle(f.shared(wire.SubjectAcquireT), acquireReply("h1"))
+	f.handle(f.shared(messages.SubjectAcquireT), acquireReply("h1"))
 	ctx, cancel := context.WithTimeout(client.ContextWithRequestID(t.Context(), "req-1"), 20*time.Second)
 	defer cancel()
 	sb, err := c.Acquire(ctx, testKey, testSpec(t))
@@ -174,28 +173,28 @@ func TestAcquireRequestAndHandle(t *testing.T) {
 	if s.Handle() != "h1" || s.Engine() != fakeEngineID || s.InstanceID() != "i1" || s.WorkDir() != "/work" || !s.Created() {
 		t.Fatalf("sandbox %+v", s)
 	}
-	m := f.requests(f.shared(wire.SubjectAcquireT))[0]
+	m := f.requests(f.shared(messages.SubjectAcquireT))[0]
 	req := decode[messages.APIAcquireRequest](t, m)
-	if req.Type != messages.APIAcquireRequestType || req.Key == nil || *req.Key != *wire.KeyToWire(testKey) || req.Spec.Kind != "k" {
+	if req.Type != messages.APIAcquireRequestType || req.Key == nil || *req.Key != *messages.KeyToWire(testKey) || req.Spec.Kind != "k" {
 		t.Fatalf("acquire request %+v", req)
 	}
 	if req.WaitMS <= 0 || req.WaitMS > 20_000 {
 		t.Fatalf("wait_ms %d, want the 20 s left of the deadline", req.WaitMS)
 	}
-	if got := m.Header.Get(wire.RequestIDHeader); got != "req-1" {
+	if got := m.Header.Get(messages.RequestIDHeader); got != "req-1" {
 		t.Fatalf("request ID header %q, want req-1", got)
 	}
 
-	f.handle(f.engine(wire.SubjectStatFileT), reply(&messages.APIStatFileResponse{
+	f.handle(f.engine(messages.SubjectStatFileT), reply(&messages.APIStatFileResponse{
 		APIResponse: messages.APIResponse{Type: messages.APIStatFileResponseType}}))
 	if st, err := s.StatFile(ctxT(t), "a.txt", "."); err != nil || st != nil {
 		t.Fatalf("stat = %+v, %v; want absent", st, err)
 	}
-	stat := decode[messages.APIStatFileRequest](t, f.requests(f.engine(wire.SubjectStatFileT))[0])
-	if stat.Sandbox != "h1" || *stat.Key != *wire.KeyToWire(testKey) || stat.Path != "a.txt" || stat.WorkDir != "." {
+	stat := decode[messages.APIStatFileRequest](t, f.requests(f.engine(messages.SubjectStatFileT))[0])
+	if stat.Sandbox != "h1" || *stat.Key != *messages.KeyToWire(testKey) || stat.Path != "a.txt" || stat.WorkDir != "." {
 		t.Fatalf("stat request %+v", stat)
 	}
-	if id := f.requests(f.engine(wire.SubjectStatFileT))[0].Header.Get(wire.RequestIDHeader); id == "" || id == "req-1" {
+	if id := f.requests(f.engine(messages.SubjectStatFileT))[0].Header.Get(messages.RequestIDHeader); id == "" || id == "req-1" {
 		t.Fatalf("a call without a request ID sent request ID %q, want one of its own", id)
 	}
 }
@@ -205,20 +204,20 @@ func TestAcquireRequestAndHandle(t *testing.T) {
 func TestAcquireReturnsToTheEngineThatServedTheKey(t *testing.T) {
 	f := newFakeEngine(t)
 	c := f.client()
-	f.handle(f.shared(wire.SubjectAcquireT), acquireReply("h1"))
+	f.handle(f.shared(messages.SubjectAcquireT), acquireReply("h1"))
 	for range 2 {
 		if _, err := c.Acquire(ctxT(t), testKey, testSpec(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := len(f.requests(f.shared(wire.SubjectAcquireT))); n != 2 {
+	if n := len(f.requests(f.shared(messages.SubjectAcquireT))); n != 2 {
 		t.Fatalf("the pool got %d acquires, want 2 (the engine's own subject had nobody)", n)
 	}
-	f.handle(f.engine(wire.SubjectEngineAcquireT), acquireReply("h1"))
+	f.handle(f.engine(messages.SubjectEngineAcquireT), acquireReply("h1"))
 	if _, err := c.Acquire(ctxT(t), testKey, testSpec(t)); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.requests(f.engine(wire.SubjectEngineAcquireT))) != 1 || len(f.requests(f.shared(wire.SubjectAcquireT))) != 2 {
+	if len(f.requests(f.engine(messages.SubjectEngineAcquireT))) != 1 || len(f.requests(f.shared(messages.SubjectAcquireT))) != 2 {
 		t.Fatalf("the third acquire did not go to the engine that served the key")
 	}
 	// Another key has no engine yet: the pool.
@@ -227,7 +226,7 @@ func TestAcquireReturnsToTheEngineThatServedTheKey(t *testing.T) {
 	if _, err := c.Acquire(ctxT(t), other, testSpec(t)); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.requests(f.shared(wire.SubjectAcquireT))); n != 3 {
+	if n := len(f.requests(f.shared(messages.SubjectAcquireT))); n != 3 {
 		t.Fatalf("a new key's acquire did not go to the pool (%d pool acquires)", n)
 	}
 }
@@ -237,8 +236,8 @@ func TestPlacementRoutesTheAcquire(t *testing.T) {
 	f := newFakeEngine(t)
 	p := placementOf{testKey: fakeEngineID}
 	c := f.client(client.WithPlacement(p))
-	f.handle(f.shared(wire.SubjectAcquireT), acquireReply("h1"))
-	f.handle(f.engine(wire.SubjectEngineAcquireT), acquireReply("h1"))
+	f.handle(f.shared(messages.SubjectAcquireT), acquireReply("h1"))
+	f.handle(f.engine(messages.SubjectEngineAcquireT), acquireReply("h1"))
 	other := testKey
 	other.AgentID = "b"
 	for _, k := range []sandbox.Key{testKey, other} {
@@ -246,7 +245,7 @@ func TestPlacementRoutesTheAcquire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(f.requests(f.engine(wire.SubjectEngineAcquireT))) != 1 || len(f.requests(f.shared(wire.SubjectAcquireT))) != 1 {
+	if len(f.requests(f.engine(messages.SubjectEngineAcquireT))) != 1 || len(f.requests(f.shared(messages.SubjectAcquireT))) != 1 {
 		t.Fatalf("the recorded key did not go to its owner, or the other not to the pool")
 	}
 }
@@ -262,7 +261,7 @@ func (p placementOf) Owner(key sandbox.Key, _ string) (string, bool) {
 func TestAcquireReplyWithoutAHandle(t *testing.T) {
 	f := newFakeEngine(t)
 	c := f.client()
-	f.handle(f.shared(wire.SubjectAcquireT), reply(response(messages.APIAcquireResponseType)))
+	f.handle(f.shared(messages.SubjectAcquireT), reply(response(messages.APIAcquireResponseType)))
 	_, err := c.Acquire(ctxT(t), testKey, testSpec(t))
 	var pe *sandbox.ProtocolError
 	if !errors.As(err, &pe) {
@@ -285,17 +284,17 @@ func TestDisposeFailureCodes(t *testing.T) {
 		{name: "no engine is unreachable", setup: func(*fakeEngine) {}, want: sandbox.DisposalUnreachable},
 		{name: "an invalid request is refused",
 			setup: func(f *fakeEngine) {
-				f.handle(f.shared(wire.SubjectDisposeT), failWith(&wire.BadRequestError{Reason: "no", Field: "key.scope"}))
+				f.handle(f.shared(messages.SubjectDisposeT), failWith(&messages.BadRequestError{Reason: "no", Field: "key.scope"}))
 			}, want: sandbox.DisposalRefused},
 		{name: "an engine that never answers times out",
-			setup: func(f *fakeEngine) { f.handle(f.shared(wire.SubjectDisposeT), func(*nats.Msg) any { return nil }) },
+			setup: func(f *fakeEngine) { f.handle(f.shared(messages.SubjectDisposeT), func(*nats.Msg) any { return nil }) },
 			ctx: func(t *testing.T) context.Context {
 				ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 				t.Cleanup(cancel)
 				return ctx
 			}, want: sandbox.DisposalTimeout},
 		{name: "any other error is unknown",
-			setup: func(f *fakeEngine) { f.handle(f.shared(wire.SubjectDisposeT), failWith(errors.New("boom"))) },
+			setup: func(f *fakeEngine) { f.handle(f.shared(messages.SubjectDisposeT), failWith(errors.New("boom"))) },
 			want:  sandbox.DisposalUnknown},
 	}
 	for _, tc := range cases {
@@ -317,19 +316,19 @@ func TestDisposeFailureCodes(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client()
 		f.acquired(c)
-		f.handle(f.engine(wire.SubjectEngineDisposeT), reply(response(messages.APIDisposeResponseType)))
-		f.handle(f.engine(wire.SubjectEngineAcquireT), acquireReply("h1"))
+		f.handle(f.engine(messages.SubjectEngineDisposeT), reply(response(messages.APIDisposeResponseType)))
+		f.handle(f.engine(messages.SubjectEngineAcquireT), acquireReply("h1"))
 		if fail := c.Dispose(ctxT(t), testKey, sandbox.DisposeOptions{}); fail != nil {
 			t.Fatalf("dispose: %+v", fail)
 		}
-		req := decode[messages.APIDisposeRequest](t, f.requests(f.engine(wire.SubjectEngineDisposeT))[0])
-		if req.Type != messages.APIDisposeRequestType || *req.Key != *wire.KeyToWire(testKey) || req.Kind != nil {
+		req := decode[messages.APIDisposeRequest](t, f.requests(f.engine(messages.SubjectEngineDisposeT))[0])
+		if req.Type != messages.APIDisposeRequestType || *req.Key != *messages.KeyToWire(testKey) || req.Kind != nil {
 			t.Fatalf("dispose request %+v", req)
 		}
 		if _, err := c.Acquire(ctxT(t), testKey, testSpec(t)); err != nil {
 			t.Fatal(err)
 		}
-		if len(f.requests(f.engine(wire.SubjectEngineAcquireT))) != 0 || len(f.requests(f.shared(wire.SubjectAcquireT))) != 2 {
+		if len(f.requests(f.engine(messages.SubjectEngineAcquireT))) != 0 || len(f.requests(f.shared(messages.SubjectAcquireT))) != 2 {
 			t.Fatalf("the acquire after a dispose did not go to the pool")
 		}
 	})

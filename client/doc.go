@@ -6,7 +6,7 @@
 // Errors come back as the engine's typed errors: a reply's error code rebuilds the same
 // sandbox error type, so errors.As(err, &notConfined) and errors.Is(err, sandbox.ErrRefused)
 // work as they do in process. Calls that no engine could take fail with a
-// [*wire.EngineUnavailableError] (errors.Is(err, wire.ErrUnavailable)); cold calls are
+// [*messages.EngineUnavailableError] (errors.Is(err, messages.ErrUnavailable)); cold calls are
 // retried for a while first, so a client waiting through an engine restart gets an answer.
 // Every call is bounded: by ctx's deadline, or else by the call timeout.
 //

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // ProgramResult is a finished run_program: the exit code its marker claims (the guest's
@@ -27,7 +26,7 @@ func (s *Sandbox) RunProgram(ctx context.Context, req messages.APIRunProgramRequ
 	var resp messages.APIRunProgramResponse
 	// The engine's own graces: final look, signal, and host_tools/ and run reclaim.
 	extra := time.Duration(req.TimeoutMS)*time.Millisecond + time.Minute
-	if err := s.b.do(ctx, s.call(wire.SubjectRunProgramT, &req.APIEnvelope, &req, &resp, messages.APIRunProgramResponseType, extra)); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectRunProgramT, &req.APIEnvelope, &req, &resp, messages.APIRunProgramResponseType, extra)); err != nil {
 		return ProgramResult{}, err
 	}
 	out, err := s.fetch(ctx, "output", resp.Output)

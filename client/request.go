@@ -16,7 +16,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // call is one request: where it goes, what it carries and what it expects back.
@@ -72,12 +71,12 @@ func (b *Backend) do(ctx context.Context, c call) error {
 			if dropped.IsZero() {
 				dropped = time.Now()
 			}
-			err = &wire.EngineUnavailableError{Subject: c.subject, Reason: drop.reason + "; repeating the call did not get an answer"}
+			err = &messages.EngineUnavailableError{Subject: c.subject, Reason: drop.reason + "; repeating the call did not get an answer"}
 		}
 		if ctx.Err() != nil {
 			return backoff.Permanent(err)
 		}
-		var ue *wire.EngineUnavailableError
+		var ue *messages.EngineUnavailableError
 		switch {
 		case !dropped.IsZero() && time.Since(dropped) < b.o.dropRetry && errors.As(err, &ue):
 			// The engine may still be reconnecting to another node: nobody answers it for a moment.
@@ -96,11 +95,11 @@ func (b *Backend) do(ctx context.Context, c call) error {
 // retryable is the one classifier of the client: only an engine that did not take the
 // call is worth asking again, and a pinned call's engine being gone is final.
 func retryable(err error, pinned bool) bool {
-	var ue *wire.EngineUnavailableError
+	var ue *messages.EngineUnavailableError
 	if !errors.As(err, &ue) {
 		return false
 	}
-	var re *wire.RemoteError
+	var re *messages.RemoteError
 	fromEngine := errors.As(err, &re) // busy or stopping: the engine answered
 	return fromEngine || !pinned
 }
@@ -120,7 +119,7 @@ func (b *Backend) once(ctx context.Context, c call) error {
 	case errors.As(err, &drop):
 		return err
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w%w", &wire.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}, noResponders{})
+		return fmt.Errorf("%w%w", &messages.EngineUnavailableError{Subject: c.subject, Reason: "no engine answers this subject"}, noResponders{})
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Errorf("request %s: %w", c.subject, err)
 	case err != nil:
@@ -131,8 +130,8 @@ func (b *Backend) once(ctx context.Context, c call) error {
 		return &sandbox.ProtocolError{Backend: b.name, Reason: fmt.Sprintf("the engine's reply on %s is not JSON: %v", c.subject, err)}
 	}
 	if head.Error != nil {
-		err := wire.DecodeError(head.Error)
-		var intr *wire.InterruptedError
+		err := messages.DecodeError(head.Error)
+		var intr *messages.InterruptedError
 		if errors.As(err, &intr) {
 			// The engine took the call and stopped it unfinished (its lease ended): a drop
 			// that the engine reports, so the drop rule decides what happens next.
@@ -152,7 +151,7 @@ func (b *Backend) once(ctx context.Context, c call) error {
 type requestIDKey struct{}
 
 // ContextWithRequestID returns ctx carrying a request ID: every call made with it sends id in
-// the [wire.RequestIDHeader] header, so the engine's replies, log lines and audit events carry
+// the [messages.RequestIDHeader] header, so the engine's replies, log lines and audit events carry
 // it (an id that is not 1-128 visible ASCII characters is replaced by one the engine mints).
 // Without one, each call mints its own, the same for all its attempts.
 func ContextWithRequestID(ctx context.Context, id string) context.Context {
@@ -165,12 +164,12 @@ func ContextWithRequestID(ctx context.Context, id string) context.Context {
 func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
-		m.Header.Set(wire.RequestIDHeader, id)
+		m.Header.Set(messages.RequestIDHeader, id)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		tc := propagation.MapCarrier{}
 		propagation.TraceContext{}.Inject(ctx, tc)
-		m.Header.Set(wire.TraceparentHeader, tc.Get("traceparent"))
+		m.Header.Set(messages.TraceparentHeader, tc.Get("traceparent"))
 	}
 	if len(m.Header) == 0 {
 		m.Header = nil
@@ -232,7 +231,7 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, 
 		return nil, &droppedError{reason: errClientDropped.Error()}
 	case errors.Is(cause, errClientDropped), errors.Is(cause, errEngineReconnected):
 		return nil, &droppedError{reason: cause.Error()}
-	case errors.Is(cause, wire.ErrUnavailable):
+	case errors.Is(cause, messages.ErrUnavailable):
 		return nil, &droppedError{reason: cause.Error(), err: cause}
 	}
 	return nil, err
@@ -241,25 +240,25 @@ func (b *Backend) request(ctx context.Context, c call, data []byte) (*nats.Msg, 
 // probe asks engine's alive subject whether a call waiting for waited is still worth waiting
 // for: nil when it is, else why not.
 func (b *Backend) probe(ctx context.Context, engine string, waited time.Duration) error {
-	alive := wire.Engine(wire.SubjectEngineAliveT, b.o.prefix, engine)
+	alive := messages.Engine(messages.SubjectEngineAliveT, b.o.prefix, engine)
 	pctx, cancel := context.WithTimeout(ctx, b.o.liveness)
 	defer cancel()
 	m, err := b.nc.RequestWithContext(pctx, alive, nil)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return &wire.EngineUnavailableError{Subject: alive, Reason: fmt.Sprintf(
+		return &messages.EngineUnavailableError{Subject: alive, Reason: fmt.Sprintf(
 			"engine %s stopped answering with the call in flight; whether it ran is unknown", engine)}
 	}
 	if err != nil {
 		return nil // no answer in time says nothing: this client's connection may be what is slow
 	}
-	var r wire.AliveReply
+	var r messages.AliveReply
 	if json.Unmarshal(m.Data, &r) == nil && r.ConnectedMS != nil && time.Duration(*r.ConnectedMS)*time.Millisecond < waited {
 		return errEngineReconnected
 	}
 	return nil
 }
 
-// probePool asks every engine of the pool ([wire.SubjectAlive]) whether one re-established its
+// probePool asks every engine of the pool ([messages.SubjectAlive]) whether one re-established its
 // connection after a call on a shared subject that has waited for waited was sent: that engine
 // may have taken the call and lost it. It collects answers for half a liveness interval.
 func (b *Backend) probePool(ctx context.Context, _ string, waited time.Duration) error {
@@ -269,7 +268,7 @@ func (b *Backend) probePool(ctx context.Context, _ string, waited time.Duration)
 		return nil
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := b.nc.PublishRequest(wire.Shared(wire.SubjectAliveT, b.o.prefix), inbox, nil); err != nil {
+	if err := b.nc.PublishRequest(messages.Shared(messages.SubjectAliveT, b.o.prefix), inbox, nil); err != nil {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, b.o.liveness/2)
@@ -279,7 +278,7 @@ func (b *Backend) probePool(ctx context.Context, _ string, waited time.Duration)
 		if err != nil {
 			return nil // no answer, or no more: nothing says the call was lost
 		}
-		var r wire.AliveReply
+		var r messages.AliveReply
 		if json.Unmarshal(m.Data, &r) == nil && r.ReconnectedMS != nil && time.Duration(*r.ReconnectedMS)*time.Millisecond < waited {
 			return fmt.Errorf("%w (engine %s)", errEngineReconnected, r.Engine)
 		}

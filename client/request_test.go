@@ -14,15 +14,14 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The families every sandbox error reports; a rebuilt error must answer errors.Is for each
 // as the engine's error did.
 var families = []error{sandbox.ErrNoBackend, sandbox.ErrRefused, sandbox.ErrUnsupported, sandbox.ErrInvalid,
-	sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrGone, sandbox.ErrProtocol, wire.ErrUnavailable}
+	sandbox.ErrOS, sandbox.ErrOutput, sandbox.ErrTimeout, sandbox.ErrGone, sandbox.ErrProtocol, messages.ErrUnavailable}
 
-// An error reply comes back as a *wire.RemoteError with the engine's code and text, wrapping
+// An error reply comes back as a *messages.RemoteError with the engine's code and text, wrapping
 // the same typed error with the same fields, so errors.As and errors.Is answer as on the
 // engine. A code this client does not know still keeps its code and text.
 func TestErrorRepliesRebuildTheTypedError(t *testing.T) {
@@ -36,25 +35,25 @@ func TestErrorRepliesRebuildTheTypedError(t *testing.T) {
 		as func(error) (error, bool)
 	}{
 		{name: "not confined", sent: &sandbox.NotConfinedError{Path: "../x", WorkDir: "/w", Reason: "escapes"},
-			wantCode: wire.CodeNotConfined, as: asType[*sandbox.NotConfinedError]},
+			wantCode: messages.CodeNotConfined, as: asType[*sandbox.NotConfinedError]},
 		{name: "timeout keeps its duration", sent: &sandbox.TimeoutError{Op: "exec", Timeout: 1500 * time.Millisecond, Discarded: true},
-			wantCode: wire.CodeTimeout, as: asType[*sandbox.TimeoutError]},
+			wantCode: messages.CodeTimeout, as: asType[*sandbox.TimeoutError]},
 		{name: "capability denied keeps its set", sent: &sandbox.CapabilityDeniedError{Kind: "k", Denied: []sandbox.Capability{sandbox.Snapshot}},
-			wantCode: wire.CodeCapabilityDenied, as: asType[*sandbox.CapabilityDeniedError]},
+			wantCode: messages.CodeCapabilityDenied, as: asType[*sandbox.CapabilityDeniedError]},
 		{name: "gone", sent: &sandbox.GoneError{InstanceID: "i1", Reason: "removed"},
-			wantCode: wire.CodeSandboxGone, as: asType[*sandbox.GoneError]},
+			wantCode: messages.CodeSandboxGone, as: asType[*sandbox.GoneError]},
 		{name: "transfer cap", sent: &sandbox.TransferCapExceededError{Path: "f", Cap: "max bytes", Limit: 1, Actual: 2},
-			wantCode: wire.CodeTransferCapExceeded, as: asType[*sandbox.TransferCapExceededError]},
-		{name: "bad request keeps its field", sent: &wire.BadRequestError{Reason: "scope is required", Field: "key.scope"},
-			wantCode: wire.CodeBadRequest, as: asType[*wire.BadRequestError]},
-		{name: "a wrapped typed error", sent: errWrap(notRegular), wantCode: wire.CodeNotRegular, want: notRegular,
+			wantCode: messages.CodeTransferCapExceeded, as: asType[*sandbox.TransferCapExceededError]},
+		{name: "bad request keeps its field", sent: &messages.BadRequestError{Reason: "scope is required", Field: "key.scope"},
+			wantCode: messages.CodeBadRequest, as: asType[*messages.BadRequestError]},
+		{name: "a wrapped typed error", sent: errWrap(notRegular), wantCode: messages.CodeNotRegular, want: notRegular,
 			as: asType[*sandbox.NotRegularError]},
-		{name: "a sentinel", sent: errWrap(fs.ErrNotExist), wantCode: wire.CodeNotExist, want: fs.ErrNotExist,
+		{name: "a sentinel", sent: errWrap(fs.ErrNotExist), wantCode: messages.CodeNotExist, want: fs.ErrNotExist,
 			as: isSentinel(fs.ErrNotExist)},
-		{name: "a family only", sent: familyOnly{}, wantCode: wire.CodeFamilyRefused, want: sandbox.ErrRefused,
+		{name: "a family only", sent: familyOnly{}, wantCode: messages.CodeFamilyRefused, want: sandbox.ErrRefused,
 			as: isSentinel(sandbox.ErrRefused)},
-		{name: "an unknown error is internal", sent: errors.New("disk on fire"), wantCode: wire.CodeInternal,
-			want: &wire.InternalError{Message: "disk on fire"}, as: asType[*wire.InternalError]},
+		{name: "an unknown error is internal", sent: errors.New("disk on fire"), wantCode: messages.CodeInternal,
+			want: &messages.InternalError{Message: "disk on fire"}, as: asType[*messages.InternalError]},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,11 +62,11 @@ func TestErrorRepliesRebuildTheTypedError(t *testing.T) {
 			}
 			f := newFakeEngine(t)
 			c := f.client()
-			f.handle(f.shared(wire.SubjectHealthT), failWith(tc.sent))
+			f.handle(f.shared(messages.SubjectHealthT), failWith(tc.sent))
 			_, err := c.Health(ctxT(t))
-			var re *wire.RemoteError
+			var re *messages.RemoteError
 			if !errors.As(err, &re) || re.Code != tc.wantCode || err.Error() != tc.sent.Error() {
-				t.Fatalf("got %v (%T), want a *wire.RemoteError of code %s and text %q", err, err, tc.wantCode, tc.sent.Error())
+				t.Fatalf("got %v (%T), want a *messages.RemoteError of code %s and text %q", err, err, tc.wantCode, tc.sent.Error())
 			}
 			if got, ok := tc.as(err); !ok || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("found %#v (%v) in the chain, want %#v", got, ok, tc.want)
@@ -77,7 +76,7 @@ func TestErrorRepliesRebuildTheTypedError(t *testing.T) {
 					t.Fatalf("errors.Is(%v) = %v here, %v on the engine", fam, errors.Is(err, fam), errors.Is(tc.sent, fam))
 				}
 			}
-			if n := len(f.requests(f.shared(wire.SubjectHealthT))); n != 1 {
+			if n := len(f.requests(f.shared(messages.SubjectHealthT))); n != 1 {
 				t.Fatalf("an error reply was asked %d times, want once", n)
 			}
 		})
@@ -85,11 +84,11 @@ func TestErrorRepliesRebuildTheTypedError(t *testing.T) {
 	t.Run("an unknown code", func(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client()
-		f.handle(f.shared(wire.SubjectHealthT), reply(&messages.APIResponse{Error: &messages.APIError{Code: "from_the_future", Message: "new"}}))
+		f.handle(f.shared(messages.SubjectHealthT), reply(&messages.APIResponse{Error: &messages.APIError{Code: "from_the_future", Message: "new"}}))
 		_, err := c.Health(ctxT(t))
-		var re *wire.RemoteError
+		var re *messages.RemoteError
 		if !errors.As(err, &re) || re.Code != "from_the_future" || re.Message != "new" || re.Unwrap() != nil {
-			t.Fatalf("got %#v, want a *wire.RemoteError that wraps nothing", err)
+			t.Fatalf("got %#v, want a *messages.RemoteError that wraps nothing", err)
 		}
 	})
 }
@@ -133,7 +132,7 @@ func TestMalformedRepliesBreakTheProtocol(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEngine(t)
 			c := f.client()
-			f.handle(f.shared(wire.SubjectHealthT), tc.reply)
+			f.handle(f.shared(messages.SubjectHealthT), tc.reply)
 			_, err := c.Health(ctxT(t))
 			var pe *sandbox.ProtocolError
 			if !errors.As(err, &pe) || !errors.Is(err, sandbox.ErrProtocol) || pe.Backend != fakeBackend {
@@ -146,17 +145,17 @@ func TestMalformedRepliesBreakTheProtocol(t *testing.T) {
 // An engine that answers it is unavailable (busy, stopping) is asked again until the retry
 // wait, then its answer is the call's; an engine that recovers meanwhile serves the call.
 func TestBusyEngineIsAskedAgain(t *testing.T) {
-	busy := &wire.EngineUnavailableError{Reason: "at its limit"}
+	busy := &messages.EngineUnavailableError{Reason: "at its limit"}
 	t.Run("until the retry wait", func(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client(client.WithRetryWait(400 * time.Millisecond))
-		f.handle(f.shared(wire.SubjectHealthT), failWith(busy))
+		f.handle(f.shared(messages.SubjectHealthT), failWith(busy))
 		_, err := c.Health(ctxT(t))
-		var ue *wire.EngineUnavailableError
-		if !errors.Is(err, wire.ErrUnavailable) || !errors.As(err, &ue) || ue.Reason != busy.Reason {
+		var ue *messages.EngineUnavailableError
+		if !errors.Is(err, messages.ErrUnavailable) || !errors.As(err, &ue) || ue.Reason != busy.Reason {
 			t.Fatalf("got %v, want the engine's unavailable answer", err)
 		}
-		if n := len(f.requests(f.shared(wire.SubjectHealthT))); n < 2 {
+		if n := len(f.requests(f.shared(messages.SubjectHealthT))); n < 2 {
 			t.Fatalf("asked %d times, want retries", n)
 		}
 	})
@@ -164,9 +163,9 @@ func TestBusyEngineIsAskedAgain(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client(client.WithRetryWait(10 * time.Second))
 		var n atomic.Int32
-		f.handle(f.shared(wire.SubjectHealthT), func(*nats.Msg) any {
+		f.handle(f.shared(messages.SubjectHealthT), func(*nats.Msg) any {
 			if n.Add(1) <= 2 {
-				return &messages.APIResponse{Error: wire.EncodeError(busy)}
+				return &messages.APIResponse{Error: messages.EncodeError(busy)}
 			}
 			return &messages.APIHealthResponse{APIResponse: messages.APIResponse{Type: messages.APIHealthResponseType}, Status: "ok"}
 		})
@@ -181,7 +180,7 @@ func TestBusyEngineIsAskedAgain(t *testing.T) {
 		sb := f.acquired(c) // nobody answers the engine's own subjects
 		start := time.Now()
 		_, err := sb.StatFile(ctxT(t), "a", ".")
-		var ue *wire.EngineUnavailableError
+		var ue *messages.EngineUnavailableError
 		if !errors.As(err, &ue) || time.Since(start) > 5*time.Second {
 			t.Fatalf("stat on a gone engine = %v after %v, want unavailable at once", err, time.Since(start))
 		}
@@ -191,22 +190,22 @@ func TestBusyEngineIsAskedAgain(t *testing.T) {
 // An engine that reports it interrupted a call (its lease ended) may have run it: a call
 // that is safe to repeat is sent again, any other answers an *OutcomeUnknownError.
 func TestInterruptedCalls(t *testing.T) {
-	interrupted := &wire.InterruptedError{Reason: "the lease ended"}
+	interrupted := &messages.InterruptedError{Reason: "the lease ended"}
 	t.Run("an exec is not repeated", func(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client()
 		sb := f.acquired(c)
-		f.handle(f.engine(wire.SubjectExecT), failWith(interrupted))
+		f.handle(f.engine(messages.SubjectExecT), failWith(interrupted))
 		_, err := sb.Exec(ctxT(t), sandbox.Shell("true"), ".", time.Second)
 		var ou *client.OutcomeUnknownError
-		var ie *wire.InterruptedError
+		var ie *messages.InterruptedError
 		if !errors.Is(err, client.ErrOutcomeUnknown) || !errors.As(err, &ou) || !errors.As(err, &ie) || ie.Reason != interrupted.Reason {
 			t.Fatalf("got %v (%T), want an *OutcomeUnknownError wrapping the interruption", err, err)
 		}
-		if ou.Subject != f.engine(wire.SubjectExecT) {
+		if ou.Subject != f.engine(messages.SubjectExecT) {
 			t.Fatalf("outcome unknown on %q", ou.Subject)
 		}
-		if n := len(f.requests(f.engine(wire.SubjectExecT))); n != 1 {
+		if n := len(f.requests(f.engine(messages.SubjectExecT))); n != 1 {
 			t.Fatalf("an exec was sent %d times", n)
 		}
 	})
@@ -215,9 +214,9 @@ func TestInterruptedCalls(t *testing.T) {
 		c := f.client()
 		sb := f.acquired(c)
 		var n atomic.Int32
-		f.handle(f.engine(wire.SubjectStatFileT), func(*nats.Msg) any {
+		f.handle(f.engine(messages.SubjectStatFileT), func(*nats.Msg) any {
 			if n.Add(1) == 1 {
-				return &messages.APIResponse{Error: wire.EncodeError(interrupted)}
+				return &messages.APIResponse{Error: messages.EncodeError(interrupted)}
 			}
 			size := int64(3)
 			return &messages.APIStatFileResponse{APIResponse: messages.APIResponse{Type: messages.APIStatFileResponseType},
@@ -232,9 +231,9 @@ func TestInterruptedCalls(t *testing.T) {
 		f := newFakeEngine(t)
 		c := f.client(client.WithDropRetry(0))
 		sb := f.acquired(c)
-		f.handle(f.engine(wire.SubjectStatFileT), failWith(interrupted))
+		f.handle(f.engine(messages.SubjectStatFileT), failWith(interrupted))
 		_, err := sb.StatFile(ctxT(t), "a", ".")
-		if !errors.Is(err, wire.ErrUnavailable) || errors.Is(err, client.ErrOutcomeUnknown) {
+		if !errors.Is(err, messages.ErrUnavailable) || errors.Is(err, client.ErrOutcomeUnknown) {
 			t.Fatalf("got %v, want unavailable once the drop retry is spent", err)
 		}
 	})
@@ -244,7 +243,7 @@ func TestInterruptedCalls(t *testing.T) {
 func TestCallTimeoutBoundsACallWithoutADeadline(t *testing.T) {
 	f := newFakeEngine(t)
 	c := f.client(client.WithCallTimeout(300 * time.Millisecond))
-	f.handle(f.shared(wire.SubjectHealthT), func(*nats.Msg) any { return nil })
+	f.handle(f.shared(messages.SubjectHealthT), func(*nats.Msg) any { return nil })
 	start := time.Now()
 	_, err := c.Health(context.Background())
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -253,7 +252,7 @@ func TestCallTimeoutBoundsACallWithoutADeadline(t *testing.T) {
 	if waited := time.Since(start); waited > 5*time.Second {
 		t.Fatalf("waited %v", waited)
 	}
-	req := decode[messages.APIHealthRequest](t, f.requests(f.shared(wire.SubjectHealthT))[0])
+	req := decode[messages.APIHealthRequest](t, f.requests(f.shared(messages.SubjectHealthT))[0])
 	if req.WaitMS <= 0 || req.WaitMS > 300 {
 		t.Fatalf("wait_ms %d, want at most the 300 ms call timeout", req.WaitMS)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 )
 
 // ErrOutcomeUnknown matches an [*OutcomeUnknownError] with errors.Is.
@@ -17,7 +17,7 @@ var ErrOutcomeUnknown = errors.New("client: the call's outcome is unknown")
 // connection dropped, or the engine's did, or the engine stopped answering, with the call in
 // flight. The command may have run once or not at all; the client does not repeat it and
 // does not make a result up. Err is what was seen (for an engine that stopped answering, an
-// [*wire.EngineUnavailableError], so errors.Is(err, wire.ErrUnavailable) holds too).
+// [*messages.EngineUnavailableError], so errors.Is(err, messages.ErrUnavailable) holds too).
 type OutcomeUnknownError struct {
 	Subject string
 	Reason  string
@@ -64,19 +64,19 @@ func (noResponders) Error() string { return "" }
 // nothing undisposed. The others run a command, consume state (upload chunks, reset) or count
 // what they did (scope purge, reap), and are never repeated.
 var repeatable = map[string]bool{
-	wire.SubjectDeclarationsT: true, wire.SubjectEngineDeclarationsT: true,
-	wire.SubjectHealthT: true, wire.SubjectEngineHealthT: true,
-	wire.SubjectAcquireT: true, wire.SubjectEngineAcquireT: true,
-	wire.SubjectDisposeT: true, wire.SubjectEngineDisposeT: true,
-	wire.SubjectStatFileT: true, wire.SubjectReadFileT: true, wire.SubjectListDirT: true,
-	wire.SubjectDownloadChunkT: true, wire.SubjectWriteFileT: true, wire.SubjectRemoveT: true,
+	messages.SubjectDeclarationsT: true, messages.SubjectEngineDeclarationsT: true,
+	messages.SubjectHealthT: true, messages.SubjectEngineHealthT: true,
+	messages.SubjectAcquireT: true, messages.SubjectEngineAcquireT: true,
+	messages.SubjectDisposeT: true, messages.SubjectEngineDisposeT: true,
+	messages.SubjectStatFileT: true, messages.SubjectReadFileT: true, messages.SubjectListDirT: true,
+	messages.SubjectDownloadChunkT: true, messages.SubjectWriteFileT: true, messages.SubjectRemoveT: true,
 }
 
 // WithDropRetry bounds how long a call that is safe to repeat keeps being repeated after a
 // connection drop cut its attempt off — this client's connection, or the engine's (a NATS
 // node killed under either), or an engine that briefly stopped answering while it
 // reconnected (default 10 s; 0 never repeats). Past it the call fails with an
-// [*wire.EngineUnavailableError]. Any other call cut off so answers an
+// [*messages.EngineUnavailableError]. Any other call cut off so answers an
 // [*OutcomeUnknownError] at once. The ctx bounds both.
 func WithDropRetry(d time.Duration) Option {
 	return func(o *options) error {
@@ -92,7 +92,7 @@ func WithDropRetry(d time.Duration) Option {
 // subscribed to that engine's subject (default 1 s; 0 never): an engine whose NATS node died
 // is unreachable for a moment while it reconnects to another. Nothing was delivered, so this
 // holds for every call, an exec too. Past it the call fails with an
-// [*wire.EngineUnavailableError]: the engine is gone, and its sandboxes with it.
+// [*messages.EngineUnavailableError]: the engine is gone, and its sandboxes with it.
 func WithReconnectGrace(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {

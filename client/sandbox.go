@@ -8,12 +8,11 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Sandbox is a sandbox held by a remote engine: every call goes to that engine's own
 // subjects under the handle the acquire returned, with the acquire's key in the envelope.
-// When that engine is gone, calls fail with an [*wire.EngineUnavailableError] and the
+// When that engine is gone, calls fail with an [*messages.EngineUnavailableError] and the
 // sandbox must be acquired again.
 type Sandbox struct {
 	b       *Backend
@@ -57,12 +56,12 @@ func (s *Sandbox) Created() bool { return s.created }
 
 // envelope is the envelope of every call: the acquire's key and the handle.
 func (s *Sandbox) envelope(typ string) messages.APIEnvelope {
-	return messages.APIEnvelope{Type: typ, Key: wire.KeyToWire(s.key), Sandbox: s.id}
+	return messages.APIEnvelope{Type: typ, Key: messages.KeyToWire(s.key), Sandbox: s.id}
 }
 
 // call builds a call to this sandbox's engine.
 func (s *Sandbox) call(template string, env *messages.APIEnvelope, req, resp any, respType string, extra time.Duration) call {
-	return call{subject: wire.Engine(template, s.b.o.prefix, s.engine), env: env, req: req, resp: resp,
+	return call{subject: messages.Engine(template, s.b.o.prefix, s.engine), env: env, req: req, resp: resp,
 		respType: respType, extra: extra, pinned: true, engine: s.engine, repeatable: repeatable[template]}
 }
 
@@ -87,7 +86,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd
 		req.Upload, req.Size, req.SHA256 = upload, int64(len(content)), sum
 	}
 	var resp messages.APIWriteFileResponse
-	c := s.call(wire.SubjectWriteFileT, &req.APIEnvelope, req, &resp, messages.APIWriteFileResponseType, 0)
+	c := s.call(messages.SubjectWriteFileT, &req.APIEnvelope, req, &resp, messages.APIWriteFileResponseType, 0)
 	c.repeatable = req.Upload == "" // the first write of an upload consumes it
 	return s.b.do(ctx, c)
 }
@@ -122,7 +121,7 @@ func (s *Sandbox) exec(ctx context.Context, cmd sandbox.Command, wd string, time
 	req := &messages.APIExecRequest{APIEnvelope: s.envelope(messages.APIExecRequestType), Argv: cmd.Argv, Shell: cmd.Shell,
 		WorkDir: wd, TimeoutMS: durationMS(timeout), MaxOutputBytes: maxOutput}
 	var resp messages.APIExecResponse
-	c := s.call(wire.SubjectExecT, &req.APIEnvelope, req, &resp, messages.APIExecResponseType, max(timeout, 0))
+	c := s.call(messages.SubjectExecT, &req.APIEnvelope, req, &resp, messages.APIExecResponseType, max(timeout, 0))
 	var err error
 	if onOutput != nil {
 		err = s.b.stream(ctx, req, c, &resp.APIExecResult, onOutput)
@@ -152,7 +151,7 @@ func (s *Sandbox) result(ctx context.Context, r messages.APIExecResult) (sandbox
 func (s *Sandbox) RunCode(ctx context.Context, code string, timeout time.Duration) (sandbox.ExecResult, error) {
 	req := &messages.APIRunCodeRequest{APIEnvelope: s.envelope(messages.APIRunCodeRequestType), Code: code, TimeoutMS: durationMS(timeout)}
 	var resp messages.APIRunCodeResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectRunCodeT, &req.APIEnvelope, req, &resp, messages.APIRunCodeResponseType, max(timeout, 0))); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectRunCodeT, &req.APIEnvelope, req, &resp, messages.APIRunCodeResponseType, max(timeout, 0))); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	return s.result(ctx, resp.APIExecResult)
@@ -162,10 +161,10 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, timeout time.Duratio
 func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileStat, error) {
 	req := &messages.APIStatFileRequest{APIEnvelope: s.envelope(messages.APIStatFileRequestType), Path: path, WorkDir: wd}
 	var resp messages.APIStatFileResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectStatFileT, &req.APIEnvelope, req, &resp, messages.APIStatFileResponseType, 0)); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectStatFileT, &req.APIEnvelope, req, &resp, messages.APIStatFileResponseType, 0)); err != nil {
 		return nil, err
 	}
-	st, err := wire.StatFromWire(resp.Stat)
+	st, err := messages.StatFromWire(resp.Stat)
 	if err != nil {
 		return nil, &sandbox.ProtocolError{Backend: s.b.name, Reason: "stat reply: " + err.Error()}
 	}
@@ -178,7 +177,7 @@ func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileS
 func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
 	req := &messages.APIReadFileRequest{APIEnvelope: s.envelope(messages.APIReadFileRequestType), Path: path, WorkDir: wd, MaxBytes: maxBytes}
 	var resp messages.APIReadFileResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectReadFileT, &req.APIEnvelope, req, &resp, messages.APIReadFileResponseType, 0)); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectReadFileT, &req.APIEnvelope, req, &resp, messages.APIReadFileResponseType, 0)); err != nil {
 		return nil, err
 	}
 	if resp.Content.Size > maxBytes {
@@ -191,19 +190,19 @@ func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64)
 func (s *Sandbox) Remove(ctx context.Context, path, wd string, recursive bool) error {
 	req := &messages.APIRemoveRequest{APIEnvelope: s.envelope(messages.APIRemoveRequestType), Path: path, WorkDir: wd, Recursive: recursive}
 	var resp messages.APIRemoveResponse
-	return s.b.do(ctx, s.call(wire.SubjectRemoveT, &req.APIEnvelope, req, &resp, messages.APIRemoveResponseType, 0))
+	return s.b.do(ctx, s.call(messages.SubjectRemoveT, &req.APIEnvelope, req, &resp, messages.APIRemoveResponseType, 0))
 }
 
 // ListDir lists a directory's immediate children.
 func (s *Sandbox) ListDir(ctx context.Context, path, wd string) ([]sandbox.FileStat, error) {
 	req := &messages.APIListDirRequest{APIEnvelope: s.envelope(messages.APIListDirRequestType), Path: path, WorkDir: wd}
 	var resp messages.APIListDirResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectListDirT, &req.APIEnvelope, req, &resp, messages.APIListDirResponseType, 0)); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectListDirT, &req.APIEnvelope, req, &resp, messages.APIListDirResponseType, 0)); err != nil {
 		return nil, err
 	}
 	out := make([]sandbox.FileStat, 0, len(resp.Entries))
 	for i := range resp.Entries {
-		st, err := wire.StatFromWire(&resp.Entries[i])
+		st, err := messages.StatFromWire(&resp.Entries[i])
 		if err != nil {
 			return nil, &sandbox.ProtocolError{Backend: s.b.name, Reason: "list reply: " + err.Error()}
 		}
@@ -216,14 +215,14 @@ func (s *Sandbox) ListDir(ctx context.Context, path, wd string) ([]sandbox.FileS
 func (s *Sandbox) Reclaim(ctx context.Context, dir, wd string, timeout time.Duration) error {
 	req := &messages.APIReclaimRequest{APIEnvelope: s.envelope(messages.APIReclaimRequestType), Dir: dir, WorkDir: wd, TimeoutMS: durationMS(timeout)}
 	var resp messages.APIReclaimResponse
-	return s.b.do(ctx, s.call(wire.SubjectReclaimT, &req.APIEnvelope, req, &resp, messages.APIReclaimResponseType, max(timeout, 0)))
+	return s.b.do(ctx, s.call(messages.SubjectReclaimT, &req.APIEnvelope, req, &resp, messages.APIReclaimResponseType, max(timeout, 0)))
 }
 
 // Reset restores the baseline and takes the new instance ID the engine reports.
 func (s *Sandbox) Reset(ctx context.Context, timeout time.Duration) error {
 	req := &messages.APIResetRequest{APIEnvelope: s.envelope(messages.APIResetRequestType), TimeoutMS: durationMS(timeout)}
 	var resp messages.APIResetResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectResetT, &req.APIEnvelope, req, &resp, messages.APIResetResponseType, max(timeout, 0))); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectResetT, &req.APIEnvelope, req, &resp, messages.APIResetResponseType, max(timeout, 0))); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -243,9 +242,9 @@ func (s *Sandbox) CollectOutputs(ctx context.Context, sink *sandbox.OutputSink, 
 		return sandbox.CollectOutputs(ctx, s, s.spec, sink, callTimeOutputs)
 	}
 	req := &messages.APICollectOutputsRequest{APIEnvelope: s.envelope(messages.APICollectOutputsRequestType),
-		CallTimeOutputs: wire.OutputsToWire(callTimeOutputs), Normalization: string(sink.Normalization)}
+		CallTimeOutputs: messages.OutputsToWire(callTimeOutputs), Normalization: string(sink.Normalization)}
 	var resp messages.APICollectOutputsResponse
-	if err := s.b.do(ctx, s.call(wire.SubjectCollectOutputsT, &req.APIEnvelope, req, &resp, messages.APICollectOutputsResponseType, 0)); err != nil {
+	if err := s.b.do(ctx, s.call(messages.SubjectCollectOutputsT, &req.APIEnvelope, req, &resp, messages.APICollectOutputsResponseType, 0)); err != nil {
 		return nil, err
 	}
 	contents := make([][]byte, len(resp.Artifacts))

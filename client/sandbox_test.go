@@ -13,7 +13,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 func sha(b []byte) string {
@@ -28,22 +27,22 @@ func TestWriteFileInlineAndInChunks(t *testing.T) {
 	f := newFakeEngine(t)
 	sb := f.acquired(f.client())
 	received := int64(0)
-	f.handle(f.engine(wire.SubjectUploadChunkT), func(m *nats.Msg) any {
+	f.handle(f.engine(messages.SubjectUploadChunkT), func(m *nats.Msg) any {
 		var req messages.APIUploadChunkRequest
 		_ = json.Unmarshal(m.Data, &req)
 		received += int64(len(req.Data))
 		return &messages.APIUploadChunkResponse{APIResponse: messages.APIResponse{Type: messages.APIUploadChunkResponseType}, Received: received}
 	})
-	f.handle(f.engine(wire.SubjectWriteFileT), reply(response(messages.APIWriteFileResponseType)))
+	f.handle(f.engine(messages.SubjectWriteFileT), reply(response(messages.APIWriteFileResponseType)))
 
 	if err := sb.WriteFile(ctxT(t), "small", []byte("abcd"), "."); err != nil {
 		t.Fatal(err)
 	}
-	w := decode[messages.APIWriteFileRequest](t, f.requests(f.engine(wire.SubjectWriteFileT))[0])
+	w := decode[messages.APIWriteFileRequest](t, f.requests(f.engine(messages.SubjectWriteFileT))[0])
 	if string(w.Content) != "abcd" || w.Upload != "" || w.Size != 4 || w.SHA256 != sha([]byte("abcd")) || w.Sandbox != "h1" {
 		t.Fatalf("inline write %+v", w)
 	}
-	if len(f.requests(f.engine(wire.SubjectUploadChunkT))) != 0 {
+	if len(f.requests(f.engine(messages.SubjectUploadChunkT))) != 0 {
 		t.Fatalf("inline content was uploaded")
 	}
 
@@ -51,7 +50,7 @@ func TestWriteFileInlineAndInChunks(t *testing.T) {
 	if err := sb.WriteFile(ctxT(t), "big", content, "."); err != nil {
 		t.Fatal(err)
 	}
-	chunks := f.requests(f.engine(wire.SubjectUploadChunkT))
+	chunks := f.requests(f.engine(messages.SubjectUploadChunkT))
 	if len(chunks) != 3 {
 		t.Fatalf("%d upload chunks of %d bytes, want 3", len(chunks), fakeChunkSize)
 	}
@@ -63,7 +62,7 @@ func TestWriteFileInlineAndInChunks(t *testing.T) {
 		}
 		joined = append(joined, c.Data...)
 	}
-	w = decode[messages.APIWriteFileRequest](t, f.requests(f.engine(wire.SubjectWriteFileT))[1])
+	w = decode[messages.APIWriteFileRequest](t, f.requests(f.engine(messages.SubjectWriteFileT))[1])
 	if string(joined) != string(content) || w.Content != nil || w.Upload != decode[messages.APIUploadChunkRequest](t, chunks[0]).Upload ||
 		w.Size != int64(len(content)) || w.SHA256 != sha(content) {
 		t.Fatalf("chunked write %+v of %q", w, joined)
@@ -81,7 +80,7 @@ func TestWriteFileInlineAndInChunks(t *testing.T) {
 func TestUploadAcknowledgedShort(t *testing.T) {
 	f := newFakeEngine(t)
 	sb := f.acquired(f.client())
-	f.handle(f.engine(wire.SubjectUploadChunkT), reply(&messages.APIUploadChunkResponse{
+	f.handle(f.engine(messages.SubjectUploadChunkT), reply(&messages.APIUploadChunkResponse{
 		APIResponse: messages.APIResponse{Type: messages.APIUploadChunkResponseType}, Received: 1}))
 	err := sb.WriteFile(ctxT(t), "big", []byte("hello, world"), ".")
 	var pe *sandbox.ProtocolError
@@ -122,9 +121,9 @@ func TestReadFileFetchesAndChecksATransfer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEngine(t)
 			sb := f.acquired(f.client())
-			f.handle(f.engine(wire.SubjectReadFileT), reply(&messages.APIReadFileResponse{
+			f.handle(f.engine(messages.SubjectReadFileT), reply(&messages.APIReadFileResponse{
 				APIResponse: messages.APIResponse{Type: messages.APIReadFileResponseType}, Content: tc.blob}))
-			f.handle(f.engine(wire.SubjectDownloadChunkT), func(m *nats.Msg) any {
+			f.handle(f.engine(messages.SubjectDownloadChunkT), func(m *nats.Msg) any {
 				var req messages.APIDownloadChunkRequest
 				_ = json.Unmarshal(m.Data, &req)
 				return &messages.APIDownloadChunkResponse{APIResponse: messages.APIResponse{Type: messages.APIDownloadChunkResponseType},
@@ -140,11 +139,11 @@ func TestReadFileFetchesAndChecksATransfer(t *testing.T) {
 			if err != nil || string(got) != tc.want || got == nil {
 				t.Fatalf("read = %q (nil %v), %v; want %q", got, got == nil, err, tc.want)
 			}
-			read := decode[messages.APIReadFileRequest](t, f.requests(f.engine(wire.SubjectReadFileT))[0])
+			read := decode[messages.APIReadFileRequest](t, f.requests(f.engine(messages.SubjectReadFileT))[0])
 			if read.Path != "f" || read.MaxBytes != tc.maxBytes || read.Sandbox != "h1" {
 				t.Fatalf("read request %+v", read)
 			}
-			for i, m := range f.requests(f.engine(wire.SubjectDownloadChunkT)) {
+			for i, m := range f.requests(f.engine(messages.SubjectDownloadChunkT)) {
 				if d := decode[messages.APIDownloadChunkRequest](t, m); d.Transfer != "t1" || d.Seq != i {
 					t.Fatalf("download %d: %+v", i, d)
 				}
@@ -165,7 +164,7 @@ func TestExecRequest(t *testing.T) {
 	f := newFakeEngine(t)
 	sb := f.acquired(f.client())
 	out := []byte("hi\n")
-	f.handle(f.engine(wire.SubjectExecT), reply(&messages.APIExecResponse{
+	f.handle(f.engine(messages.SubjectExecT), reply(&messages.APIExecResponse{
 		APIResponse:   messages.APIResponse{Type: messages.APIExecResponseType},
 		APIExecResult: messages.APIExecResult{ExitCode: 3, Stdout: messages.APIBlob{Data: out, Size: 3, SHA256: sha(out)}, Stderr: messages.APIBlob{SHA256: sha(nil)}}}))
 
@@ -173,14 +172,14 @@ func TestExecRequest(t *testing.T) {
 	if err != nil || res.ExitCode != 3 || res.Stdout() != "hi\n" {
 		t.Fatalf("exec = %+v, %v", res, err)
 	}
-	req := decode[messages.APIExecRequest](t, f.requests(f.engine(wire.SubjectExecT))[0])
+	req := decode[messages.APIExecRequest](t, f.requests(f.engine(messages.SubjectExecT))[0])
 	if strings.Join(req.Argv, " ") != "echo hi" || req.Shell != "" || req.WorkDir != "sub" || req.TimeoutMS != 1 || req.MaxOutputBytes != 0 || req.StreamTo != "" {
 		t.Fatalf("exec request %+v", req)
 	}
 	if _, err := sb.ExecBounded(ctxT(t), sandbox.Shell("true"), ".", time.Second, 10); err != nil {
 		t.Fatal(err)
 	}
-	req = decode[messages.APIExecRequest](t, f.requests(f.engine(wire.SubjectExecT))[1])
+	req = decode[messages.APIExecRequest](t, f.requests(f.engine(messages.SubjectExecT))[1])
 	if req.Shell != "true" || req.TimeoutMS != 1000 || req.MaxOutputBytes != 10 {
 		t.Fatalf("bounded exec request %+v", req)
 	}
@@ -203,7 +202,7 @@ func TestExecStreamDeliversTheChunks(t *testing.T) {
 	f := newFakeEngine(t)
 	sb := f.acquired(f.client())
 	out := []byte("ab")
-	f.handle(f.engine(wire.SubjectExecT), func(m *nats.Msg) any {
+	f.handle(f.engine(messages.SubjectExecT), func(m *nats.Msg) any {
 		var req messages.APIExecRequest
 		_ = json.Unmarshal(m.Data, &req)
 		for i, c := range []messages.APIExecChunk{{Stream: "stdout", Data: []byte("a")}, {Stream: "stderr", Data: []byte("!")}, {Stream: "stdout", Data: []byte("b")}} {
@@ -228,7 +227,7 @@ func TestExecStreamDeliversTheChunks(t *testing.T) {
 	if strings.Join(got, ",") != "stdout:a,stderr:!,stdout:b" {
 		t.Fatalf("chunks %v", got)
 	}
-	req := decode[messages.APIExecRequest](t, f.requests(f.engine(wire.SubjectExecT))[0])
+	req := decode[messages.APIExecRequest](t, f.requests(f.engine(messages.SubjectExecT))[0])
 	if !strings.HasPrefix(req.StreamTo, "_INBOX.") {
 		t.Fatalf("stream_to %q, want a fresh inbox", req.StreamTo)
 	}
@@ -238,12 +237,12 @@ func TestExecStreamDeliversTheChunks(t *testing.T) {
 func TestResetTakesTheNewInstance(t *testing.T) {
 	f := newFakeEngine(t)
 	sb := f.acquired(f.client())
-	f.handle(f.engine(wire.SubjectResetT), reply(&messages.APIResetResponse{
+	f.handle(f.engine(messages.SubjectResetT), reply(&messages.APIResetResponse{
 		APIResponse: messages.APIResponse{Type: messages.APIResetResponseType}, InstanceID: "i2"}))
 	if err := sb.Reset(ctxT(t), time.Second); err != nil || sb.InstanceID() != "i2" {
 		t.Fatalf("reset = %v, instance %q", err, sb.InstanceID())
 	}
-	if req := decode[messages.APIResetRequest](t, f.requests(f.engine(wire.SubjectResetT))[0]); req.TimeoutMS != 1000 || req.Sandbox != "h1" {
+	if req := decode[messages.APIResetRequest](t, f.requests(f.engine(messages.SubjectResetT))[0]); req.TimeoutMS != 1000 || req.Sandbox != "h1" {
 		t.Fatalf("reset request %+v", req)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // upload sends content in chunks and returns the upload's ID for the write that follows.
@@ -23,7 +22,7 @@ func (s *Sandbox) upload(ctx context.Context, content []byte) (string, error) {
 		end := min(off+s.b.chunkSize, len(content))
 		req := &messages.APIUploadChunkRequest{APIEnvelope: s.envelope(messages.APIUploadChunkRequestType), Upload: id, Seq: seq, Data: content[off:end]}
 		var resp messages.APIUploadChunkResponse
-		if err := s.b.do(ctx, s.call(wire.SubjectUploadChunkT, &req.APIEnvelope, req, &resp, messages.APIUploadChunkResponseType, 0)); err != nil {
+		if err := s.b.do(ctx, s.call(messages.SubjectUploadChunkT, &req.APIEnvelope, req, &resp, messages.APIUploadChunkResponseType, 0)); err != nil {
 			return "", fmt.Errorf("upload chunk %d: %w", seq, err)
 		}
 		if resp.Received != int64(end) {
@@ -43,7 +42,7 @@ func (s *Sandbox) fetch(ctx context.Context, what string, blob messages.APIBlob)
 		for seq := range blob.Chunks {
 			req := &messages.APIDownloadChunkRequest{APIEnvelope: s.envelope(messages.APIDownloadChunkRequestType), Transfer: blob.Transfer, Seq: seq}
 			var resp messages.APIDownloadChunkResponse
-			if err := s.b.do(ctx, s.call(wire.SubjectDownloadChunkT, &req.APIEnvelope, req, &resp, messages.APIDownloadChunkResponseType, 0)); err != nil {
+			if err := s.b.do(ctx, s.call(messages.SubjectDownloadChunkT, &req.APIEnvelope, req, &resp, messages.APIDownloadChunkResponseType, 0)); err != nil {
 				return nil, fmt.Errorf("download %s chunk %d: %w", what, seq, err)
 			}
 			data = append(data, resp.Data...)
@@ -66,11 +65,15 @@ func (s *Sandbox) fetch(ctx context.Context, what string, blob messages.APIBlob)
 // engine published before it: they were sent first, so they are normally there already.
 const streamWait = 10 * time.Second
 
-// stream sends an exec that publishes its output on a fresh inbox, hands each chunk to
+// stream sends an exec that publishes its output on a fresh inbox (or a fresh subject under
+// [WithStreamPrefix]), hands each chunk to
 // onOutput in order while the call runs, and returns once the response and every chunk it
 // counts have arrived (or streamWait has passed).
 func (b *Backend) stream(ctx context.Context, req *messages.APIExecRequest, c call, res *messages.APIExecResult, onOutput func(string, []byte)) error {
 	inbox := b.nc.NewInbox()
+	if b.o.streamPrefix != "" {
+		inbox = b.o.streamPrefix + "." + nuid.Next()
+	}
 	sub, err := b.nc.SubscribeSync(inbox)
 	if err != nil {
 		return fmt.Errorf("subscribe to the exec stream: %w", err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // DisposeRequest names one exact instance to dispose: its key, kind and instance ID.
@@ -48,7 +47,7 @@ func (c *Console) Dispose(ctx context.Context, r DisposeRequest) (*messages.APID
 	req := messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType, Key: &key},
 		Kind: &kind, InstanceID: r.InstanceID}
 	var resp messages.APIDisposeResponse
-	if err := c.call(ctx, wire.Shared(wire.SubjectDisposeT, c.o.prefix), req, &resp); err != nil {
+	if err := c.call(ctx, messages.Shared(messages.SubjectDisposeT, c.o.prefix), req, &resp); err != nil {
 		return nil, err
 	}
 	c.log.Info("disposed from the console", zap.String("scope", key.Scope), zap.String("container_id", r.InstanceID))
@@ -67,7 +66,7 @@ func (c *Console) Purge(ctx context.Context, r PurgeRequest) (*messages.APIDispo
 	req := messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType,
 		Key: &messages.APIKey{Scope: r.Scope, ThreadID: r.ThreadID}}}
 	var resp messages.APIDisposeScopeResponse
-	if err := c.call(ctx, wire.Shared(wire.SubjectDisposeScopeT, c.o.prefix), req, &resp); err != nil {
+	if err := c.call(ctx, messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), req, &resp); err != nil {
 		return nil, err
 	}
 	c.log.Info("purged from the console", zap.String("scope", r.Scope))

@@ -15,7 +15,6 @@ import (
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Console watches an engine pool on one NATS connection and serves the operator's page
@@ -197,7 +196,7 @@ func (c *Console) call(ctx context.Context, subject string, req, resp any) error
 		return fmt.Errorf("decode reply of %s: %w", subject, err)
 	}
 	if head.Error != nil {
-		return wire.DecodeError(head.Error)
+		return messages.DecodeError(head.Error)
 	}
 	if err := json.Unmarshal(r.msg.Data, resp); err != nil {
 		return fmt.Errorf("decode reply of %s: %w", subject, err)

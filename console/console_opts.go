@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Console].
@@ -34,7 +34,7 @@ const (
 )
 
 func defaultOptions() options {
-	return options{log: zap.NewNop(), prefix: wire.DefaultPrefix, eventPrefix: events.DefaultSubjectPrefix,
+	return options{log: zap.NewNop(), prefix: messages.DefaultPrefix, eventPrefix: events.DefaultSubjectPrefix,
 		identity: "anonymous", window: DefaultWindow, poll: DefaultPoll, reconcile: DefaultReconcile, callTimeout: DefaultCallTimeout}
 }
 
@@ -53,10 +53,10 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithPrefix sets the API's subject prefix (default [wire.DefaultPrefix]).
+// WithPrefix sets the API's subject prefix (default [messages.DefaultPrefix]).
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !wire.ValidPrefix(prefix) {
+		if !messages.ValidPrefix(prefix) {
 			return errOption("invalid API prefix %q", prefix)
 		}
 		o.prefix = prefix
@@ -67,7 +67,7 @@ func WithPrefix(prefix string) Option {
 // WithEventPrefix sets the events' subject prefix (default [events.DefaultSubjectPrefix]).
 func WithEventPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !wire.ValidPrefix(prefix) {
+		if !messages.ValidPrefix(prefix) {
 			return errOption("invalid event prefix %q", prefix)
 		}
 		o.eventPrefix = prefix

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // silentPolls is how many polls in a row an engine may miss before the console forgets it
@@ -50,8 +49,8 @@ func (c *Console) probe(ctx context.Context) {
 		subject string
 		req     any
 	}{
-		ActionDispose: {wire.Shared(wire.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
-		ActionPurge:   {wire.Shared(wire.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
+		ActionDispose: {messages.Shared(messages.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
+		ActionPurge:   {messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
 	}
 	for action, p := range probes {
 		if c.Actions()[action] != Unknown {
@@ -94,7 +93,7 @@ func (c *Console) poll(ctx context.Context) {
 		var h messages.APIHealthResponse
 		hreq := messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
 		hctx, cancel := context.WithTimeout(ctx, max(c.o.poll, time.Second))
-		if err := c.call(hctx, wire.Engine(wire.SubjectEngineHealthT, c.o.prefix, id), hreq, &h); err == nil {
+		if err := c.call(hctx, messages.Engine(messages.SubjectEngineHealthT, c.o.prefix, id), hreq, &h); err == nil {
 			e.Status, e.Sandboxes, e.InFlight = h.Status, h.Sandboxes, h.InFlight
 			if h.Daemon != nil && !h.Daemon.Reachable {
 				e.Daemon = "unreachable"
@@ -135,7 +134,7 @@ func (c *Console) poll(ctx context.Context) {
 // stats collects the $SRV.STATS replies of the pool's engines for a moment.
 func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
 	out := map[string]micro.Stats{}
-	subject, err := micro.ControlSubject(micro.StatsVerb, wire.ServiceName, "")
+	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, "")
 	if err != nil {
 		return out
 	}
@@ -158,7 +157,7 @@ func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
 			return out
 		}
 		var st micro.Stats
-		if json.Unmarshal(m.Data, &st) != nil || st.Metadata["prefix"] != c.o.prefix || !wire.ValidToken(st.ID) {
+		if json.Unmarshal(m.Data, &st) != nil || st.Metadata["prefix"] != c.o.prefix || !messages.ValidToken(st.ID) {
 			continue
 		}
 		out[st.ID] = st
@@ -172,7 +171,7 @@ func (c *Console) list(ctx context.Context, engine string) {
 	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Limit: 1000}
 	for {
 		var resp messages.APIListSandboxesResponse
-		if err := c.call(ctx, wire.Engine(wire.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
+		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
 			c.log.Warn("list sandboxes", zap.String("engine", engine), zap.Error(err))
 			return
 		}

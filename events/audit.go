@@ -43,6 +43,8 @@ const (
 	OutcomeReused      = "reused"
 	OutcomeRestarted   = "restarted"    // acquire: a stopped instance started again
 	OutcomeAdopted     = "adopted"      // acquire: an instance another acquire made meanwhile
+	OutcomeReset       = "reset"        // acquire: an untrusted instance reset to its snapshot
+	OutcomeReplaced    = "replaced"     // acquire: an untrusted instance disposed, a new one created
 	OutcomeRefused     = "refused"      // the call's answer is an error; Error has its code
 	OutcomeTimeout     = "timeout"      // exec: the timeout expired
 	OutcomeOutputLimit = "output_limit" // exec: the output passed its cap
@@ -81,11 +83,14 @@ type AuditEvent struct {
 	Kind       string    `json:"kind,omitempty"`
 	Sandbox    string    `json:"sandbox,omitempty"` // the API handle
 	InstanceID string    `json:"instanceId,omitempty"`
+	// Account is the caller's NATS account, on an engine serving several tenants.
+	Account string `json:"account,omitempty"`
 	// The call that caused it: its request ID (the client's, or minted) and W3C traceparent.
 	RequestID   string `json:"requestId,omitempty"`
 	Traceparent string `json:"traceparent,omitempty"`
-	// Outcome is ok, created, reused, refused, timeout or output_limit; Error the wire code
-	// of a refusal (never its sentence, which may quote guest text).
+	// Outcome is ok, created, reused, restarted, adopted, reset, replaced, refused, timeout or
+	// output_limit; Error the wire code of a refusal (never its sentence, which may quote
+	// guest text).
 	Outcome    string  `json:"outcome"`
 	Error      string  `json:"error,omitempty"`
 	DurationMS float64 `json:"durationMs"`
@@ -103,6 +108,9 @@ type AuditAcquire struct {
 	Image   string `json:"image,omitempty"`   // as the spec names it
 	ImageID string `json:"imageId,omitempty"` // the image the instance runs, as the daemon reports it
 	Egress  string `json:"egress,omitempty"`
+	// Untrusted is the instance found that this engine never handed out (another process's,
+	// or its own before a restart), which the outcome says it reset or replaced.
+	Untrusted string `json:"untrustedInstance,omitempty"`
 }
 
 // AuditExec is a command's detail. The command's text is never carried (it may hold

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -215,22 +216,7 @@ func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (Eg
 	return ev, nil
 }
 
-// ReapSummary is what a finished sweep reports: everything a [ReapCompletedEvent] is built
-// from. (This package does not import the reaper; the caller copies its result here.)
-type ReapSummary struct {
-	RunID           string // random, unique per sweep
-	OlderThan       time.Duration
-	Scope           string // "" for every scope
-	Cutoff          time.Time
-	StartedAt       time.Time
-	FinishedAt      time.Time
-	Disposed        int
-	ProxiesRemoved  int
-	NetworksRemoved int
-	Failures        []ReapFailure
-}
-
-// ReapFailure is one failure of a sweep, as the summary carries it.
+// ReapFailure is one failure of a sweep, as its event carries it.
 type ReapFailure struct {
 	Code         string `json:"code"` // unlisted, unreachable, timeout, refused
 	Detail       string `json:"detail"`
@@ -257,26 +243,30 @@ type ReapCompletedEvent struct {
 	PublishedAt      time.Time     `json:"publishedAt"`
 }
 
-var runID = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
 
-// Event builds the summary's event. [ErrInvalidEvent] for a run ID that is not 8–64 of
-// [A-Za-z0-9_-] or a non-positive age.
-func (s ReapSummary) Event(engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
-	if !runID.MatchString(s.RunID) {
-		return ReapCompletedEvent{}, fmt.Errorf("%w: run ID %q", ErrInvalidEvent, s.RunID)
+// ReapEvent builds the event of the sweep res under runID, the sweep's own random ID (a
+// retry of one sweep's publication keeps it). [ErrInvalidEvent] for a run ID that is not 8–64
+// of [A-Za-z0-9_-] or a non-positive age.
+func ReapEvent(res reaper.Result, runID, engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
+	if !runIDPattern.MatchString(runID) {
+		return ReapCompletedEvent{}, fmt.Errorf("%w: run ID %q", ErrInvalidEvent, runID)
 	}
-	if s.OlderThan <= 0 {
-		return ReapCompletedEvent{}, fmt.Errorf("%w: age %s", ErrInvalidEvent, s.OlderThan)
+	if res.OlderThan <= 0 {
+		return ReapCompletedEvent{}, fmt.Errorf("%w: age %s", ErrInvalidEvent, res.OlderThan)
 	}
 	ev := ReapCompletedEvent{
-		Schema: SchemaReapCompleted, EventID: "reap_" + s.RunID, Backend: BackendDocker, EngineID: engineID,
-		OlderThan: s.OlderThan.String(), OlderThanSeconds: s.OlderThan.Seconds(),
-		Cutoff: s.Cutoff.UTC(), StartedAt: s.StartedAt.UTC(), FinishedAt: s.FinishedAt.UTC(),
-		Disposed: s.Disposed, ProxiesRemoved: s.ProxiesRemoved, NetworksRemoved: s.NetworksRemoved,
-		Failures: append([]ReapFailure{}, s.Failures...), PublishedAt: publishedAt.UTC(),
+		Schema: SchemaReapCompleted, EventID: "reap_" + runID, Backend: BackendDocker, EngineID: engineID,
+		OlderThan: res.OlderThan.String(), OlderThanSeconds: res.OlderThan.Seconds(),
+		Cutoff: res.Cutoff.UTC(), StartedAt: res.StartedAt.UTC(), FinishedAt: res.FinishedAt.UTC(),
+		Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved,
+		Failures: make([]ReapFailure, 0, len(res.Failures)), PublishedAt: publishedAt.UTC(),
 	}
-	if s.Scope != "" {
-		sc := s.Scope
+	for _, f := range res.Failures {
+		ev.Failures = append(ev.Failures, ReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	if res.Scope != "" {
+		sc := res.Scope
 		ev.Scope = &sc
 	}
 	return ev, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 func TestToken(t *testing.T) {
@@ -115,12 +117,13 @@ func TestWindowEventRefusals(t *testing.T) {
 	}
 }
 
-func TestReapSummaryEvent(t *testing.T) {
-	s := ReapSummary{RunID: "01HZX7RUN0000", OlderThan: 24 * time.Hour, Scope: "tenant-1",
+func TestReapEvent(t *testing.T) {
+	const run = "01HZX7RUN0000"
+	s := reaper.Result{OlderThan: 24 * time.Hour, Scope: "tenant-1",
 		Cutoff: time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 3, 0, time.UTC), Disposed: 1, ProxiesRemoved: 1, NetworksRemoved: 1,
-		Failures: []ReapFailure{{Code: "refused", Detail: "x: boom", ResourceID: "abc", ResourceKind: "network"}}}
-	ev, err := s.Event("E", s.FinishedAt)
+		Failures: []reaper.Failure{{Code: sandbox.DisposalRefused, Detail: "x: boom", ResourceID: "abc", ResourceKind: reaper.KindNetwork}}}
+	ev, err := ReapEvent(s, run, "E", s.FinishedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,13 +139,16 @@ func TestReapSummaryEvent(t *testing.T) {
 		t.Fatalf("payload %s", m.Data)
 	}
 	s.Scope, s.Failures = "", nil
-	ev, _ = s.Event("E", s.FinishedAt)
+	ev, _ = ReapEvent(s, run, "E", s.FinishedAt)
 	data, _ := json.Marshal(ev)
 	if !strings.Contains(string(data), `"scope":null`) || !strings.Contains(string(data), `"failures":[]`) {
 		t.Fatalf("payload %s", data)
 	}
-	for _, bad := range []ReapSummary{{RunID: "short", OlderThan: time.Hour}, {RunID: "long-enough-id", OlderThan: 0}} {
-		if _, err := bad.Event("E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+	for _, bad := range []struct {
+		run string
+		age time.Duration
+	}{{"short", time.Hour}, {"long-enough-id", 0}} {
+		if _, err := ReapEvent(reaper.Result{OlderThan: bad.age}, bad.run, "E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
 	}

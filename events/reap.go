@@ -21,19 +21,6 @@ type ReapSink struct {
 	log              *zap.Logger
 }
 
-// SummaryOf is the summary of the sweep res, under a fresh random run ID.
-func SummaryOf(res reaper.Result) ReapSummary {
-	run := make([]byte, 16)
-	_, _ = rand.Read(run)
-	sum := ReapSummary{RunID: hex.EncodeToString(run), OlderThan: res.OlderThan, Scope: res.Scope, Cutoff: res.Cutoff,
-		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved,
-		NetworksRemoved: res.NetworksRemoved}
-	for _, f := range res.Failures {
-		sum.Failures = append(sum.Failures, ReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	return sum
-}
-
 // Publish enqueues the summary of the sweep res and returns its message (for its ID and
 // subject). It never blocks on NATS: [Events.Close] says whether it was delivered.
 // [ErrInvalidEvent] for a summary that must not be published, otherwise as [Outbox.Enqueue];
@@ -53,7 +40,9 @@ func (s ReapSink) Publish(_ context.Context, res reaper.Result) (Message, error)
 }
 
 func (s ReapSink) message(res reaper.Result) (Message, error) {
-	ev, err := SummaryOf(res).Event(s.engineID, time.Now())
+	run := make([]byte, 16)
+	_, _ = rand.Read(run)
+	ev, err := ReapEvent(res, hex.EncodeToString(run), s.engineID, time.Now())
 	if err != nil {
 		return Message{}, err
 	}

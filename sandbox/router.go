@@ -385,6 +385,7 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 	sk := servedKey{Identity(key, spec.Kind), b.Name()}
 	if !r.wasServed(sk, sb.InstanceID()) && !created(sb) {
 		// An instance this router never handed out may hold another process's leftovers.
+		untrusted := sb.InstanceID()
 		if b.Declarations().EffectiveCapabilities().Has(Snapshot) {
 			if err := sb.Reset(ctx, r.opts.reclaimTimeout); err != nil {
 				// A failed reset escalates to disposing that exact instance; only a failed
@@ -394,6 +395,7 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 				}
 				return nil, b, fmt.Errorf("reset untrusted instance: %w", err)
 			}
+			reportUntrusted(ctx, OutcomeReset, untrusted)
 		} else {
 			if f := r.disposeInstance(ctx, b, key, spec.Kind, sb.InstanceID()); f != nil {
 				return nil, b, &UncleanError{Key: key, Code: f.Code}
@@ -401,6 +403,7 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 			if sb, err = r.acquireChecked(ctx, b, key, spec); err != nil {
 				return nil, b, err
 			}
+			reportUntrusted(ctx, OutcomeReplaced, untrusted)
 		}
 	}
 	r.remember(sk, sb.InstanceID())
@@ -441,11 +444,39 @@ const (
 
 // Acquired is implemented by sandboxes that know how the acquire returning them got the
 // instance (one of the Outcome constants) and which image it runs (the daemon's image ID;
-// "" when unknown). An untrusted instance the router replaced is reported by the replacement's
-// own acquire: created.
+// "" when unknown). An untrusted instance the router reset or replaced is not the backend's
+// to know: the router reports it through the context ([WithAcquireReport]).
 type Acquired interface {
 	AcquireOutcome() string
 	ImageID() string
+}
+
+// What the router did with an untrusted instance (§8.3 step 7): one it never handed out and
+// the acquire did not create, so it may hold another process's leftovers.
+const (
+	OutcomeReset    = "reset"    // reset to its snapshot in place
+	OutcomeReplaced = "replaced" // disposed, and a new instance created in its place
+)
+
+// AcquireReport is what an Acquire tells its caller beyond the sandbox, filled through the
+// context it was given ([WithAcquireReport]).
+type AcquireReport struct {
+	Untrusted string // the instance the router did not trust; "" when it trusted the one it found
+	Outcome   string // OutcomeReset or OutcomeReplaced when Untrusted is set
+}
+
+type acquireReportKey struct{}
+
+// WithAcquireReport returns a context whose Acquire fills the returned report.
+func WithAcquireReport(ctx context.Context) (context.Context, *AcquireReport) {
+	rep := &AcquireReport{}
+	return context.WithValue(ctx, acquireReportKey{}, rep), rep
+}
+
+func reportUntrusted(ctx context.Context, outcome, instance string) {
+	if rep, ok := ctx.Value(acquireReportKey{}).(*AcquireReport); ok {
+		rep.Untrusted, rep.Outcome = instance, outcome
+	}
 }
 
 func created(sb Sandbox) bool {

@@ -800,12 +800,16 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 			if key == (sandbox.Key{}) {
 				key = convKey
 			}
+			var before step
 			for i, st := range tc.steps {
 				kind := st.kind
 				if kind == "" {
 					kind = "report"
 				}
-				got, err := r.Acquire(context.Background(), key, specOf(t, kind, tc.spec...))
+				ctx, rep := sandbox.WithAcquireReport(context.Background())
+				got, err := r.Acquire(ctx, key, specOf(t, kind, tc.spec...))
+				checkAcquireReport(t, i, rep, err, st.resets > before.resets, st.disposals > before.disposals)
+				before = st
 				checkRouterErr(t, err, st.wantErr, st.mentions...)
 				checkFamily(t, err, st.family)
 				if n := len(fake.Acquires()); n != st.acquires {
@@ -842,6 +846,23 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkAcquireReport checks what an acquire reported of an untrusted instance: reset when
+// it reset one, replaced when it disposed one and served another, nothing otherwise.
+func checkAcquireReport(t *testing.T, step int, rep *sandbox.AcquireReport, err error, reset, disposed bool) {
+	t.Helper()
+	want := ""
+	switch {
+	case err != nil:
+	case reset:
+		want = sandbox.OutcomeReset
+	case disposed:
+		want = sandbox.OutcomeReplaced
+	}
+	if rep.Outcome != want || (want != "") != (rep.Untrusted != "") {
+		t.Fatalf("step %d: report %+v, want outcome %q", step, rep, want)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The audit stream (docs/events.md): each call that is an act of the engine — an acquire, a
@@ -84,8 +83,18 @@ func (s *Service) auditFinish(c *call, resp any, err error) {
 	}
 	a.RequestID, a.Traceparent = c.requestID, c.traceparent
 	a.DurationMS = float64(time.Since(c.start)) / float64(time.Millisecond)
+	if c.identity != nil {
+		a.Account = c.identity.Account // tenancy.go
+	}
+	var fe *messages.ForbiddenError
+	if errors.As(err, &fe) {
+		// A call refused by tenancy is the operator's to see, not the tenant it named: without
+		// its key it goes to the engine's own subject, so no tenant can write into another's
+		// audit subjects by naming its scope.
+		a.Key, a.Kind, a.Sandbox, a.InstanceID = nil, "", "", ""
+	}
 	if err != nil {
-		a.Outcome, a.Error = refusalOutcome(err), wire.EncodeError(err).Code
+		a.Outcome, a.Error = refusalOutcome(err), messages.EncodeError(err).Code
 		if a.File != nil {
 			a.Type = events.AuditFileRefused
 			a.File.Size, a.File.SHA256 = 0, ""
@@ -211,16 +220,24 @@ func auditAcquire(ctx context.Context, spec sandbox.Spec) {
 }
 
 // auditAcquired notes how the backend got the instance it handed out and its image, when the
-// sandbox says (sandbox.Acquired).
-func auditAcquired(ctx context.Context, sb sandbox.Sandbox) {
+// sandbox says (sandbox.Acquired), and an untrusted instance the router reset or replaced
+// (rep), which outranks the backend's word: the backend saw only its own acquire.
+func auditAcquired(ctx context.Context, sb sandbox.Sandbox, rep *sandbox.AcquireReport) {
 	a := auditOf(ctx)
-	r, ok := sb.(sandbox.Acquired)
-	if a == nil || !ok || r.AcquireOutcome() == "" {
+	if a == nil {
 		return
 	}
-	a.Outcome = r.AcquireOutcome()
-	if a.Acquire != nil {
-		a.Acquire.ImageID = r.ImageID()
+	if r, ok := sb.(sandbox.Acquired); ok && r.AcquireOutcome() != "" {
+		a.Outcome = r.AcquireOutcome()
+		if a.Acquire != nil {
+			a.Acquire.ImageID = r.ImageID()
+		}
+	}
+	if rep != nil && rep.Untrusted != "" {
+		a.Outcome = rep.Outcome
+		if a.Acquire != nil {
+			a.Acquire.Untrusted = rep.Untrusted
+		}
 	}
 }
 

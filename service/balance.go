@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // balance is the engine's copy of the members' load, read after each announcement, and the
@@ -63,7 +63,7 @@ func (s *Service) refreshMembers(ctx context.Context) {
 func (s *Service) balanced(ctx context.Context, key sandbox.Key, kind string) (answer any, ok bool, err error) {
 	p := s.o.placement
 	c := callOf(ctx)
-	if p == nil || s.o.members == nil || c == nil || c.msg.Subject != wire.Shared(wire.SubjectAcquireT, s.o.prefix) ||
+	if p == nil || s.o.members == nil || c == nil || c.msg.Subject != messages.Shared(messages.SubjectAcquireT, s.o.prefix) ||
 		c.msg.Header.Get(ForwardedHeader) != "" {
 		return nil, false, nil
 	}
@@ -77,7 +77,7 @@ func (s *Service) balanced(ctx context.Context, key sandbox.Key, kind string) (a
 		return nil, false, nil
 	}
 	answer, _, err = s.forward(ctx, chosen)
-	if errors.Is(err, wire.ErrUnavailable) {
+	if errors.Is(err, messages.ErrUnavailable) {
 		s.log.Debug("the lighter engine did not take the acquire; serving it here", zap.String("engine", chosen), zap.Error(err))
 		return nil, false, nil
 	}

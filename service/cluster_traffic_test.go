@@ -16,11 +16,11 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natscluster"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // failover is how every connection of these tests follows the cluster: it reconnects for ever,
@@ -100,7 +100,7 @@ func waitEngines(t *testing.T, c *natscluster.Cluster, ids ...string) {
 		nc := c.Connect(t)
 		for _, id := range ids {
 			for {
-				if _, err := nc.Request(wire.Engine(wire.SubjectEngineAliveT, wire.DefaultPrefix, id), nil, time.Second); err == nil {
+				if _, err := nc.Request(messages.Engine(messages.SubjectEngineAliveT, messages.DefaultPrefix, id), nil, time.Second); err == nil {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -350,7 +350,7 @@ func TestClusterDrainSendsNewAcquiresElsewhere(t *testing.T) {
 		}
 	}
 	_, err = pinned.Acquire(ctx, sandbox.Key{Scope: "new", ThreadID: "x", AgentID: "a"}, testSpec(t))
-	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "draining") {
+	if !errors.Is(err, messages.ErrUnavailable) || !strings.Contains(err.Error(), "draining") {
 		t.Fatalf("a new key on the draining engine's own subject: %v, want engine_unavailable saying it drains", err)
 	}
 	if _, err := held.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {

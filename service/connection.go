@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 )
 
 // connAge records when the engine's connection was last (re)established, for the alive
@@ -18,7 +18,7 @@ import (
 type connAge struct {
 	at          atomic.Int64 // unix nanoseconds of the last (re)connect
 	reconnected atomic.Bool
-	pool        *nats.Subscription // the pool's alive subject (wire.SubjectAlive)
+	pool        *nats.Subscription // the pool's alive subject (messages.SubjectAlive)
 	stop        chan struct{}
 	done        chan struct{}
 }
@@ -45,7 +45,7 @@ func (s *Service) watchConnection() {
 			}
 		}
 	}()
-	sub, err := s.nc.Subscribe(wire.Shared(wire.SubjectAliveT, s.o.prefix), func(m *nats.Msg) {
+	sub, err := s.nc.Subscribe(messages.Shared(messages.SubjectAliveT, s.o.prefix), func(m *nats.Msg) {
 		if m.Reply != "" {
 			_ = s.nc.Publish(m.Reply, s.aliveReply())
 		}
@@ -74,7 +74,7 @@ func (s *Service) stopConnWatch() {
 // aliveReply is the body of an answer on the alive subjects.
 func (s *Service) aliveReply() []byte {
 	ms := time.Since(time.Unix(0, s.conn.at.Load())).Milliseconds()
-	r := wire.AliveReply{ConnectedMS: &ms, Engine: s.id}
+	r := messages.AliveReply{ConnectedMS: &ms, Engine: s.id}
 	if s.conn.reconnected.Load() {
 		r.ReconnectedMS = &ms
 	}

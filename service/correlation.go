@@ -12,13 +12,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
-// Correlation headers. A request may carry [wire.RequestIDHeader] (the engine mints an ID when
+// Correlation headers. A request may carry [messages.RequestIDHeader] (the engine mints an ID when
 // it does not, or when the value is not 1-128 visible ASCII characters) and a W3C
-// [wire.TraceparentHeader]. Every reply carries the call's request ID in [wire.RequestIDHeader]
+// [messages.TraceparentHeader]. Every reply carries the call's request ID in [messages.RequestIDHeader]
 // and echoes a valid traceparent unchanged; exec chunks carry both too. The engine logs every
 // line of a call with request_id (and trace_id when a traceparent came).
 var (
@@ -38,6 +38,7 @@ type call struct {
 	ctx         context.Context    // the engine's life with the call's span, child of the caller's traceparent
 	span        trace.Span         // ended by reply
 	audit       *events.AuditEvent // audit.go: the event the call becomes; nil for none
+	identity    *Identity          // tenancy.go: the caller, on an engine with tenancy; else nil
 }
 
 // newCall reads m's correlation headers and derives the call's logger.
@@ -45,8 +46,8 @@ func (s *Service) newCall(m *nats.Msg, ep *endpoint, op operation) *call {
 	c := &call{op: op, ep: ep, msg: m, start: time.Now()}
 	var given string
 	if m.Header != nil {
-		given = m.Header.Get(wire.RequestIDHeader)
-		if tp := m.Header.Get(wire.TraceparentHeader); validTraceparent(tp) {
+		given = m.Header.Get(messages.RequestIDHeader)
+		if tp := m.Header.Get(messages.TraceparentHeader); validTraceparent(tp) {
 			c.traceparent = tp
 		}
 	}
@@ -81,9 +82,9 @@ func validTraceparent(tp string) bool {
 // headers are the correlation headers of the call's reply and chunks.
 func (c *call) headers() nats.Header {
 	h := nats.Header{}
-	h.Set(wire.RequestIDHeader, c.requestID)
+	h.Set(messages.RequestIDHeader, c.requestID)
 	if c.traceparent != "" {
-		h.Set(wire.TraceparentHeader, c.traceparent)
+		h.Set(messages.TraceparentHeader, c.traceparent)
 	}
 	return h
 }

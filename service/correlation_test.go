@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // requestWith sends body to subject with the headers and returns the reply message.
@@ -44,30 +43,30 @@ func TestRequestIDIsEchoed(t *testing.T) {
 		wantTrace  string
 		wantErrHdr string
 	}{
-		{"given", wire.SubjectHealth, health, nats.Header{wire.RequestIDHeader: {"req-42"}}, "req-42", "", ""},
-		{"given, on an error", wire.SubjectHealth, []byte(`{"type":"nope"}`), nats.Header{wire.RequestIDHeader: {"req-43"}}, "req-43", "", wire.CodeBadRequest},
-		{"minted", wire.SubjectHealth, health, nil, "", "", ""},
-		{"minted on an error", wire.SubjectHealth, []byte(`[`), nil, "", "", wire.CodeBadRequest},
-		{"too long", wire.SubjectHealth, health, nats.Header{wire.RequestIDHeader: {string(make([]byte, 129))}}, "", "", ""},
-		{"with white space", wire.SubjectHealth, health, nats.Header{wire.RequestIDHeader: {"a b"}}, "", "", ""},
-		{"traceparent", wire.SubjectHealth, health, nats.Header{wire.TraceparentHeader: {tp}}, "", tp, ""},
-		{"both", wire.SubjectHealth, health, nats.Header{wire.RequestIDHeader: {"req-44"}, wire.TraceparentHeader: {tp}}, "req-44", tp, ""},
-		{"bad traceparent", wire.SubjectHealth, health, nats.Header{wire.TraceparentHeader: {"00-zz-00f067aa0ba902b7-01"}}, "", "", ""},
-		{"zero trace ID", wire.SubjectHealth, health, nats.Header{wire.TraceparentHeader: {"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}}, "", "", ""},
+		{"given", messages.SubjectHealth, health, nats.Header{messages.RequestIDHeader: {"req-42"}}, "req-42", "", ""},
+		{"given, on an error", messages.SubjectHealth, []byte(`{"type":"nope"}`), nats.Header{messages.RequestIDHeader: {"req-43"}}, "req-43", "", messages.CodeBadRequest},
+		{"minted", messages.SubjectHealth, health, nil, "", "", ""},
+		{"minted on an error", messages.SubjectHealth, []byte(`[`), nil, "", "", messages.CodeBadRequest},
+		{"too long", messages.SubjectHealth, health, nats.Header{messages.RequestIDHeader: {string(make([]byte, 129))}}, "", "", ""},
+		{"with white space", messages.SubjectHealth, health, nats.Header{messages.RequestIDHeader: {"a b"}}, "", "", ""},
+		{"traceparent", messages.SubjectHealth, health, nats.Header{messages.TraceparentHeader: {tp}}, "", tp, ""},
+		{"both", messages.SubjectHealth, health, nats.Header{messages.RequestIDHeader: {"req-44"}, messages.TraceparentHeader: {tp}}, "req-44", tp, ""},
+		{"bad traceparent", messages.SubjectHealth, health, nats.Header{messages.TraceparentHeader: {"00-zz-00f067aa0ba902b7-01"}}, "", "", ""},
+		{"zero trace ID", messages.SubjectHealth, health, nats.Header{messages.TraceparentHeader: {"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}}, "", "", ""},
 	}
 	minted := map[string]bool{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := requestWith(t, nc, tc.subject, tc.body, tc.header)
-			id := msg.Header.Get(wire.RequestIDHeader)
+			id := msg.Header.Get(messages.RequestIDHeader)
 			switch {
 			case tc.wantID != "" && id != tc.wantID:
 				t.Errorf("request ID %q, want %q", id, tc.wantID)
-			case tc.wantID == "" && (!wire.ValidToken(id) || minted[id]):
+			case tc.wantID == "" && (!messages.ValidToken(id) || minted[id]):
 				t.Errorf("minted request ID %q: not a fresh token (minted so far %v)", id, minted)
 			}
 			minted[id] = true
-			if got := msg.Header.Get(wire.TraceparentHeader); got != tc.wantTrace {
+			if got := msg.Header.Get(messages.TraceparentHeader); got != tc.wantTrace {
 				t.Errorf("traceparent %q, want %q", got, tc.wantTrace)
 			}
 			if got := msg.Header.Get(micro.ErrorCodeHeader); got != tc.wantErrHdr {
@@ -97,12 +96,12 @@ func TestExecChunksCarryTheExecID(t *testing.T) {
 		t.Fatalf("subscribe: %v", err)
 	}
 	key := &messages.APIKey{Scope: testKey.Scope, ThreadID: testKey.ThreadID, AgentID: testKey.AgentID}
-	subject := wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.svc.EngineID())
+	subject := messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.svc.EngineID())
 	want := map[string]string{} // exec ID → request ID
 	for _, cmd := range []string{"one", "two"} {
 		req := &messages.APIExecRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIExecRequestType, Key: key, Sandbox: sb.(*client.Sandbox).Handle()},
 			Shell: cmd, WorkDir: ".", TimeoutMS: 10_000, StreamTo: inbox}
-		msg := requestWith(t, nc, subject, mustJSON(t, req), nats.Header{wire.RequestIDHeader: {"req-" + cmd}})
+		msg := requestWith(t, nc, subject, mustJSON(t, req), nats.Header{messages.RequestIDHeader: {"req-" + cmd}})
 		var resp messages.APIExecResponse
 		if err := json.Unmarshal(msg.Data, &resp); err != nil || resp.Error != nil || resp.ExecID == "" || resp.Chunks != 1 {
 			t.Fatalf("exec %s: %s, %v", cmd, msg.Data, err)
@@ -122,7 +121,7 @@ func TestExecChunksCarryTheExecID(t *testing.T) {
 			t.Fatalf("chunk %s: %v", m.Data, err)
 		}
 		rid, ok := want[ch.ExecID]
-		if !ok || ch.RequestID != rid || m.Header.Get(wire.RequestIDHeader) != rid {
+		if !ok || ch.RequestID != rid || m.Header.Get(messages.RequestIDHeader) != rid {
 			t.Errorf("chunk %s (header %v): want one of the execs %v", m.Data, m.Header, want)
 		}
 		delete(want, ch.ExecID)
@@ -145,8 +144,8 @@ func TestEveryLogLineOfACallHasItsHandleAndKey(t *testing.T) {
 	handle := sb.(*client.Sandbox).Handle()
 	req := &messages.APIExecRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIExecRequestType, Key: key, Sandbox: handle},
 		Shell: "echo", WorkDir: ".", TimeoutMS: 10_000, StreamTo: "nobody.listens"}
-	requestWith(t, nc, wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.svc.EngineID()), mustJSON(t, req),
-		nats.Header{wire.RequestIDHeader: {"log-test"}, wire.TraceparentHeader: {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})
+	requestWith(t, nc, messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.svc.EngineID()), mustJSON(t, req),
+		nats.Header{messages.RequestIDHeader: {"log-test"}, messages.TraceparentHeader: {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})
 	lines := logs.FilterField(zap.String("request_id", "log-test")).All()
 	if len(lines) < 2 {
 		t.Fatalf("%d log lines of the call, want the exec's and the reply's: %v", len(lines), logs.All())

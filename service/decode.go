@@ -13,7 +13,6 @@ import (
 	"unicode"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The refusals of request bodies, in the API's own terms: a reply names the JSON field (its
@@ -37,7 +36,7 @@ func orBodyless(data []byte, reqType string) []byte {
 }
 
 // bodyError describes a JSON decoding error of a request body.
-func bodyError(err error) *wire.BadRequestError {
+func bodyError(err error) *messages.BadRequestError {
 	var (
 		syntax  *json.SyntaxError
 		typ     *json.UnmarshalTypeError
@@ -45,29 +44,29 @@ func bodyError(err error) *wire.BadRequestError {
 	)
 	switch {
 	case errors.Is(err, io.EOF):
-		return &wire.BadRequestError{Reason: "the request body is empty: send a JSON object with a type"}
+		return &messages.BadRequestError{Reason: "the request body is empty: send a JSON object with a type"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &wire.BadRequestError{Reason: "malformed JSON: the request body ends inside its JSON object"}
+		return &messages.BadRequestError{Reason: "malformed JSON: the request body ends inside its JSON object"}
 	case errors.As(err, &syntax):
 		if syntax.Offset == 0 || strings.Contains(syntax.Error(), "unexpected end") {
-			return &wire.BadRequestError{Reason: "malformed JSON: the request body is empty or ends inside its JSON object"}
+			return &messages.BadRequestError{Reason: "malformed JSON: the request body is empty or ends inside its JSON object"}
 		}
-		return &wire.BadRequestError{Reason: fmt.Sprintf("malformed JSON at byte %d of the request body", syntax.Offset)}
+		return &messages.BadRequestError{Reason: fmt.Sprintf("malformed JSON at byte %d of the request body", syntax.Offset)}
 	case errors.As(err, &typ):
 		field := wirePath(typ.Field)
 		if field == "" {
-			return &wire.BadRequestError{Reason: fmt.Sprintf("malformed request: the body must be a JSON object, not %s", article(typ.Value))}
+			return &messages.BadRequestError{Reason: fmt.Sprintf("malformed request: the body must be a JSON object, not %s", article(typ.Value))}
 		}
-		return &wire.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s must be %s, not %s", field, jsonKind(typ.Type), article(typ.Value))}
+		return &messages.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s must be %s, not %s", field, jsonKind(typ.Type), article(typ.Value))}
 	case errors.As(err, &corrupt):
-		return &wire.BadRequestError{Reason: fmt.Sprintf("a bytes field is not standard base64 (bad input at byte %d of its value)", int64(corrupt))}
+		return &messages.BadRequestError{Reason: fmt.Sprintf("a bytes field is not standard base64 (bad input at byte %d of its value)", int64(corrupt))}
 	}
 	// encoding/json reports an unknown field (DisallowUnknownFields) only as this text.
 	if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
 		name = strings.TrimSuffix(name, `"`)
-		return &wire.BadRequestError{Field: name, Reason: fmt.Sprintf("unknown field %q: this request has no such field", name)}
+		return &messages.BadRequestError{Field: name, Reason: fmt.Sprintf("unknown field %q: this request has no such field", name)}
 	}
-	return &wire.BadRequestError{Reason: "malformed request: the body is not a JSON object of this request's fields"}
+	return &messages.BadRequestError{Reason: "malformed request: the body is not a JSON object of this request's fields"}
 }
 
 // wirePath drops the Go names of embedded structs from a decoder's field path
@@ -136,9 +135,9 @@ func checkFields(v any) error {
 			return nil
 		}
 		if ms == 0 {
-			return &wire.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s is required: a positive number of milliseconds", field)}
+			return &messages.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s is required: a positive number of milliseconds", field)}
 		}
-		return &wire.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s must be a positive number of milliseconds, not %d", field, ms)}
+		return &messages.BadRequestError{Field: field, Reason: fmt.Sprintf("field %s must be a positive number of milliseconds, not %d", field, ms)}
 	}
 	switch r := v.(type) {
 	case *messages.APIExecRequest:

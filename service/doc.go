@@ -1,6 +1,6 @@
 // Package service answers the sandbox protocol on NATS: every router and sandbox operation
 // (acquire, exec, write/read/stat file, remove, collect outputs, dispose, dispose scope,
-// reap, declarations, health) is an endpoint of the nats micro service [wire.ServiceName]
+// reap, declarations, health) is an endpoint of the nats micro service [messages.ServiceName]
 // taking and returning the JSON wire messages of package messages. The engine speaks micro's
 // protocol ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, so that its counters are true for
 // calls answered off the subscription's goroutine (endpoints.go). docs/nats-api.md is the reference a client in any language
@@ -8,7 +8,7 @@
 //
 // # Subjects and engines
 //
-// Every subject is a constant of package wire (wire/subjects.go), which the Go client shares.
+// Every subject is a constant of package messages (messages/subjects.go), which the Go client shares.
 // Cold calls (acquire, dispose, dispose_scope, reap, declarations, health) go to shared
 // subjects answered in one queue group, so several engines can share them; an acquire's reply
 // names the engine that holds the sandbox and a handle, and every later call on that sandbox
@@ -27,15 +27,15 @@
 // # Errors
 //
 // A failed call replies with the response type and an error object {code, message,
-// detail}. The code comes from the one table in wire/errors.go, which maps every error type of
-// package sandbox (and wire's own) to a stable string; [wire.DecodeError] rebuilds the
+// detail}. The code comes from the one table in messages/errors.go, which maps every error type of
+// package sandbox (and the contract's own) to a stable string; [messages.DecodeError] rebuilds the
 // same typed error, so errors.As and errors.Is work across NATS. The code and message also
 // travel in micro's Nats-Service-Error-Code and Nats-Service-Error headers.
 //
 // # Correlation
 //
-// Every reply carries the call's request ID in the [wire.RequestIDHeader] header: the caller's,
-// or one the engine mints, and echoes a valid W3C [wire.TraceparentHeader]. Every log line of a
+// Every reply carries the call's request ID in the [messages.RequestIDHeader] header: the caller's,
+// or one the engine mints, and echoes a valid W3C [messages.TraceparentHeader]. Every log line of a
 // call has its op, subject, request_id, key and handle. An exec's chunks carry its exec_id
 // (also in the reply) and the request ID.
 //

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
@@ -89,7 +89,7 @@ func (s *Service) subscribe(e *endpoint, h nats.MsgHandler) error {
 
 // identity is what every $SRV reply says about this engine.
 func (s *Service) identity() micro.ServiceIdentity {
-	return micro.ServiceIdentity{Name: wire.ServiceName, ID: s.id, Version: s.o.version,
+	return micro.ServiceIdentity{Name: messages.ServiceName, ID: s.id, Version: s.o.version,
 		Metadata: map[string]string{"engine": s.id, "prefix": s.o.prefix}}
 }
 
@@ -97,7 +97,7 @@ func (s *Service) identity() micro.ServiceIdentity {
 const serviceDescription = "maf-sandbox engine: sandboxes for AI agents' tool calls in Docker"
 
 // discover subscribes the $SRV.PING, $SRV.INFO and $SRV.STATS subjects: for every service,
-// for [wire.ServiceName], and for this engine (its ID is the service ID).
+// for [messages.ServiceName], and for this engine (its ID is the service ID).
 func (s *Service) discover() error {
 	verbs := []struct {
 		verb   micro.Verb
@@ -122,7 +122,7 @@ func (s *Service) discover() error {
 		}},
 	}
 	for _, v := range verbs {
-		for _, scope := range [][2]string{{"", ""}, {wire.ServiceName, ""}, {wire.ServiceName, s.id}} {
+		for _, scope := range [][2]string{{"", ""}, {messages.ServiceName, ""}, {messages.ServiceName, s.id}} {
 			subject, err := micro.ControlSubject(v.verb, scope[0], scope[1])
 			if err != nil {
 				return fmt.Errorf("control subject of %s: %w", v.verb, err)

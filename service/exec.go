@@ -13,7 +13,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Output stream names of an [messages.APIExecChunk].
@@ -136,7 +135,7 @@ func (s *Service) checkStreamSubject(subject string) error {
 // what names the field in the refusal.
 func (s *Service) checkOutboundSubject(what, subject string) error {
 	bad := func(why string) error {
-		return &wire.BadRequestError{Reason: fmt.Sprintf("%s %q is refused: %s", what, subject, why)}
+		return &messages.BadRequestError{Reason: fmt.Sprintf("%s %q is refused: %s", what, subject, why)}
 	}
 	switch {
 	case subject == "":

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Fingerprinter builds the fingerprint subject of a sandbox this engine holds: the Docker
@@ -99,7 +98,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		if _, replacing := fp.held[h.id]; !replacing && len(fp.held) >= maxHeldBaselines {
-			return nil, &wire.EngineUnavailableError{Subject: "fingerprint", Reason: fmt.Sprintf("the engine holds its limit of %d baselines", maxHeldBaselines)}
+			return nil, &messages.EngineUnavailableError{Subject: "fingerprint", Reason: fmt.Sprintf("the engine holds its limit of %d baselines", maxHeldBaselines)}
 		}
 		fp.held[h.id] = &held{subject: subject, baseline: got}
 		resp.ChangedPaths, resp.RunningPrograms = nonNil(got.ChangedPaths()), nonNil(got.RunningPrograms())
@@ -110,7 +109,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 		delete(fp.held, h.id)
 		fp.mu.Unlock()
 		if !ok {
-			return nil, &wire.BadRequestError{Reason: fmt.Sprintf("sandbox %q has no baseline fingerprint: ask for phase %q first", h.id, messages.FingerprintBaseline)}
+			return nil, &messages.BadRequestError{Reason: fmt.Sprintf("sandbox %q has no baseline fingerprint: ask for phase %q first", h.id, messages.FingerprintBaseline)}
 		}
 		got, err := b.subject.Fingerprint(ctx)
 		if err != nil {
@@ -123,7 +122,7 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 		resp.Passed = c.Clean()
 		return resp, nil
 	}
-	return nil, &wire.BadRequestError{Reason: fmt.Sprintf("unknown fingerprint phase %q: want %q or %q", req.Phase,
+	return nil, &messages.BadRequestError{Reason: fmt.Sprintf("unknown fingerprint phase %q: want %q or %q", req.Phase,
 		messages.FingerprintBaseline, messages.FingerprintFinal)}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // fakeFingerprinter's subjects answer the scripted fingerprints in turn.
@@ -46,7 +45,7 @@ func fingerprintPhase(t *testing.T, nc *nats.Conn, e *engine, handle, phase stri
 	t.Helper()
 	body := fmt.Sprintf(`{"type":%q,"key":{"scope":%q,"thread_id":%q,"agent_id":%q},"sandbox":%q,"phase":%q}`,
 		messages.APIFingerprintRequestType, testKey.Scope, testKey.ThreadID, testKey.AgentID, handle, phase)
-	msg, err := nc.Request(wire.Engine(wire.SubjectFingerprintT, wire.DefaultPrefix, e.svc.EngineID()), []byte(body), 10*time.Second)
+	msg, err := nc.Request(messages.Engine(messages.SubjectFingerprintT, messages.DefaultPrefix, e.svc.EngineID()), []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatalf("request: %v", err)
 	}
@@ -69,7 +68,7 @@ func acquireHandle(t *testing.T, nc *nats.Conn) string {
 	t.Helper()
 	body := fmt.Sprintf(`{"type":%q,"key":{"scope":%q,"thread_id":%q,"agent_id":%q},"spec":{"kind":"shell"}}`,
 		messages.APIAcquireRequestType, testKey.Scope, testKey.ThreadID, testKey.AgentID)
-	msg, err := nc.Request(wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix), []byte(body), 10*time.Second)
+	msg, err := nc.Request(messages.Shared(messages.SubjectAcquireT, messages.DefaultPrefix), []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -98,11 +97,11 @@ func TestFingerprintCall(t *testing.T) {
 			answers:     []fpAnswer{{err: fmt.Errorf("%w: the daemon runs windows", sandbox.ErrFingerprintUnsupported)}},
 			wantSkipped: true},
 		{name: "a refused baseline is a conformance failure",
-			answers: []fpAnswer{{err: &refused{}}}, wantBase: wire.CodeConformanceFailure},
+			answers: []fpAnswer{{err: &refused{}}}, wantBase: messages.CodeConformanceFailure},
 		{name: "a dirty baseline is a conformance failure",
-			answers: []fpAnswer{{fp: left}}, wantBase: wire.CodeConformanceFailure},
+			answers: []fpAnswer{{fp: left}}, wantBase: messages.CodeConformanceFailure},
 		{name: "a lost final fingerprint is a conformance failure",
-			answers: []fpAnswer{{fp: clean}, {err: errors.New("observer output unreadable")}}, wantFinal: wire.CodeConformanceFailure},
+			answers: []fpAnswer{{fp: clean}, {err: errors.New("observer output unreadable")}}, wantFinal: messages.CodeConformanceFailure},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +135,7 @@ func TestFingerprintCall(t *testing.T) {
 				t.Fatalf("paths added %q, want %q", final.Comparison.PathsAdded, tc.wantAdded)
 			}
 			// The baseline is spent: a second final needs a new baseline.
-			if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintFinal); code != wire.CodeBadRequest {
+			if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintFinal); code != messages.CodeBadRequest {
 				t.Fatalf("a second final answered %q, want bad_request", code)
 			}
 		})
@@ -147,16 +146,16 @@ func TestFingerprintCallRefusals(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	nc := natstest.Connect(t, e.srv)
 	h := acquireHandle(t, nc)
-	if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintBaseline); code != wire.CodeFamilyUnsupported {
-		t.Fatalf("an engine without a fingerprinter answered %q, want %q", code, wire.CodeFamilyUnsupported)
+	if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintBaseline); code != messages.CodeFamilyUnsupported {
+		t.Fatalf("an engine without a fingerprinter answered %q, want %q", code, messages.CodeFamilyUnsupported)
 	}
 	e = startEngine(t, newFake(t), service.WithFingerprinter(&fakeFingerprinter{}))
 	nc = natstest.Connect(t, e.srv)
 	h = acquireHandle(t, nc)
-	if _, code := fingerprintPhase(t, nc, e, h, "sometime"); code != wire.CodeBadRequest {
+	if _, code := fingerprintPhase(t, nc, e, h, "sometime"); code != messages.CodeBadRequest {
 		t.Fatalf("an unknown phase answered %q, want bad_request", code)
 	}
-	if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintFinal); code != wire.CodeBadRequest {
+	if _, code := fingerprintPhase(t, nc, e, h, messages.FingerprintFinal); code != messages.CodeBadRequest {
 		t.Fatalf("a final without a baseline answered %q, want bad_request", code)
 	}
 }
@@ -181,7 +180,7 @@ func TestFingerprintBaselinesAreBounded(t *testing.T) {
 	nc := natstest.Connect(t, e.srv)
 	for i := range 1025 {
 		key := fmt.Sprintf(`{"scope":"s%d","thread_id":"t","agent_id":"a"}`, i)
-		msg, err := nc.Request(wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix),
+		msg, err := nc.Request(messages.Shared(messages.SubjectAcquireT, messages.DefaultPrefix),
 			[]byte(`{"type":"`+messages.APIAcquireRequestType+`","key":`+key+`,"spec":{"kind":"shell"}}`), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +189,7 @@ func TestFingerprintBaselinesAreBounded(t *testing.T) {
 		if err := json.Unmarshal(msg.Data, &ar); err != nil || ar.Sandbox == nil {
 			t.Fatalf("acquire %d: %s", i, msg.Data)
 		}
-		msg, err = nc.Request(wire.Engine(wire.SubjectFingerprintT, wire.DefaultPrefix, e.svc.EngineID()),
+		msg, err = nc.Request(messages.Engine(messages.SubjectFingerprintT, messages.DefaultPrefix, e.svc.EngineID()),
 			[]byte(`{"type":"`+messages.APIFingerprintRequestType+`","key":`+key+`,"sandbox":"`+ar.Sandbox.ID+`","phase":"baseline"}`), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +201,7 @@ func TestFingerprintBaselinesAreBounded(t *testing.T) {
 		switch {
 		case i < 1024 && fr.Error != nil:
 			t.Fatalf("baseline %d refused: %+v", i, fr.Error)
-		case i == 1024 && (fr.Error == nil || fr.Error.Code != wire.CodeEngineUnavailable):
+		case i == 1024 && (fr.Error == nil || fr.Error.Code != messages.CodeEngineUnavailable):
 			t.Fatalf("baseline 1025 answered %+v, want engine_unavailable", fr.Error)
 		}
 	}

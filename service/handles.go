@@ -22,7 +22,25 @@ type handle struct {
 	lastCall atomic.Int64 // unix nanoseconds of the last acquire or call naming it (inventory.go)
 
 	mu       sync.Mutex
-	instance string // the instance ID, changed by Reset
+	instance string          // the instance ID, changed by Reset
+	owners   map[string]bool // tenancy.go: the accounts that acquired it; nil without tenancy
+}
+
+// own binds h to account, which acquired it.
+func (h *handle) own(account string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.owners == nil {
+		h.owners = map[string]bool{}
+	}
+	h.owners[account] = true
+}
+
+// ownedBy reports whether account acquired h.
+func (h *handle) ownedBy(account string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.owners[account]
 }
 
 // handleState is what the latest acquire of a handle's instance returned.

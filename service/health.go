@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // HealthChecker is a backend that can tell whether what runs its sandboxes answers: the
@@ -23,15 +22,15 @@ const healthProbeTimeout = 5 * time.Second
 const (
 	HealthOK                = "ok"
 	HealthDraining          = "draining"
-	HealthEngineUnavailable = wire.CodeEngineUnavailable // the backend cannot reach its daemon
+	HealthEngineUnavailable = messages.CodeEngineUnavailable // the backend cannot reach its daemon
 )
 
 // engineFailureCodes are the failures health reports as the last engine error: the engine or
 // its daemon failed, not the request.
 var engineFailureCodes = map[string]bool{
-	wire.CodeInternal:          true,
-	wire.CodeEngineUnavailable: true,
-	wire.CodeImageMissing:      true,
+	messages.CodeInternal:          true,
+	messages.CodeEngineUnavailable: true,
+	messages.CodeImageMissing:      true,
 }
 
 // lastFailure keeps the last engine failure a call met, for health.
@@ -45,7 +44,7 @@ func (l *lastFailure) note(op string, err error) {
 	if err == nil {
 		return
 	}
-	apiErr := wire.EncodeError(err)
+	apiErr := messages.EncodeError(err)
 	if !engineFailureCodes[apiErr.Code] {
 		return
 	}
@@ -73,7 +72,7 @@ func (s *Service) daemonHealth(ctx context.Context) *messages.APIDaemonHealth {
 	ctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
 	defer cancel()
 	if err := hc.CheckHealth(ctx); err != nil {
-		apiErr := wire.EncodeError(err)
+		apiErr := messages.EncodeError(err)
 		s.daemonState(false, apiErr.Code) // audit.go
 		return &messages.APIDaemonHealth{Reachable: false, Error: apiErr}
 	}

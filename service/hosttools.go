@@ -9,14 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mafsandbox/engine/wire"
-
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // defaultRunBase is where a run directory goes when neither the request nor the sandbox names
@@ -42,7 +40,7 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, &sandbox.InvalidArgumentError{Reason: "run_program: the sandbox was acquired without host_tools among its requires, so the router never admitted host-tool traffic for it"}
 	}
 	if req.TimeoutMS <= 0 {
-		return nil, &wire.BadRequestError{Reason: "run_program needs a positive timeout_ms"}
+		return nil, &messages.BadRequestError{Reason: "run_program needs a positive timeout_ms"}
 	}
 	base := defaultRunBase
 	if spec.WorkDir != nil {
@@ -110,7 +108,7 @@ func (s *Service) registryFor(ctx context.Context, req *messages.APIRunProgramRe
 		calls = req.MaxCallsPerRun
 	}
 	if req.ResponseLimits != nil {
-		limits = wire.LimitsFromWire(*req.ResponseLimits)
+		limits = messages.LimitsFromWire(*req.ResponseLimits)
 	}
 	// The router admitted this sandbox's traffic for the spec's aggregate; a run may ask for
 	// less, never more.
@@ -159,7 +157,7 @@ func declarationFromWire(w map[string]json.RawMessage) (*hosttools.Declaration, 
 	}
 	for k := range w {
 		if k != "source" && k != "sink" && k != "identity" {
-			return nil, &wire.BadRequestError{Reason: fmt.Sprintf("a declaration has source, sink and identity, not %q", k)}
+			return nil, &messages.BadRequestError{Reason: fmt.Sprintf("a declaration has source, sink and identity, not %q", k)}
 		}
 	}
 	if len(w) != 3 {
@@ -169,7 +167,7 @@ func declarationFromWire(w map[string]json.RawMessage) (*hosttools.Declaration, 
 	var src, id *string
 	for leg, dst := range map[string]any{"source": &src, "sink": &d.Sink, "identity": &id} {
 		if err := json.Unmarshal(w[leg], dst); err != nil {
-			return nil, &wire.BadRequestError{Reason: fmt.Sprintf("declaration %s: %v", leg, err)}
+			return nil, &messages.BadRequestError{Reason: fmt.Sprintf("declaration %s: %v", leg, err)}
 		}
 	}
 	if src != nil {
@@ -208,7 +206,7 @@ func (s *Service) remoteTool(name, subject string, wait time.Duration, h *handle
 			return nil, err
 		}
 		body, err := json.Marshal(messages.APIHostToolCall{Type: messages.APIHostToolCallType, Tool: name, Arguments: raw,
-			Call: call, RunDir: runDir, Key: wire.KeyToWire(h.key)})
+			Call: call, RunDir: runDir, Key: messages.KeyToWire(h.key)})
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/events"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
+	"github.com/mafsandbox/engine/hosttools"
 )
 
 // HostToolSink receives one event per host-tool call of a run_program ([WithHostToolEvents]);

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The inventory: list_sandboxes answers with the sandboxes this engine holds (its handle
@@ -27,7 +26,7 @@ func (h *handle) touch() { h.lastCall.Store(time.Now().UnixNano()) }
 // entry is h as the inventory lists it.
 func (h *handle) entry(engine string) messages.APISandboxEntry {
 	spec := h.spec()
-	return messages.APISandboxEntry{ID: h.id, Engine: engine, Key: *wire.KeyToWire(h.key), Kind: h.kind,
+	return messages.APISandboxEntry{ID: h.id, Engine: engine, Key: *messages.KeyToWire(h.key), Kind: h.kind,
 		InstanceID: h.instanceID(), Image: spec.Image, Egress: string(spec.Egress), State: messages.SandboxStateLive,
 		AcquiredAt: h.acquired, LastCallAt: time.Unix(0, h.lastCall.Load())}
 }
@@ -66,8 +65,8 @@ func (c cursor) before(h *handle) bool {
 func parseCursor(s string) (cursor, error) {
 	n, id, ok := strings.Cut(s, ".")
 	nanos, err := strconv.ParseInt(n, 10, 64)
-	if !ok || err != nil || !wire.ValidToken(id) {
-		return cursor{}, &wire.BadRequestError{Field: "after", Reason: "after must be the next cursor of a previous list_sandboxes page"}
+	if !ok || err != nil || !messages.ValidToken(id) {
+		return cursor{}, &messages.BadRequestError{Field: "after", Reason: "after must be the next cursor of a previous list_sandboxes page"}
 	}
 	return cursor{nanos: nanos, id: id}, nil
 }
@@ -82,11 +81,11 @@ type inventoryFilter struct {
 func newInventoryFilter(req *messages.APIListSandboxesRequest, now time.Time) (*inventoryFilter, error) {
 	switch {
 	case req.Limit < 0:
-		return nil, &wire.BadRequestError{Field: "limit", Reason: "limit must not be negative"}
+		return nil, &messages.BadRequestError{Field: "limit", Reason: "limit must not be negative"}
 	case req.OlderThanMS < 0:
-		return nil, &wire.BadRequestError{Field: "older_than_ms", Reason: "older_than_ms must not be negative"}
+		return nil, &messages.BadRequestError{Field: "older_than_ms", Reason: "older_than_ms must not be negative"}
 	case req.IdleMS < 0:
-		return nil, &wire.BadRequestError{Field: "idle_ms", Reason: "idle_ms must not be negative"}
+		return nil, &messages.BadRequestError{Field: "idle_ms", Reason: "idle_ms must not be negative"}
 	}
 	f := &inventoryFilter{req: req, now: now}
 	if req.After != "" {

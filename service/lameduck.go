@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mafsandbox/engine/events"
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
@@ -26,7 +26,7 @@ func (s *Service) LameDuck() error {
 	s.mu.Unlock()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
 	s.auditEngine(events.AuditPlacementChanged, "lame_duck", nil, "")
-	shared := wire.Shared(wire.SubjectAcquireT, s.o.prefix)
+	shared := messages.Shared(messages.SubjectAcquireT, s.o.prefix)
 	for _, e := range s.endpoints {
 		if e.subject == shared && e.sub != nil {
 			if err := e.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
@@ -51,5 +51,5 @@ func (s *Service) lame() bool {
 
 // errLameDuck is the answer to a new sandbox's acquire in lame duck.
 func (s *Service) errLameDuck() error {
-	return &wire.EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
+	return &messages.EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
 }

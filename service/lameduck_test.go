@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestLameDuckTakesNoNewSandboxesAndKeepsItsOwn: an engine in lame duck gets no new keys
@@ -40,7 +40,7 @@ func TestLameDuckTakesNoNewSandboxesAndKeepsItsOwn(t *testing.T) {
 			t.Fatalf("a new key went to %s, want %s (e1 drains)", got, e2.svc.EngineID())
 		}
 	}
-	if _, err := pinned.Acquire(ctx, sandbox.Key{Scope: "new", ThreadID: "x", AgentID: "a"}, testSpec(t)); !errors.Is(err, wire.ErrUnavailable) {
+	if _, err := pinned.Acquire(ctx, sandbox.Key{Scope: "new", ThreadID: "x", AgentID: "a"}, testSpec(t)); !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("a new key on the draining engine's own subject: %v, want engine_unavailable", err)
 	}
 	if _, err := held.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {

@@ -11,13 +11,12 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // control asks the engine (every engine of the service when engine is "") a $SRV verb and decodes the answer into v.
 func control(t *testing.T, nc *nats.Conn, verb micro.Verb, engine string, v any) {
 	t.Helper()
-	subject, err := micro.ControlSubject(verb, wire.ServiceName, engine)
+	subject, err := micro.ControlSubject(verb, messages.ServiceName, engine)
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}
@@ -64,11 +63,11 @@ func TestMicroStatsCountTheRealWork(t *testing.T) {
 		t.Fatalf("exec: %v", err)
 	}
 	nc := newRawConn(t, e)
-	execSubject := wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.svc.EngineID())
-	if _, code := rawRequest(t, nc, execSubject, []byte(`{"type":"maf.sandbox.api.v1.exec_request"}`)); code != wire.CodeBadRequest {
+	execSubject := messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.svc.EngineID())
+	if _, code := rawRequest(t, nc, execSubject, []byte(`{"type":"maf.sandbox.api.v1.exec_request"}`)); code != messages.CodeBadRequest {
 		t.Fatalf("the refused exec answered code %q", code)
 	}
-	if _, err := nc.Request(wire.Engine(wire.SubjectEngineAliveT, wire.DefaultPrefix, e.svc.EngineID()), nil, 10*time.Second); err != nil {
+	if _, err := nc.Request(messages.Engine(messages.SubjectEngineAliveT, messages.DefaultPrefix, e.svc.EngineID()), nil, 10*time.Second); err != nil {
 		t.Fatalf("alive: %v", err)
 	}
 
@@ -83,20 +82,20 @@ func TestMicroStatsCountTheRealWork(t *testing.T) {
 			break
 		}
 	}
-	if st.Type != micro.StatsResponseType || st.ID != e.svc.EngineID() || st.Name != wire.ServiceName {
+	if st.Type != micro.StatsResponseType || st.ID != e.svc.EngineID() || st.Name != messages.ServiceName {
 		t.Errorf("stats identity: %+v, want the engine ID as the service ID", st.ServiceIdentity)
 	}
 	ex := endpointStats(st, "exec")
 	if ex == nil {
 		t.Fatalf("no exec endpoint in %+v", st.Endpoints)
 	}
-	if ex.NumRequests != 2 || ex.NumErrors != 1 || !strings.HasPrefix(ex.LastError, wire.CodeBadRequest+": ") {
+	if ex.NumRequests != 2 || ex.NumErrors != 1 || !strings.HasPrefix(ex.LastError, messages.CodeBadRequest+": ") {
 		t.Errorf("exec counted %d requests, %d errors, last %q; want 2, 1, bad_request", ex.NumRequests, ex.NumErrors, ex.LastError)
 	}
 	if ex.ProcessingTime < hold || ex.AverageProcessingTime < hold/2 {
 		t.Errorf("exec processing time %s (average %s), want at least the %s the exec was held", ex.ProcessingTime, ex.AverageProcessingTime, hold)
 	}
-	if acq := endpointStats(st, "acquire"); acq == nil || acq.NumRequests != 1 || acq.NumErrors != 0 || acq.QueueGroup != wire.QueueGroup {
+	if acq := endpointStats(st, "acquire"); acq == nil || acq.NumRequests != 1 || acq.NumErrors != 0 || acq.QueueGroup != messages.QueueGroup {
 		t.Errorf("acquire stats %+v", acq)
 	}
 	if alive := endpointStats(st, "alive"); alive == nil || alive.NumRequests < 1 {
@@ -124,10 +123,10 @@ func TestMicroInfoListsEveryEndpointWithItsMetadata(t *testing.T) {
 	cases := []struct {
 		name, subject, queue, reqType string
 	}{
-		{"acquire", wire.SubjectAcquire, wire.QueueGroup, messages.APIAcquireRequestType},
-		{"engine-acquire", wire.Engine(wire.SubjectEngineAcquireT, wire.DefaultPrefix, e.svc.EngineID()), "", messages.APIAcquireRequestType},
-		{"exec", wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.svc.EngineID()), "", messages.APIExecRequestType},
-		{"alive", wire.Engine(wire.SubjectEngineAliveT, wire.DefaultPrefix, e.svc.EngineID()), "", "any"},
+		{"acquire", messages.SubjectAcquire, messages.QueueGroup, messages.APIAcquireRequestType},
+		{"engine-acquire", messages.Engine(messages.SubjectEngineAcquireT, messages.DefaultPrefix, e.svc.EngineID()), "", messages.APIAcquireRequestType},
+		{"exec", messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.svc.EngineID()), "", messages.APIExecRequestType},
+		{"alive", messages.Engine(messages.SubjectEngineAliveT, messages.DefaultPrefix, e.svc.EngineID()), "", "any"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +152,7 @@ func TestMicroStatsOfTwoEngines(t *testing.T) {
 	first := startEngine(t, newFake(t))
 	second := startEngineOn(t, first.srv, newFake(t))
 	nc := newRawConn(t, first)
-	subject, err := micro.ControlSubject(micro.StatsVerb, wire.ServiceName, "")
+	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, "")
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}

@@ -2,31 +2,30 @@ package service
 
 import (
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // operations is every call of the API: its endpoint name, subjects, message types and
 // handler. docs/nats-api.md has the same table.
 var operations = []operation{
-	{"acquire", wire.SubjectAcquireT, wire.SubjectEngineAcquireT, messages.APIAcquireRequestType, messages.APIAcquireResponseType, acquire, "gets or creates the sandbox of a key and kind; replies with its handle and engine"},
-	{"dispose", wire.SubjectDisposeT, wire.SubjectEngineDisposeT, messages.APIDisposeRequestType, messages.APIDisposeResponseType, dispose, "deletes a key's sandboxes; never fails the caller"},
-	{"dispose_scope", wire.SubjectDisposeScopeT, wire.SubjectEngineDisposeScopeT, messages.APIDisposeScopeRequestType, messages.APIDisposeScopeResponseType, disposeScope, "deletes every sandbox of a conversation (scope and thread_id)"},
-	{"reap", wire.SubjectReapT, wire.SubjectEngineReapT, messages.APIReapRequestType, messages.APIReapResponseType, reap, "sweeps sandboxes, proxies and networks older than an age"},
-	{"declarations", wire.SubjectDeclarationsT, wire.SubjectEngineDeclarationsT, messages.APIDeclarationsRequestType, messages.APIDeclarationsResponseType, declarations, "describes the engine's backends and message limits"},
-	{"health", wire.SubjectHealthT, wire.SubjectEngineHealthT, messages.APIHealthRequestType, messages.APIHealthResponseType, health, "says whether the engine serves: ok or draining, in-flight calls, handles held"},
-	{"list_sandboxes", "", wire.SubjectEngineListSandboxesT, messages.APIListSandboxesRequestType, messages.APIListSandboxesResponseType, listSandboxes, "lists the sandboxes this engine holds, paged, filtered by scope, kind, instance, image, egress, age, last call and state"},
-	{"exec", "", wire.SubjectExecT, messages.APIExecRequestType, messages.APIExecResponseType, exec, "runs a command (argv or shell) in a sandbox; streams chunks to stream_to when set"},
-	{"run_code", "", wire.SubjectRunCodeT, messages.APIRunCodeRequestType, messages.APIRunCodeResponseType, runCode, "evaluates code in the sandbox's runtime"},
-	{"write_file", "", wire.SubjectWriteFileT, messages.APIWriteFileRequestType, messages.APIWriteFileResponseType, writeFile, "replaces a file byte-exact, inline or from upload_chunk chunks"},
-	{"upload_chunk", "", wire.SubjectUploadChunkT, messages.APIUploadChunkRequestType, messages.APIUploadChunkResponseType, uploadChunk, "sends one chunk of a large write_file"},
-	{"read_file", "", wire.SubjectReadFileT, messages.APIReadFileRequestType, messages.APIReadFileResponseType, readFile, "reads a regular file, inline or as a held transfer"},
-	{"download_chunk", "", wire.SubjectDownloadChunkT, messages.APIDownloadChunkRequestType, messages.APIDownloadChunkResponseType, downloadChunk, "fetches one chunk of a held transfer"},
-	{"stat_file", "", wire.SubjectStatFileT, messages.APIStatFileRequestType, messages.APIStatFileResponseType, statFile, "describes one path without following its last component"},
-	{"remove", "", wire.SubjectRemoveT, messages.APIRemoveRequestType, messages.APIRemoveResponseType, remove, "removes a path; absent is success"},
-	{"list_dir", "", wire.SubjectListDirT, messages.APIListDirRequestType, messages.APIListDirResponseType, listDir, "lists a directory"},
-	{"reclaim", "", wire.SubjectReclaimT, messages.APIReclaimRequestType, messages.APIReclaimResponseType, reclaim, "removes a framework-created directory"},
-	{"reset", "", wire.SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
-	{"fingerprint", "", wire.SubjectFingerprintT, messages.APIFingerprintRequestType, messages.APIFingerprintResponseType, fingerprint, "fingerprints a sandbox before (baseline) and after (final) a kind's call; the final reply compares them"},
-	{"collect_outputs", "", wire.SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
-	{"run_program", "", wire.SubjectRunProgramT, messages.APIRunProgramRequestType, messages.APIRunProgramResponseType, runProgram, "runs a host-tools program; each tool call is a request to the subject the tool names"},
+	{"acquire", messages.SubjectAcquireT, messages.SubjectEngineAcquireT, messages.APIAcquireRequestType, messages.APIAcquireResponseType, acquire, "gets or creates the sandbox of a key and kind; replies with its handle and engine"},
+	{"dispose", messages.SubjectDisposeT, messages.SubjectEngineDisposeT, messages.APIDisposeRequestType, messages.APIDisposeResponseType, dispose, "deletes a key's sandboxes; never fails the caller"},
+	{"dispose_scope", messages.SubjectDisposeScopeT, messages.SubjectEngineDisposeScopeT, messages.APIDisposeScopeRequestType, messages.APIDisposeScopeResponseType, disposeScope, "deletes every sandbox of a conversation (scope and thread_id)"},
+	{"reap", messages.SubjectReapT, messages.SubjectEngineReapT, messages.APIReapRequestType, messages.APIReapResponseType, reap, "sweeps sandboxes, proxies and networks older than an age"},
+	{"declarations", messages.SubjectDeclarationsT, messages.SubjectEngineDeclarationsT, messages.APIDeclarationsRequestType, messages.APIDeclarationsResponseType, declarations, "describes the engine's backends and message limits"},
+	{"health", messages.SubjectHealthT, messages.SubjectEngineHealthT, messages.APIHealthRequestType, messages.APIHealthResponseType, health, "says whether the engine serves: ok or draining, in-flight calls, handles held"},
+	{"list_sandboxes", "", messages.SubjectEngineListSandboxesT, messages.APIListSandboxesRequestType, messages.APIListSandboxesResponseType, listSandboxes, "lists the sandboxes this engine holds, paged, filtered by scope, kind, instance, image, egress, age, last call and state"},
+	{"exec", "", messages.SubjectExecT, messages.APIExecRequestType, messages.APIExecResponseType, exec, "runs a command (argv or shell) in a sandbox; streams chunks to stream_to when set"},
+	{"run_code", "", messages.SubjectRunCodeT, messages.APIRunCodeRequestType, messages.APIRunCodeResponseType, runCode, "evaluates code in the sandbox's runtime"},
+	{"write_file", "", messages.SubjectWriteFileT, messages.APIWriteFileRequestType, messages.APIWriteFileResponseType, writeFile, "replaces a file byte-exact, inline or from upload_chunk chunks"},
+	{"upload_chunk", "", messages.SubjectUploadChunkT, messages.APIUploadChunkRequestType, messages.APIUploadChunkResponseType, uploadChunk, "sends one chunk of a large write_file"},
+	{"read_file", "", messages.SubjectReadFileT, messages.APIReadFileRequestType, messages.APIReadFileResponseType, readFile, "reads a regular file, inline or as a held transfer"},
+	{"download_chunk", "", messages.SubjectDownloadChunkT, messages.APIDownloadChunkRequestType, messages.APIDownloadChunkResponseType, downloadChunk, "fetches one chunk of a held transfer"},
+	{"stat_file", "", messages.SubjectStatFileT, messages.APIStatFileRequestType, messages.APIStatFileResponseType, statFile, "describes one path without following its last component"},
+	{"remove", "", messages.SubjectRemoveT, messages.APIRemoveRequestType, messages.APIRemoveResponseType, remove, "removes a path; absent is success"},
+	{"list_dir", "", messages.SubjectListDirT, messages.APIListDirRequestType, messages.APIListDirResponseType, listDir, "lists a directory"},
+	{"reclaim", "", messages.SubjectReclaimT, messages.APIReclaimRequestType, messages.APIReclaimResponseType, reclaim, "removes a framework-created directory"},
+	{"reset", "", messages.SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
+	{"fingerprint", "", messages.SubjectFingerprintT, messages.APIFingerprintRequestType, messages.APIFingerprintResponseType, fingerprint, "fingerprints a sandbox before (baseline) and after (final) a kind's call; the final reply compares them"},
+	{"collect_outputs", "", messages.SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
+	{"run_program", "", messages.SubjectRunProgramT, messages.APIRunProgramRequestType, messages.APIRunProgramResponseType, runProgram, "runs a host-tools program; each tool call is a request to the subject the tool names"},
 }

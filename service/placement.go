@@ -16,7 +16,6 @@ import (
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // ForwardedHeader marks an acquire one engine forwarded to the sandbox's owner; the owner does
@@ -190,7 +189,7 @@ func (s *Service) claim(ctx context.Context, key sandbox.Key, kind string) (forw
 	case errors.As(err, &held):
 		return s.forward(ctx, held.Owner)
 	case err != nil:
-		return nil, nil, &wire.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
+		return nil, nil, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	}
 	s.leases.put(key, kind, l)
 	change := telemetry.LeaseClaimed
@@ -239,7 +238,7 @@ func (s *Service) takeOver(ctx context.Context, key sandbox.Key, kind string, ta
 	log.Info("took a lapsed sandbox over from another daemon; creating it afresh here",
 		zap.String("from_daemon", taken.Daemon))
 	if f := s.router.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &kind}); f != nil {
-		return &wire.EngineUnavailableError{Reason: fmt.Sprintf(
+		return &messages.EngineUnavailableError{Reason: fmt.Sprintf(
 			"took the sandbox over from daemon %s, but this daemon's older container of it could not be removed (%v); try again",
 			taken.Daemon, f)}
 	}
@@ -278,10 +277,10 @@ func (s *Service) recordInstance(ctx context.Context, key sandbox.Key, kind, ins
 func (s *Service) forward(ctx context.Context, owner string) (any, func(), error) {
 	c := callOf(ctx)
 	if c == nil {
-		return nil, nil, &wire.EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
+		return nil, nil, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
 	}
 	var resp messages.APIAcquireResponse
-	if err := s.relayed(ctx, wire.SubjectEngineAcquireT, owner, c.msg.Data, &resp); err != nil {
+	if err := s.relayed(ctx, messages.SubjectEngineAcquireT, owner, c.msg.Data, &resp); err != nil {
 		return nil, nil, err
 	}
 	s.log.Debug("forwarded an acquire to its owner", zap.String("owner", owner))
@@ -294,11 +293,11 @@ func (s *Service) forward(ctx context.Context, owner string) (any, func(), error
 func (s *Service) relay(ctx context.Context, subjectT, owner string, data []byte) (*nats.Msg, error) {
 	c := callOf(ctx)
 	if c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
-		return nil, &wire.EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
+		return nil, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the sandbox is placed on engine %s, which this forwarded call did not reach", owner)}
 	}
 	h := c.headers()
 	h.Set(ForwardedHeader, s.id)
-	subject := wire.Engine(subjectT, s.o.prefix, owner)
+	subject := messages.Engine(subjectT, s.o.prefix, owner)
 	// A reply subscription of its own, gone when the call is: the connection's shared request
 	// inbox would stay subscribed, and Stop waits for the service's subscriptions to go.
 	inbox := s.nc.NewInbox()
@@ -312,7 +311,7 @@ func (s *Service) relay(ctx context.Context, subjectT, owner string, data []byte
 	}
 	msg, err := sub.NextMsgWithContext(ctx)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, &wire.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the sandbox's owner, engine %s, does not answer; its lease must lapse before another engine takes it", owner)}
+		return nil, &messages.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the sandbox's owner, engine %s, does not answer; its lease must lapse before another engine takes it", owner)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("forward the %s to engine %s: %w", c.op.name, owner, err)
@@ -329,13 +328,13 @@ func (s *Service) relayed(ctx context.Context, subjectT, owner string, data []by
 	}
 	var head messages.APIResponse
 	if err := json.Unmarshal(msg.Data, &head); err != nil {
-		return &wire.InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no JSON: %v", owner, err)}
+		return &messages.InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no JSON: %v", owner, err)}
 	}
 	if head.Error != nil {
-		return wire.DecodeError(head.Error)
+		return messages.DecodeError(head.Error)
 	}
 	if err := json.Unmarshal(msg.Data, resp); err != nil {
-		return &wire.InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no %T: %v", owner, resp, err)}
+		return &messages.InternalError{Message: fmt.Sprintf("engine %s answered the forwarded call with no %T: %v", owner, resp, err)}
 	}
 	return nil
 }
@@ -359,7 +358,7 @@ func (s *Service) fenced(ctx context.Context, handle string) (context.Context, f
 // then send again. The caller acquires again, and reaches the sandbox's owner.
 func fenceError(ctx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
-		return &wire.InterruptedError{Reason: "this engine's placement lease on the sandbox ended during the call, which may have run; acquire the sandbox again"}
+		return &messages.InterruptedError{Reason: "this engine's placement lease on the sandbox ended during the call, which may have run; acquire the sandbox again"}
 	}
 	return err
 }
@@ -373,7 +372,7 @@ func (s *Service) checkLease(h *handle) error {
 	if l, ok := s.leases.get(h.key, h.kind); ok && l.Valid(time.Now()) {
 		return nil
 	}
-	return &wire.EngineUnavailableError{Reason: "this engine no longer holds the sandbox's placement lease; acquire it again"}
+	return &messages.EngineUnavailableError{Reason: "this engine no longer holds the sandbox's placement lease; acquire it again"}
 }
 
 // released forgets and deletes the entries of the leases match accepts (dispose, scope purge).

@@ -15,11 +15,11 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natscluster"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // clusterEngine starts a service with placement whose connections all go to url.
@@ -92,7 +92,7 @@ func TestPlacementClusterPartitionedEngineIsTakenOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		_, err = nc.Request(wire.Engine(wire.SubjectEngineAliveT, wire.DefaultPrefix, id), nil, time.Second)
+		_, err = nc.Request(messages.Engine(messages.SubjectEngineAliveT, messages.DefaultPrefix, id), nil, time.Second)
 		return err == nil
 	}
 	waitUntil := func(what string, cond func() bool) {
@@ -115,7 +115,7 @@ func TestPlacementClusterPartitionedEngineIsTakenOver(t *testing.T) {
 	}
 
 	relay.Cut()
-	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, wire.ErrUnavailable) {
+	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("a call on the cut engine: %v, want engine_unavailable", err)
 	}
 	pool := newCli()
@@ -126,7 +126,7 @@ func TestPlacementClusterPartitionedEngineIsTakenOver(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, wire.ErrUnavailable) || time.Now().After(deadline) {
+		if !errors.Is(err, messages.ErrUnavailable) || time.Now().After(deadline) {
 			t.Fatalf("acquire while a's lease lapses: %v, want engine_unavailable until b takes over", err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -11,7 +11,6 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // A dispose or scope purge ends the placement entries of the sandboxes it names, wherever it
@@ -43,10 +42,10 @@ func (s *Service) placedDispose(ctx context.Context, req *messages.APIDisposeReq
 		one := *req
 		one.Kind = &e.Kind
 		var resp messages.APIDisposeResponse
-		if f := s.forwardDisposal(ctx, wire.SubjectEngineDisposeT, e.Record.Engine, &one, &resp); f != nil {
+		if f := s.forwardDisposal(ctx, messages.SubjectEngineDisposeT, e.Record.Engine, &one, &resp); f != nil {
 			return append(failures, *f), false
 		}
-		if f := wire.FailureFromWire(resp.Undisposed); f != nil {
+		if f := messages.FailureFromWire(resp.Undisposed); f != nil {
 			failures = append(failures, *f)
 		}
 	}
@@ -69,11 +68,11 @@ func (s *Service) placedDisposeScope(ctx context.Context, req *messages.APIDispo
 		}
 		done[owner] = true
 		var resp messages.APIDisposeScopeResponse
-		if f := s.forwardDisposal(ctx, wire.SubjectEngineDisposeScopeT, owner, req, &resp); f != nil {
+		if f := s.forwardDisposal(ctx, messages.SubjectEngineDisposeScopeT, owner, req, &resp); f != nil {
 			return append(failures, *f), disposed, false
 		}
 		disposed += resp.Disposed
-		if f := wire.FailureFromWire(resp.Undisposed); f != nil {
+		if f := messages.FailureFromWire(resp.Undisposed); f != nil {
 			failures = append(failures, *f)
 		}
 	}
@@ -147,7 +146,7 @@ func (s *Service) forwardDisposal(ctx context.Context, subjectT, owner string, r
 	}
 	code := sandbox.DisposalUnknown
 	switch {
-	case errors.Is(err, wire.ErrUnavailable):
+	case errors.Is(err, messages.ErrUnavailable):
 		code = sandbox.DisposalUnreachable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = sandbox.DisposalTimeout

@@ -13,11 +13,11 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // placementStore opens a placement store for engine on srv over its own connection.
@@ -191,7 +191,7 @@ func TestPlacementLostLeaseStopsServing(t *testing.T) {
 	for {
 		_, err := sb.StatFile(ctx, ".", ".")
 		if err != nil {
-			if !errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, sandbox.ErrGone) && !errors.As(err, new(*wire.UnknownSandboxError)) {
+			if !errors.Is(err, messages.ErrUnavailable) && !errors.Is(err, sandbox.ErrGone) && !errors.As(err, new(*messages.UnknownSandboxError)) {
 				t.Fatalf("a call after the lease was lost failed with %v, want engine_unavailable or unknown_sandbox", err)
 			}
 			break
@@ -281,7 +281,7 @@ func TestPlacementOwnerGoneIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(t, es[0], client.WithRetryWait(0))
-	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, wire.ErrUnavailable) {
+	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("acquire of a sandbox placed on a dead engine: %v, want engine_unavailable", err)
 	}
 	if n := len(es[0].fake.Acquires()); n != 0 {
@@ -441,7 +441,7 @@ func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, wire.ErrUnavailable) {
+		if !errors.Is(err, messages.ErrUnavailable) {
 			t.Fatalf("the call in flight when the lease was lost: %v, want engine_unavailable", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -449,7 +449,7 @@ func TestPlacementLostLeaseEndsCallsInFlight(t *testing.T) {
 	}
 	select {
 	case err := <-execDone:
-		var intr *wire.InterruptedError
+		var intr *messages.InterruptedError
 		if !errors.Is(err, client.ErrOutcomeUnknown) || !errors.As(err, &intr) {
 			t.Fatalf("the exec in flight when the lease was lost: %v, want client.ErrOutcomeUnknown from an interrupted call", err)
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestBadBodiesNameTheFieldAndTheRule sends bodies a newcomer with the nats CLI writes and
@@ -21,15 +20,15 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	handle := sb.(*client.Sandbox).Handle()
-	exec := wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.svc.EngineID())
+	exec := messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.svc.EngineID())
 	env := `"type":"` + messages.APIExecRequestType + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `"`
 	on := func(subject, typ string) (string, string) {
-		return wire.Engine(subject, wire.DefaultPrefix, e.svc.EngineID()),
+		return messages.Engine(subject, messages.DefaultPrefix, e.svc.EngineID()),
 			`"type":"` + typ + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `"`
 	}
-	runCode, runCodeEnv := on(wire.SubjectRunCodeT, messages.APIRunCodeRequestType)
-	reclaim, reclaimEnv := on(wire.SubjectReclaimT, messages.APIReclaimRequestType)
-	reset, resetEnv := on(wire.SubjectResetT, messages.APIResetRequestType)
+	runCode, runCodeEnv := on(messages.SubjectRunCodeT, messages.APIRunCodeRequestType)
+	reclaim, reclaimEnv := on(messages.SubjectReclaimT, messages.APIReclaimRequestType)
+	reset, resetEnv := on(messages.SubjectResetT, messages.APIResetRequestType)
 	cases := []struct {
 		name      string
 		subject   string
@@ -51,19 +50,19 @@ func TestBadBodiesNameTheFieldAndTheRule(t *testing.T) {
 		{"reset with a zero timeout", reset, `{` + resetEnv + `,"timeout_ms":0}`, "timeout_ms", []string{"field timeout_ms is required"}},
 		{"argv as a string", exec, `{` + env + `,"argv":"ls -l","work_dir":".","timeout_ms":1000}`, "argv", []string{"field argv must be a list of strings, not a string"}},
 		{"scope as a number", exec, `{"type":"` + messages.APIExecRequestType + `","key":{"scope":3,"thread_id":"t","agent_id":"a"},"sandbox":"` + handle + `","argv":["true"],"work_dir":".","timeout_ms":1000}`, "key.scope", []string{"field key.scope must be a string, not a number"}},
-		{"a nested limit as a string", wire.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"scope":"s","thread_id":"t","agent_id":"a"},"spec":{"kind":"shell","files_in":{"max_files":"many"}}}`, "spec.files_in.max_files", []string{"field spec.files_in.max_files must be an integer, not a string"}},
+		{"a nested limit as a string", messages.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"scope":"s","thread_id":"t","agent_id":"a"},"spec":{"kind":"shell","files_in":{"max_files":"many"}}}`, "spec.files_in.max_files", []string{"field spec.files_in.max_files must be an integer, not a string"}},
 		{"an unknown field", exec, `{` + env + `,"argv":["true"],"work_dir":".","timeout_ms":1000,"timeout":5}`, "timeout", []string{`unknown field "timeout"`}},
 		{"no type", exec, `{"argv":["true"]}`, "type", []string{"no type"}},
 		{"negative wait", exec, `{` + env + `,"wait_ms":-5,"argv":["true"],"work_dir":".","timeout_ms":1000}`, "wait_ms", []string{"field wait_ms must not be negative"}},
 		{"no handle", exec, `{"type":"` + messages.APIExecRequestType + `","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"argv":["true"],"work_dir":".","timeout_ms":1000}`, "sandbox", []string{"names no sandbox"}},
 		{"no key", exec, `{"type":"` + messages.APIExecRequestType + `","sandbox":"` + handle + `","argv":["true"],"work_dir":".","timeout_ms":1000}`, "key", []string{"missing key"}},
-		{"no scope", wire.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"thread_id":"t","agent_id":"a"},"spec":{"kind":"shell"}}`, "key.scope", []string{"missing key", "scope"}},
+		{"no scope", messages.SubjectAcquire, `{"type":"` + messages.APIAcquireRequestType + `","key":{"thread_id":"t","agent_id":"a"},"spec":{"kind":"shell"}}`, "key.scope", []string{"missing key", "scope"}},
 	}
 	raw := newRawConn(t, e)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, header := rawRequest(t, raw, tc.subject, []byte(tc.body))
-			if resp.Error == nil || resp.Error.Code != wire.CodeBadRequest || header != wire.CodeBadRequest {
+			if resp.Error == nil || resp.Error.Code != messages.CodeBadRequest || header != messages.CodeBadRequest {
 				t.Fatalf("reply %+v (header %q), want bad_request", resp.Error, header)
 			}
 			for _, w := range tc.wantText {
@@ -89,8 +88,8 @@ func TestEmptyBodyHealthAndDeclarations(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	raw := newRawConn(t, e)
 	for subject, want := range map[string]string{
-		wire.SubjectHealth:       messages.APIHealthResponseType,
-		wire.SubjectDeclarations: messages.APIDeclarationsResponseType,
+		messages.SubjectHealth:       messages.APIHealthResponseType,
+		messages.SubjectDeclarations: messages.APIDeclarationsResponseType,
 	} {
 		resp, _ := rawRequest(t, raw, subject, nil)
 		if resp.Error != nil || resp.Type != want {

@@ -6,7 +6,6 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The calls that are not addressed to one sandbox: acquire, dispose, dispose scope, reap,
@@ -23,9 +22,9 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	if req.Sandbox != "" {
-		return nil, &wire.BadRequestError{Reason: "an acquire names no sandbox handle: it returns one"}
+		return nil, &messages.BadRequestError{Reason: "an acquire names no sandbox handle: it returns one"}
 	}
-	spec, err := wire.SpecFromWire(req.Spec)
+	spec, err := messages.SpecFromWire(req.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -43,15 +42,19 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if other != nil || err != nil {
 		return other, err
 	}
+	ctx, rep := sandbox.WithAcquireReport(ctx)
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
 		release()
-		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, wire.EncodeError(err).Code)
+		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, messages.EncodeError(err).Code)
 		return nil, err
 	}
 	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	auditAcquired(ctx, sb) // audit.go
+	auditAcquired(ctx, sb, rep) // audit.go
 	h := s.handles.put(key, spec, sb)
+	if c := callOf(ctx); c != nil && c.identity != nil {
+		h.own(c.identity.Account) // tenancy.go: the handle is bound to who acquired it
+	}
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
 		out.WorkDir = b.WorkDir()
@@ -85,7 +88,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
 	if !local {
 		forwarded(ctx)
-		return &messages.APIDisposeResponse{Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+		return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	f := s.router.Dispose(ctx, key, opts)
 	if f == nil {
@@ -97,7 +100,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
 			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
 	}))
-	return &messages.APIDisposeResponse{Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 }
 
 func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -112,7 +115,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
 	if !local {
 		forwarded(ctx)
-		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
 	if p.Undisposed == nil {
@@ -123,7 +126,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	s.transfers.forget(s.handles.drop(func(h *handle) bool {
 		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
 	}))
-	return &messages.APIDisposeScopeResponse{Disposed: disposed + p.Disposed, Undisposed: wire.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeScopeResponse{Disposed: disposed + p.Disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 }
 
 func reap(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -159,7 +162,7 @@ func declarations(_ context.Context, s *Service, data []byte) (any, error) {
 	if b := s.router.Backend(); b != nil {
 		out.Selected = b.Name()
 		out.Backends = append(out.Backends, messages.APIBackend{Name: b.Name(), Isolation: string(b.Isolation()),
-			Declarations: wire.DeclarationsToWire(b.Declarations())})
+			Declarations: messages.DeclarationsToWire(b.Declarations())})
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The calls addressed to one sandbox, on the subjects of the engine that holds it. Paths
@@ -26,10 +25,10 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	content := req.Content
 	if req.Upload != "" {
 		if len(req.Content) > 0 {
-			return nil, &wire.BadRequestError{Reason: "a write carries content or names an upload, not both"}
+			return nil, &messages.BadRequestError{Reason: "a write carries content or names an upload, not both"}
 		}
 		if req.SHA256 == "" {
-			return nil, &wire.BadRequestError{Reason: "a write from an upload needs the content's sha256"}
+			return nil, &messages.BadRequestError{Reason: "a write from an upload needs the content's sha256"}
 		}
 		if content, err = s.transfers.take(h.id, req.Upload); err != nil {
 			return nil, err
@@ -118,7 +117,7 @@ func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &messages.APIStatFileResponse{Stat: wire.StatToWire(st)}, nil
+	return &messages.APIStatFileResponse{Stat: messages.StatToWire(st)}, nil
 }
 
 func remove(ctx context.Context, s *Service, data []byte) (any, error) {
@@ -151,7 +150,7 @@ func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	out := &messages.APIListDirResponse{Entries: make([]messages.APIFileStat, len(entries))}
 	for i := range entries {
-		out.Entries[i] = *wire.StatToWire(&entries[i])
+		out.Entries[i] = *messages.StatToWire(&entries[i])
 	}
 	return out, nil
 }
@@ -204,7 +203,7 @@ func collectOutputs(ctx context.Context, s *Service, data []byte) (any, error) {
 			return sandbox.LandedArtifact{Name: a.Name, Display: a.Name}, nil
 		},
 	}
-	if _, err := sandbox.CollectOutputs(ctx, h.sandbox(), h.spec(), sink, wire.OutputsFromWire(req.CallTimeOutputs)); err != nil {
+	if _, err := sandbox.CollectOutputs(ctx, h.sandbox(), h.spec(), sink, messages.OutputsFromWire(req.CallTimeOutputs)); err != nil {
 		return nil, err
 	}
 	out := &messages.APICollectOutputsResponse{Artifacts: make([]messages.APIArtifact, 0, len(artifacts))}

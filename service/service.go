@@ -23,7 +23,6 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Service answers the API on one NATS connection for one router. Build it with [New] and
@@ -71,6 +70,7 @@ type Service struct {
 	announceDone chan struct{}
 	unobserve    func() error // stops the sandboxes gauge (telemetry)
 	tracer       trace.Tracer
+	tenancy      *tenancy // tenancy.go; nil: one tenant
 	stopOnce     sync.Once
 	stopErr      error
 }
@@ -82,7 +82,7 @@ const flushTimeout = 10 * time.Second
 const envelopeOverhead = 8 * 1024
 
 // New starts answering the API on nc for router: it answers as the nats micro service
-// [wire.ServiceName] with one endpoint per operation and subject (wire/subjects.go) and the alive
+// [messages.ServiceName] with one endpoint per operation and subject (messages/subjects.go) and the alive
 // subject, each counted on $SRV.STATS (endpoints.go says why the engine speaks the micro
 // protocol itself). It fails with
 // an [*sandbox.InvalidArgumentError] for a nil connection or router or a bad option, and
@@ -101,14 +101,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 			return nil, err
 		}
 	}
-	if p := o.placement; p != nil {
-		switch o.engineID {
-		case "":
-			o.engineID = p.Engine()
-		case p.Engine():
-		default:
-			return nil, errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
-		}
+	if err := o.settle(); err != nil {
+		return nil, err
 	}
 	if o.engineID == "" {
 		o.engineID = nuid.Next()
@@ -126,8 +120,8 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	life, abort := context.WithCancel(context.Background())
 	s := &Service{
-		tracer: telemetry.Tracer(o.tracer),
-		nc:     nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
+		tracer: telemetry.Tracer(o.tracer), tenancy: o.tenancy,
+		nc: nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
 		log:  o.logger.With(zap.String("engine", o.engineID)),
 		life: life, abort: abort,
 		handles:     newHandles(),
@@ -167,7 +161,11 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	} else {
 		close(s.announceDone)
 	}
-	s.log.Info("engine serving", zap.String("prefix", o.prefix), zap.String("version", o.version),
+	mode := "single tenant: every caller may use every scope"
+	if o.tenancy != nil {
+		mode = o.tenancy.describe()
+	}
+	s.log.Info("engine serving", zap.String("mode", mode), zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
 	s.auditEngine(events.AuditEngineStarted, "started", nil, "")
 	return s, nil
@@ -277,9 +275,9 @@ func (s *Service) begin(subject string) error {
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return &wire.EngineUnavailableError{Subject: subject, Reason: "the engine has stopped"}
+		return &messages.EngineUnavailableError{Subject: subject, Reason: "the engine has stopped"}
 	case s.inFlight >= s.o.maxInFlight:
-		return &wire.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the engine is handling its limit of %d calls", s.o.maxInFlight)}
+		return &messages.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the engine is handling its limit of %d calls", s.o.maxInFlight)}
 	}
 	s.inFlight++
 	return nil
@@ -337,7 +335,7 @@ func (s *Service) listen() error {
 	for _, op := range operations {
 		meta := endpointMeta(op.description, op.reqType, op.respType)
 		if op.shared != "" {
-			e := &endpoint{name: op.name, subject: wire.Shared(op.shared, s.o.prefix), queue: wire.QueueGroup, meta: meta}
+			e := &endpoint{name: op.name, subject: messages.Shared(op.shared, s.o.prefix), queue: messages.QueueGroup, meta: meta}
 			s.endpoints = append(s.endpoints, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
@@ -348,7 +346,7 @@ func (s *Service) listen() error {
 			if op.shared != "" {
 				name = "engine-" + op.name
 			}
-			e := &endpoint{name: name, subject: wire.Engine(op.engine, s.o.prefix, s.id), meta: meta}
+			e := &endpoint{name: name, subject: messages.Engine(op.engine, s.o.prefix, s.id), meta: meta}
 			s.endpoints = append(s.endpoints, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
@@ -357,7 +355,7 @@ func (s *Service) listen() error {
 	}
 	// alive answers through the drain (Stop unsubscribes it last), so a client can tell a
 	// draining engine from a dead one while its calls finish.
-	s.alive = &endpoint{name: "alive", subject: wire.Engine(wire.SubjectEngineAliveT, s.o.prefix, s.id),
+	s.alive = &endpoint{name: "alive", subject: messages.Engine(messages.SubjectEngineAliveT, s.o.prefix, s.id),
 		meta: map[string]string{"description": "answers while the engine runs, through its drain, with its connection's age: the Go client's liveness probe",
 			"request_type": "any", "response_type": "alive"}}
 	s.endpoints = append(s.endpoints, s.alive)
@@ -434,12 +432,12 @@ func (s *Service) call(c *call) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panicked", zap.Any("panic", p))
-			resp, err = nil, &wire.InternalError{Message: fmt.Sprintf("the engine failed handling %s", op.name)}
+			resp, err = nil, &messages.InternalError{Message: fmt.Sprintf("the engine failed handling %s", op.name)}
 		}
 	}()
 	data := c.msg.Data
 	if len(data) > s.o.maxRequestBytes {
-		return nil, &wire.BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
+		return nil, &messages.BadRequestError{Reason: fmt.Sprintf("payload of %d bytes exceeds the engine's limit of %d; send large files in upload_chunk requests", len(data), s.o.maxRequestBytes)}
 	}
 	data = orBodyless(data, op.reqType)
 	var env messages.APIEnvelope
@@ -447,7 +445,7 @@ func (s *Service) call(c *call) (resp any, err error) {
 		return nil, bodyError(err)
 	}
 	if env.Key != nil {
-		c.log = c.log.With(zap.Stringer("key", wire.KeyFromWire(env.Key)))
+		c.log = c.log.With(zap.Stringer("key", messages.KeyFromWire(env.Key)))
 	}
 	if env.Sandbox != "" {
 		c.log = c.log.With(zap.String("handle", env.Sandbox))
@@ -455,13 +453,23 @@ func (s *Service) call(c *call) (resp any, err error) {
 	subject := c.msg.Subject
 	switch {
 	case env.Type == "":
-		return nil, &wire.BadRequestError{Field: "type", Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
+		return nil, &messages.BadRequestError{Field: "type", Reason: fmt.Sprintf("the request has no type; %s wants %q", subject, op.reqType)}
 	case env.Type != op.reqType:
-		return nil, &wire.BadRequestError{Field: "type", Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
+		return nil, &messages.BadRequestError{Field: "type", Reason: fmt.Sprintf("unknown operation %q on %s, which takes %q", env.Type, subject, op.reqType)}
 	case env.WaitMS < 0:
-		return nil, &wire.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
+		return nil, &messages.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	s.auditStart(c, &env)                                     // audit.go
+	s.auditStart(c, &env) // audit.go
+	if s.tenancy != nil {
+		id, err := s.authorize(op.name, c.msg.Header, &env, data) // tenancy.go
+		if id != nil {
+			c.identity = id
+			c.log = c.log.With(zap.String("account", id.Account))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {
@@ -510,21 +518,21 @@ func (s *Service) reply(c *call, resp any, err error) {
 		b, merr := json.Marshal(resp)
 		switch {
 		case merr != nil:
-			err = &wire.InternalError{Message: "encode response: " + merr.Error()}
+			err = &messages.InternalError{Message: "encode response: " + merr.Error()}
 		case len(b) > int(s.nc.MaxPayload()):
-			err = &wire.InternalError{Message: fmt.Sprintf("the %s response of %d bytes exceeds the max payload", op.name, len(b))}
+			err = &messages.InternalError{Message: fmt.Sprintf("the %s response of %d bytes exceeds the max payload", op.name, len(b))}
 		default:
 			msg.Data = b
 		}
 	}
 	if err != nil {
-		apiErr := wire.EncodeError(err)
+		apiErr := messages.EncodeError(err)
 		msg.Data, _ = json.Marshal(messages.APIResponse{Type: op.respType, Error: apiErr})
 		msg.Header.Set(micro.ErrorCodeHeader, apiErr.Code)
 		msg.Header.Set(micro.ErrorHeader, headerText(apiErr.Message))
 		errText = apiErr.Code + ": " + headerText(apiErr.Message)
 		code = apiErr.Code
-		if apiErr.Code == wire.CodeInternal {
+		if apiErr.Code == messages.CodeInternal {
 			log.Warn("call failed", zap.String("code", apiErr.Code), zap.Error(err))
 		} else {
 			log.Debug("call refused", zap.String("code", apiErr.Code), zap.Error(err))
@@ -573,7 +581,7 @@ func decode[T any](data []byte) (*T, error) {
 		return nil, bodyError(err)
 	}
 	if dec.More() {
-		return nil, &wire.BadRequestError{Reason: "malformed request: data after the JSON object"}
+		return nil, &messages.BadRequestError{Reason: "malformed request: data after the JSON object"}
 	}
 	if err := checkFields(&v); err != nil {
 		return nil, err
@@ -586,11 +594,11 @@ func decode[T any](data []byte) (*T, error) {
 // and labels are derived from the empty strings (docker/names.go, docker/labels.go).
 func requireKey(env *messages.APIEnvelope) (sandbox.Key, error) {
 	if env.Key == nil {
-		return sandbox.Key{}, &wire.BadRequestError{Field: "key", Reason: "missing key: the envelope carries no key"}
+		return sandbox.Key{}, &messages.BadRequestError{Field: "key", Reason: "missing key: the envelope carries no key"}
 	}
-	k := wire.KeyFromWire(env.Key)
+	k := messages.KeyFromWire(env.Key)
 	if k.Scope == "" {
-		return sandbox.Key{}, &wire.BadRequestError{Field: "key.scope", Reason: "missing key: the envelope's key has no scope"}
+		return sandbox.Key{}, &messages.BadRequestError{Field: "key.scope", Reason: "missing key: the envelope's key has no scope"}
 	}
 	return k, nil
 }
@@ -602,17 +610,17 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 		return nil, err
 	}
 	if env.Sandbox == "" {
-		return nil, &wire.BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
+		return nil, &messages.BadRequestError{Field: "sandbox", Reason: "missing sandbox: the envelope names no sandbox handle"}
 	}
 	h := s.handles.get(env.Sandbox)
 	if h == nil {
 		if b, ok := s.handles.buriedHandle(env.Sandbox); ok && b.key == key {
 			return nil, &sandbox.GoneError{InstanceID: b.instance, Reason: "an earlier call found it gone"}
 		}
-		return nil, &wire.UnknownSandboxError{Sandbox: env.Sandbox, Engine: s.id}
+		return nil, &messages.UnknownSandboxError{Sandbox: env.Sandbox, Engine: s.id}
 	}
 	if h.key != key {
-		return nil, &wire.BadRequestError{Reason: fmt.Sprintf("sandbox %q was not acquired under this key", env.Sandbox)}
+		return nil, &messages.BadRequestError{Reason: fmt.Sprintf("sandbox %q was not acquired under this key", env.Sandbox)}
 	}
 	if err := s.checkLease(h); err != nil {
 		return nil, err

@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // Option configures a [Service]. Nil options are skipped; the first error stops
@@ -41,6 +41,7 @@ type options struct {
 	daemon          string
 	metrics         *telemetry.Metrics   // nil: no metrics
 	tracer          trace.TracerProvider // nil: no spans
+	tenancy         *tenancy             // tenancy.go; nil: one tenant, every caller served as before
 }
 
 // MaxFileBytes is the largest file a transfer carries in either direction: 64 MiB.
@@ -49,7 +50,7 @@ const MaxFileBytes = 64 * sandbox.MiB
 func defaultOptions() options {
 	return options{
 		logger:         zap.NewNop(),
-		prefix:         wire.DefaultPrefix,
+		prefix:         messages.DefaultPrefix,
 		version:        "0.0.0-dev",
 		maxInFlight:    256,
 		maxFileBytes:   MaxFileBytes,
@@ -76,14 +77,52 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithPrefix sets the subject prefix (default [wire.DefaultPrefix]): dot-separated tokens of
+// WithPrefix sets the subject prefix (default [messages.DefaultPrefix]): dot-separated tokens of
 // letters, digits, '-' and '_'. Engines sharing a prefix form one pool.
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if !wire.ValidPrefix(prefix) {
+		if !messages.ValidPrefix(prefix) {
 			return errOption("prefix %q is not dot-separated NATS tokens", prefix)
 		}
 		o.prefix = prefix
+		return nil
+	}
+}
+
+// settle checks the options that depend on each other: the placement store's engine ID
+// against WithEngineID, and tenancy, not yet combined with placement or members.
+func (o *options) settle() error {
+	if p := o.placement; p != nil {
+		switch o.engineID {
+		case "":
+			o.engineID = p.Engine()
+		case p.Engine():
+		default:
+			return errOption("the placement store claims for engine %q, not this engine %q", p.Engine(), o.engineID)
+		}
+	}
+	if o.tenancy != nil && (o.placement != nil || o.members != nil) {
+		return errOption("tenancy is not yet supported with placement or members: a call forwarded between engines would not carry the caller's identity")
+	}
+	return nil
+}
+
+// WithTenancy makes the engine serve several tenants (tenancy.go, docs/operations.md#tenancy):
+// every request must carry the caller's identity as the NATS server set it on the import
+// crossing, and t decides which scopes, handles and subjects that identity may use; anything
+// else is refused with a [*messages.ForbiddenError]. A nil t is [DefaultTenancy]. Not yet
+// combined with placement or members (a forwarded call would lose the caller's identity): New
+// refuses the combination.
+func WithTenancy(t *Tenancy) Option {
+	return func(o *options) error {
+		if t == nil {
+			t = DefaultTenancy()
+		}
+		c, err := compileTenancy(t)
+		if err != nil {
+			return err
+		}
+		o.tenancy = c
 		return nil
 	}
 }
@@ -93,7 +132,7 @@ func WithPrefix(prefix string) Option {
 // digits, '-' or '_'.
 func WithEngineID(id string) Option {
 	return func(o *options) error {
-		if !wire.ValidToken(id) {
+		if !messages.ValidToken(id) {
 			return errOption("engine ID %q must be 1-64 letters, digits, '-' or '_'", id)
 		}
 		o.engineID = id

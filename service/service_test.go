@@ -20,7 +20,6 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -168,7 +167,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	}
 	handle := sb.(*client.Sandbox).Handle()
 	engine := e.svc.EngineID()
-	write := func(sub string) string { return wire.Engine(sub, wire.DefaultPrefix, engine) }
+	write := func(sub string) string { return messages.Engine(sub, messages.DefaultPrefix, engine) }
 	key := &messages.APIKey{Scope: testKey.Scope, ThreadID: testKey.ThreadID, AgentID: testKey.AgentID}
 	env := func(typ string) messages.APIEnvelope {
 		return messages.APIEnvelope{Type: typ, Key: key, Sandbox: handle}
@@ -185,34 +184,34 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		wantCode string
 		wantText string
 	}{
-		{"malformed JSON", write(wire.SubjectWriteFileT), []byte(`{"type": "maf.sandbox.api.v1.write_file_request",`), wire.CodeBadRequest, "malformed JSON"},
-		{"not an object", write(wire.SubjectWriteFileT), []byte(`[1,2]`), wire.CodeBadRequest, "must be a JSON object"},
-		{"no type", write(wire.SubjectWriteFileT), []byte(`{"path":"f.txt"}`), wire.CodeBadRequest, "no type"},
-		{"unknown operation", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = messages.APITypePrefix + "format_disk_request" }), wire.CodeBadRequest, "unknown operation"},
-		{"another version", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = "maf.sandbox.api.v2.write_file_request" }), wire.CodeBadRequest, "unknown operation"},
-		{"unknown field", write(wire.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.write_file_request","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `","path":"f.txt","work_dir":".","content":"eA==","mode":"0777"}`), wire.CodeBadRequest, "unknown field"},
-		{"missing key", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = nil }), wire.CodeBadRequest, "missing key"},
-		{"key without agent", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), wire.CodeBadRequest, "not acquired under this key"},
-		{"another key's handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) {
+		{"malformed JSON", write(messages.SubjectWriteFileT), []byte(`{"type": "maf.sandbox.api.v1.write_file_request",`), messages.CodeBadRequest, "malformed JSON"},
+		{"not an object", write(messages.SubjectWriteFileT), []byte(`[1,2]`), messages.CodeBadRequest, "must be a JSON object"},
+		{"no type", write(messages.SubjectWriteFileT), []byte(`{"path":"f.txt"}`), messages.CodeBadRequest, "no type"},
+		{"unknown operation", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = messages.APITypePrefix + "format_disk_request" }), messages.CodeBadRequest, "unknown operation"},
+		{"another version", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Type = "maf.sandbox.api.v2.write_file_request" }), messages.CodeBadRequest, "unknown operation"},
+		{"unknown field", write(messages.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.write_file_request","key":{"scope":"tenant","thread_id":"thread","agent_id":"agent"},"sandbox":"` + handle + `","path":"f.txt","work_dir":".","content":"eA==","mode":"0777"}`), messages.CodeBadRequest, "unknown field"},
+		{"missing key", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = nil }), messages.CodeBadRequest, "missing key"},
+		{"key without agent", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Key = &messages.APIKey{Scope: "tenant", ThreadID: "thread"} }), messages.CodeBadRequest, "not acquired under this key"},
+		{"another key's handle", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) {
 			r.Key = &messages.APIKey{Scope: "other", ThreadID: "thread", AgentID: "agent"}
-		}), wire.CodeBadRequest, "not acquired under this key"},
-		{"missing handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "" }), wire.CodeBadRequest, "names no sandbox"},
-		{"unknown handle", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "nope" }), wire.CodeUnknownSandbox, "acquire again"},
-		{"oversized payload", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content = bytes.Repeat([]byte("x"), 70*1024) }), wire.CodeBadRequest, "exceeds the engine's limit"},
-		{"refused path", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "../../etc/passwd" }), wire.CodeNotConfined, "not confined"},
-		{"absolute path outside", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "/etc/passwd" }), wire.CodeNotConfined, "not confined"},
-		{"backslash", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = `a\b` }), wire.CodeNotConfined, "not confined"},
-		{"wrong sha256", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.SHA256 = strings.Repeat("0", 64) }), wire.CodeBadRequest, "integrity check failed"},
-		{"wrong size", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Size = 99 }), wire.CodeBadRequest, "integrity check failed"},
-		{"unknown upload", write(wire.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content, r.Upload, r.SHA256 = nil, "u1", "00" }), wire.CodeBadRequest, "no upload"},
-		{"upload out of order", write(wire.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u2", Seq: 3, Data: []byte("x")}), wire.CodeBadRequest, "starts with chunk 3"},
-		{"upload chunk too big", write(wire.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u3", Data: make([]byte, 5000)}), wire.CodeBadRequest, "exceeds the engine's chunk size"},
-		{"stream to a wildcard", write(wire.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: "x.>"}), wire.CodeBadRequest, "stream_to"},
-		{"stream into the API", write(wire.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: wire.SubjectAcquire}), wire.CodeBadRequest, "stream_to"},
-		{"acquire without a key", wire.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType}, Spec: messages.APISpec{Kind: "shell", Image: "fake"}}), wire.CodeBadRequest, "missing key"},
-		{"acquire with a bad spec", wire.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: key}, Spec: messages.APISpec{Kind: "shell", Egress: "wide-open"}}), wire.CodeInvalidArgument, "unknown egress"},
-		{"dispose scope without scope", wire.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{ThreadID: "thread"}}}), wire.CodeBadRequest, "scope"},
-		{"reap without an age", wire.SubjectReap, mustJSON(t, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}}), wire.CodeInvalidArgument, "older_than_ms"},
+		}), messages.CodeBadRequest, "not acquired under this key"},
+		{"missing handle", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "" }), messages.CodeBadRequest, "names no sandbox"},
+		{"unknown handle", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Sandbox = "nope" }), messages.CodeUnknownSandbox, "acquire again"},
+		{"oversized payload", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content = bytes.Repeat([]byte("x"), 70*1024) }), messages.CodeBadRequest, "exceeds the engine's limit"},
+		{"refused path", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "../../etc/passwd" }), messages.CodeNotConfined, "not confined"},
+		{"absolute path outside", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = "/etc/passwd" }), messages.CodeNotConfined, "not confined"},
+		{"backslash", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Path = `a\b` }), messages.CodeNotConfined, "not confined"},
+		{"wrong sha256", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.SHA256 = strings.Repeat("0", 64) }), messages.CodeBadRequest, "integrity check failed"},
+		{"wrong size", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Size = 99 }), messages.CodeBadRequest, "integrity check failed"},
+		{"unknown upload", write(messages.SubjectWriteFileT), wf(func(r *messages.APIWriteFileRequest) { r.Content, r.Upload, r.SHA256 = nil, "u1", "00" }), messages.CodeBadRequest, "no upload"},
+		{"upload out of order", write(messages.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u2", Seq: 3, Data: []byte("x")}), messages.CodeBadRequest, "starts with chunk 3"},
+		{"upload chunk too big", write(messages.SubjectUploadChunkT), mustJSON(t, &messages.APIUploadChunkRequest{APIEnvelope: env(messages.APIUploadChunkRequestType), Upload: "u3", Data: make([]byte, 5000)}), messages.CodeBadRequest, "exceeds the engine's chunk size"},
+		{"stream to a wildcard", write(messages.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: "x.>"}), messages.CodeBadRequest, "stream_to"},
+		{"stream into the API", write(messages.SubjectExecT), mustJSON(t, &messages.APIExecRequest{APIEnvelope: env(messages.APIExecRequestType), Argv: []string{"true"}, WorkDir: ".", TimeoutMS: 1000, StreamTo: messages.SubjectAcquire}), messages.CodeBadRequest, "stream_to"},
+		{"acquire without a key", messages.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType}, Spec: messages.APISpec{Kind: "shell", Image: "fake"}}), messages.CodeBadRequest, "missing key"},
+		{"acquire with a bad spec", messages.SubjectAcquire, mustJSON(t, &messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: key}, Spec: messages.APISpec{Kind: "shell", Egress: "wide-open"}}), messages.CodeInvalidArgument, "unknown egress"},
+		{"dispose scope without scope", messages.SubjectDisposeScope, mustJSON(t, &messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType, Key: &messages.APIKey{ThreadID: "thread"}}}), messages.CodeBadRequest, "scope"},
+		{"reap without an age", messages.SubjectReap, mustJSON(t, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}}), messages.CodeInvalidArgument, "older_than_ms"},
 	}
 	raw := newRawConn(t, e)
 	for _, tc := range cases {
@@ -394,10 +393,10 @@ func TestStopDrainsInFlightCalls(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	_, err = sb.StatFile(ctx, "x", ".")
-	if !errors.Is(err, wire.ErrUnavailable) {
+	if !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("a call after the stop: %v, want engine unavailable", err)
 	}
-	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, wire.ErrUnavailable) {
+	if _, err := c.Acquire(ctx, testKey, testSpec(t)); !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("an acquire after the stop: %v, want engine unavailable", err)
 	}
 }
@@ -461,7 +460,7 @@ func TestConcurrentClients(t *testing.T) {
 func TestMicroDiscovery(t *testing.T) {
 	e := startEngine(t, newFake(t))
 	nc := newRawConn(t, e)
-	subject, err := micro.ControlSubject(micro.PingVerb, wire.ServiceName, "")
+	subject, err := micro.ControlSubject(micro.PingVerb, messages.ServiceName, "")
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}
@@ -501,7 +500,7 @@ func TestAClientNoticesAnEngineThatDied(t *testing.T) {
 	<-started
 	e.nc.Close()
 	err = <-done
-	var ue *wire.EngineUnavailableError
+	var ue *messages.EngineUnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "in flight") {
 		t.Fatalf("the exec on a dead engine: %v, want engine unavailable with the call in flight", err)
 	}

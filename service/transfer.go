@@ -11,7 +11,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // transfers holds the uploads and downloads in progress: bytes that do not fit in one NATS
@@ -61,7 +60,7 @@ func (t *transfers) blob(handle string, data []byte) (messages.APIBlob, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.held+int64(len(data)) > t.budget {
-		return messages.APIBlob{}, &wire.EngineUnavailableError{Subject: "download", Reason: fmt.Sprintf(
+		return messages.APIBlob{}, &messages.EngineUnavailableError{Subject: "download", Reason: fmt.Sprintf(
 			"the engine holds %d bytes of transfers and may hold %d; fetch or wait for the transfers in progress", t.held, t.budget)}
 	}
 	t.held += int64(len(data))
@@ -78,10 +77,10 @@ func (t *transfers) fetch(handle, id string, seq int) ([]byte, bool, error) {
 	defer t.mu.Unlock()
 	d := t.downloads[id]
 	if d == nil || d.handle != handle {
-		return nil, false, &wire.BadRequestError{Reason: fmt.Sprintf("no transfer %q for this sandbox: it was fetched, expired or never existed", id)}
+		return nil, false, &messages.BadRequestError{Reason: fmt.Sprintf("no transfer %q for this sandbox: it was fetched, expired or never existed", id)}
 	}
 	if seq < 0 || seq >= d.chunks {
-		return nil, false, &wire.BadRequestError{Reason: fmt.Sprintf("transfer %q has chunks 0 to %d, not %d", id, d.chunks-1, seq)}
+		return nil, false, &messages.BadRequestError{Reason: fmt.Sprintf("transfer %q has chunks 0 to %d, not %d", id, d.chunks-1, seq)}
 	}
 	start := seq * t.chunk
 	end := min(start+t.chunk, len(d.data))
@@ -98,11 +97,11 @@ func (t *transfers) fetch(handle, id string, seq int) ([]byte, bool, error) {
 // add appends chunk seq of upload id for handle. Chunks arrive in order from 0; the whole
 // may not pass the file limit.
 func (t *transfers) add(handle, id string, seq int, data []byte) (int64, error) {
-	if !wire.ValidToken(id) {
-		return 0, &wire.BadRequestError{Reason: fmt.Sprintf("upload ID %q must be 1-64 letters, digits, '-' or '_'", id)}
+	if !messages.ValidToken(id) {
+		return 0, &messages.BadRequestError{Reason: fmt.Sprintf("upload ID %q must be 1-64 letters, digits, '-' or '_'", id)}
 	}
 	if len(data) > t.chunk {
-		return 0, &wire.BadRequestError{Reason: fmt.Sprintf("upload chunk of %d bytes exceeds the engine's chunk size of %d", len(data), t.chunk)}
+		return 0, &messages.BadRequestError{Reason: fmt.Sprintf("upload chunk of %d bytes exceeds the engine's chunk size of %d", len(data), t.chunk)}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -110,14 +109,14 @@ func (t *transfers) add(handle, id string, seq int, data []byte) (int64, error) 
 	u := t.uploads[k]
 	if u == nil {
 		if seq != 0 {
-			return 0, &wire.BadRequestError{Reason: fmt.Sprintf("upload %q starts with chunk %d, not 0 (or it expired)", id, seq)}
+			return 0, &messages.BadRequestError{Reason: fmt.Sprintf("upload %q starts with chunk %d, not 0 (or it expired)", id, seq)}
 		}
 		u = &upload{handle: handle}
 		t.uploads[k] = u
 	}
 	if seq != u.next {
 		t.dropUpload(k)
-		return 0, &wire.BadRequestError{Reason: fmt.Sprintf("upload %q got chunk %d where %d was due; the upload is dropped", id, seq, u.next)}
+		return 0, &messages.BadRequestError{Reason: fmt.Sprintf("upload %q got chunk %d where %d was due; the upload is dropped", id, seq, u.next)}
 	}
 	size := int64(len(u.data)) + int64(len(data))
 	if size > t.maxLen {
@@ -126,7 +125,7 @@ func (t *transfers) add(handle, id string, seq int, data []byte) (int64, error) 
 	}
 	if t.held+int64(len(data)) > t.budget {
 		t.dropUpload(k)
-		return 0, &wire.EngineUnavailableError{Subject: "upload_chunk", Reason: fmt.Sprintf(
+		return 0, &messages.EngineUnavailableError{Subject: "upload_chunk", Reason: fmt.Sprintf(
 			"the engine holds %d bytes of transfers and may hold %d; the upload is dropped, send it again later", t.held, t.budget)}
 	}
 	t.held += int64(len(data))
@@ -143,7 +142,7 @@ func (t *transfers) take(handle, id string) ([]byte, error) {
 	k := handle + "/" + id
 	u := t.uploads[k]
 	if u == nil {
-		return nil, &wire.BadRequestError{Reason: fmt.Sprintf("no upload %q for this sandbox: it was used, expired or never started", id)}
+		return nil, &messages.BadRequestError{Reason: fmt.Sprintf("no upload %q for this sandbox: it was used, expired or never started", id)}
 	}
 	t.dropUpload(k)
 	return u.data, nil
@@ -211,12 +210,12 @@ func sha256Hex(data []byte) string {
 
 func checkIntegrity(data []byte, size int64, sum string) error {
 	if size != 0 && int64(len(data)) != size {
-		return &wire.BadRequestError{Reason: fmt.Sprintf("integrity check failed: %d bytes arrived, %d were declared; nothing was written", len(data), size)}
+		return &messages.BadRequestError{Reason: fmt.Sprintf("integrity check failed: %d bytes arrived, %d were declared; nothing was written", len(data), size)}
 	}
 	if sum != "" {
 		got := sha256.Sum256(data)
 		if hex.EncodeToString(got[:]) != sum {
-			return &wire.BadRequestError{Reason: "integrity check failed: the content's sha256 does not match the declared one; nothing was written"}
+			return &messages.BadRequestError{Reason: "integrity check failed: the content's sha256 does not match the declared one; nothing was written"}
 		}
 	}
 	return nil

@@ -24,11 +24,11 @@ import (
 	"github.com/mafsandbox/engine/docker/fingerprint"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/telemetry"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // defaultListen is where the embedded NATS server listens: loopback, the NATS port, so the
@@ -65,6 +65,7 @@ type serveVerb struct {
 	drain, idleActors, eventDupes                               time.Duration
 	labels                                                      labelFlag
 	place                                                       placementFlags
+	tenancy                                                     tenancyFlags
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -93,6 +94,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.privateCIDRs, "egress-private-cidrs", envOr("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", ""), "comma-separated private CIDR blocks an allowlisted name may resolve into and still be dialled (internal hosts); empty admits none; never loopback, link-local or metadata addresses (docs/operations.md) (env MAF_SANDBOX_EGRESS_PRIVATE_CIDRS)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
+	v.tenancy.register(fs)
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
@@ -171,6 +173,12 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if ev != nil {
 		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
 	}
+	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "", v.place.on)
+	if err != nil {
+		return err
+	}
+	log.Info("engine mode", zap.String("mode", mode))
+	opts = append(opts, tenancyOpt)
 	placeOpts, closePlacement, err := v.placement(ctx, dial, drv, log)
 	if err != nil {
 		return err
@@ -187,7 +195,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("engine ready", zap.String("version", buildVersion()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
-		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())))
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
@@ -369,28 +377,24 @@ type engineIdentity interface {
 // backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
 // summary through ev (none when ev is nil).
 func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return wire.ReapResult{}, &wire.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return reaper.Result{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return wire.ReapResult{}, err
+			return reaper.Result{}, err
 		}
 		if ev != nil {
 			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
 			// a summary not taken is logged by the sink.
 			_, _ = ev.Reaps().Publish(ctx, res)
 		}
-		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
-		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-		}
-		return out, nil
+		return res, nil
 	})
 }
 
@@ -411,7 +415,7 @@ func (c *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ca, "nats-ca", envOr("MAF_SANDBOX_NATS_CA", ""), "CA certificate file to verify the server (env MAF_SANDBOX_NATS_CA)")
 	fs.StringVar(&c.cert, "nats-cert", envOr("MAF_SANDBOX_NATS_CERT", ""), "client certificate file for TLS (env MAF_SANDBOX_NATS_CERT)")
 	fs.StringVar(&c.key, "nats-key", envOr("MAF_SANDBOX_NATS_KEY", ""), "client key file for TLS (env MAF_SANDBOX_NATS_KEY)")
-	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", wire.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
+	fs.StringVar(&c.prefix, "prefix", envOr("MAF_SANDBOX_PREFIX", messages.DefaultPrefix), "subject prefix of the engine pool (env MAF_SANDBOX_PREFIX)")
 }
 
 // options turns the flags into client options; at most one way of authenticating is given.

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 )
 
 func TestVersionFrom(t *testing.T) {
@@ -90,7 +90,7 @@ func TestVersionAgrees(t *testing.T) {
 	if h.Version != want {
 		t.Fatalf("health reports version %q, want %q", h.Version, want)
 	}
-	msg, err := nc.RequestWithContext(ctx, "$SRV.INFO."+wire.ServiceName, nil)
+	msg, err := nc.RequestWithContext(ctx, "$SRV.INFO."+messages.ServiceName, nil)
 	if err != nil {
 		t.Fatalf("$SRV.INFO: %v", err)
 	}

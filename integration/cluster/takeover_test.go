@@ -26,10 +26,10 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natscluster"
 	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // The takeover tests run engines with placement on a 3-node NATS cluster over this machine's
@@ -96,7 +96,7 @@ func engineReachable(t *testing.T, url, id string) bool {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	_, err = nc.Request(wire.Engine(wire.SubjectEngineAliveT, wire.DefaultPrefix, id), nil, time.Second)
+	_, err = nc.Request(messages.Engine(messages.SubjectEngineAliveT, messages.DefaultPrefix, id), nil, time.Second)
 	return err == nil
 }
 
@@ -124,7 +124,7 @@ func takeOver(t *testing.T, pool *client.Backend, key sandbox.Key, spec sandbox.
 		if err == nil {
 			return sb.(*client.Sandbox), time.Since(began)
 		}
-		if !errors.Is(err, wire.ErrUnavailable) || time.Now().After(deadline) {
+		if !errors.Is(err, messages.ErrUnavailable) || time.Now().After(deadline) {
 			t.Fatalf("acquire while the owner's lease lapses: %v, want engine_unavailable until another engine takes over", err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -191,7 +191,7 @@ func TestTakeoverAdoptsTheContainerOnItsDaemon(t *testing.T) {
 			}
 
 			relay.Cut()
-			if _, err := first.StatFile(ctx, "note.txt", "."); !errors.Is(err, wire.ErrUnavailable) {
+			if _, err := first.StatFile(ctx, "note.txt", "."); !errors.Is(err, messages.ErrUnavailable) {
 				t.Fatalf("a call on the cut engine: %v, want engine_unavailable", err)
 			}
 			sb, took := takeOver(t, pool, key, spec)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // What the runtime could not start is a typed error on every driver, never an exit code with
@@ -33,7 +33,7 @@ func TestExecTheRuntimeCouldNotStart(t *testing.T) {
 			if !errors.As(err, &ns) || ns.Cause != tc.want || !errors.Is(err, sandbox.ErrOS) {
 				t.Fatalf("exec = %+v, %v; want a ProcessNotStartedError (%s)", res, err, tc.want)
 			}
-			if code := wire.EncodeError(err).Code; code != wire.CodeProcessNotStarted {
+			if code := messages.EncodeError(err).Code; code != messages.CodeProcessNotStarted {
 				t.Fatalf("wire code %s", code)
 			}
 		})

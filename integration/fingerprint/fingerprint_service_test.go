@@ -13,7 +13,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // A host in another language proves a kind's confinement over NATS with plain JSON: acquire,
@@ -67,7 +66,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			}
 			acq["spec"] = spec
 			var ar messages.APIAcquireResponse
-			jsonCall(t, nc, wire.Shared(wire.SubjectAcquireT, wire.DefaultPrefix), acq, &ar)
+			jsonCall(t, nc, messages.Shared(messages.SubjectAcquireT, messages.DefaultPrefix), acq, &ar)
 			if ar.Error != nil || ar.Sandbox == nil {
 				t.Fatalf("acquire: %+v", ar.Error)
 			}
@@ -75,7 +74,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			if engine != svc.EngineID() {
 				t.Fatalf("engine %s, want %s", engine, svc.EngineID())
 			}
-			subject := wire.Engine(wire.SubjectFingerprintT, wire.DefaultPrefix, engine)
+			subject := messages.Engine(messages.SubjectFingerprintT, messages.DefaultPrefix, engine)
 
 			base := env(messages.APIFingerprintRequestType, h)
 			base["phase"] = messages.FingerprintBaseline
@@ -88,7 +87,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 			ex := env(messages.APIExecRequestType, h)
 			ex["shell"], ex["work_dir"], ex["timeout_ms"] = tc.script, "/", 60000
 			var er messages.APIExecResponse
-			jsonCall(t, nc, wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, engine), ex, &er)
+			jsonCall(t, nc, messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, engine), ex, &er)
 			if er.Error != nil {
 				t.Fatalf("exec: %+v", er.Error)
 			}
@@ -128,7 +127,7 @@ func jsonCall(t *testing.T, nc *nats.Conn, subject string, req, resp any) {
 // disposeRaw purges the test's conversation over NATS.
 func disposeRaw(t *testing.T, nc *nats.Conn, scope string) {
 	var resp messages.APIDisposeScopeResponse
-	jsonCall(t, nc, wire.Shared(wire.SubjectDisposeScopeT, wire.DefaultPrefix),
+	jsonCall(t, nc, messages.Shared(messages.SubjectDisposeScopeT, messages.DefaultPrefix),
 		map[string]any{"type": messages.APIDisposeScopeRequestType, "key": map[string]string{"scope": scope, "thread_id": "thread"}}, &resp)
 	if resp.Error != nil || resp.Undisposed != nil {
 		t.Errorf("dispose scope %s: %+v %+v", scope, resp.Error, resp.Undisposed)

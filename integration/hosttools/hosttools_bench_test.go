@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // roundTripProgram calls a tool 50 times and prints each guest-to-host-to-guest round trip

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // countingSandbox counts the supervisor's file-plane reads and keeps the sandbox's streamed

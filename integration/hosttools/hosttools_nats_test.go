@@ -16,12 +16,12 @@ import (
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 	"github.com/mafsandbox/engine/service"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // forgerSource, run as "python3 -c <it> <run dir>", waits for the start gate of a run other

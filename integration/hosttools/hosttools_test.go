@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // hostToolsEnv is a router over the real engine and a spec on the Python image whose

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/wire"
+	"github.com/mafsandbox/engine/messages"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/integration/internal/itest"
@@ -108,9 +108,9 @@ func TestServiceBadInputRefusedBeforeTheEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			eng.Reset()
 			err := tc.call(sb)
-			var remote *wire.RemoteError
-			if !errors.As(err, &remote) || remote.Code != wire.CodeInvalidArgument {
-				t.Fatalf("err = %T %v, want code %s", err, err, wire.CodeInvalidArgument)
+			var remote *messages.RemoteError
+			if !errors.As(err, &remote) || remote.Code != messages.CodeInvalidArgument {
+				t.Fatalf("err = %T %v, want code %s", err, err, messages.CodeInvalidArgument)
 			}
 			var inv *sandbox.InvalidArgumentError
 			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.rule) {

@@ -19,8 +19,8 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // stall is what a stallingUp holds back.
@@ -123,7 +123,7 @@ func TestBusyDaemonAtAcquireIsRetryable(t *testing.T) {
 			if tc.timeout && !errors.Is(err, docker.ErrTimeout) {
 				t.Fatalf("acquire on a stalled start = %v; want docker.ErrTimeout inside", err)
 			}
-			if code := wire.EncodeError(err).Code; code != wire.CodeEngineUnavailable {
+			if code := messages.EncodeError(err).Code; code != messages.CodeEngineUnavailable {
 				t.Fatalf("wire code %s, want engine_unavailable (retryable)", code)
 			}
 			s.mode.Store(int32(stallNothing))

@@ -9,8 +9,8 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // goneCalls are the calls of a handle whose sandbox no longer exists; each must fail with
@@ -134,7 +134,7 @@ func TestServiceGone(t *testing.T) {
 	}
 	wantCode := func(t *testing.T, err error, code string) {
 		t.Helper()
-		var remote *wire.RemoteError
+		var remote *messages.RemoteError
 		if !errors.As(err, &remote) || remote.Code != code {
 			t.Fatalf("err = %T %v, want code %s", err, err, code)
 		}
@@ -144,7 +144,7 @@ func TestServiceGone(t *testing.T) {
 		sb := itest.AcquireRemote(t, c, b, itest.NewKey(t), spec)
 		before := sandboxes()
 		_, err := sb.Exec(ctx, sandbox.Argv("sleep", "30"), ".", time.Second)
-		wantCode(t, err, wire.CodeTimeout)
+		wantCode(t, err, messages.CodeTimeout)
 		var te *sandbox.TimeoutError
 		if !errors.As(err, &te) || !te.Discarded {
 			t.Fatalf("exec = %v, want a timeout that discarded the sandbox", err)
@@ -155,7 +155,7 @@ func TestServiceGone(t *testing.T) {
 		for name, call := range goneCalls(t) {
 			t.Run(name, func(t *testing.T) {
 				err := call(sb)
-				wantCode(t, err, wire.CodeSandboxGone)
+				wantCode(t, err, messages.CodeSandboxGone)
 				wantGone(t, err)
 			})
 		}
@@ -164,7 +164,7 @@ func TestServiceGone(t *testing.T) {
 		sb := itest.AcquireRemote(t, c, b, itest.NewKey(t), spec)
 		before := sandboxes()
 		_, err := sb.Exec(ctx, sandbox.Shell("head -c 9000000 /dev/zero"), ".", time.Minute)
-		wantCode(t, err, wire.CodeExecOutputLimitExceeded)
+		wantCode(t, err, messages.CodeExecOutputLimitExceeded)
 		var oe *sandbox.ExecOutputLimitExceededError
 		if !errors.As(err, &oe) || !oe.Discarded {
 			t.Fatalf("exec = %v, want an overflow that discarded the sandbox", err)
@@ -173,19 +173,19 @@ func TestServiceGone(t *testing.T) {
 			t.Fatalf("health counts %d sandboxes after the discard, want %d", n, before-1)
 		}
 		_, err = sb.StatFile(ctx, "f", ".")
-		wantCode(t, err, wire.CodeSandboxGone)
+		wantCode(t, err, messages.CodeSandboxGone)
 	})
 	t.Run("removed behind the engine", func(t *testing.T) {
 		sb := itest.AcquireRemote(t, c, b, itest.NewKey(t), spec)
 		before := sandboxes()
 		removeBehind(t, sb.InstanceID())
 		err := sb.WriteFile(ctx, "f", []byte("x"), ".")
-		wantCode(t, err, wire.CodeSandboxGone)
+		wantCode(t, err, messages.CodeSandboxGone)
 		if n := sandboxes(); n != before-1 {
 			t.Fatalf("health counts %d sandboxes after the gone reply, want %d", n, before-1)
 		}
 		_, err = sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute)
-		wantCode(t, err, wire.CodeSandboxGone)
+		wantCode(t, err, messages.CodeSandboxGone)
 	})
 }
 

@@ -30,9 +30,9 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestServeAuditTrail drives a conversation through engine serve (real Docker, the embedded
@@ -146,7 +146,7 @@ func TestServeAuditTrail(t *testing.T) {
 	if r := one(events.AuditFileRead); r.File == nil || r.File.Direction != "out" || r.File.Size != 5 || r.File.SHA256 != hex.EncodeToString(hello[:]) {
 		t.Errorf("read: %+v %+v", r, r.File)
 	}
-	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != wire.CodeNotConfined || r.File == nil ||
+	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != messages.CodeNotConfined || r.File == nil ||
 		r.File.Path != "../../escape.txt" || r.File.SHA256 != "" {
 		t.Errorf("refused: %+v %+v", r, r.File)
 	}
@@ -320,8 +320,8 @@ func TestAuditDaemonAwayAndBack(t *testing.T) {
 	fwd.down()
 	away := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_unreachable", 1)
 	var a events.AuditEvent
-	if err := json.Unmarshal(away[0].Data(), &a); err != nil || a.Error != wire.CodeEngineUnavailable {
-		t.Fatalf("daemon_unreachable: %s (%v), want error %s", away[0].Data(), err, wire.CodeEngineUnavailable)
+	if err := json.Unmarshal(away[0].Data(), &a); err != nil || a.Error != messages.CodeEngineUnavailable {
+		t.Fatalf("daemon_unreachable: %s (%v), want error %s", away[0].Data(), err, messages.CodeEngineUnavailable)
 	}
 	fwd.up()
 	readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.daemon_back", 1)
@@ -397,4 +397,47 @@ func (d *daemonSocket) down() {
 		c.Close()
 	}
 	d.conns = nil
+}
+
+// TestAuditUntrustedInstanceReplaced runs two engines, one after the other's acquire, on the
+// one daemon: the second finds the first's container under the key, which it never handed
+// out, so its router disposes it and creates a new one (protocol §8.3 step 7). The second
+// engine's audit says so: outcome replaced, the distrusted instance named, the new one served.
+func TestAuditUntrustedInstanceReplaced(t *testing.T) {
+	key := itest.NewKey(t)
+	spec := itest.BusyboxSpec(t)
+	first := &itest.NATSEngine{Server: natstest.Run(t), Backend: itest.NewBackend(t)}
+	itest.ServeBackend(t, first.Server, first.Backend)
+	old, err := first.Remote(t).Acquire(itest.Context(t), key, spec)
+	if err != nil {
+		t.Fatalf("first engine's acquire: %v", err)
+	}
+
+	second := &itest.NATSEngine{Server: natstest.Run(t), Backend: itest.NewBackend(t)}
+	evNC := natstest.Connect(t, second.Server)
+	ev, err := events.New(itest.Context(t), evNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ev.Close(ctx)
+	})
+	itest.ServeBackend(t, second.Server, second.Backend, service.WithAudit(ev.Audit()))
+	sb := itest.AcquireRemote(t, second.Remote(t), second.Backend, key, spec)
+	if sb.InstanceID() == old.InstanceID() {
+		t.Fatalf("the second engine handed out the first's instance %s", old.InstanceID())
+	}
+	got := readAudit(t, evNC, events.DefaultSubjectPrefix+".audit."+events.Token(key.Scope)+".*.sandbox.acquired", 1)
+	if len(got) != 1 {
+		t.Fatalf("%d acquire events, want 1", len(got))
+	}
+	var a events.AuditEvent
+	if err := json.Unmarshal(got[0].Data(), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Outcome != events.OutcomeReplaced || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
+		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), events.OutcomeReplaced, old.InstanceID(), sb.InstanceID())
+	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // deadSocket is a unix socket path that exists and refuses every connection: a daemon that
@@ -67,14 +66,14 @@ func rawCall(t *testing.T, nc *nats.Conn, subject string, body any, out any) *me
 func healthOf(t *testing.T, nc *nats.Conn) messages.APIHealthResponse {
 	t.Helper()
 	var h messages.APIHealthResponse
-	if e := rawCall(t, nc, wire.SubjectHealth, messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}, &h); e != nil {
+	if e := rawCall(t, nc, messages.SubjectHealth, messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}, &h); e != nil {
 		t.Fatalf("health: %+v", e)
 	}
 	return h
 }
 
 func acquireBody(key sandbox.Key, image string) messages.APIAcquireRequest {
-	return messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: wire.KeyToWire(key)},
+	return messages.APIAcquireRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIAcquireRequestType, Key: messages.KeyToWire(key)},
 		Spec: messages.APISpec{Kind: "shell", Image: image}}
 }
 
@@ -84,22 +83,22 @@ func checkUnavailable(t *testing.T, nc *nats.Conn, image string) {
 	t.Helper()
 	h := healthOf(t, nc)
 	if h.Status != service.HealthEngineUnavailable || h.Daemon == nil || h.Daemon.Reachable ||
-		h.Daemon.Error == nil || h.Daemon.Error.Code != wire.CodeEngineUnavailable {
+		h.Daemon.Error == nil || h.Daemon.Error.Code != messages.CodeEngineUnavailable {
 		t.Fatalf("health with the daemon away: %+v (daemon %+v)", h, h.Daemon)
 	}
-	e := rawCall(t, nc, wire.SubjectAcquire, acquireBody(itest.NewKey(t), image), nil)
-	if e == nil || e.Code != wire.CodeEngineUnavailable {
-		t.Fatalf("acquire with the daemon away: %+v, want %s", e, wire.CodeEngineUnavailable)
+	e := rawCall(t, nc, messages.SubjectAcquire, acquireBody(itest.NewKey(t), image), nil)
+	if e == nil || e.Code != messages.CodeEngineUnavailable {
+		t.Fatalf("acquire with the daemon away: %+v, want %s", e, messages.CodeEngineUnavailable)
 	}
 	h = healthOf(t, nc)
-	if h.LastError == nil || h.LastError.Op != "acquire" || h.LastError.Error.Code != wire.CodeEngineUnavailable {
+	if h.LastError == nil || h.LastError.Op != "acquire" || h.LastError.Error.Code != messages.CodeEngineUnavailable {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }
 
 // The service over a Docker backend whose DOCKER_HOST is a dead unix socket: health says so
 // and acquires fail as engine_unavailable (not internal); the Go client's error is
-// wire.ErrUnavailable.
+// messages.ErrUnavailable.
 func TestServiceDaemonUnreachable(t *testing.T) {
 	spec := itest.BusyboxSpec(t) // its image is built while the daemon is still in reach
 	t.Setenv("DOCKER_HOST", "unix://"+deadSocket(t))
@@ -123,8 +122,8 @@ func TestServiceDaemonUnreachable(t *testing.T) {
 	// The Go client retries engine_unavailable (another engine of the pool may reach its
 	// daemon) for its retry wait, then returns it.
 	c := (&itest.NATSEngine{Server: srv}).Remote(t, client.WithRetryWait(time.Second))
-	if _, err := c.Acquire(itest.Context(t), itest.NewKey(t), spec); !errors.Is(err, wire.ErrUnavailable) {
-		t.Fatalf("client acquire = %v, want wire.ErrUnavailable", err)
+	if _, err := c.Acquire(itest.Context(t), itest.NewKey(t), spec); !errors.Is(err, messages.ErrUnavailable) {
+		t.Fatalf("client acquire = %v, want messages.ErrUnavailable", err)
 	}
 }
 
@@ -152,9 +151,9 @@ func TestServiceImageMissing(t *testing.T) {
 		t.Fatalf("embedded acquire = %v, want an ImageMissingError", err)
 	}
 	nc := natstest.Connect(t, e.Server)
-	er := rawCall(t, nc, wire.SubjectAcquire, acquireBody(key, image), nil)
-	if er == nil || er.Code != wire.CodeImageMissing {
-		t.Fatalf("acquire of a missing image: %+v, want %s", er, wire.CodeImageMissing)
+	er := rawCall(t, nc, messages.SubjectAcquire, acquireBody(key, image), nil)
+	if er == nil || er.Code != messages.CodeImageMissing {
+		t.Fatalf("acquire of a missing image: %+v, want %s", er, messages.CodeImageMissing)
 	}
 	c := e.Remote(t)
 	var missing *sandbox.ImageMissingError
@@ -165,7 +164,7 @@ func TestServiceImageMissing(t *testing.T) {
 	if h.Status != service.HealthOK || h.Daemon == nil || !h.Daemon.Reachable {
 		t.Fatalf("health with the daemon in reach: %+v (daemon %+v)", h, h.Daemon)
 	}
-	if h.LastError == nil || h.LastError.Error.Code != wire.CodeImageMissing {
+	if h.LastError == nil || h.LastError.Error.Code != messages.CodeImageMissing {
 		t.Fatalf("health's last engine error: %+v", h.LastError)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestListSandboxes lists what an engine holds over NATS, against real Docker: every field,
@@ -115,7 +114,7 @@ func TestListSandboxes(t *testing.T) {
 	t.Run("bad filter", func(t *testing.T) {
 		for _, req := range []messages.APIListSandboxesRequest{{Limit: -1}, {After: "garbage"}, {IdleMS: -5}} {
 			_, err := c.ListSandboxes(ctx, engine, req)
-			var bad *wire.BadRequestError
+			var bad *messages.BadRequestError
 			if !errors.As(err, &bad) || bad.Field == "" {
 				t.Fatalf("list %+v: want a bad request naming its field, got %v", req, err)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestServiceWaitMSEndsTheWaitNotTheCommand sends an exec with wait_ms 1000 running
@@ -30,7 +29,7 @@ func TestServiceWaitMSEndsTheWaitNotTheCommand(t *testing.T) {
 	sb := itest.AcquireRemote(t, c, e.Backend, key, itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
 	instance := sb.InstanceID()
 	body, err := json.Marshal(&messages.APIExecRequest{
-		APIEnvelope: messages.APIEnvelope{Type: messages.APIExecRequestType, Key: wire.KeyToWire(key),
+		APIEnvelope: messages.APIEnvelope{Type: messages.APIExecRequestType, Key: messages.KeyToWire(key),
 			Sandbox: sb.(*client.Sandbox).Handle(), WaitMS: 1000},
 		Shell: "sleep 3; echo x > f", WorkDir: ".", TimeoutMS: 60_000})
 	if err != nil {
@@ -38,20 +37,20 @@ func TestServiceWaitMSEndsTheWaitNotTheCommand(t *testing.T) {
 	}
 	nc := natstest.Connect(t, e.Server)
 	start := time.Now()
-	msg, err := nc.RequestMsg(&nats.Msg{Subject: wire.Engine(wire.SubjectExecT, wire.DefaultPrefix, e.Service.EngineID()),
-		Data: body, Header: nats.Header{wire.RequestIDHeader: {"wait-ms-test"}}}, 30*time.Second)
+	msg, err := nc.RequestMsg(&nats.Msg{Subject: messages.Engine(messages.SubjectExecT, messages.DefaultPrefix, e.Service.EngineID()),
+		Data: body, Header: nats.Header{messages.RequestIDHeader: {"wait-ms-test"}}}, 30*time.Second)
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatalf("exec: %v", err)
 	}
 	var resp messages.APIExecResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil || resp.Error == nil || resp.Error.Code != wire.CodeDeadlineExceeded {
+	if err := json.Unmarshal(msg.Data, &resp); err != nil || resp.Error == nil || resp.Error.Code != messages.CodeDeadlineExceeded {
 		t.Fatalf("exec with wait_ms 1000 answered %s (%v), want deadline_exceeded", msg.Data, err)
 	}
 	if elapsed < 900*time.Millisecond || elapsed > 2500*time.Millisecond {
 		t.Errorf("the reply came after %s, want about the 1 s wait", elapsed)
 	}
-	if got := msg.Header.Get(wire.RequestIDHeader); got != "wait-ms-test" {
+	if got := msg.Header.Get(messages.RequestIDHeader); got != "wait-ms-test" {
 		t.Errorf("reply request ID %q", got)
 	}
 	if h, err := c.Health(ctx); err != nil || h.InFlight != 0 {
@@ -102,7 +101,7 @@ func TestServiceMicroStatsMeasureTheRealWork(t *testing.T) {
 	if _, err := sb.ReadFile(ctx, "../../etc/passwd", ".", 4096); err == nil {
 		t.Fatalf("a read outside the sandbox succeeded")
 	}
-	subject, err := micro.ControlSubject(micro.StatsVerb, wire.ServiceName, e.Service.EngineID())
+	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, e.Service.EngineID())
 	if err != nil {
 		t.Fatalf("control subject: %v", err)
 	}
@@ -136,7 +135,7 @@ func TestServiceMicroStatsMeasureTheRealWork(t *testing.T) {
 	if acq.NumRequests != 1 || acq.NumErrors != 0 || acq.ProcessingTime < waited/2 || acq.ProcessingTime > waited {
 		t.Errorf("acquire stats %+v; want 1 request, no error, between %s and %s", acq, waited/2, waited)
 	}
-	if read.NumRequests != 1 || read.NumErrors != 1 || !strings.HasPrefix(read.LastError, wire.CodeNotConfined+": ") {
+	if read.NumRequests != 1 || read.NumErrors != 1 || !strings.HasPrefix(read.LastError, messages.CodeNotConfined+": ") {
 		t.Errorf("read_file stats %+v; want 1 request, 1 not_confined error", read)
 	}
 }

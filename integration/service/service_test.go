@@ -28,7 +28,6 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/conformance"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // TestServiceEveryOperation drives every call of the API through the client against the
@@ -263,9 +262,9 @@ func TestServiceBadInput(t *testing.T) {
 	sb := itest.AcquireRemote(t, c, e.Backend, key, itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut)))
 	handle := sb.(*client.Sandbox).Handle()
 	subject := func(template string) string {
-		return wire.Engine(template, wire.DefaultPrefix, e.Service.EngineID())
+		return messages.Engine(template, messages.DefaultPrefix, e.Service.EngineID())
 	}
-	wkey := wire.KeyToWire(key)
+	wkey := messages.KeyToWire(key)
 	write := func(path string, content []byte, k *messages.APIKey) []byte {
 		b, _ := json.Marshal(&messages.APIWriteFileRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIWriteFileRequestType,
 			Key: k, Sandbox: handle}, Path: path, WorkDir: ".", Content: content})
@@ -276,13 +275,13 @@ func TestServiceBadInput(t *testing.T) {
 		body          []byte
 		code          string
 	}{
-		{"malformed JSON", subject(wire.SubjectWriteFileT), []byte(`{"type":`), wire.CodeBadRequest},
-		{"unknown operation", subject(wire.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.chmod_request"}`), wire.CodeBadRequest},
-		{"missing key", subject(wire.SubjectWriteFileT), write("victim.txt", []byte("x"), nil), wire.CodeBadRequest},
-		{"someone else's key", subject(wire.SubjectWriteFileT), write("victim.txt", []byte("x"), &messages.APIKey{Scope: "x", ThreadID: "y", AgentID: "z"}), wire.CodeBadRequest},
-		{"oversized payload", subject(wire.SubjectWriteFileT), write("victim.txt", make([]byte, 300*1024), wkey), wire.CodeBadRequest},
-		{"refused path", subject(wire.SubjectWriteFileT), write("../../../etc/victim.txt", []byte("x"), wkey), wire.CodeNotConfined},
-		{"refused absolute path", subject(wire.SubjectWriteFileT), write("/etc/victim.txt", []byte("x"), wkey), wire.CodeNotConfined},
+		{"malformed JSON", subject(messages.SubjectWriteFileT), []byte(`{"type":`), messages.CodeBadRequest},
+		{"unknown operation", subject(messages.SubjectWriteFileT), []byte(`{"type":"maf.sandbox.api.v1.chmod_request"}`), messages.CodeBadRequest},
+		{"missing key", subject(messages.SubjectWriteFileT), write("victim.txt", []byte("x"), nil), messages.CodeBadRequest},
+		{"someone else's key", subject(messages.SubjectWriteFileT), write("victim.txt", []byte("x"), &messages.APIKey{Scope: "x", ThreadID: "y", AgentID: "z"}), messages.CodeBadRequest},
+		{"oversized payload", subject(messages.SubjectWriteFileT), write("victim.txt", make([]byte, 300*1024), wkey), messages.CodeBadRequest},
+		{"refused path", subject(messages.SubjectWriteFileT), write("../../../etc/victim.txt", []byte("x"), wkey), messages.CodeNotConfined},
+		{"refused absolute path", subject(messages.SubjectWriteFileT), write("/etc/victim.txt", []byte("x"), wkey), messages.CodeNotConfined},
 	}
 	nc := natstest.Connect(t, e.Server)
 	for _, tc := range cases {
@@ -409,7 +408,7 @@ func TestServiceEngineRestart(t *testing.T) {
 	if err := <-acquired; err != nil {
 		t.Fatalf("an acquire waiting through the restart: %v", err)
 	}
-	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, wire.ErrUnavailable) {
+	if _, err := sb.StatFile(ctx, ".", "."); !errors.Is(err, messages.ErrUnavailable) {
 		t.Fatalf("a call on the stopped engine's sandbox: %v, want engine unavailable", err)
 	}
 
@@ -421,7 +420,7 @@ func TestServiceEngineRestart(t *testing.T) {
 	}()
 	waitInFlight(t, c, 1)
 	secondConn.Close()
-	var ue *wire.EngineUnavailableError
+	var ue *messages.EngineUnavailableError
 	if err := <-execDone; !errors.As(err, &ue) {
 		t.Fatalf("an exec on an engine that died: %v, want engine unavailable", err)
 	}

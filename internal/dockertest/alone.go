@@ -22,7 +22,7 @@ const shareWait = 30 * time.Minute
 const sharePoll = 200 * time.Millisecond
 
 // usersDir is where the test binaries using this machine's daemon register: a directory in
-// the temporary directory holding the gate lock, a <pid>.run file locked by each user for
+// the temporary directory holding the entry lock, a <pid>.run file locked by each user for
 // its life, and a <pid>.alone mark for each user whose test waits to be alone.
 func usersDir() string { return filepath.Join(os.TempDir(), "maf-sandbox-test-daemon") }
 
@@ -45,10 +45,10 @@ func Alone(t testing.TB) {
 }
 
 // join registers process pid as a user of the daemon, once no test is alone on it: under the
-// shared gate it locks <pid>.run, which it holds until release (or the process's end). A
+// shared entry lock it locks <pid>.run, which it holds until release (or the process's end). A
 // process whose parent ppid is a registered user is part of its parent's use (a test that
-// re-runs its own binary as a writer it kills, say) and does not register: waiting at the
-// gate there would deadlock with an [Alone] test waiting for the parent to end.
+// re-runs its own binary as a writer it kills, say) and does not register: waiting for the
+// entry lock there would deadlock with an [Alone] test waiting for the parent to end.
 func join(ctx context.Context, dir string, pid, ppid int) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, fmt.Errorf("make %s: %w", dir, err)
@@ -56,11 +56,11 @@ func join(ctx context.Context, dir string, pid, ppid int) (release func(), err e
 	if parent, err := flock.Held(filepath.Join(dir, strconv.Itoa(ppid)+".run")); err != nil || parent {
 		return func() {}, err
 	}
-	gate, err := flock.Lock(ctx, filepath.Join(dir, "gate"), false)
+	entry, err := flock.Lock(ctx, filepath.Join(dir, "entry"), false)
 	if err != nil {
 		return nil, err
 	}
-	defer gate.Close()
+	defer entry.Close()
 	path := filepath.Join(dir, strconv.Itoa(pid)+".run")
 	run, err := flock.Lock(ctx, path, true)
 	if err != nil {
@@ -69,9 +69,9 @@ func join(ctx context.Context, dir string, pid, ppid int) (release func(), err e
 	return func() { os.Remove(path); run.Close() }, nil
 }
 
-// alone returns, holding the gate exclusive so that no user joins, once no other registered
+// alone returns, holding the entry lock exclusive so that no user joins, once no other registered
 // user is running: each one's <pid>.run is unlocked (it ended; its files are removed) or it
-// is waiting in alone itself (its <pid>.alone mark). release gives the gate back.
+// is waiting in alone itself (its <pid>.alone mark). release gives the entry lock back.
 func alone(ctx context.Context, dir string, pid int) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, fmt.Errorf("make %s: %w", dir, err)
@@ -80,8 +80,8 @@ func alone(ctx context.Context, dir string, pid int) (release func(), err error)
 	if err := os.WriteFile(mark, nil, 0o666); err != nil {
 		return nil, fmt.Errorf("mark %s: %w", mark, err)
 	}
-	gate, err := flock.Lock(ctx, filepath.Join(dir, "gate"), true)
-	os.Remove(mark) // whoever holds the gate is not waiting for it
+	entry, err := flock.Lock(ctx, filepath.Join(dir, "entry"), true)
+	os.Remove(mark) // whoever holds the entry lock is not waiting for it
 	if err != nil {
 		return nil, err
 	}
@@ -89,14 +89,14 @@ func alone(ctx context.Context, dir string, pid int) (release func(), err error)
 		busy, err := othersRunning(dir, pid)
 		if err != nil || busy == "" {
 			if err != nil {
-				gate.Close()
+				entry.Close()
 				return nil, err
 			}
-			return func() { gate.Close() }, nil
+			return func() { entry.Close() }, nil
 		}
 		select {
 		case <-ctx.Done():
-			gate.Close()
+			entry.Close()
 			return nil, fmt.Errorf("wait for process %s to finish with the daemon: %w", busy, ctx.Err())
 		case <-time.After(sharePoll):
 		}

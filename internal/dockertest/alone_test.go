@@ -105,7 +105,7 @@ func TestJoinAfterAlone(t *testing.T) {
 }
 
 // A child of a registered user (a test re-running its own binary) does not register and does
-// not wait at the gate: an alone test waiting for the parent to end would wait for ever if
+// not wait for the entry lock: an alone test waiting for the parent to end would wait for ever if
 // the child waited for it.
 func TestJoinOfARegisteredUsersChild(t *testing.T) {
 	dir := t.TempDir()
@@ -114,11 +114,11 @@ func TestJoinOfARegisteredUsersChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer leave()
-	gate, err := flock.Lock(context.Background(), filepath.Join(dir, "gate"), true) // an alone test
+	entry, err := flock.Lock(context.Background(), filepath.Join(dir, "entry"), true) // an alone test
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gate.Close()
+	defer entry.Close()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := join(cancelled, dir, 3, 0); !errors.Is(err, context.Canceled) {

@@ -50,7 +50,7 @@ func newGuest(t testing.TB) *guest {
 // work is the fake's storage base, the working directory the tests attack.
 const work = sandboxtest.DefaultStorageBase
 
-// everything is every capability the suites gate on, files_list included.
+// everything is every capability the suites require, files_list included.
 func everything() sandbox.CapabilitySet {
 	return sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesList,
 		sandbox.FilesDelete, sandbox.Reclaim)

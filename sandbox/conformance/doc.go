@@ -20,12 +20,12 @@
 // and [AssertExecConformance].
 // Run EXEC last, or on a sandbox of its own: its final probe lets a command overrun its
 // timeout, and a backend may discard the whole sandbox to stop it (Docker does).
-// [MeasureFilesDeleteProbes] runs the delete probes with no gate and no verdict, for a
+// [MeasureFilesDeleteProbes] runs the delete probes with no required capability and no verdict, for a
 // backend that implements Remove without declaring files_delete yet.
 //
 // # Verdicts
 //
-// A suite whose gate capability the subject does not declare fails with
+// A suite whose required capability the subject does not declare fails with
 // [*sandbox.InvalidArgumentError] before anything is planted: a run that skipped every probe
 // would read as a pass having attacked nothing. Otherwise every probe runs, even after others
 // failed, and each gives one [Result]. A probe that needs another capability the subject does

@@ -47,9 +47,9 @@ const (
 )
 
 var execSuite = suite{
-	name:  "EXEC",
-	gate:  sandbox.Exec,
-	plant: layoutWithMarker,
+	name:     "EXEC",
+	requires: sandbox.Exec,
+	plant:    layoutWithMarker,
 	probes: []probe{
 		{name: "an-argv-sequence-runs", run: probeAnArgvSequenceRuns,
 			why: "the positive control: everything else here asserts a fidelity or a refusal, and a backend that ran nothing would pass them"},

@@ -21,7 +21,7 @@ func AssertFilesDeleteConformance(ctx context.Context, s Subject) ([]Result, err
 	return filesDeleteSuite.assert(ctx, s)
 }
 
-// MeasureFilesDeleteProbes runs every FILES_DELETE probe with no gate and no verdict: the
+// MeasureFilesDeleteProbes runs every FILES_DELETE probe with no required capability and no verdict: the
 // measurement a backend that implements Remove but does not declare files_delete runs to
 // find out what its mechanism does before it may declare it. Each result says whether the
 // probe passed or how it failed; nothing is skipped and no [*sandbox.ConformanceFailure] is
@@ -32,9 +32,9 @@ func MeasureFilesDeleteProbes(ctx context.Context, s Subject) ([]Result, error) 
 }
 
 var filesDeleteSuite = suite{
-	name:  "FILES_DELETE",
-	gate:  sandbox.FilesDelete,
-	plant: layoutOnly,
+	name:     "FILES_DELETE",
+	requires: sandbox.FilesDelete,
+	plant:    layoutOnly,
 	probes: []probe{
 		{name: "a-removal-removes", run: probeARemovalRemoves,
 			why: "the positive control, scoped: a backend that removed nothing would pass every refusal here, and one that removed more than the path is not removing the path"},

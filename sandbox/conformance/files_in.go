@@ -34,9 +34,9 @@ var fidelityPayload = func() []byte {
 }()
 
 var filesInSuite = suite{
-	name:  "FILES_IN",
-	gate:  sandbox.FilesIn,
-	plant: layoutOnly,
+	name:     "FILES_IN",
+	requires: sandbox.FilesIn,
+	plant:    layoutOnly,
 	probes: []probe{
 		{name: "a-write-lands-and-reads-back", run: probeAWriteLandsAndReadsBack,
 			why: "every other FILES_IN probe reads a file back, so a write that never landed would fail them all for the wrong reason; this one names the landing"},

@@ -22,9 +22,9 @@ func AssertFilesOutConformance(ctx context.Context, s Subject) ([]Result, error)
 }
 
 var filesOutSuite = suite{
-	name:  "FILES_OUT",
-	gate:  sandbox.FilesOut,
-	plant: PlantLayout,
+	name:     "FILES_OUT",
+	requires: sandbox.FilesOut,
+	plant:    PlantLayout,
 	probes: []probe{
 		{name: "a-legitimate-read-still-works", run: probeALegitimateReadStillWorks,
 			why: "every other probe asserts a refusal, and a backend that refused everything would pass them all; this one fails when the layout never landed"},

@@ -26,9 +26,9 @@ func AssertReclaimConformance(ctx context.Context, s Subject) ([]Result, error) 
 const reclaimTimeout = 60 * time.Second
 
 var reclaimSuite = suite{
-	name:  "RECLAIM",
-	gate:  sandbox.Reclaim,
-	plant: layoutWithMarker,
+	name:     "RECLAIM",
+	requires: sandbox.Reclaim,
+	plant:    layoutWithMarker,
 	probes: []probe{
 		{name: "a-created-directory-is-gone", run: probeACreatedDirectoryIsGone,
 			why: "the positive control, scoped: a reclaim that did nothing would pass every other probe, and one that took a neighbour is not reclaiming the directory"},

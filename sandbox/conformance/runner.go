@@ -29,7 +29,7 @@ func (r Result) Failed() bool { return !r.Passed && !r.Skipped }
 type probe struct {
 	name string
 	why  string
-	// needs lists capabilities beyond the suite's gate; undeclared, the probe is skipped.
+	// needs lists capabilities beyond the suite's required one; undeclared, the probe is skipped.
 	needs []sandbox.Capability
 	run   func(ctx context.Context, s Subject, l Layout) error
 }
@@ -42,20 +42,20 @@ func (f *failure) Error() string { return f.msg }
 // failf builds a check failure.
 func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
 
-// suite is one named suite: its gate, how it prepares, and its probes in order. The gate
-// is one capability, or, when gate is empty, any of anyOf.
+// suite is one named suite: the capability it requires, how it prepares, and its probes in
+// order. It requires one capability, or, when requires is empty, any of anyOf.
 type suite struct {
-	name   string
-	gate   sandbox.Capability
-	anyOf  []sandbox.Capability
-	plant  func(ctx context.Context, s Subject) (Layout, error)
-	probes []probe
+	name     string
+	requires sandbox.Capability
+	anyOf    []sandbox.Capability
+	plant    func(ctx context.Context, s Subject) (Layout, error)
+	probes   []probe
 }
 
-// admits reports whether declared opens the suite's gate, and names the gate.
+// admits reports whether declared has what the suite requires, and names it.
 func (st suite) admits(declared sandbox.CapabilitySet) (bool, string) {
-	if st.gate != "" {
-		return declared.Has(st.gate), string(st.gate)
+	if st.requires != "" {
+		return declared.Has(st.requires), string(st.requires)
 	}
 	names := make([]string, len(st.anyOf))
 	for i, c := range st.anyOf {
@@ -67,18 +67,18 @@ func (st suite) admits(declared sandbox.CapabilitySet) (bool, string) {
 	return false, "any of " + strings.Join(names, ", ")
 }
 
-// run checks the gate, prepares and runs every probe. An undeclared gate fails with
+// run checks the required capability, prepares and runs every probe. An undeclared one fails with
 // [*sandbox.InvalidArgumentError] before anything is planted; a preparation failure or a
 // cancelled ctx fails the run rather than any probe.
-func (st suite) run(ctx context.Context, s Subject, gated bool) ([]Result, error) {
+func (st suite) run(ctx context.Context, s Subject, required bool) ([]Result, error) {
 	if s == nil {
 		return nil, &sandbox.InvalidArgumentError{Reason: "conformance: no subject"}
 	}
 	declared := s.Capabilities()
-	if ok, gate := st.admits(declared); gated && !ok {
+	if ok, capability := st.admits(declared); required && !ok {
 		return nil, &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
 			"conformance: the subject declares no %s, so every %s probe would be skipped and the run would pass "+
-				"having attacked nothing; pass the backend's own declared capabilities, not a narrower set", gate, st.name)}
+				"having attacked nothing; pass the backend's own declared capabilities, not a narrower set", capability, st.name)}
 	}
 	l, err := st.plant(ctx, s)
 	if err != nil {
@@ -95,7 +95,7 @@ func (st suite) run(ctx context.Context, s Subject, gated bool) ([]Result, error
 				missing = append(missing, string(c))
 			}
 		}
-		if gated && len(missing) > 0 {
+		if required && len(missing) > 0 {
 			results = append(results, Result{Name: p.name, Skipped: true, Why: p.why,
 				Reason: "backend does not declare " + strings.Join(missing, ", ")})
 			continue

@@ -13,10 +13,10 @@ import (
 
 func TestConformanceProbeNamesFollowTheSpec(t *testing.T) {
 	cases := []struct {
-		name  string
-		suite suite
-		gate  sandbox.Capability
-		want  []string
+		name     string
+		suite    suite
+		requires sandbox.Capability
+		want     []string
 	}{
 		{"FILES_OUT", filesOutSuite, sandbox.FilesOut, []string{
 			"a-legitimate-read-still-works", "a-link-is-named-a-link", "a-link-is-never-read",
@@ -49,8 +49,8 @@ func TestConformanceProbeNamesFollowTheSpec(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.suite.name != tc.name || tc.suite.gate != tc.gate {
-				t.Fatalf("suite = %s gated on %s, want %s gated on %s", tc.suite.name, tc.suite.gate, tc.name, tc.gate)
+			if tc.suite.name != tc.name || tc.suite.requires != tc.requires {
+				t.Fatalf("suite = %s requiring %s, want %s requiring %s", tc.suite.name, tc.suite.requires, tc.name, tc.requires)
 			}
 			var got []string
 			for _, p := range tc.suite.probes {
@@ -73,11 +73,11 @@ func TestConformanceTheTimeoutProbeRunsLast(t *testing.T) {
 	}
 }
 
-func TestConformanceAnUndeclaredGateIsRefusedBeforePlanting(t *testing.T) {
+func TestConformanceAnUndeclaredRequirementIsRefusedBeforePlanting(t *testing.T) {
 	cases := []struct {
-		name   string
-		assert func(context.Context, Subject) ([]Result, error)
-		gate   sandbox.Capability
+		name     string
+		assert   func(context.Context, Subject) ([]Result, error)
+		requires sandbox.Capability
 	}{
 		{"FILES_OUT", AssertFilesOutConformance, sandbox.FilesOut},
 		{"FILES_IN", AssertFilesInConformance, sandbox.FilesIn},
@@ -89,11 +89,11 @@ func TestConformanceAnUndeclaredGateIsRefusedBeforePlanting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuest(t)
 			before := g.Paths()
-			caps := everything().Minus(sandbox.NewCapabilitySet(tc.gate))
+			caps := everything().Minus(sandbox.NewCapabilitySet(tc.requires))
 			results, err := tc.assert(t.Context(), subjectOf(t, g, caps))
 			var invalid *sandbox.InvalidArgumentError
-			if !errors.As(err, &invalid) || !strings.Contains(err.Error(), string(tc.gate)) {
-				t.Fatalf("error = %v, want an invalid-argument error naming %s", err, tc.gate)
+			if !errors.As(err, &invalid) || !strings.Contains(err.Error(), string(tc.requires)) {
+				t.Fatalf("error = %v, want an invalid-argument error naming %s", err, tc.requires)
 			}
 			if results != nil {
 				t.Errorf("results = %v, want none", results)
@@ -241,7 +241,7 @@ func TestConformanceACancelledRunIsNoVerdict(t *testing.T) {
 	}
 }
 
-func TestConformanceMeasureRunsEveryDeleteProbeWithoutGateOrVerdict(t *testing.T) {
+func TestConformanceMeasureRunsEveryDeleteProbeWithoutRequirementOrVerdict(t *testing.T) {
 	g := newGuest(t)
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn) // files_delete undeclared
 	results, err := MeasureFilesDeleteProbes(t.Context(), subjectOf(t, carvesOutEmpty{g}, caps))

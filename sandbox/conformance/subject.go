@@ -31,7 +31,7 @@ type Subject interface {
 }
 
 // PathObserver is implemented by subjects that can tell whether a guest path is there
-// without the capabilities under test. The reclaim suite, which no exec capability gates in
+// without the capabilities under test. The reclaim suite, which no exec capability admits in
 // principle, asks it what survived; a subject without it is asked through Exec.
 type PathObserver interface {
 	// Exists reports whether anything is at the absolute guest path abs. The last component

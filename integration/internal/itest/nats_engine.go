@@ -15,7 +15,6 @@ import (
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
-	"github.com/mafsandbox/engine/wire"
 )
 
 // NATSEngine is the Docker backend served on an embedded NATS server.
@@ -30,21 +29,22 @@ type NATSEngine struct {
 func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...service.Option) (*service.Service, *nats.Conn) {
 	t.Helper()
 	nc := natstest.Connect(t, srv)
+	return ServeBackendOn(t, nc, b, opts...), nc
+}
+
+// ServeBackendOn is [ServeBackend] on a connection the caller made (as a user of an account).
+func ServeBackendOn(t testing.TB, nc *nats.Conn, b *actors.Backend, opts ...service.Option) *service.Service {
+	t.Helper()
 	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (wire.ReapResult, error) {
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
-		res, err := b.Reap(ctx, olderThan, opts...)
-		out := wire.ReapResult{Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved}
-		for _, f := range res.Failures {
-			out.Failures = append(out.Failures, wire.ReapFailure{Code: f.Code, Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-		}
-		return out, err
+		return b.Reap(ctx, olderThan, opts...)
 	})
 	svc, err := service.New(nc, router, append([]service.Option{service.WithLogger(zaptest.NewLogger(t)), service.WithReaper(reap)}, opts...)...)
 	if err != nil {
@@ -57,7 +57,7 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 			t.Errorf("stop service: %v", err)
 		}
 	})
-	return svc, nc
+	return svc
 }
 
 // StartNATSEngine serves a new backend ([NewBackend]) on a new embedded NATS server

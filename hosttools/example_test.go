@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // A registry with one declared tool; a run answers a guest's calls with values or refusal

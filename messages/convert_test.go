@@ -1,11 +1,10 @@
-package wire
+package messages
 
 import (
 	"errors"
 	"reflect"
 	"testing"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -16,27 +15,27 @@ func strp(s string) *string { return &s }
 func TestSpecFromWire(t *testing.T) {
 	cases := []struct {
 		name    string
-		in      messages.APISpec
+		in      APISpec
 		check   func(sandbox.Spec) bool
 		wantErr error
 	}{
-		{"defaults", messages.APISpec{Kind: "shell", Image: "busybox"}, func(s sandbox.Spec) bool {
+		{"defaults", APISpec{Kind: "shell", Image: "busybox"}, func(s sandbox.Spec) bool {
 			return s.Egress == sandbox.EgressClosed && s.Requires.Has(sandbox.Exec) && s.Requires.Has(sandbox.FilesIn) &&
 				s.FilesIn == sandbox.DefaultTransferLimits() && s.IsolationScope == sandbox.ScopeConversation
 		}, nil},
-		{"hosts mean allowlist", messages.APISpec{Kind: "k", EgressAllow: []messages.APIEgressRule{{Host: "example.com"}}},
+		{"hosts mean allowlist", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "example.com"}}},
 			func(s sandbox.Spec) bool { return s.Egress == sandbox.EgressAllowlist && len(s.EgressAllow) == 1 }, nil},
-		{"empty requires is empty", messages.APISpec{Kind: "k", Requires: []string{}},
+		{"empty requires is empty", APISpec{Kind: "k", Requires: []string{}},
 			func(s sandbox.Spec) bool { return len(s.Requires) == 0 }, nil},
-		{"no kind", messages.APISpec{Image: "x"}, nil, sandbox.ErrInvalid},
-		{"unknown egress", messages.APISpec{Kind: "k", Egress: "open"}, nil, sandbox.ErrInvalid},
-		{"unknown capability", messages.APISpec{Kind: "k", Requires: []string{"teleport"}}, nil, sandbox.ErrInvalid},
-		{"unknown rung", messages.APISpec{Kind: "k", MinIsolation: strp("process")}, nil, sandbox.ErrInvalid},
-		{"unknown scope", messages.APISpec{Kind: "k", IsolationScope: "forever"}, nil, sandbox.ErrInvalid},
-		{"hosts with closed egress", messages.APISpec{Kind: "k", Egress: "closed", EgressAllow: []messages.APIEgressRule{{Host: "a"}}}, nil, sandbox.ErrInvalid},
-		{"lower-case method", messages.APISpec{Kind: "k", EgressAllow: []messages.APIEgressRule{{Host: "a", Methods: []string{"get"}}}}, nil, sandbox.ErrInvalid},
-		{"unknown disposition", messages.APISpec{Kind: "k", DeclaredOutputs: []messages.APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
-		{"unknown identity", messages.APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &messages.APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
+		{"no kind", APISpec{Image: "x"}, nil, sandbox.ErrInvalid},
+		{"unknown egress", APISpec{Kind: "k", Egress: "open"}, nil, sandbox.ErrInvalid},
+		{"unknown capability", APISpec{Kind: "k", Requires: []string{"teleport"}}, nil, sandbox.ErrInvalid},
+		{"unknown rung", APISpec{Kind: "k", MinIsolation: strp("process")}, nil, sandbox.ErrInvalid},
+		{"unknown scope", APISpec{Kind: "k", IsolationScope: "forever"}, nil, sandbox.ErrInvalid},
+		{"hosts with closed egress", APISpec{Kind: "k", Egress: "closed", EgressAllow: []APIEgressRule{{Host: "a"}}}, nil, sandbox.ErrInvalid},
+		{"lower-case method", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"get"}}}}, nil, sandbox.ErrInvalid},
+		{"unknown disposition", APISpec{Kind: "k", DeclaredOutputs: []APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
+		{"unknown identity", APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,10 +1,9 @@
-package wire
+package messages
 
 import (
 	"maps"
 	"slices"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -14,7 +13,7 @@ import (
 // SpecFromWire builds the spec w describes with [sandbox.NewSpec]: omitted fields take the
 // protocol's defaults and a bad value is refused with the error NewSpec gives (an
 // [*sandbox.InvalidArgumentError] for an unknown egress mode, capability, rung or scope).
-func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
+func SpecFromWire(w APISpec) (sandbox.Spec, error) {
 	opts := append(placementFromWire(w), capabilitiesFromWire(w)...)
 	if w.HostTools != nil {
 		agg, err := hostToolsFromWire(*w.HostTools)
@@ -28,7 +27,7 @@ func SpecFromWire(w messages.APISpec) (sandbox.Spec, error) {
 }
 
 // placementFromWire is the options of what runs where: image, egress, storage base, labels.
-func placementFromWire(w messages.APISpec) []sandbox.SpecOption {
+func placementFromWire(w APISpec) []sandbox.SpecOption {
 	var opts []sandbox.SpecOption
 	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.Image != "" {
@@ -63,7 +62,7 @@ func placementFromWire(w messages.APISpec) []sandbox.SpecOption {
 
 // capabilitiesFromWire is the options of what the sandbox must offer: capabilities, the
 // isolation floor, the declared outputs and transfer limits, the OS family.
-func capabilitiesFromWire(w messages.APISpec) []sandbox.SpecOption {
+func capabilitiesFromWire(w APISpec) []sandbox.SpecOption {
 	var opts []sandbox.SpecOption
 	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.Requires != nil {
@@ -96,7 +95,7 @@ func capabilitiesFromWire(w messages.APISpec) []sandbox.SpecOption {
 
 // admissionFromWire is the options of how the sandbox is admitted and shared: isolation
 // scope, cleanup floor, confinement of the guest call path, exclusive admission.
-func admissionFromWire(w messages.APISpec) []sandbox.SpecOption {
+func admissionFromWire(w APISpec) []sandbox.SpecOption {
 	var opts []sandbox.SpecOption
 	add := func(o sandbox.SpecOption) { opts = append(opts, o) }
 	if w.IsolationScope != "" {
@@ -114,7 +113,7 @@ func admissionFromWire(w messages.APISpec) []sandbox.SpecOption {
 	return opts
 }
 
-func hostToolsFromWire(w messages.APIHostTools) (sandbox.HostToolAggregate, error) {
+func hostToolsFromWire(w APIHostTools) (sandbox.HostToolAggregate, error) {
 	agg := sandbox.HostToolAggregate{
 		OutboundCaps:     slices.Clone(w.OutboundCaps),
 		RequiresApproval: w.RequiresApproval,
@@ -140,8 +139,8 @@ func hostToolsFromWire(w messages.APIHostTools) (sandbox.HostToolAggregate, erro
 }
 
 // SpecToWire describes spec on the wire; [SpecFromWire] of the result builds an equal spec.
-func SpecToWire(s sandbox.Spec) messages.APISpec {
-	w := messages.APISpec{
+func SpecToWire(s sandbox.Spec) APISpec {
+	w := APISpec{
 		Kind:                    s.Kind,
 		Image:                   s.Image,
 		ImageID:                 s.ImageID,
@@ -158,7 +157,7 @@ func SpecToWire(s sandbox.Spec) messages.APISpec {
 	fi, fo := limitsToWire(s.FilesIn), limitsToWire(s.FilesOut)
 	w.FilesIn, w.FilesOut = &fi, &fo
 	for _, r := range s.EgressAllow {
-		w.EgressAllow = append(w.EgressAllow, messages.APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority})
+		w.EgressAllow = append(w.EgressAllow, APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Authority: r.Authority})
 	}
 	for _, c := range s.Requires.Sorted() {
 		w.Requires = append(w.Requires, string(c))
@@ -176,7 +175,7 @@ func SpecToWire(s sandbox.Spec) messages.APISpec {
 		w.MinCleanup = &v
 	}
 	if h := s.HostTools; h != nil {
-		wh := &messages.APIHostTools{
+		wh := &APIHostTools{
 			OutboundCaps:     slices.Clone(h.OutboundCaps),
 			RequiresApproval: h.RequiresApproval,
 			HasUndeclared:    h.HasUndeclared,
@@ -197,7 +196,7 @@ func SpecToWire(s sandbox.Spec) messages.APISpec {
 
 // OutputsFromWire converts declared outputs; an omitted required is true and an omitted
 // disposition land.
-func OutputsFromWire(ws []messages.APIDeclaredOutput) []sandbox.DeclaredOutput {
+func OutputsFromWire(ws []APIDeclaredOutput) []sandbox.DeclaredOutput {
 	if ws == nil {
 		return nil
 	}
@@ -218,30 +217,30 @@ func OutputsFromWire(ws []messages.APIDeclaredOutput) []sandbox.DeclaredOutput {
 }
 
 // OutputsToWire converts declared outputs for the wire.
-func OutputsToWire(os []sandbox.DeclaredOutput) []messages.APIDeclaredOutput {
+func OutputsToWire(os []sandbox.DeclaredOutput) []APIDeclaredOutput {
 	if os == nil {
 		return nil
 	}
-	out := make([]messages.APIDeclaredOutput, len(os))
+	out := make([]APIDeclaredOutput, len(os))
 	for i, o := range os {
 		req := o.Required
-		out[i] = messages.APIDeclaredOutput{Path: o.Path, Disposition: string(o.Disposition), MediaType: o.MediaType,
+		out[i] = APIDeclaredOutput{Path: o.Path, Disposition: string(o.Disposition), MediaType: o.MediaType,
 			Required: &req, Name: cloneString(o.Name)}
 	}
 	return out
 }
 
 // LimitsFromWire reads transfer limits from their wire form.
-func LimitsFromWire(w messages.APITransferLimits) sandbox.TransferLimits {
+func LimitsFromWire(w APITransferLimits) sandbox.TransferLimits {
 	return sandbox.TransferLimits{MaxBytesPerFile: w.MaxBytesPerFile, MaxTotalBytes: w.MaxTotalBytes, MaxFiles: w.MaxFiles}
 }
 
-func limitsToWire(l sandbox.TransferLimits) messages.APITransferLimits {
-	return messages.APITransferLimits{MaxBytesPerFile: l.MaxBytesPerFile, MaxTotalBytes: l.MaxTotalBytes, MaxFiles: l.MaxFiles}
+func limitsToWire(l sandbox.TransferLimits) APITransferLimits {
+	return APITransferLimits{MaxBytesPerFile: l.MaxBytesPerFile, MaxTotalBytes: l.MaxTotalBytes, MaxFiles: l.MaxFiles}
 }
 
 // KeyFromWire converts a wire key; nil gives the zero key.
-func KeyFromWire(w *messages.APIKey) sandbox.Key {
+func KeyFromWire(w *APIKey) sandbox.Key {
 	if w == nil {
 		return sandbox.Key{}
 	}
@@ -249,16 +248,16 @@ func KeyFromWire(w *messages.APIKey) sandbox.Key {
 }
 
 // KeyToWire converts a key for the wire.
-func KeyToWire(k sandbox.Key) *messages.APIKey {
-	return &messages.APIKey{Scope: k.Scope, ThreadID: k.ThreadID, AgentID: k.AgentID, CallID: k.CallID}
+func KeyToWire(k sandbox.Key) *APIKey {
+	return &APIKey{Scope: k.Scope, ThreadID: k.ThreadID, AgentID: k.AgentID, CallID: k.CallID}
 }
 
 // StatToWire converts a file stat; nil stays nil.
-func StatToWire(st *sandbox.FileStat) *messages.APIFileStat {
+func StatToWire(st *sandbox.FileStat) *APIFileStat {
 	if st == nil {
 		return nil
 	}
-	w := &messages.APIFileStat{Path: st.Path, Kind: string(st.Kind)}
+	w := &APIFileStat{Path: st.Path, Kind: string(st.Kind)}
 	if st.Size != nil {
 		n := *st.Size
 		w.Size = &n
@@ -267,7 +266,7 @@ func StatToWire(st *sandbox.FileStat) *messages.APIFileStat {
 }
 
 // StatFromWire converts a wire stat; nil stays nil. An unknown kind is refused.
-func StatFromWire(w *messages.APIFileStat) (*sandbox.FileStat, error) {
+func StatFromWire(w *APIFileStat) (*sandbox.FileStat, error) {
 	if w == nil {
 		return nil, nil
 	}
@@ -284,16 +283,16 @@ func StatFromWire(w *messages.APIFileStat) (*sandbox.FileStat, error) {
 }
 
 // FailureToWire converts a disposal failure; nil stays nil.
-func FailureToWire(f *sandbox.DisposalFailure) *messages.APIDisposalFailure {
+func FailureToWire(f *sandbox.DisposalFailure) *APIDisposalFailure {
 	if f == nil {
 		return nil
 	}
-	return &messages.APIDisposalFailure{Code: string(f.Code), Detail: f.Detail}
+	return &APIDisposalFailure{Code: string(f.Code), Detail: f.Detail}
 }
 
 // FailureFromWire converts a wire disposal failure; nil stays nil. An unknown code is
 // kept as it came (FoldDisposalFailures counts it as unknown).
-func FailureFromWire(w *messages.APIDisposalFailure) *sandbox.DisposalFailure {
+func FailureFromWire(w *APIDisposalFailure) *sandbox.DisposalFailure {
 	if w == nil {
 		return nil
 	}
@@ -302,8 +301,8 @@ func FailureFromWire(w *messages.APIDisposalFailure) *sandbox.DisposalFailure {
 
 // DeclarationsToWire converts a backend's declarations, keeping a nil set or limits (the
 // defaults) apart from an empty one.
-func DeclarationsToWire(d sandbox.Declarations) messages.APIDeclarations {
-	w := messages.APIDeclarations{
+func DeclarationsToWire(d sandbox.Declarations) APIDeclarations {
+	w := APIDeclarations{
 		EgressModes:                []string{},
 		OSFamilies:                 []string{},
 		IsolationScopes:            []string{},
@@ -318,7 +317,7 @@ func DeclarationsToWire(d sandbox.Declarations) messages.APIDeclarations {
 		}
 	}
 	if d.Limits != nil {
-		w.Limits = &messages.APISandboxLimits{FilesIn: limitsToWire(d.Limits.FilesIn), FilesOut: limitsToWire(d.Limits.FilesOut)}
+		w.Limits = &APISandboxLimits{FilesIn: limitsToWire(d.Limits.FilesIn), FilesOut: limitsToWire(d.Limits.FilesOut)}
 	}
 	for _, m := range d.EgressModes.Sorted() {
 		w.EgressModes = append(w.EgressModes, string(m))
@@ -330,13 +329,13 @@ func DeclarationsToWire(d sandbox.Declarations) messages.APIDeclarations {
 		w.IsolationScopes = append(w.IsolationScopes, string(s))
 	}
 	if a := d.AttachedIdentity; a != nil {
-		w.AttachedIdentity = &messages.APIAttachedIdentity{Scope: string(a.Scope), RetentionSeconds: a.RetentionSeconds, Channels: slices.Clone(a.Channels)}
+		w.AttachedIdentity = &APIAttachedIdentity{Scope: string(a.Scope), RetentionSeconds: a.RetentionSeconds, Channels: slices.Clone(a.Channels)}
 	}
 	return w
 }
 
 // DeclarationsFromWire converts wire declarations back.
-func DeclarationsFromWire(w messages.APIDeclarations) sandbox.Declarations {
+func DeclarationsFromWire(w APIDeclarations) sandbox.Declarations {
 	d := sandbox.Declarations{
 		EgressModes:                sandbox.NewEgressSet(),
 		ObservesEgress:             w.ObservesEgress,

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 // TestCallRefusals is every refusal of protocol §11.3, each a sentence and never an error,

@@ -1,4 +1,4 @@
-package wire
+package messages
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -95,15 +94,15 @@ func TestEveryCodeRoundTrips(t *testing.T) {
 				fill(v.Elem())
 				orig = v.Interface().(error)
 			}
-			wire := EncodeError(orig)
-			if wire.Code != c.code {
-				t.Fatalf("code %q, want %q", wire.Code, c.code)
+			w := EncodeError(orig)
+			if w.Code != c.code {
+				t.Fatalf("code %q, want %q", w.Code, c.code)
 			}
-			b, err := json.Marshal(wire)
+			b, err := json.Marshal(w)
 			if err != nil {
 				t.Fatalf("marshal: %v", err)
 			}
-			var back messages.APIError
+			var back APIError
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatalf("unmarshal: %v", err)
 			}
@@ -223,11 +222,11 @@ func TestEncodeFindsTheTypedErrorInsideWrappers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wire := EncodeError(tc.err)
-			if wire.Code != tc.wantCode {
-				t.Fatalf("code %q, want %q", wire.Code, tc.wantCode)
+			w := EncodeError(tc.err)
+			if w.Code != tc.wantCode {
+				t.Fatalf("code %q, want %q", w.Code, tc.wantCode)
 			}
-			got := DecodeError(wire)
+			got := DecodeError(w)
 			if got.Error() != tc.err.Error() {
 				t.Errorf("text %q, want %q", got.Error(), tc.err.Error())
 			}
@@ -251,7 +250,7 @@ func TestSnakeCase(t *testing.T) {
 }
 
 func TestUnknownCodeKeepsTheText(t *testing.T) {
-	got := DecodeError(&messages.APIError{Code: "from_a_newer_engine", Message: "something new"})
+	got := DecodeError(&APIError{Code: "from_a_newer_engine", Message: "something new"})
 	var re *RemoteError
 	if !errors.As(got, &re) || re.Err != nil || got.Error() != "something new" {
 		t.Fatalf("got %#v", got)
@@ -271,15 +270,15 @@ func (*familyOnly) Is(target error) bool { return target == sandbox.ErrUnsupport
 func TestAliasesRebuildTheirCodesError(t *testing.T) {
 	orig := fmt.Errorf("acquire: %w", &sandbox.BackendUnavailableError{Backend: "docker", Reason: "the Docker daemon cannot be reached",
 		Err: errors.New("dial unix /nowhere.sock: connect: no such file or directory")})
-	wire := EncodeError(orig)
-	if wire.Code != CodeEngineUnavailable {
-		t.Fatalf("code %q, want %q", wire.Code, CodeEngineUnavailable)
+	w := EncodeError(orig)
+	if w.Code != CodeEngineUnavailable {
+		t.Fatalf("code %q, want %q", w.Code, CodeEngineUnavailable)
 	}
-	b, err := json.Marshal(wire)
+	b, err := json.Marshal(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back messages.APIError
+	var back APIError
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}

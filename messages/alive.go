@@ -1,4 +1,4 @@
-package wire
+package messages
 
 // AliveReply is the body of an answer on [SubjectEngineAlive] (an engine before issue 16
 // answered with an empty body, which a client reads as "nothing known").

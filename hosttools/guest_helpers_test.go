@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 )
 

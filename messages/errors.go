@@ -1,4 +1,4 @@
-package wire
+package messages
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -69,6 +68,7 @@ const (
 	CodeUnknownSandbox    = "unknown_sandbox"
 	CodeEngineUnavailable = "engine_unavailable"
 	CodeInterrupted       = "interrupted"
+	CodeForbidden         = "forbidden"
 	CodeInternal          = "internal"
 
 	// Codes of sentinels: sandbox's families, and the standard errors a cause may be.
@@ -163,6 +163,7 @@ var errorCodes = []errorCode{
 	typed[*EngineUnavailableError](CodeEngineUnavailable),
 	alias[*sandbox.BackendUnavailableError](CodeEngineUnavailable), // the daemon cannot be reached
 	typed[*InterruptedError](CodeInterrupted),
+	typed[*ForbiddenError](CodeForbidden),
 	typed[*InternalError](CodeInternal),
 
 	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
@@ -292,6 +293,19 @@ type InterruptedError struct {
 
 func (e *InterruptedError) Error() string { return "interrupted: " + e.Reason }
 
+// ForbiddenError says an engine serving several tenants refused the call: the caller's
+// identity, which the NATS server attached to the request, could not be established, or it
+// may not use the scope, the handle or the subject the request names. Nothing ran. Retrying
+// changes nothing; the engine's tenancy mapping decides (docs/operations.md).
+type ForbiddenError struct {
+	Reason string
+}
+
+func (e *ForbiddenError) Error() string { return "forbidden: " + e.Reason }
+
+// Is reports the refused family.
+func (e *ForbiddenError) Is(target error) bool { return target == sandbox.ErrRefused }
+
 // InternalError is a failure the table has no code for; Message is its text.
 type InternalError struct {
 	Message string
@@ -317,7 +331,7 @@ func (e *RemoteError) Unwrap() error { return e.Err }
 // the table knows, else the code of the sandbox family it matches with errors.Is (an error
 // type of another package that reports a family), else [CodeInternal]; the whole text; and
 // the typed error's fields. A nil err gives nil.
-func EncodeError(err error) *messages.APIError {
+func EncodeError(err error) *APIError {
 	if err == nil {
 		return nil
 	}
@@ -327,12 +341,12 @@ func EncodeError(err error) *messages.APIError {
 		// the family, so the client's errors.Is answers as the engine's does.
 		for _, f := range families {
 			if errors.Is(err, f.sentinel) {
-				return &messages.APIError{Code: f.code, Message: err.Error()}
+				return &APIError{Code: f.code, Message: err.Error()}
 			}
 		}
-		return &messages.APIError{Code: CodeInternal, Message: err.Error()}
+		return &APIError{Code: CodeInternal, Message: err.Error()}
 	}
-	out := &messages.APIError{Code: c.code, Message: err.Error()}
+	out := &APIError{Code: c.code, Message: err.Error()}
 	if br, ok := found.(*BadRequestError); ok {
 		out.Field = br.Field
 	}
@@ -377,7 +391,7 @@ func findCode(err error) (errorCode, error) {
 // DecodeError rebuilds the error of a wire error: a [*RemoteError] carrying the engine's
 // text and wrapping the typed error or sentinel its code names. An unknown code wraps
 // nothing. A nil e gives nil.
-func DecodeError(e *messages.APIError) error {
+func DecodeError(e *APIError) error {
 	if e == nil {
 		return nil
 	}
@@ -385,7 +399,7 @@ func DecodeError(e *messages.APIError) error {
 }
 
 // rebuild makes the error a code names, filled from the detail; nil for an unknown code.
-func rebuild(e *messages.APIError) error {
+func rebuild(e *APIError) error {
 	if e.Code == CodeError {
 		return errors.New(e.Message)
 	}
@@ -458,9 +472,9 @@ func encodeValue(v reflect.Value) any {
 
 // encodeCause encodes an error held in a field: its own wire error, or a plain "error"
 // code for one the table does not know.
-func encodeCause(err error) *messages.APIError {
+func encodeCause(err error) *APIError {
 	if _, found := findCode(err); found == nil {
-		return &messages.APIError{Code: CodeError, Message: err.Error()}
+		return &APIError{Code: CodeError, Message: err.Error()}
 	}
 	return EncodeError(err)
 }
@@ -484,7 +498,7 @@ func decodeStruct(fields map[string]json.RawMessage, v reflect.Value) {
 func decodeValue(raw json.RawMessage, v reflect.Value) {
 	switch {
 	case v.Type() == errorInterface:
-		var e messages.APIError
+		var e APIError
 		if json.Unmarshal(raw, &e) == nil {
 			if cause := rebuild(&e); cause != nil {
 				v.Set(reflect.ValueOf(cause))

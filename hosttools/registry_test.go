@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mafsandbox/engine/hosttools"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/sandbox/hosttools"
 )
 
 func nop(context.Context, hosttools.Arguments) (any, error) { return nil, nil }

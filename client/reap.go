@@ -1,9 +1,10 @@
-package wire
+package client
 
 import "github.com/mafsandbox/engine/sandbox"
 
-// ReapResult counts what a sweep removed: what a reap reply (messages.APIReapResponse)
-// carries, as the engine's reaper returns it and the Go client hands it back.
+// ReapResult counts what a sweep removed, as a reap reply (messages.APIReapResponse) carries
+// it. (The engine's own shape is reaper.Result, which the client does not link: it would
+// bring the Docker driver with it.)
 type ReapResult struct {
 	Disposed        int // workload containers removed
 	ProxiesRemoved  int // proxy containers removed
