@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -133,9 +134,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, req any, do func(c
 		return
 	}
 	out, err := do(r.Context())
-	var invalid *sandbox.InvalidArgumentError
+	var (
+		invalid   *sandbox.InvalidArgumentError
+		forbidden *messages.ForbiddenError // the engine's own refusal, on an engine with tenancy
+	)
 	switch {
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, ErrForbidden), errors.As(err, &forbidden):
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error(), "code": "forbidden"})
 	case errors.As(err, &invalid):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
