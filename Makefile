@@ -8,11 +8,13 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: run test test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
+.PHONY: run console-screenshot test test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
 
-# make run plays a scripted agent against the local Docker engine (engine demo).
+# make run plays a scripted agent against the local Docker engine (engine demo), printing the
+# operator console's URL first; the console stays up CONSOLE_LINGER after the agent is done.
+CONSOLE_LINGER ?= 2m
 run: images
-	$(GO) run ./cmd/engine demo
+	$(GO) run ./cmd/engine demo --console-linger $(CONSOLE_LINGER)
 
 # The tests run in two passes. The first runs every package on the default engine driver (the
 # Engine API); the second runs the integration packages on the CLI driver, where each
@@ -30,6 +32,11 @@ test: fmt-check vet staticcheck cyclo jaeger images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
 	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
+
+# console-screenshot refreshes docs/console.png: the operator console under a little load, in
+# headless chromium (integration/console, TestConsoleScreenshot; needs Docker and chromium).
+console-screenshot:
+	MAF_SANDBOX_REQUIRE_DOCKER=1 MAF_SANDBOX_CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run 'TestConsoleScreenshot$$' ./integration/console
 
 # test-times prints each package's time and the ten slowest tests of the last make test.
 test-times:

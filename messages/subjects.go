@@ -75,6 +75,12 @@ const (
 	SubjectEngineHealth  = DefaultPrefix + ".v1.engine.*.health"
 	SubjectEngineHealthT = "%s.v1.engine.%s.health"
 
+	// SubjectEngineListSandboxes lists the sandboxes one engine holds, paged and filtered
+	// (the operator console's inventory). APIListSandboxesRequest → APIListSandboxesResponse;
+	// no queue group.
+	SubjectEngineListSandboxes  = DefaultPrefix + ".v1.engine.*.list_sandboxes"
+	SubjectEngineListSandboxesT = "%s.v1.engine.%s.list_sandboxes"
+
 	// SubjectEngineAlive answers as long as the engine runs: through its drain too, until its
 	// last in-flight call has replied. A client waiting on a long call asks it now and then,
 	// and gives up at once when nobody answers (the engine died), or when the engine's

@@ -3,6 +3,7 @@ package service
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nuid"
 
@@ -16,6 +17,9 @@ type handle struct {
 	key  sandbox.Key
 	kind string
 	cur  atomic.Pointer[handleState] // replaced whole by a later acquire of the same instance
+
+	acquired time.Time    // when the engine first handed it out (inventory.go)
+	lastCall atomic.Int64 // unix nanoseconds of the last acquire or call naming it (inventory.go)
 
 	mu       sync.Mutex
 	instance string          // the instance ID, changed by Reset
@@ -96,10 +100,12 @@ func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *h
 	if id, ok := t.byInstance[hk]; ok {
 		if h := t.byID[id]; h != nil {
 			h.cur.Store(&handleState{sb: sb, spec: spec})
+			h.touch()
 			return h
 		}
 	}
-	h := &handle{id: nuid.Next(), key: key, kind: spec.Kind, instance: sb.InstanceID()}
+	h := &handle{id: nuid.Next(), key: key, kind: spec.Kind, instance: sb.InstanceID(), acquired: time.Now()}
+	h.touch()
 	h.cur.Store(&handleState{sb: sb, spec: spec})
 	t.byID[h.id] = h
 	t.byInstance[hk] = h.id

@@ -141,8 +141,8 @@ func TestMicroInfoListsEveryEndpointWithItsMetadata(t *testing.T) {
 	if one.ID != e.svc.EngineID() || len(one.Endpoints) != len(info.Endpoints) {
 		t.Errorf("the engine's own INFO subject answered %s with %d endpoints", one.ID, len(one.Endpoints))
 	}
-	if len(info.Endpoints) != 6*2+14+1 {
-		t.Errorf("%d endpoints, want 27 (6 shared operations twice, 14 per-engine with fingerprint and run_program, alive)", len(info.Endpoints))
+	if len(info.Endpoints) != 6*2+15+1 {
+		t.Errorf("%d endpoints, want 28 (6 shared operations twice, 15 per-engine with fingerprint, run_program and list_sandboxes, alive)", len(info.Endpoints))
 	}
 }
 

@@ -625,6 +625,7 @@ func (s *Service) sandboxFor(env *messages.APIEnvelope) (*handle, error) {
 	if err := s.checkLease(h); err != nil {
 		return nil, err
 	}
+	h.touch() // inventory.go: the last call
 	return h, nil
 }
 

@@ -238,7 +238,7 @@ const (
 	ruleKey                      // the envelope's key: its scope must be the caller's
 	ruleHandle                   // ruleKey, and the handle must be one the caller acquired
 	rulePurge                    // ruleKey, or the caller is an operator
-	ruleReap                     // the body's scope must be the caller's; an operator may name any, or none (all)
+	ruleReap                     // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes
 )
 
 // tenancyRules is every operation's rule. An operation that is not here is refused on an
@@ -250,6 +250,7 @@ var tenancyRules = map[string]rule{
 	"reap":            ruleReap,
 	"declarations":    ruleIdentity,
 	"health":          ruleIdentity,
+	"list_sandboxes":  ruleReap,
 	"exec":            ruleHandle,
 	"run_code":        ruleHandle,
 	"write_file":      ruleHandle,
@@ -287,7 +288,7 @@ func (s *Service) authorize(op string, h nats.Header, env *messages.APIEnvelope,
 	case ruleIdentity:
 		return id, nil
 	case ruleReap:
-		return id, t.checkReap(id, data)
+		return id, t.checkReap(op, id, data)
 	case rulePurge:
 		if t.operators[id.Account] {
 			return id, nil
@@ -319,8 +320,8 @@ func (s *Service) checkHandle(id *Identity, handleID string) error {
 	return nil
 }
 
-// checkReap: a reap of one scope the caller may use, or any reap by an operator.
-func (t *tenancy) checkReap(id *Identity, data []byte) error {
+// checkReap: a reap (or inventory, op) of one scope the caller may use, or any by an operator.
+func (t *tenancy) checkReap(op string, id *Identity, data []byte) error {
 	if t.operators[id.Account] {
 		return nil
 	}
@@ -331,10 +332,10 @@ func (t *tenancy) checkReap(id *Identity, data []byte) error {
 		return nil // the operation refuses the malformed body itself
 	}
 	if req.Scope == "" {
-		return &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not reap every scope: only an operator may", id.Account)}
+		return &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not %s every scope: only an operator may", id.Account, verbOf(op))}
 	}
 	if !t.mayUse(id, req.Scope) {
-		return &messages.ForbiddenError{Reason: fmt.Sprintf("%s may not reap scope %q", id, req.Scope)}
+		return &messages.ForbiddenError{Reason: fmt.Sprintf("%s may not %s scope %q", id, verbOf(op), req.Scope)}
 	}
 	return nil
 }
@@ -376,4 +377,12 @@ func (t *tenancy) checkOutbound(op string, id *Identity, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// verbOf is how a refusal of a ruleReap operation names it.
+func verbOf(op string) string {
+	if op == "list_sandboxes" {
+		return "list the sandboxes of"
+	}
+	return op
 }

@@ -31,6 +31,8 @@ type demoVerb struct {
 	image, dockerPath string
 	pythonImage       string
 	verbose           bool
+	consoleListen     string
+	consoleLinger     time.Duration
 	labels            labelFlag
 }
 
@@ -49,6 +51,8 @@ func (v *demoVerb) parse(args []string) error {
 	fs.StringVar(&v.pythonImage, "python-image", images.PythonTag, "image of the codeact step (python3, sh, setsid, nohup); built with debootstrap when it is the default and missing; empty skips the step")
 	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
 	fs.BoolVar(&v.verbose, "v", false, "log the engine's work")
+	fs.StringVar(&v.consoleListen, "console", "127.0.0.1:0", "serve the operator console for the demo's engine at this loopback address; empty serves none")
+	fs.DurationVar(&v.consoleLinger, "console-linger", 0, "keep the engine and its console up this long after the agent is done")
 	fs.Var(v.labels, "label", "extra label k=v on every container the demo creates; repeatable")
 	return fs.Parse(args)
 }
@@ -73,6 +77,13 @@ func (v *demoVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var consoleURL string
+	if v.consoleListen != "" {
+		if consoleURL, err = startDemoConsole(eng, v.consoleListen, log); err != nil {
+			return err
+		}
+		demoStep("the operator console watches this engine at %s", consoleURL)
+	}
 	// The agent's host: a NATS client, as a host in any language would be.
 	agentConn, err := nats.Connect(eng.url, nats.Name("demo-agent"))
 	if err != nil {
@@ -89,7 +100,11 @@ func (v *demoVerb) run(ctx context.Context) error {
 	if err := demoAuditTrail(ctx, demoStep, agentConn, eng.events, demoScope); err != nil {
 		return err
 	}
-	return demoMetricsLine(ctx, demoStep, eng.metrics.Addr())
+	if err := demoMetricsLine(ctx, demoStep, eng.metrics.Addr()); err != nil {
+		return err
+	}
+	lingerForConsole(ctx, consoleURL, v.consoleLinger)
+	return nil
 }
 
 // demoScope is the scope of the demo's conversation.

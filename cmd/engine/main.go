@@ -6,6 +6,7 @@
 //   - bench measures every operation against the local Docker daemon;
 //   - images build builds the images the engine and its tests run, pulling nothing;
 //   - reap removes the sandboxes, proxies and networks created before an age;
+//   - console serves the operator's web page about the engine pool, as a NATS client;
 //   - version prints the version, taken from the build's module information.
 //
 // "engine -h", "engine help" and "engine <verb> -h" print help and exit 0. A failure exits 1;
@@ -32,6 +33,7 @@ Usage:
   engine bench [flags]           measure every operation against the local Docker daemon
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
   engine reap --older-than 24h [--scope S] [--dry-run] [--json]   remove sandboxes created before the age
+  engine console [flags]         serve the operator console: a web page about the pool, a NATS client
   engine version                 print the version
 
 Run "engine <command> -h" for a command's flags.
@@ -84,6 +86,8 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 		return 0, imagesCmd(ctx, args[1:])
 	case "reap":
 		return 0, reapCmd(ctx, args[1:])
+	case "console":
+		return 0, consoleCmd(ctx, args[1:])
 	case "version":
 		return 0, versionCmd(args[1:])
 	}

@@ -32,7 +32,7 @@ func TestDemoCommand(t *testing.T) {
 	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
 		"lists 0 containers", "sealed", "code=200", "Forbidden", "read back from JetStream", "durable consumer",
 		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443",
-		`result 2 for "otters", from the host`, `refused: Error: "drop_tables" is not a registered host tool`} {
+		`result 2 for "otters", from the host`, "the operator console watches this engine at http://127.0.0.1:", `refused: Error: "drop_tables" is not a registered host tool`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -1,0 +1,256 @@
+// The console's page: a snapshot, then every change, from /events (server-sent events).
+// Everything shown is set with textContent: hosts, paths and keys are guest or caller text.
+"use strict";
+
+const st = { identity: "", actions: {}, engines: [], sandboxes: new Map(), audit: [], egress: [], reaps: [], open: null };
+const MAX = 2000; // the page keeps at most this many events of each kind, as the server does
+
+const $ = (id) => document.getElementById(id);
+const ref = (s) => s.engine + "/" + s.id;
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text == null ? "" : String(text);
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function ago(t) {
+  const ms = Date.now() - new Date(t).getTime();
+  if (!(ms >= 0)) return "";
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + (s % 60) + "s";
+  return Math.floor(s / 3600) + "h" + Math.floor((s % 3600) / 60) + "m";
+}
+
+function keep(list, v) { list.push(v); if (list.length > MAX) list.splice(0, list.length - MAX); }
+
+function renderHeader() {
+  $("identity").textContent = st.identity;
+  for (const [id, action] of [["can-dispose", "dispose"], ["can-purge", "dispose_scope"]]) {
+    const v = st.actions[action] || "unknown";
+    $(id).textContent = v;
+    $(id).className = "perm " + v;
+  }
+}
+
+function renderEngines() {
+  const tb = $("engines").tBodies[0];
+  tb.replaceChildren();
+  for (const e of st.engines) {
+    const tr = document.createElement("tr");
+    tr.dataset.engine = e.id;
+    cell(tr, e.id, "mono"); cell(tr, e.version); cell(tr, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""));
+    cell(tr, e.sandboxes); cell(tr, e.in_flight); cell(tr, e.requests); cell(tr, e.errors); cell(tr, ago(e.started_at));
+    tb.appendChild(tr);
+  }
+}
+
+const rows = new Map(); // ref → its row, kept across renders so a row is never rebuilt under a click
+
+function sandboxRow(s) {
+  const tr = document.createElement("tr");
+  for (let i = 0; i < 11; i++) cell(tr, "");
+  const td = document.createElement("td");
+  const b = document.createElement("button");
+  b.type = "button"; b.className = "dispose"; b.textContent = "dispose";
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); dispose(st.sandboxes.get(tr.dataset.ref)); });
+  td.appendChild(b);
+  tr.appendChild(td);
+  tr.addEventListener("click", () => { st.open = st.sandboxes.get(tr.dataset.ref) || null; renderAudit(); });
+  return tr;
+}
+
+function renderSandboxes() {
+  const tb = $("sandboxes").tBodies[0];
+  const list = [...st.sandboxes.values()].sort((a, b) => new Date(a.acquired_at) - new Date(b.acquired_at));
+  $("sandbox-count").textContent = "(" + list.length + ")";
+  const denied = st.actions["dispose"] === "denied";
+  const live = new Set(list.map(ref));
+  for (const [r, tr] of rows) if (!live.has(r)) { tr.remove(); rows.delete(r); }
+  list.forEach((s, i) => {
+    let tr = rows.get(ref(s));
+    if (!tr) { tr = sandboxRow(s); rows.set(ref(s), tr); }
+    tr.dataset.ref = ref(s);
+    tr.dataset.instance = s.instance_id;
+    tr.dataset.sandbox = s.id;
+    const texts = [s.key.scope, s.key.thread_id, s.key.agent_id, s.kind, s.engine, (s.instance_id || "").slice(0, 12),
+      s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state];
+    texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
+    tr.cells[4].className = "mono"; tr.cells[5].className = "mono";
+    const b = tr.querySelector("button.dispose");
+    b.dataset.instance = s.instance_id;
+    b.disabled = denied;
+    b.title = denied ? "the console's NATS identity may not dispose" : "dispose this exact instance";
+    if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
+  });
+}
+
+function renderAudit() {
+  const s = st.open;
+  $("audit-panel").hidden = !s;
+  if (!s) return;
+  const denied = st.actions["dispose_scope"] === "denied";
+  $("purge").disabled = denied;
+  $("purge").title = denied ? "the console's NATS identity may not purge" : "dispose every sandbox of this scope and thread";
+  $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + s.key.agent_id + " (" + s.kind + ")";
+  const tb = $("audit").tBodies[0];
+  tb.replaceChildren();
+  const mine = st.audit.filter((e) => e.sandbox === s.id ||
+    (e.key && e.key.scope === s.key.scope && e.key.threadId === s.key.thread_id && e.key.agentId === s.key.agent_id &&
+      (!e.kind || e.kind === s.kind)));
+  for (const e of mine.slice().reverse()) {
+    const tr = document.createElement("tr");
+    cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.type); cell(tr, e.outcome); cell(tr, e.error);
+    const d = e.exec || e.file || e.disposal || e.acquire || e.verdict || e.placement;
+    cell(tr, d ? JSON.stringify(d) : "", "mono");
+    tb.appendChild(tr);
+  }
+}
+
+function renderEgress() {
+  const fs = $("f-scope").value, fk = $("f-kind").value, fh = $("f-host").value;
+  const rows = [];
+  for (const w of st.egress) {
+    const scope = w.key ? w.key.scope : "";
+    if (fs && !scope.includes(fs)) continue;
+    if (fk && !(w.kind || "").includes(fk)) continue;
+    for (const d of w.decisions || []) {
+      if (fh && !(d.host || "").includes(fh)) continue;
+      rows.push({ d, w, scope });
+    }
+  }
+  const deny = (r) => (r.d.verdict || "").startsWith("DENY") ? 0 : 1;
+  rows.sort((a, b) => deny(a) - deny(b) || new Date(b.w.window.end) - new Date(a.w.window.end));
+  const tb = $("egress").tBodies[0];
+  tb.replaceChildren();
+  for (const r of rows.slice(0, 500)) {
+    const tr = document.createElement("tr");
+    if (deny(r) === 0) tr.className = "deny";
+    cell(tr, r.d.verdict); cell(tr, r.d.host); cell(tr, r.d.port); cell(tr, r.scope); cell(tr, r.w.kind);
+    cell(tr, new Date(r.w.window.end).toLocaleTimeString()); cell(tr, r.w.trigger);
+    tb.appendChild(tr);
+  }
+}
+
+// Engine and placement events: the engines' own states (started, draining, stopped, the
+// daemon away and back), leases lost, lame duck, and acquires that claimed or took over a key.
+function engineEvent(e) {
+  return e.type.startsWith("engine.") || e.type === "placement.changed" ||
+    (e.type === "sandbox.acquired" && e.placement && e.placement.change === "taken_over");
+}
+
+function renderEngineEvents() {
+  const tb = $("engine-events").tBodies[0];
+  tb.replaceChildren();
+  for (const e of st.audit.filter(engineEvent).slice(-50).reverse()) {
+    const tr = document.createElement("tr");
+    tr.dataset.type = e.type;
+    tr.dataset.engine = e.service || "";
+    cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.service, "mono"); cell(tr, e.type);
+    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.threadId + " / " + e.key.agentId : "");
+    cell(tr, e.kind);
+    tb.appendChild(tr);
+  }
+}
+
+function renderReaps() {
+  const tb = $("reaps").tBodies[0];
+  tb.replaceChildren();
+  for (const r of st.reaps.slice().reverse()) {
+    const tr = document.createElement("tr");
+    const s = r.summary || r;
+    cell(tr, new Date(r.publishedAt || r.time || Date.now()).toLocaleTimeString());
+    cell(tr, s.disposed); cell(tr, s.proxiesRemoved); cell(tr, s.networksRemoved); cell(tr, (s.failures || []).length);
+    tb.appendChild(tr);
+  }
+}
+
+// The plot: acquires and execs per second in 10 s buckets over the last 10 minutes, from the
+// audit events the page holds, and the live sandboxes the page counted every 10 s.
+const BUCKET = 10000, BUCKETS = 60;
+const liveSamples = []; // [time, count]
+
+function renderPlot() {
+  const now = Date.now();
+  liveSamples.push([now, st.sandboxes.size]);
+  while (liveSamples.length && liveSamples[0][0] < now - BUCKET * BUCKETS) liveSamples.shift();
+  const acq = new Array(BUCKETS).fill(0), ex = new Array(BUCKETS).fill(0);
+  for (const e of st.audit) {
+    const i = BUCKETS - 1 - Math.floor((now - new Date(e.time).getTime()) / BUCKET);
+    if (i < 0 || i >= BUCKETS) continue;
+    if (e.type === "sandbox.acquired" && e.outcome !== "refused") acq[i]++;
+    if (e.type === "exec.finished") ex[i]++;
+  }
+  const perSec = (a) => a.map((n) => n / (BUCKET / 1000));
+  const a = perSec(acq), x = perSec(ex);
+  const top = Math.max(0.1, ...a, ...x);
+  const liveTop = Math.max(1, ...liveSamples.map((s) => s[1]));
+  const pts = (vals) => vals.map((v, i) => (i * 720 / (BUCKETS - 1)).toFixed(1) + "," + (115 - v / top * 105).toFixed(1)).join(" ");
+  $("plot-acquires").setAttribute("points", pts(a));
+  $("plot-execs").setAttribute("points", pts(x));
+  $("plot-live").setAttribute("points", liveSamples.map((s) =>
+    (720 - (now - s[0]) / (BUCKET * BUCKETS) * 720).toFixed(1) + "," + (115 - s[1] / liveTop * 105).toFixed(1)).join(" "));
+  const sum = (v) => v.reduce((p, q) => p + q, 0);
+  $("plot").dataset.acquires = String(sum(acq));
+  $("plot").dataset.execs = String(sum(ex));
+  $("plot-numbers").textContent = "· in 10 min: " + sum(acq) + " acquires, " + sum(ex) + " execs; peak " + top.toFixed(1) + "/s; " +
+    st.sandboxes.size + " live now";
+}
+
+async function purge(s) {
+  const r = await post("/api/purge", { scope: s.key.scope, thread_id: s.key.thread_id });
+  $("action-result").textContent = r.ok ? "purged " + s.key.scope + " / " + s.key.thread_id + ": " + (r.out.disposed || 0) + " disposed" +
+    (r.out.undisposed ? " (something may remain: " + r.out.undisposed.code + ")" : "") : "refused (" + r.status + "): " + (r.out.error || "");
+  $("action-result").dataset.status = String(r.status);
+}
+
+async function post(path, body) {
+  const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Console-Action": "1" }, body: JSON.stringify(body) });
+  const out = await res.json().catch(() => ({}));
+  return { ok: res.ok, status: res.status, out };
+}
+
+async function dispose(s) {
+  const r = await post("/api/dispose", { key: s.key, kind: s.kind, instance_id: s.instance_id });
+  $("action-result").textContent = r.ok ? "disposed " + s.instance_id.slice(0, 12) +
+    (r.out.undisposed ? " (something may remain: " + r.out.undisposed.code + ")" : "") : "refused (" + r.status + "): " + (r.out.error || "");
+  $("action-result").dataset.status = String(r.status);
+}
+
+let plotTimer = null; // an audit event redraws the plot within a second, at most once a second
+function plotSoon() { if (!plotTimer) plotTimer = setTimeout(() => { plotTimer = null; renderPlot(); }, 1000); }
+
+const handlers = {
+  snapshot(d) {
+    st.identity = d.identity; st.actions = d.actions; st.engines = d.engines || [];
+    st.sandboxes = new Map((d.sandboxes || []).map((s) => [ref(s), s]));
+    st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
+    renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
+  },
+  actions(d) { st.actions = d; renderHeader(); renderSandboxes(); renderAudit(); },
+  engines(d) { st.engines = d || []; renderEngines(); },
+  sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },
+  sandbox_gone(d) { st.sandboxes.delete(ref(d)); renderSandboxes(); },
+  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); if (engineEvent(d)) renderEngineEvents(); plotSoon(); },
+  egress(d) { keep(st.egress, d); renderEgress(); },
+  reap(d) { keep(st.reaps, d); renderReaps(); },
+};
+
+function connect() {
+  const es = new EventSource("/events");
+  es.onopen = () => { $("link").textContent = "live"; };
+  es.onerror = () => { $("link").textContent = "reconnecting…"; };
+  for (const [kind, h] of Object.entries(handlers)) {
+    es.addEventListener(kind, (m) => h(JSON.parse(m.data)));
+  }
+}
+
+for (const id of ["f-scope", "f-kind", "f-host"]) $(id).addEventListener("input", renderEgress);
+$("audit-close").addEventListener("click", () => { st.open = null; renderAudit(); });
+$("purge").addEventListener("click", () => { if (st.open) purge(st.open); });
+setInterval(() => { renderSandboxes(); }, 5000); // ages
+setInterval(renderPlot, BUCKET);
+connect();

@@ -1,0 +1,188 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+)
+
+// silentPolls is how many polls in a row an engine may miss before the console forgets it
+// and the sandboxes it listed.
+const silentPolls = 3
+
+// loop probes the actions, then polls the engines until Close.
+func (c *Console) loop() {
+	defer close(c.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tick := time.NewTicker(c.o.poll)
+	defer tick.Stop()
+	for {
+		c.probe(ctx)
+		c.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// probe asks each action's subject, still unknown, with a request every engine refuses as a
+// bad request (it names no key): an answer means the identity may publish there, a
+// permissions violation that it may not.
+func (c *Console) probe(ctx context.Context) {
+	probes := map[string]struct {
+		subject string
+		req     any
+	}{
+		ActionDispose: {messages.Shared(messages.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
+		ActionPurge:   {messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
+	}
+	for action, p := range probes {
+		if c.Actions()[action] != Unknown {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := c.call(pctx, p.subject, p.req, &messages.APIResponse{})
+		cancel()
+		var st string
+		switch {
+		case errors.Is(err, ErrForbidden):
+			st = Denied
+		case errors.Is(err, ErrUnanswered), ctx.Err() != nil:
+			continue
+		default: // answered: a bad request, as it should be
+			st = Allowed
+		}
+		c.mu.Lock()
+		c.actions[action] = st
+		c.mu.Unlock()
+		c.log.Info("action probed", zap.String("op", action), zap.String("state", st))
+		c.state.mu.Lock()
+		c.state.hub.send(update{"actions", c.Actions()})
+		c.state.mu.Unlock()
+	}
+}
+
+// poll asks $SRV.STATS of the pool's engines, then each engine's health; lists the
+// sandboxes of an engine seen for the first time or not listed for a reconcile interval, and
+// forgets an engine silent for [silentPolls] polls.
+func (c *Console) poll(ctx context.Context) {
+	stats := c.stats(ctx)
+	found := map[string]*Engine{}
+	for id, st := range stats {
+		e := &Engine{ID: id, Version: st.Version, StartedAt: st.Started, Status: "ok", LastSeen: time.Now()}
+		for _, ep := range st.Endpoints {
+			e.Requests += ep.NumRequests
+			e.Errors += ep.NumErrors
+		}
+		var h messages.APIHealthResponse
+		hreq := messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
+		hctx, cancel := context.WithTimeout(ctx, max(c.o.poll, time.Second))
+		if err := c.call(hctx, messages.Engine(messages.SubjectEngineHealthT, c.o.prefix, id), hreq, &h); err == nil {
+			e.Status, e.Sandboxes, e.InFlight = h.Status, h.Sandboxes, h.InFlight
+			if h.Daemon != nil && !h.Daemon.Reachable {
+				e.Daemon = "unreachable"
+			}
+		} else {
+			c.log.Debug("health", zap.String("engine", id), zap.Error(err))
+		}
+		cancel()
+		found[id] = e
+	}
+	c.mu.Lock()
+	var list, forget []string
+	for id := range found {
+		c.silent[id] = 0
+		if time.Since(c.listed[id]) >= c.o.reconcile {
+			list = append(list, id)
+		}
+	}
+	for id := range c.listed {
+		if _, ok := found[id]; !ok {
+			if c.silent[id]++; c.silent[id] >= silentPolls {
+				forget = append(forget, id)
+				delete(c.silent, id)
+				delete(c.listed, id)
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.state.setEngines(found)
+	for _, id := range forget {
+		c.state.forgetEngine(id)
+	}
+	for _, id := range list {
+		c.list(ctx, id)
+	}
+}
+
+// stats collects the $SRV.STATS replies of the pool's engines for a moment.
+func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
+	out := map[string]micro.Stats{}
+	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, "")
+	if err != nil {
+		return out
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		c.log.Debug("stats", zap.Error(err))
+		return out
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest(subject, inbox, nil); err != nil {
+		return out
+	}
+	wait := min(c.o.poll/2, 500*time.Millisecond)
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		m, err := sub.NextMsgWithContext(sctx)
+		if err != nil {
+			return out
+		}
+		var st micro.Stats
+		if json.Unmarshal(m.Data, &st) != nil || st.Metadata["prefix"] != c.o.prefix || !messages.ValidToken(st.ID) {
+			continue
+		}
+		out[st.ID] = st
+	}
+}
+
+// list reads every page of engine's sandboxes and puts them in the view.
+func (c *Console) list(ctx context.Context, engine string) {
+	asked := time.Now()
+	var all []messages.APISandboxEntry
+	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Limit: 1000}
+	for {
+		var resp messages.APIListSandboxesResponse
+		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
+			c.log.Warn("list sandboxes", zap.String("engine", engine), zap.Error(err))
+			return
+		}
+		all = append(all, resp.Sandboxes...)
+		if resp.Next == "" {
+			break
+		}
+		req.After = resp.Next
+	}
+	c.mu.Lock()
+	c.listed[engine] = asked
+	c.mu.Unlock()
+	c.state.listed(engine, asked, all)
+}
