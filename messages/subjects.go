@@ -81,6 +81,12 @@ const (
 	SubjectEngineListSandboxes  = DefaultPrefix + ".v1.engine.*.list_sandboxes"
 	SubjectEngineListSandboxesT = "%s.v1.engine.%s.list_sandboxes"
 
+	// SubjectEngineLameDuck puts one engine in lame duck (it takes no new sandboxes and
+	// keeps those it holds). APILameDuckRequest → APILameDuckResponse; no queue group; with
+	// tenancy, operators only.
+	SubjectEngineLameDuck  = DefaultPrefix + ".v1.engine.*.lame_duck"
+	SubjectEngineLameDuckT = "%s.v1.engine.%s.lame_duck"
+
 	// SubjectEngineAlive answers as long as the engine runs: through its drain too, until its
 	// last in-flight call has replied. A client waiting on a long call asks it now and then,
 	// and gives up at once when nobody answers (the engine died), or when the engine's

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -52,4 +53,17 @@ func (s *Service) lame() bool {
 // errLameDuck is the answer to a new sandbox's acquire in lame duck.
 func (s *Service) errLameDuck() error {
 	return &messages.EngineUnavailableError{Reason: fmt.Sprintf("engine %s is draining: it takes no new sandboxes; acquire through the pool", s.id)}
+}
+
+// lameDuck is the lame_duck operation: [Service.LameDuck] through the API, on the engine's
+// own subject only (there is no shared one: the pool would pick the engine).
+func lameDuck(_ context.Context, s *Service, data []byte) (any, error) {
+	if _, err := decode[messages.APILameDuckRequest](data); err != nil {
+		return nil, err
+	}
+	already := s.lame()
+	if err := s.LameDuck(); err != nil {
+		return nil, fmt.Errorf("lame duck: %w", err)
+	}
+	return &messages.APILameDuckResponse{Engine: s.id, Already: already, Sandboxes: s.handles.len()}, nil
 }

@@ -14,6 +14,7 @@ var operations = []operation{
 	{"declarations", messages.SubjectDeclarationsT, messages.SubjectEngineDeclarationsT, messages.APIDeclarationsRequestType, messages.APIDeclarationsResponseType, declarations, "describes the engine's backends and message limits"},
 	{"health", messages.SubjectHealthT, messages.SubjectEngineHealthT, messages.APIHealthRequestType, messages.APIHealthResponseType, health, "says whether the engine serves: ok or draining, in-flight calls, handles held"},
 	{"list_sandboxes", "", messages.SubjectEngineListSandboxesT, messages.APIListSandboxesRequestType, messages.APIListSandboxesResponseType, listSandboxes, "lists the sandboxes this engine holds, paged, filtered by scope, kind, instance, image, egress, age, last call and state"},
+	{"lame_duck", "", messages.SubjectEngineLameDuckT, messages.APILameDuckRequestType, messages.APILameDuckResponseType, lameDuck, "puts this engine in lame duck: no new sandboxes, the ones it holds kept"},
 	{"exec", "", messages.SubjectExecT, messages.APIExecRequestType, messages.APIExecResponseType, exec, "runs a command (argv or shell) in a sandbox; streams chunks to stream_to when set"},
 	{"run_code", "", messages.SubjectRunCodeT, messages.APIRunCodeRequestType, messages.APIRunCodeResponseType, runCode, "evaluates code in the sandbox's runtime"},
 	{"write_file", "", messages.SubjectWriteFileT, messages.APIWriteFileRequestType, messages.APIWriteFileResponseType, writeFile, "replaces a file byte-exact, inline or from upload_chunk chunks"},

@@ -239,6 +239,7 @@ const (
 	ruleHandle                   // ruleKey, and the handle must be one the caller acquired
 	rulePurge                    // ruleKey, or the caller is an operator
 	ruleReap                     // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes
+	ruleOperator                 // operators only: lame_duck
 )
 
 // tenancyRules is every operation's rule. An operation that is not here is refused on an
@@ -251,6 +252,7 @@ var tenancyRules = map[string]rule{
 	"declarations":    ruleIdentity,
 	"health":          ruleIdentity,
 	"list_sandboxes":  ruleReap,
+	"lame_duck":       ruleOperator,
 	"exec":            ruleHandle,
 	"run_code":        ruleHandle,
 	"write_file":      ruleHandle,
@@ -289,6 +291,11 @@ func (s *Service) authorize(op string, h nats.Header, env *messages.APIEnvelope,
 		return id, nil
 	case ruleReap:
 		return id, t.checkReap(op, id, data)
+	case ruleOperator:
+		if !t.operators[id.Account] {
+			return id, &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not %s: only an operator may", id.Account, verbOf(op))}
+		}
+		return id, nil
 	case rulePurge:
 		if t.operators[id.Account] {
 			return id, nil
@@ -381,8 +388,11 @@ func (t *tenancy) checkOutbound(op string, id *Identity, data []byte) error {
 
 // verbOf is how a refusal of a ruleReap operation names it.
 func verbOf(op string) string {
-	if op == "list_sandboxes" {
+	switch op {
+	case "list_sandboxes":
 		return "list the sandboxes of"
+	case "lame_duck":
+		return "put an engine in lame duck"
 	}
 	return op
 }
