@@ -23,6 +23,11 @@ type PurgeRequest struct {
 	ThreadID string `json:"thread_id"`
 }
 
+// LameDuckRequest names the engine to put in lame duck.
+type LameDuckRequest struct {
+	Engine string `json:"engine"`
+}
+
 // allowed refuses an action the probe found denied.
 func (c *Console) allowed(action string) error {
 	if c.Actions()[action] == Denied {
@@ -70,5 +75,24 @@ func (c *Console) Purge(ctx context.Context, r PurgeRequest) (*messages.APIDispo
 		return nil, err
 	}
 	c.log.Info("purged from the console", zap.String("scope", r.Scope))
+	return &resp, nil
+}
+
+// LameDuck puts one engine in lame duck with a lame_duck call on its own subject, under the
+// console's identity; it fails as [Console.Dispose] does (an engine's tenancy refuses anyone
+// but an operator: [ErrForbidden]).
+func (c *Console) LameDuck(ctx context.Context, r LameDuckRequest) (*messages.APILameDuckResponse, error) {
+	if r.Engine == "" {
+		return nil, &sandbox.InvalidArgumentError{Reason: "console: lame duck names an engine"}
+	}
+	if err := c.allowed(ActionLameDuck); err != nil {
+		return nil, err
+	}
+	req := messages.APILameDuckRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APILameDuckRequestType}}
+	var resp messages.APILameDuckResponse
+	if err := c.call(ctx, messages.Engine(messages.SubjectEngineLameDuckT, c.o.prefix, r.Engine), req, &resp); err != nil {
+		return nil, err
+	}
+	c.log.Info("engine put in lame duck from the console", zap.String("engine", r.Engine), zap.Bool("already", resp.Already))
 	return &resp, nil
 }

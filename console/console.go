@@ -40,8 +40,9 @@ type Console struct {
 
 // The actions the page offers, each one API operation.
 const (
-	ActionDispose = "dispose"       // dispose on the shared subject: one exact instance
-	ActionPurge   = "dispose_scope" // dispose_scope on the shared subject: a conversation
+	ActionDispose  = "dispose"       // dispose on the shared subject: one exact instance
+	ActionPurge    = "dispose_scope" // dispose_scope on the shared subject: a conversation
+	ActionLameDuck = "lame_duck"     // lame_duck on an engine's own subject
 )
 
 // Action states, as the page shows them.
@@ -75,7 +76,7 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 		}
 	}
 	c := &Console{nc: nc, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
-		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown}, denials: map[*denialWatch]struct{}{},
+		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown}, denials: map[*denialWatch]struct{}{},
 		listed: map[string]time.Time{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
 	for subject, h := range map[string]nats.MsgHandler{

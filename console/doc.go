@@ -16,7 +16,7 @@
 // # What it does
 //
 // Disposing an exact instance and purging a conversation are ordinary API calls
-// (dispose, dispose_scope on the shared subjects) under the console's NATS identity, so NATS
+// (dispose, dispose_scope on the shared subjects, lame_duck on an engine's own) under the console's NATS identity, so NATS
 // permissions decide. At start the console probes each action's subject with a request the
 // engines refuse as a bad request (it names no key): an identity that may not publish there
 // gets a permissions violation from the server, and the page greys that action; the console

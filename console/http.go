@@ -42,6 +42,10 @@ func (c *Console) Handler() http.Handler {
 		var req PurgeRequest
 		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Purge(ctx, req) })
 	})
+	mux.HandleFunc("POST /api/lame_duck", func(w http.ResponseWriter, r *http.Request) {
+		var req LameDuckRequest
+		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.LameDuck(ctx, req) })
+	})
 	return guard(mux)
 }
 

@@ -52,6 +52,15 @@ func (c *Console) probe(ctx context.Context) {
 		ActionDispose: {messages.Shared(messages.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
 		ActionPurge:   {messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
 	}
+	// lame_duck has no shared subject: probe an engine the console knows, with a field the
+	// engine refuses as unknown (bad_request) before it acts.
+	if engine := c.anyEngine(); engine != "" {
+		probes[ActionLameDuck] = struct {
+			subject string
+			req     any
+		}{messages.Engine(messages.SubjectEngineLameDuckT, c.o.prefix, engine),
+			map[string]any{"type": messages.APILameDuckRequestType, "console_probe": true}}
+	}
 	for action, p := range probes {
 		if c.Actions()[action] != Unknown {
 			continue
@@ -76,6 +85,16 @@ func (c *Console) probe(ctx context.Context) {
 		c.state.hub.send(update{"actions", c.Actions()})
 		c.state.mu.Unlock()
 	}
+}
+
+// anyEngine is one engine the console listed, or "".
+func (c *Console) anyEngine() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.listed {
+		return id
+	}
+	return ""
 }
 
 // poll asks $SRV.STATS of the pool's engines, then each engine's health; lists the

@@ -29,7 +29,7 @@ function keep(list, v) { list.push(v); if (list.length > MAX) list.splice(0, lis
 
 function renderHeader() {
   $("identity").textContent = st.identity;
-  for (const [id, action] of [["can-dispose", "dispose"], ["can-purge", "dispose_scope"]]) {
+  for (const [id, action] of [["can-dispose", "dispose"], ["can-purge", "dispose_scope"], ["can-lame-duck", "lame_duck"]]) {
     const v = st.actions[action] || "unknown";
     $(id).textContent = v;
     $(id).className = "perm " + v;
@@ -39,11 +39,20 @@ function renderHeader() {
 function renderEngines() {
   const tb = $("engines").tBodies[0];
   tb.replaceChildren();
+  const denied = st.actions["lame_duck"] === "denied";
   for (const e of st.engines) {
     const tr = document.createElement("tr");
     tr.dataset.engine = e.id;
     cell(tr, e.id, "mono"); cell(tr, e.version); cell(tr, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""));
     cell(tr, e.sandboxes); cell(tr, e.in_flight); cell(tr, e.requests); cell(tr, e.errors); cell(tr, ago(e.started_at));
+    const td = document.createElement("td");
+    const b = document.createElement("button");
+    b.type = "button"; b.className = "lame-duck"; b.textContent = "lame duck";
+    b.disabled = denied || e.status === "draining";
+    b.title = denied ? "the console's NATS identity may not put an engine in lame duck" :
+      "take no new sandboxes on this engine, keep the ones it holds";
+    b.addEventListener("click", () => lameDuck(e.id));
+    td.appendChild(b); tr.appendChild(td);
     tb.appendChild(tr);
   }
 }
@@ -213,6 +222,12 @@ async function post(path, body) {
   return { ok: res.ok, status: res.status, out };
 }
 
+async function lameDuck(id) {
+  const r = await post("/api/lame_duck", { engine: id });
+  $("action-result").textContent = r.ok ? "engine " + id + " in lame duck" + (r.out.already ? " (it was already)" : "") +
+    ", holding " + r.out.sandboxes : "refused (" + r.status + "): " + (r.out.error || "");
+}
+
 async function dispose(s) {
   const r = await post("/api/dispose", { key: s.key, kind: s.kind, instance_id: s.instance_id });
   $("action-result").textContent = r.ok ? "disposed " + s.instance_id.slice(0, 12) +
@@ -230,7 +245,7 @@ const handlers = {
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
     renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
   },
-  actions(d) { st.actions = d; renderHeader(); renderSandboxes(); renderAudit(); },
+  actions(d) { st.actions = d; renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },
   sandbox_gone(d) { st.sandboxes.delete(ref(d)); renderSandboxes(); },

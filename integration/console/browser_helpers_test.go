@@ -23,7 +23,7 @@ import (
 )
 
 // The NATS users of the tests: the engine and the operator may do anything; the viewer may
-// watch but not publish a dispose or a purge, on the shared subjects or any engine's.
+// watch but not publish a dispose, a purge or a lame duck, on the shared subjects or any engine's.
 const (
 	engineUser   = "engine"
 	operatorUser = "operator"
@@ -48,7 +48,7 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	all := &server.Permissions{}
 	viewer := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"},
 		Deny: []string{"maf.sandbox.api.v1.dispose", "maf.sandbox.api.v1.dispose_scope",
-			"maf.sandbox.api.v1.engine.*.dispose", "maf.sandbox.api.v1.engine.*.dispose_scope"}}}
+			"maf.sandbox.api.v1.engine.*.dispose", "maf.sandbox.api.v1.engine.*.dispose_scope", "maf.sandbox.api.v1.engine.*.lame_duck"}}}
 	opts.Users = []*server.User{
 		{Username: engineUser, Password: password, Permissions: all},
 		{Username: operatorUser, Password: password, Permissions: all},
