@@ -79,10 +79,14 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown}, denials: map[*denialWatch]struct{}{},
 		listed: map[string]time.Time{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
+	scoped := ">" // every scope's events, or the one scope's: <prefix>.audit.<scope>.>
+	if o.scope != "" {
+		scoped = events.Token(o.scope) + ".>"
+	}
 	for subject, h := range map[string]nats.MsgHandler{
-		o.eventPrefix + ".audit.>":           c.onAudit,
-		o.eventPrefix + ".egress.observed.>": func(m *nats.Msg) { c.state.egressEvent(json.RawMessage(m.Data)) },
-		o.eventPrefix + ".reap.completed":    func(m *nats.Msg) { c.state.reapEvent(json.RawMessage(m.Data)) },
+		o.eventPrefix + ".audit." + scoped:           c.onAudit,
+		o.eventPrefix + ".egress.observed." + scoped: func(m *nats.Msg) { c.state.egressEvent(json.RawMessage(m.Data)) },
+		o.eventPrefix + ".reap.completed":            func(m *nats.Msg) { c.state.reapEvent(json.RawMessage(m.Data)) },
 	} {
 		sub, err := nc.Subscribe(subject, h)
 		if err != nil {

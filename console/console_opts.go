@@ -19,6 +19,7 @@ type options struct {
 	prefix      string
 	eventPrefix string
 	identity    string
+	scope       string
 	window      int
 	poll        time.Duration
 	reconcile   time.Duration
@@ -71,6 +72,19 @@ func WithEventPrefix(prefix string) Option {
 			return errOption("invalid event prefix %q", prefix)
 		}
 		o.eventPrefix = prefix
+		return nil
+	}
+}
+
+// WithScope narrows the console to one scope, a tenant's: it lists only that scope's
+// sandboxes (list_sandboxes with scope, which an engine with tenancy requires of a
+// non-operator) and subscribes only to that scope's audit and egress events.
+func WithScope(scope string) Option {
+	return func(o *options) error {
+		if scope == "" {
+			return errOption("an empty scope")
+		}
+		o.scope = scope
 		return nil
 	}
 }

@@ -187,7 +187,7 @@ func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
 func (c *Console) list(ctx context.Context, engine string) {
 	asked := time.Now()
 	var all []messages.APISandboxEntry
-	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Limit: 1000}
+	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Scope: c.o.scope, Limit: 1000}
 	for {
 		var resp messages.APIListSandboxesResponse
 		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {

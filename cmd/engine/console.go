@@ -36,6 +36,7 @@ type consoleVerb struct {
 	listen      string
 	readyFile   string
 	eventPrefix string
+	scope       string
 	window      int
 	nats        natsFlags
 	logs        logFlags
@@ -55,6 +56,7 @@ func (v *consoleVerb) parse(args []string) error {
 	fs.StringVar(&v.listen, "listen", envOr("MAF_SANDBOX_CONSOLE_LISTEN", defaultConsoleListen), "address of the console's page, loopback only; port 0 picks a free one (env MAF_SANDBOX_CONSOLE_LISTEN)")
 	fs.StringVar(&v.readyFile, "ready-file", envOr("MAF_SANDBOX_CONSOLE_READY_FILE", ""), "write the page's URL to this file once serving (env MAF_SANDBOX_CONSOLE_READY_FILE)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the engines' events (env MAF_SANDBOX_EVENT_PREFIX)")
+	fs.StringVar(&v.scope, "scope", envOr("MAF_SANDBOX_CONSOLE_SCOPE", ""), "show only this scope's sandboxes and events (a tenant's console; default every scope, which an engine with tenancy allows an operator only) (env MAF_SANDBOX_CONSOLE_SCOPE)")
 	fs.IntVar(&v.window, "window", console.DefaultWindow, "events of each kind (audit, egress, reap) kept in memory")
 	v.nats.register(fs)
 	v.logs.register(fs)
@@ -103,7 +105,7 @@ func (v *consoleVerb) run(ctx context.Context) error {
 	}
 	defer nc.Close()
 	c, err := console.New(nc, console.WithLogger(log), console.WithPrefix(v.nats.prefix), console.WithEventPrefix(v.eventPrefix),
-		console.WithIdentity(v.identity()), console.WithWindow(v.window))
+		console.WithIdentity(v.identity()), console.WithWindow(v.window), scopeOption(v.scope))
 	if err != nil {
 		return err
 	}
@@ -135,4 +137,12 @@ func (v *consoleVerb) run(ctx context.Context) error {
 		return fmt.Errorf("stop the console: %w", err)
 	}
 	return nil
+}
+
+// scopeOption is console.WithScope for a --scope given, else no option.
+func scopeOption(scope string) console.Option {
+	if scope == "" {
+		return nil
+	}
+	return console.WithScope(scope)
 }
