@@ -183,14 +183,23 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	if b.servesAllowlist() {
 		modes[sandbox.EgressAllowlist] = struct{}{}
 	}
+	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
+		sandbox.HostTools, sandbox.Reclaim)
+	var methods []string
+	if b.servesAllowlist() { // the proxy inspects (egress_inspect.go)
+		caps[sandbox.EgressMethods] = struct{}{}
+		methods = append([]string(nil), inspectedMethods...)
+	}
 	return sandbox.Declarations{
-		Capabilities: sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
-			sandbox.HostTools, sandbox.Reclaim),
+		Capabilities:    caps,
 		Limits:          &sandbox.SandboxLimits{FilesIn: ceiling, FilesOut: ceiling},
 		EgressModes:     modes,
 		OSFamilies:      append([]sandbox.OSFamily(nil), b.osFamilies...),
 		IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
 		ObservesEgress:  b.servesAllowlist(),
+		// Request-level egress: the proxy decides these methods and path patterns per request.
+		EgressMethodTokens: methods,
+		EgressPaths:        b.servesAllowlist(),
 	}
 }
 

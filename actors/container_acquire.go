@@ -89,6 +89,9 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
 		return fail(err)
 	}
+	if err := a.installTrust(ctx, egress, spec, info.ID); err != nil { // egress hook (egress_inspect.go)
+		return fail(err)
+	}
 	if err := a.runProbes(ctx, info, spec, imageRef, created); err != nil {
 		return fail(err)
 	}

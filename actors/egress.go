@@ -113,6 +113,7 @@ func (NopEgressSink) EgressDrained(context.Context, EgressWindow) {}
 type egressOptions struct {
 	sink        EgressSink
 	networkHook func(ctx context.Context, networkID string) error
+	upstreamCAs []byte // PEM; none: inspecting proxies verify against the system roots (egress_inspect.go)
 }
 
 // WithEgressSink wires the receiver of drained windows (default: none, and no proxy is read).
@@ -141,7 +142,11 @@ func (a *containerActor) workloadNetwork(spec sandbox.Spec) docker.CreateOpt {
 	if egressIDFor(a.b.cfg, spec) == "" {
 		return docker.WithNetworkNone()
 	}
-	return docker.WithNetwork(docker.NetworkName(a.name), docker.ProxyURL(a.name))
+	network := docker.WithNetwork(docker.NetworkName(a.name), docker.ProxyURL(a.name))
+	if !inspects(spec) {
+		return network
+	}
+	return func(s *docker.CreateSpec) { network(s); docker.WithTrustFile(trustPath)(s) } // egress_inspect.go
 }
 
 // ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
@@ -390,6 +395,7 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 	if private != "" {
 		env = append(env, egresslog.EnvPrivateCIDRs+"="+private)
 	}
+	env = append(env, a.b.inspectEnv(spec)...) // none for a tunnel-only allowlist
 	if prove {
 		env = append(env, egresslog.EnvSealTargets+"="+egresslog.FormatSealTargets(a.b.sealTargets(ctx, nets)))
 		if run.addrs.workload.IsValid() { // the workload's own address: it may be up there, gated
@@ -421,11 +427,14 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		return fail(fmt.Errorf("start proxy %s: %w", name, err))
 	}
 	if !prove {
-		if _, err := a.awaitProxy(ctx, nets, id, false); err != nil {
+		out, err := a.awaitProxy(ctx, nets, id, false)
+		if err != nil {
 			return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
 		}
+		run.ca = egresslog.ParseCA(string(out))
 	} else {
-		verdict, detail, err := a.awaitSeal(ctx, nets, id)
+		verdict, detail, out, err := a.awaitSeal(ctx, nets, id)
+		run.ca = egresslog.ParseCA(string(out))
 		if err != nil {
 			return fail(fmt.Errorf("wait for proxy %s: %w", name, err))
 		}
@@ -450,7 +459,7 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 // awaitSeal waits for a proving proxy's seal line (awaitProxy) and returns its verdict, in a
 // span (SpanSeal) from the started proxy's probe budget to the log read that holds the
 // verdict; a network not proved sealed marks it failed.
-func (a *containerActor) awaitSeal(ctx context.Context, nets docker.Networks, id string) (v egresslog.SealVerdict, detail string, err error) {
+func (a *containerActor) awaitSeal(ctx context.Context, nets docker.Networks, id string) (v egresslog.SealVerdict, detail string, out []byte, err error) {
 	ctx, end := a.span(ctx, SpanSeal)
 	defer func() {
 		names := map[egresslog.SealVerdict]string{egresslog.Sealed: "sealed", egresslog.SealBreached: "breached", egresslog.SealUnknown: "unknown"}
@@ -461,12 +470,12 @@ func (a *containerActor) awaitSeal(ctx context.Context, nets docker.Networks, id
 		}
 		end(err)
 	}()
-	out, err := a.awaitProxy(ctx, nets, id, true)
+	out, err = a.awaitProxy(ctx, nets, id, true)
 	if err != nil {
-		return egresslog.SealUnknown, "", err
+		return egresslog.SealUnknown, "", nil, err
 	}
 	v, detail = egresslog.ParseSeal(out)
-	return v, detail, nil
+	return v, detail, out, nil
 }
 
 // awaitProxy polls the proxy's log until it says it is listening, or — when prove — until

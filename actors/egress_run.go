@@ -54,6 +54,7 @@ type egressRun struct {
 
 	done    chan struct{} // closed when the proxy is built or its build failed
 	proxyID string        // read after done
+	ca      []byte        // the proxy's CA certificate (DER) when it inspects, read after done
 	err     error         // read after done
 	joined  bool
 }

@@ -55,6 +55,11 @@ func apiAttach(s CreateSpec, cfg *container.Config, hc *container.HostConfig) *n
 	for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 		cfg.Env = append(cfg.Env, v+"="+s.ProxyURL)
 	}
+	if s.TrustFile != "" {
+		for _, v := range TrustVariables {
+			cfg.Env = append(cfg.Env, v+"="+s.TrustFile)
+		}
+	}
 	if !s.IPv4.IsValid() {
 		return nil
 	}

@@ -33,7 +33,16 @@ type CreateSpec struct {
 	Entrypoint string
 	// IPv4, when valid, is the container's fixed address on Network (--ip).
 	IPv4 netip.Addr
+	// TrustFile, with a Network, is the CA bundle the trust variables ([TrustVariables])
+	// point at: the file holding the certificate of an inspecting proxy. "": not set.
+	TrustFile string
 }
+
+// TrustVariables are the variables the common TLS clients read a CA bundle from, set on a
+// workload whose proxy inspects: OpenSSL and Go (SSL_CERT_FILE), Python requests
+// (REQUESTS_CA_BUNDLE), Node.js (NODE_EXTRA_CA_CERTS, added to its own roots) and curl
+// (CURL_CA_BUNDLE).
+var TrustVariables = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"}
 
 // CreateOpt changes a [CreateSpec].
 type CreateOpt func(*CreateSpec)
@@ -77,6 +86,10 @@ func WithNetwork(network, proxyURL string) CreateOpt {
 	return func(s *CreateSpec) { s.Network, s.ProxyURL, s.Sealed = network, proxyURL, true }
 }
 
+// WithTrustFile points the trust variables ([TrustVariables]) at path, a CA bundle inside the
+// container; it needs a network.
+func WithTrustFile(path string) CreateOpt { return func(s *CreateSpec) { s.TrustFile = path } }
+
 // WithLabels appends labels, keeping their order.
 func WithLabels(labels ...Label) CreateOpt {
 	return func(s *CreateSpec) { s.Labels = append(s.Labels, labels...) }
@@ -95,6 +108,12 @@ func WithIPv4(a netip.Addr) CreateOpt { return func(s *CreateSpec) { s.IPv4 = a 
 
 // attached reports whether s joins a network (a --network other than none).
 func (s CreateSpec) attached() bool { return s.Network != "" && s.Network != "none" }
+
+// trustFileValid reports whether s sets no trust file or one it can render: an absolute
+// path on a workload with a network.
+func (s CreateSpec) trustFileValid() bool {
+	return s.TrustFile == "" || (s.attached() && strings.HasPrefix(s.TrustFile, "/") && !strings.ContainsAny(s.TrustFile, "\x00\n"))
+}
 
 // validate refuses a spec that could not render to a safe command line.
 func (s CreateSpec) validate() error {
@@ -117,6 +136,8 @@ func (s CreateSpec) validate() error {
 		return fmt.Errorf("create spec: %w: a fixed address needs an IPv4 address and a network", ErrInvalid)
 	case strings.HasPrefix(s.Entrypoint, "-"):
 		return fmt.Errorf("create spec: %w: entrypoint starts with '-'", ErrInvalid)
+	case !s.trustFileValid():
+		return fmt.Errorf("create spec: %w: a trust file needs a network and an absolute path", ErrInvalid)
 	}
 	for _, l := range s.Labels {
 		if err := checkLabel(l); err != nil {
@@ -163,6 +184,11 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 		}
 		for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 			args = append(args, "-e", v+"="+s.ProxyURL)
+		}
+		if s.TrustFile != "" {
+			for _, v := range TrustVariables {
+				args = append(args, "-e", v+"="+s.TrustFile)
+			}
 		}
 		if s.Sealed {
 			args = append(args, sealArgs()...)

@@ -109,6 +109,9 @@ func TestCreateSpecValidate(t *testing.T) {
 		{"negative cpus", CreateSpec{Name: "N", Image: "img", CPUs: &neg}, ErrInvalid},
 		{"network without proxy", NewCreateSpec("N", "img", WithNetwork("N-net", "")), ErrInvalid},
 		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(Label{Key: "a=b", Value: "c"})), ErrInvalid},
+		{"trust file with a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("/ca.pem")), nil},
+		{"trust file without a network", NewCreateSpec("N", "img", WithTrustFile("/ca.pem")), ErrInvalid},
+		{"relative trust file", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("ca.pem")), ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,5 +119,17 @@ func TestCreateSpecValidate(t *testing.T) {
 				t.Fatalf("validate() = %v, want %v", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// An inspecting allowlist's workload gets the four trust variables, after the proxy ones.
+func TestCLIRunArgsTrustFile(t *testing.T) {
+	got := strings.Join(cliRunArgs(NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("/ca.pem"))), " ")
+	want := "-e http_proxy=u -e SSL_CERT_FILE=/ca.pem -e REQUESTS_CA_BUNDLE=/ca.pem -e NODE_EXTRA_CA_CERTS=/ca.pem -e CURL_CA_BUNDLE=/ca.pem"
+	if !strings.Contains(got, want) {
+		t.Fatalf("args %q do not hold %q", got, want)
+	}
+	if strings.Contains(strings.Join(cliRunArgs(NewCreateSpec("N", "img", WithNetwork("N-net", "u"))), " "), "SSL_CERT_FILE") {
+		t.Fatal("a tunnel-only workload got the trust variables")
 	}
 }

@@ -100,10 +100,18 @@ func FormatCA(der []byte) string {
 	return CAMarker + " " + base64.StdEncoding.EncodeToString(der) + "\n"
 }
 
-// ParseCA returns the DER certificate of the first [FormatCA] line in log, or nil.
+// ParseCA returns the DER certificate of the first [FormatCA] line in log, or nil. A line may
+// carry the engine's log timestamp before it (`docker logs --timestamps`: one field and a
+// space).
 func ParseCA(log string) []byte {
 	for _, line := range strings.Split(log, "\n") {
-		if rest, ok := strings.CutPrefix(line, CAMarker+" "); ok {
+		rest, ok := strings.CutPrefix(line, CAMarker+" ")
+		if !ok {
+			if _, after, cut := strings.Cut(line, " "); cut {
+				rest, ok = strings.CutPrefix(after, CAMarker+" ")
+			}
+		}
+		if ok {
 			if der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
 				return der
 			}

@@ -1,6 +1,7 @@
 package egresslog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -150,5 +151,18 @@ func TestFormatDecisionCutsLongPaths(t *testing.T) {
 	ds, _, err := ParseLog(strings.NewReader(line))
 	if err != nil || len(ds) != 1 || len(ds[0].Path) != MaxLoggedPath || !strings.HasSuffix(ds[0].Path, PathCut) {
 		t.Fatalf("parsed %+v (%v) from %q, want a path of %d bytes ending in %q", ds, err, line, MaxLoggedPath, PathCut)
+	}
+}
+
+// The engine reads the proxy's log with timestamps: the CA line is found behind one.
+func TestParseCATimestamped(t *testing.T) {
+	der := []byte{0x30, 0x03, 0x02, 0x01, 0x01}
+	for _, log := range []string{FormatCA(der), "2026-12-04T14:47:09.554Z " + FormatCA(der) + "2026-12-04T14:47:09.555Z ready\n"} {
+		if got := ParseCA(log); !bytes.Equal(got, der) {
+			t.Errorf("ParseCA(%q) = %x, want %x", log, got, der)
+		}
+	}
+	if got := ParseCA("a b " + FormatCA(der)); got != nil {
+		t.Errorf("a CA line behind two fields was read: %x", got)
 	}
 }

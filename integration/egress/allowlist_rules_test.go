@@ -20,8 +20,8 @@ import (
 
 // TestAllowlistRulesOverNATS: an acquire sent as raw JSON (as a host in any language sends
 // it) to an engine that serves allowlists is refused, typed, for every entry the rule grammar
-// refuses, and leaves no container or network behind; an inspecting rule the Docker backend
-// does not enforce yet is refused as unsupported, never served as a plain tunnel; and today's
+// refuses, and leaves no container or network behind; an inspecting rule naming a method the
+// Docker backend does not declare is refused as unsupported, never served as a plain tunnel; and today's
 // shortest form, a bare host string, still acquires a sandbox that reaches its host.
 func TestAllowlistRulesOverNATS(t *testing.T) {
 	fx := newEgressFixture(t)
@@ -46,7 +46,7 @@ func TestAllowlistRulesOverNATS(t *testing.T) {
 		{"method not a token", `[{"host":"` + allowedHost + `","methods":["GET POST"]}]`, invalid, messages.CodeInvalidArgument, "HTTP tokens"},
 		{"dot-dot path", `[{"host":"` + allowedHost + `","methods":["GET"],"paths":["/a/../admin"]}]`, invalid, messages.CodeInvalidArgument, "'..'"},
 		{"encoded path", `[{"host":"` + allowedHost + `","paths":["/a%2Fb"]}]`, invalid, messages.CodeInvalidArgument, "percent-encoding"},
-		{"inspection not enforced yet", `[{"host":"` + allowedHost + `","methods":["GET"],"paths":["/ok/**"]}]`,
+		{"method not declared", `[{"host":"` + allowedHost + `","methods":["TRACE"],"paths":["/ok/**"]}]`,
 			unsupported, messages.CodeCapabilityNotSupported, "egress_methods"},
 	}
 	for _, tc := range refused {

@@ -44,7 +44,9 @@ const (
 type egressFixture struct {
 	network string
 	caB64   string
+	caPEM   []byte            // the targets' CA
 	targets map[string]string // alias → address on the egress network
+	ids     map[string]string // alias → target container ID (its log lists every request)
 }
 
 func newEgressFixture(t testing.TB) *egressFixture {
@@ -61,7 +63,7 @@ func newEgressFixture(t testing.TB) *egressFixture {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	f := &egressFixture{network: "maf-e2e-egress-" + hex.EncodeToString(b), caB64: base64.StdEncoding.EncodeToString(caPEM),
-		targets: map[string]string{}}
+		caPEM: caPEM, targets: map[string]string{}, ids: map[string]string{}}
 	// Internal as well as private: the proxy's outbound leg reaches the targets and nothing else.
 	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", f.network) })
 	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(egressSubnet), 24)
@@ -86,6 +88,7 @@ func newEgressFixture(t testing.TB) *egressFixture {
 	for _, alias := range []string{allowedHost, deniedHost} {
 		id := dockertest.RunContainer(t, images.TargetTag, "--network", f.network, "--network-alias", alias, "--dns", "127.0.0.1",
 			"--user", "0", "-e", "E2E_CERT="+string(certPEM), "-e", "E2E_KEY="+string(keyPEM))
+		f.ids[alias] = id
 		f.targets[alias] = strings.TrimSpace(dockertest.Docker(t, "inspect", "--format",
 			`{{(index .NetworkSettings.Networks "`+f.network+`").IPAddress}}`, id))
 	}

@@ -1,7 +1,8 @@
 // Command e2e is the offline fixture's static program (egress-and-reap.md §5.4): "serve" is
-// the HTTPS target server (GET / → 200, certificate from the environment), and the client
-// verbs run inside a workload: "get" fetches a URL through the proxy the environment names
-// and prints "code=NNN", "dial" opens a raw TCP connection, "udp" sends one datagram and
+// the HTTPS target server (any request → 200, certificate from the environment, each request
+// logged as "request METHOD PATH"), and the client verbs run inside a workload: "get" fetches
+// a URL through the proxy the environment names and prints "code=NNN", "send" does the same
+// with any method and the roots the environment names (SSL_CERT_FILE), "dial" opens a raw TCP connection, "udp" sends one datagram and
 // waits a second for any answer, "resolve" looks a name up.
 // "dns" is the canary DNS server of §5.3: it prints every query it receives and answers
 // each with NXDOMAIN, so a leak shows in its log and nothing is ever resolved through it.
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | dial HOST:PORT | udp HOST:PORT | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | send METHOD URL | dial HOST:PORT | udp HOST:PORT | resolve NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -35,6 +36,8 @@ func main() {
 		canary()
 	case "get":
 		get(os.Args[2], os.Args[3])
+	case "send":
+		send(os.Args[2], os.Args[3])
 	case "dial":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -95,7 +98,10 @@ func serve() {
 	}
 	srv := &http.Server{Addr: ":443", ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		Handler:   http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Printf("request %s %s\n", r.Method, r.URL.EscapedPath())
+			fmt.Fprintln(w, "ok")
+		})}
 	fmt.Println("serving on :443")
 	if err := srv.ListenAndServeTLS("", ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -114,6 +120,25 @@ func get(url, caB64 string) {
 	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Printf("code=000 err=%v\n", err)
+		os.Exit(1)
+	}
+	resp.Body.Close()
+	fmt.Printf("code=%d\n", resp.StatusCode)
+}
+
+// send makes one request of method to url through the proxy the environment names, trusting
+// the system roots: on Linux Go reads them from SSL_CERT_FILE when it is set. A response
+// prints "code=NNN", no response "code=000 err=…".
+func send(method, url string) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		fmt.Println("code=000 bad request:", err)
+		os.Exit(2)
+	}
+	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Printf("code=000 err=%v\n", err)
 		os.Exit(1)

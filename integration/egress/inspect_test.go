@@ -1,0 +1,97 @@
+package egress
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Request-level egress on the real engine (issue 24): an entry allowing only GET under
+// /allowed/ on the HTTPS target. The workload trusts the proxy's CA through SSL_CERT_FILE
+// alone (the client is given no CA), the allowed GET reaches the target, a POST and a GET on
+// another path are refused with 403 and the target never sees them, and the drained window
+// carries each decision with its method and path.
+func TestEgressInspectedMethodsAndPaths(t *testing.T) {
+	fx := newEgressFixture(t)
+	sink := &recordingSink{}
+	b := egressBackend(t, fx.network, actors.WithEgressSink(sink), actors.WithEgressUpstreamCAs(fx.caPEM))
+	if d := b.Declarations(); !d.EffectiveCapabilities().Has(sandbox.EgressMethods) || !d.EgressPaths {
+		t.Fatalf("declarations %+v: want egress methods and paths", d)
+	}
+	rule := sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"}}
+	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(rule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := itest.NewKey(t)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
+	ctx := itest.Context(t)
+	sb := itest.Acquire(t, b, key, spec)
+	run := func(argv ...string) string {
+		t.Helper()
+		res, err := sb.Exec(ctx, sandbox.Argv(argv...), "/", time.Minute)
+		if err != nil {
+			t.Fatalf("exec %v: %v", argv, err)
+		}
+		return strings.TrimSpace(string(res.StdoutBytes))
+	}
+	if out := run("sh", "-c", `echo "$SSL_CERT_FILE $REQUESTS_CA_BUNDLE $NODE_EXTRA_CA_CERTS $CURL_CA_BUNDLE"; head -1 "$SSL_CERT_FILE"`); out !=
+		"/maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem\n-----BEGIN CERTIFICATE-----" {
+		t.Fatalf("trust variables and bundle: %q", out)
+	}
+	base := "https://" + allowedHost
+	if out := run("maf-e2e", "send", "GET", base+"/allowed/x"); out != "code=200" {
+		t.Fatalf("allowed GET: %s", out)
+	}
+	if out := run("maf-e2e", "send", "POST", base+"/allowed/x"); out != "code=403" {
+		t.Fatalf("POST on an allowed path: %s, want the proxy's 403", out)
+	}
+	if out := run("maf-e2e", "send", "GET", base+"/other"); out != "code=403" {
+		t.Fatalf("GET on another path: %s, want the proxy's 403", out)
+	}
+	var seen []string
+	for _, line := range strings.Split(dockertest.Docker(t, "logs", fx.ids[allowedHost]), "\n") {
+		if strings.HasPrefix(line, "request ") {
+			seen = append(seen, line)
+		}
+	}
+	if len(seen) != 1 || seen[0] != "request GET /allowed/x" {
+		t.Fatalf("the target saw %q, want only the allowed GET", seen)
+	}
+	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose: %v", f)
+	}
+	ws := sink.got()
+	if len(ws) != 1 {
+		t.Fatalf("windows: %+v, want exactly one", ws)
+	}
+	want := []sandbox.EgressDecision{
+		{Decision: sandbox.DecisionAllow, Host: allowedHost, Port: 443, Method: "GET", Path: "/allowed/x"},
+		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "POST", Path: "/allowed/x"},
+		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "GET", Path: "/other"},
+	}
+	got := ws[0].Decisions
+	if len(got) != len(want) {
+		t.Fatalf("decisions %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g := got[i]
+		g.At = time.Time{}
+		if g != want[i] {
+			t.Errorf("decision %d: %+v, want %+v", i, g, want[i])
+		}
+	}
+	if err := b.AwaitTeardowns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, n); left != "" {
+		t.Fatalf("left behind: %s", left)
+	}
+}
