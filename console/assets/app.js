@@ -209,6 +209,73 @@ function renderPlot() {
     st.sandboxes.size + " live now";
 }
 
+// The last hour's latency: per minute, the durations of the acquires and commands the page
+// has seen (its snapshot's window, then every event as it arrives), each event counted once
+// by its ID; minutes older than an hour are dropped, so this stays bounded like the window.
+const MINUTE = 60000, HOUR = 60;
+const minutes = new Map(); // minute number → { acq: [ms], ex: [ms], ids: Set }
+
+function countLatency(e) {
+  const t = new Date(e.time).getTime(), m = Math.floor(t / MINUTE);
+  if (!(e.type === "sandbox.acquired" || e.type === "exec.finished") || e.outcome === "refused" || !e.id) return;
+  if (m <= Math.floor(Date.now() / MINUTE) - HOUR) return;
+  let b = minutes.get(m);
+  if (!b) { b = { acq: [], ex: [], ids: new Set() }; minutes.set(m, b); }
+  if (b.ids.has(e.id)) return;
+  b.ids.add(e.id);
+  (e.type === "exec.finished" ? b.ex : b.acq).push(e.durationMs || 0);
+}
+
+function median(v) {
+  if (!v.length) return null;
+  const s = v.slice().sort((p, q) => p - q);
+  return s[Math.floor((s.length - 1) / 2)];
+}
+
+function renderLatency() {
+  const now = Math.floor(Date.now() / MINUTE);
+  for (const m of minutes.keys()) if (m <= now - HOUR) minutes.delete(m);
+  const acq = [], ex = [];
+  let samples = 0, top = 1;
+  for (let i = 0; i < HOUR; i++) {
+    const b = minutes.get(now - HOUR + 1 + i);
+    const a = b ? median(b.acq) : null, x = b ? median(b.ex) : null;
+    if (b) samples += b.acq.length + b.ex.length;
+    acq.push(a); ex.push(x);
+    top = Math.max(top, a || 0, x || 0);
+  }
+  const pts = (vals) => vals.map((v, i) => v === null ? null : (i * 720 / (HOUR - 1)).toFixed(1) + "," + (115 - v / top * 105).toFixed(1))
+    .filter((p) => p !== null).join(" ");
+  $("latency-acquires").setAttribute("points", pts(acq));
+  $("latency-execs").setAttribute("points", pts(ex));
+  $("latency").dataset.samples = String(samples);
+  const last = (v) => { for (let i = v.length - 1; i >= 0; i--) if (v[i] !== null) return v[i].toFixed(0) + " ms"; return "—"; };
+  $("latency-numbers").textContent = "· median this minute or the last with calls: acquire " + last(acq) + ", exec " + last(ex) +
+    "; top of the scale " + top.toFixed(0) + " ms";
+}
+
+// Denials per scope: the DENY decisions of the egress windows the page holds, most first.
+function renderDenials() {
+  const per = new Map();
+  for (const w of st.egress) {
+    const scope = w.key ? w.key.scope : "";
+    for (const d of w.decisions || []) if ((d.verdict || "").startsWith("DENY")) per.set(scope, (per.get(scope) || 0) + 1);
+  }
+  const ul = $("denials");
+  ul.replaceChildren();
+  const rows = [...per.entries()].sort((a, b) => b[1] - a[1]).slice(0, 20);
+  const top = Math.max(1, ...rows.map((r) => r[1]));
+  for (const [scope, n] of rows) {
+    const li = document.createElement("li");
+    li.dataset.scope = scope; li.dataset.count = String(n);
+    const bar = document.createElement("span");
+    bar.className = "bar"; bar.style.width = Math.max(2, Math.round(n / top * 240)) + "px";
+    li.append(bar, " " + (scope || "(no scope)") + ": " + n);
+    ul.appendChild(li);
+  }
+  if (!rows.length) { const li = document.createElement("li"); li.textContent = "no denials in the window"; ul.appendChild(li); }
+}
+
 async function purge(s) {
   const r = await post("/api/purge", { scope: s.key.scope, thread_id: s.key.thread_id });
   $("action-result").textContent = r.ok ? "purged " + s.key.scope + " / " + s.key.thread_id + ": " + (r.out.disposed || 0) + " disposed" +
@@ -236,21 +303,23 @@ async function dispose(s) {
 }
 
 let plotTimer = null; // an audit event redraws the plot within a second, at most once a second
-function plotSoon() { if (!plotTimer) plotTimer = setTimeout(() => { plotTimer = null; renderPlot(); }, 1000); }
+function plotSoon() { if (!plotTimer) plotTimer = setTimeout(() => { plotTimer = null; renderPlot(); renderLatency(); }, 1000); }
 
 const handlers = {
   snapshot(d) {
     st.identity = d.identity; st.actions = d.actions; st.engines = d.engines || [];
     st.sandboxes = new Map((d.sandboxes || []).map((s) => [ref(s), s]));
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
+    st.audit.forEach(countLatency);
     renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
+    renderLatency(); renderDenials();
   },
   actions(d) { st.actions = d; renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },
   sandbox_gone(d) { st.sandboxes.delete(ref(d)); renderSandboxes(); },
-  audit(d) { keep(st.audit, d); if (st.open) renderAudit(); if (engineEvent(d)) renderEngineEvents(); plotSoon(); },
-  egress(d) { keep(st.egress, d); renderEgress(); },
+  audit(d) { keep(st.audit, d); countLatency(d); if (st.open) renderAudit(); if (engineEvent(d)) renderEngineEvents(); plotSoon(); },
+  egress(d) { keep(st.egress, d); renderEgress(); renderDenials(); },
   reap(d) { keep(st.reaps, d); renderReaps(); },
 };
 
@@ -267,5 +336,5 @@ for (const id of ["f-scope", "f-kind", "f-host"]) $(id).addEventListener("input"
 $("audit-close").addEventListener("click", () => { st.open = null; renderAudit(); });
 $("purge").addEventListener("click", () => { if (st.open) purge(st.open); });
 setInterval(() => { renderSandboxes(); }, 5000); // ages
-setInterval(renderPlot, BUCKET);
+setInterval(() => { renderPlot(); renderLatency(); }, BUCKET);
 connect();

@@ -62,6 +62,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			Number(document.getElementById("plot").dataset.execs) >= 1 && document.getElementById("plot-acquires").getAttribute("points") !== ""`, nil)); err != nil {
 			t.Fatalf("the activity plot never counted the acquire and the exec: %v", err)
 		}
+		if err := within(t, ctx, 3*time.Second, chromedp.Poll(`Number(document.getElementById("latency").dataset.samples) >= 2 &&
+			document.getElementById("latency-acquires").getAttribute("points") !== "" &&
+			document.getElementById("latency-execs").getAttribute("points") !== ""`, nil)); err != nil {
+			t.Fatalf("the latency plot never drew the acquire's and the exec's durations: %v", err)
+		}
 	})
 
 	t.Run("a user without permission cannot dispose", func(t *testing.T) {

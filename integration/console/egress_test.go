@@ -89,6 +89,10 @@ func TestConsoleShowsDeniedEgress(t *testing.T) {
 		t.Fatalf("the page did not show the denial first within 2 s of the dispose: %v", err)
 	}
 	t.Logf("denial shown %s after the dispose answered", time.Since(disposed).Round(time.Millisecond))
+	perScope := `Number(document.querySelector('#denials li[data-scope="` + key.Scope + `"]')?.dataset.count) >= 1`
+	if err := within(t, tab, 2*time.Second, chromedp.Poll(perScope, nil)); err != nil {
+		t.Fatalf("the denials per scope never counted the scope's denial: %v", err)
+	}
 	filter := func(scope string) chromedp.Action {
 		var ok bool
 		return chromedp.Evaluate(`(() => { const i = document.getElementById("f-scope"); i.value = "`+scope+`";
