@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,15 @@ const (
 	// readBudget bounds reading the token once connected.
 	readBudget = time.Second
 )
+
+// init keeps main on the process's first thread, so that the exec below is made by the thread
+// group's leader. An exec from any other thread makes the kernel retire the leader and hand its
+// PID to the exec'ing thread, and in between /proc/<pid>/root of the container's first process
+// reads as gone (ENOENT: the retired leader has no filesystem any more). The engine's host
+// file plane proves and opens that very process as the gate releases it, so it took a live
+// workload for a dead one (a 250-sandbox run failed an acquire so: "the container's process is
+// gone").
+func init() { runtime.LockOSThread() }
 
 func main() {
 	if len(os.Args) < 4 {
