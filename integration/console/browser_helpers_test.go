@@ -2,8 +2,10 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +124,22 @@ func within(t *testing.T, ctx context.Context, d time.Duration, actions ...chrom
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return chromedp.Run(ctx, actions...)
+}
+
+// pageAction sends the request a button of the page at pageURL would send to path (a JSON body
+// with the page's action header) and returns the console's status code.
+func pageAction(t *testing.T, pageURL, path, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, pageURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Console-Action", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }

@@ -88,16 +88,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		// The greyed button is not the defence: a request the page would send is refused too.
 		body := `{"key":{"scope":"` + key.Scope + `","thread_id":"` + key.ThreadID + `","agent_id":"` + key.AgentID +
 			`"},"kind":"shell","instance_id":"` + sb.InstanceID() + `"}`
-		req, _ := http.NewRequest(http.MethodPost, viewerURL+"api/dispose", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Console-Action", "1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden {
-			t.Fatalf("the viewer's dispose answered %d, want 403", resp.StatusCode)
+		if code := pageAction(t, viewerURL, "api/dispose", body); code != http.StatusForbidden {
+			t.Fatalf("the viewer's dispose answered %d, want 403", code)
 		}
 		list, err := remote.ListSandboxes(itest.Context(t), p.engine.Service.EngineID(), messages.APIListSandboxesRequest{Scope: key.Scope})
 		if err != nil || list.Total != 1 {

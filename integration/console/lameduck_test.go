@@ -31,16 +31,8 @@ func TestConsoleLameDuck(t *testing.T) {
 		chromedp.Poll(`document.querySelector('`+button+`').disabled === true`, nil)); err != nil {
 		t.Fatalf("the viewer's page never showed the lame-duck button greyed: %v", err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, viewerURL+"api/lame_duck", strings.NewReader(`{"engine":"`+id+`"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Console-Action", "1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("the viewer's lame duck answered %d, want 403", resp.StatusCode)
+	if code := pageAction(t, viewerURL, "api/lame_duck", `{"engine":"`+id+`"}`); code != http.StatusForbidden {
+		t.Fatalf("the viewer's lame duck answered %d, want 403", code)
 	}
 	if h, err := pinned.Health(itest.Context(t)); err != nil || h.Status != service.HealthOK {
 		t.Fatalf("after the viewer's refused lame duck the engine's health is %+v (%v), want ok", h, err)
