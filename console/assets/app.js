@@ -36,25 +36,38 @@ function renderHeader() {
   }
 }
 
+const engineRows = new Map(); // engine ID → its row, kept across polls so a button is never rebuilt under a click
+
+function engineRow(id) {
+  const tr = document.createElement("tr");
+  tr.dataset.engine = id;
+  for (let i = 0; i < 8; i++) cell(tr, "");
+  tr.cells[0].className = "mono";
+  const td = document.createElement("td");
+  const b = document.createElement("button");
+  b.type = "button"; b.className = "lame-duck"; b.textContent = "lame duck";
+  b.addEventListener("click", () => lameDuck(id));
+  td.appendChild(b); tr.appendChild(td);
+  return tr;
+}
+
 function renderEngines() {
   const tb = $("engines").tBodies[0];
-  tb.replaceChildren();
   const denied = st.actions["lame_duck"] === "denied";
-  for (const e of st.engines) {
-    const tr = document.createElement("tr");
-    tr.dataset.engine = e.id;
-    cell(tr, e.id, "mono"); cell(tr, e.version); cell(tr, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""));
-    cell(tr, e.sandboxes); cell(tr, e.in_flight); cell(tr, e.requests); cell(tr, e.errors); cell(tr, ago(e.started_at));
-    const td = document.createElement("td");
-    const b = document.createElement("button");
-    b.type = "button"; b.className = "lame-duck"; b.textContent = "lame duck";
+  const live = new Set(st.engines.map((e) => e.id));
+  for (const [id, tr] of engineRows) if (!live.has(id)) { tr.remove(); engineRows.delete(id); }
+  st.engines.forEach((e, i) => {
+    let tr = engineRows.get(e.id);
+    if (!tr) { tr = engineRow(e.id); engineRows.set(e.id, tr); }
+    const texts = [e.id, e.version, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""),
+      e.sandboxes, e.in_flight, e.requests, e.errors, ago(e.started_at)];
+    texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
+    const b = tr.querySelector("button.lame-duck");
     b.disabled = denied || e.status === "draining";
     b.title = denied ? "the console's NATS identity may not put an engine in lame duck" :
       "take no new sandboxes on this engine, keep the ones it holds";
-    b.addEventListener("click", () => lameDuck(e.id));
-    td.appendChild(b); tr.appendChild(td);
-    tb.appendChild(tr);
-  }
+    if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
+  });
 }
 
 const rows = new Map(); // ref → its row, kept across renders so a row is never rebuilt under a click

@@ -39,8 +39,22 @@ func TestConsoleLameDuck(t *testing.T) {
 	}
 
 	_, opURL := p.startConsole(t, operatorUser)
+	calls := `document.querySelector('#engines tbody tr[data-engine="` + id + `"]').cells[5].textContent`
+	var before string
 	if err := within(t, tab, 30*time.Second, chromedp.Navigate(opURL), chromedp.WaitVisible(button, chromedp.ByQuery),
 		chromedp.Poll(`document.getElementById("can-lame-duck").textContent === "allowed"`, nil),
+		chromedp.Evaluate(`document.querySelector('`+button+`').dataset.mark = "kept"; `+calls, &before)); err != nil {
+		t.Fatalf("the operator's page never offered the lame-duck button: %v", err)
+	}
+	// The engines table is polled; a poll that rebuilt the row would put a new button under
+	// the user's pointer and lose the click. The call count moves, the button stays.
+	itest.Sh(t, sb, "true")
+	if err := within(t, tab, 30*time.Second,
+		chromedp.Poll(calls+` !== "`+before+`"`, nil),
+		chromedp.Poll(`document.querySelector('`+button+`').dataset.mark === "kept"`, nil, chromedp.WithPollingTimeout(time.Second))); err != nil {
+		t.Fatalf("a poll of the engines replaced the lame-duck button (calls were %s): %v", before, err)
+	}
+	if err := within(t, tab, 30*time.Second,
 		chromedp.Click(button, chromedp.ByQuery),
 		chromedp.Poll(`document.getElementById("action-result").textContent.startsWith("engine `+id+` in lame duck")`, nil),
 		chromedp.Poll(`document.querySelector('#engines tbody tr[data-engine="`+id+`"]').textContent.includes("draining")`, nil)); err != nil {
