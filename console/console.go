@@ -153,7 +153,8 @@ func (c *Console) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 }
 
 // call sends req on subject and decodes the reply into resp: an API error becomes the wire
-// error it encodes, a permissions violation [ErrForbidden], silence [ErrUnanswered].
+// error it encodes, a permissions violation or an engine's forbidden [ErrForbidden] (the
+// latter still [messages.ForbiddenError] to errors.As), silence [ErrUnanswered].
 func (c *Console) call(ctx context.Context, subject string, req, resp any) error {
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -201,7 +202,13 @@ func (c *Console) call(ctx context.Context, subject string, req, resp any) error
 		return fmt.Errorf("decode reply of %s: %w", subject, err)
 	}
 	if head.Error != nil {
-		return messages.DecodeError(head.Error)
+		err := messages.DecodeError(head.Error)
+		// An engine with tenancy refusing this identity is the same verdict for the console
+		// as the NATS server's: the action is greyed and refused (403).
+		if forbidden := (*messages.ForbiddenError)(nil); errors.As(err, &forbidden) {
+			return fmt.Errorf("%s: %w: %w", subject, ErrForbidden, err)
+		}
+		return err
 	}
 	if err := json.Unmarshal(r.msg.Data, resp); err != nil {
 		return fmt.Errorf("decode reply of %s: %w", subject, err)

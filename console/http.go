@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -138,12 +137,9 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, req any, do func(c
 		return
 	}
 	out, err := do(r.Context())
-	var (
-		invalid   *sandbox.InvalidArgumentError
-		forbidden *messages.ForbiddenError // the engine's own refusal, on an engine with tenancy
-	)
+	var invalid *sandbox.InvalidArgumentError
 	switch {
-	case errors.Is(err, ErrForbidden), errors.As(err, &forbidden):
+	case errors.Is(err, ErrForbidden): // the NATS server's refusal or an engine's with tenancy
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error(), "code": "forbidden"})
 	case errors.As(err, &invalid):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})

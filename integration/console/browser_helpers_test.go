@@ -83,9 +83,14 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 // startConsole serves a console connected as user and returns its page's URL.
 func (p *pool) startConsole(t *testing.T, user string) (*console.Console, string) {
 	t.Helper()
-	nc := natstest.Connect(t, p.srv, nats.UserInfo(user, password))
-	c, err := console.New(nc, console.WithLogger(zaptest.NewLogger(t)), console.WithIdentity("NATS user "+user),
-		console.WithPoll(200*time.Millisecond, 5*time.Second))
+	return serveConsole(t, natstest.Connect(t, p.srv, nats.UserInfo(user, password)), console.WithIdentity("NATS user "+user))
+}
+
+// serveConsole serves a console on nc, polling quickly, and returns its page's URL.
+func serveConsole(t *testing.T, nc *nats.Conn, opts ...console.Option) (*console.Console, string) {
+	t.Helper()
+	c, err := console.New(nc, append([]console.Option{console.WithLogger(zaptest.NewLogger(t)),
+		console.WithPoll(200*time.Millisecond, 5*time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("new console: %v", err)
 	}
