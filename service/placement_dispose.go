@@ -22,7 +22,9 @@ import (
 //     entry, as for a call it got itself.
 //   - one whose owner lapsed is claimed first — taken over, as an acquire would — and one of
 //     this engine's own that it no longer holds (a restart under the same ID) renewed, so the
-//     local dispose that follows releases it like any lease of this engine's.
+//     local dispose that follows releases it like any lease of this engine's. The owner
+//     component does this sorting ([placement.Owner.ClaimKeyEntries]); the forwards are
+//     the service's.
 //
 // A live owner that does not answer, or answers with an error, stops the call before it
 // touches anything here: only the owner may touch its sandbox, and it may be cut off from
