@@ -93,7 +93,8 @@ func (s *Service) lost(key sandbox.Key, kind string) {
 }
 
 // route decides where an acquire of (key, kind) is served. It returns the answer of the engine
-// the acquire was forwarded to (forwarded true), or the route to serve it here under. A cold
+// the acquire was forwarded to (forwarded true), or the route to serve it here under, or the
+// error that ends the acquire. A cold
 // acquire that came through the pool may first go to a lighter engine; when that engine does
 // not take it, it is served here.
 func (s *Service) route(ctx context.Context, key sandbox.Key, kind string) (answer any, r placement.Route, forwarded bool, err error) {
@@ -114,8 +115,10 @@ func (s *Service) route(ctx context.Context, key sandbox.Key, kind string) (answ
 	case err != nil:
 		return nil, r, false, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	case !r.Here:
+		// Only an answer the owner gave is the owner's to audit; a forward that failed is
+		// this engine's answer, audited here.
 		answer, err = s.forward(ctx, r.Engine)
-		return answer, r, true, err
+		return answer, r, answer != nil, err
 	}
 	return nil, r, false, nil
 }
