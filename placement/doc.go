@@ -13,14 +13,14 @@
 // entry of a conversation this engine owns (scope purge). A dispose that reaches an engine
 // which does not own an entry reads it ([Store.KeyEntries], [Store.ScopeEntries]) and either
 // hands the dispose to the live owner or, once [Store.Lapsed], claims the entry and releases
-// it (package service).
+// it ([Owner.ClaimKeyEntries]).
 //
 // A lease that is not renewed lapses. Another engine's Claim then takes the entry over with
 // kv.Update on the last revision it read, so of several engines taking over at once one wins
 // too. The taker waits a grace beyond the recorded expiry ([WithGrace]), which is the bound on
 // clock skew between hosts the scheme assumes. The record names the owner's daemon and, once
 // the owner sets [Lease.Instance] and renews, the instance it handed out: a taker on the same
-// daemon adopts that instance, one on another creates afresh (package service).
+// daemon adopts that instance, one on another creates afresh ([Owner.Route]).
 //
 // # Fencing
 //
@@ -36,6 +36,15 @@
 // [Store.Lookup] answers from a copy of the whole bucket kept current by the bucket's watch,
 // so a lookup costs no round trip; the copy may trail the bucket by the watch's latency, which
 // is why Claim always asks the bucket itself.
+//
+// # The owner
+//
+// [Owner] is one engine's ownership component over these buckets and the engine's router:
+// [Owner.Route] answers "serve here" (claiming, or taking a lapsed owner's sandbox over) or
+// "forward to engine X"; [Owner.Lighter] picks a lighter engine for a cold acquire; it renews
+// the leases, fences each call on a sandbox by its lease ([Owner.Fence]), announces the engine
+// and gives everything up at [Owner.Stop]. The engine (package service) carries the forwards
+// and hears of claims and lost leases through [Hooks].
 //
 // # Membership
 //

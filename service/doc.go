@@ -19,10 +19,12 @@
 // # Placement
 //
 // With [WithPlacement] engines sharing NATS keep one sandbox per (key, kind) between them
-// (package placement, placement.go): a cold acquire claims the sandbox's entry before creating
-// anything, an acquire of a sandbox another engine owns is forwarded to it, the engine renews
-// its leases and refuses calls on a sandbox whose lease it no longer holds. [WithMembers]
-// announces the engine and its load; [Service.LameDuck] stops it taking new sandboxes.
+// (placement.go): a cold acquire claims the sandbox's entry before creating anything, an
+// acquire of a sandbox another engine owns is forwarded to it, the engine renews its leases and
+// refuses calls on a sandbox whose lease it no longer holds. [WithMembers] announces the engine
+// and its load; [Service.LameDuck] stops it taking new sandboxes. Those decisions, the leases
+// and the goroutines that keep them are a [placement.Owner]'s; the service asks it where an
+// acquire is served and carries the forward itself (forward.go).
 //
 // # Errors
 //

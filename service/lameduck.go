@@ -25,6 +25,7 @@ func (s *Service) LameDuck() error {
 	}
 	s.lameDuck = true
 	s.mu.Unlock()
+	s.owner.LameDuck()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
 	s.auditEngine(events.AuditPlacementChanged, "lame_duck", nil, "")
 	shared := messages.Shared(messages.SubjectAcquireT, s.o.prefix)

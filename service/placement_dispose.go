@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/messages"
-	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -23,7 +22,9 @@ import (
 //     entry, as for a call it got itself.
 //   - one whose owner lapsed is claimed first — taken over, as an acquire would — and one of
 //     this engine's own that it no longer holds (a restart under the same ID) renewed, so the
-//     local dispose that follows releases it like any lease of this engine's.
+//     local dispose that follows releases it like any lease of this engine's. The owner
+//     component does this sorting ([placement.Owner.ClaimKeyEntries]); the forwards are
+//     the service's.
 //
 // A live owner that does not answer, or answers with an error, stops the call before it
 // touches anything here: only the owner may touch its sandbox, and it may be cut off from
@@ -34,11 +35,14 @@ import (
 // failures to report and whether the local dispose is to follow: not when it must stop, nor
 // when the one kind asked was the owner's to dispose and it did.
 func (s *Service) placedDispose(ctx context.Context, req *messages.APIDisposeRequest, key sandbox.Key) (failures []sandbox.DisposalFailure, local bool) {
-	entries, ok := s.placedEntries(ctx, func(p *placement.Store) ([]placement.Entry, error) { return p.KeyEntries(ctx, key, req.Kind) })
-	if !ok {
-		return entries.failures, false
+	if s.unplaced(ctx) {
+		return nil, true
 	}
-	for _, e := range entries.owned {
+	owned, err := s.owner.ClaimKeyEntries(ctx, key, req.Kind)
+	if err != nil {
+		return notDisposed(err), false
+	}
+	for _, e := range owned {
 		one := *req
 		one.Kind = &e.Kind
 		var resp messages.APIDisposeResponse
@@ -49,19 +53,22 @@ func (s *Service) placedDispose(ctx context.Context, req *messages.APIDisposeReq
 			failures = append(failures, *f)
 		}
 	}
-	return failures, req.Kind == nil || len(entries.owned) == 0
+	return failures, req.Kind == nil || len(owned) == 0
 }
 
 // placedDisposeScope does the above for a purge of (scope, thread): the purge goes, unchanged,
 // to every other live owner of one of the conversation's sandboxes. It returns the failures to
 // report, the sandboxes the owners disposed, and whether the local purge is to follow.
 func (s *Service) placedDisposeScope(ctx context.Context, req *messages.APIDisposeScopeRequest, scope, thread string) (failures []sandbox.DisposalFailure, disposed int, local bool) {
-	entries, ok := s.placedEntries(ctx, func(p *placement.Store) ([]placement.Entry, error) { return p.ScopeEntries(ctx, scope, thread) })
-	if !ok {
-		return entries.failures, 0, false
+	if s.unplaced(ctx) {
+		return nil, 0, true
+	}
+	owned, err := s.owner.ClaimScopeEntries(ctx, scope, thread)
+	if err != nil {
+		return notDisposed(err), 0, false
 	}
 	done := map[string]bool{}
-	for _, e := range entries.owned {
+	for _, e := range owned {
 		owner := e.Record.Engine
 		if done[owner] {
 			continue
@@ -79,57 +86,17 @@ func (s *Service) placedDisposeScope(ctx context.Context, req *messages.APIDispo
 	return failures, disposed, true
 }
 
-// placed sorts the entries a dispose names.
-type placed struct {
-	owned    []placement.Entry         // another live engine's, to forward
-	failures []sandbox.DisposalFailure // why the call stops
+// unplaced reports a call whose entries are not this engine's to sort: without placement, or
+// forwarded here by another engine, which sorted them.
+func (s *Service) unplaced(ctx context.Context) bool {
+	c := callOf(ctx)
+	return !s.owner.Placed() || c == nil || c.msg.Header.Get(ForwardedHeader) != ""
 }
 
-// placedEntries reads the entries list returns and takes over those of lapsed owners (and its
-// own it no longer holds); it returns the rest, other live engines' entries, and ok. Without
-// placement, or for a forwarded call, it returns none and ok. Not ok when the entries cannot
-// be read or one cannot be taken over: the call stops.
-func (s *Service) placedEntries(ctx context.Context, list func(*placement.Store) ([]placement.Entry, error)) (placed, bool) {
-	p := s.o.placement
-	c := callOf(ctx)
-	if p == nil || c == nil || c.msg.Header.Get(ForwardedHeader) != "" {
-		return placed{}, true
-	}
-	entries, err := list(p)
-	if err != nil {
-		return placed{failures: []sandbox.DisposalFailure{{Code: sandbox.DisposalUnreachable,
-			Detail: fmt.Sprintf("read the placement entries, so nothing was disposed: %v", err)}}}, false
-	}
-	var out placed
-	for _, e := range entries {
-		r := e.Record
-		if r.Engine != s.id && !p.Lapsed(r) {
-			out.owned = append(out.owned, e)
-			continue
-		}
-		if _, ok := s.leases.get(e.Key, e.Kind); ok && r.Engine == s.id {
-			continue // held: the local dispose releases it
-		}
-		l, _, err := p.Claim(ctx, e.Key, e.Kind)
-		var held *placement.HeldError
-		switch {
-		case errors.As(err, &held):
-			// Another engine claimed it meanwhile: its to dispose.
-			e.Record = placement.Record{Engine: held.Owner, Expires: held.Expires}
-			out.owned = append(out.owned, e)
-		case err != nil:
-			out.failures = append(out.failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnreachable,
-				Detail: fmt.Sprintf("take over the placement entry of %s (kind %q), so nothing was disposed: %v", e.Key, e.Kind, err)})
-			return out, false
-		default:
-			if r.Engine != s.id {
-				s.log.Info("took a lapsed sandbox over to dispose of it", zap.Stringer("key", e.Key),
-					zap.String("kind", e.Kind), zap.String("from", r.Engine))
-			}
-			s.leases.put(e.Key, e.Kind, l)
-		}
-	}
-	return out, true
+// notDisposed is the failure of a call that stopped before it disposed anything, because the
+// entries it names could not be read or taken over.
+func notDisposed(err error) []sandbox.DisposalFailure {
+	return []sandbox.DisposalFailure{{Code: sandbox.DisposalUnreachable, Detail: fmt.Sprintf("nothing was disposed: %v", err)}}
 }
 
 // forwardDisposal sends req to owner's own subject of subjectT and decodes the reply into resp.

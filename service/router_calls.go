@@ -28,28 +28,23 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.coldInFlight.Add(1)
-	defer s.coldInFlight.Add(-1)
+	defer s.owner.Acquiring()()
 	auditAcquire(ctx, spec) // audit.go
-	if answer, ok, err := s.balanced(ctx, key, spec.Kind); ok {
+	answer, route, elsewhere, err := s.route(ctx, key, spec.Kind)
+	if elsewhere {
 		forwarded(ctx)
+	}
+	if elsewhere || err != nil {
 		return answer, err
-	}
-	other, release, err := s.claim(ctx, key, spec.Kind)
-	if other != nil {
-		forwarded(ctx)
-	}
-	if other != nil || err != nil {
-		return other, err
 	}
 	ctx, rep := sandbox.WithAcquireReport(ctx)
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
-		release()
+		s.owner.Abandon(route)
 		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, messages.EncodeError(err).Code)
 		return nil, err
 	}
-	s.recordInstance(ctx, key, spec.Kind, sb.InstanceID())
+	s.owner.RecordInstance(ctx, key, spec.Kind, sb.InstanceID())
 	auditAcquired(ctx, sb, rep) // audit.go
 	h := s.handles.put(key, spec, sb)
 	if c := callOf(ctx); c != nil && c.identity != nil {
@@ -92,7 +87,7 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	f := s.router.Dispose(ctx, key, opts)
 	if f == nil {
-		s.released(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
+		s.owner.Release(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
 	} else {
 		failures = append(failures, *f)
 	}
@@ -119,7 +114,7 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
 	if p.Undisposed == nil {
-		s.released(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
+		s.owner.Release(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
 	} else {
 		failures = append(failures, *p.Undisposed)
 	}

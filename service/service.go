@@ -21,6 +21,7 @@ import (
 
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
 )
@@ -59,20 +60,13 @@ type Service struct {
 	janitorDone chan struct{}
 	daemonDown  atomic.Bool // audit.go: the last probe found the daemon away
 
-	leases    *leases // held placement leases (placement.go), empty without placement
-	renewStop chan struct{}
-	renewDone chan struct{}
-
-	coldInFlight atomic.Int64 // acquires running, for the members bucket (members.go)
-	conn         connAge      // connection.go: the connection's age, for the alive reply
-	balance      balance      // balance.go: the members' load, for choosing a cold acquire's engine
-	announceStop chan struct{}
-	announceDone chan struct{}
-	unobserve    func() error // stops the sandboxes gauge (telemetry)
-	tracer       trace.Tracer
-	tenancy      *tenancy // tenancy.go; nil: one tenant
-	stopOnce     sync.Once
-	stopErr      error
+	owner     *placement.Owner // placement.go: serve here or forward, leases, announcements
+	conn      connAge          // connection.go: the connection's age, for the alive reply
+	unobserve func() error     // stops the sandboxes and leases gauges (telemetry)
+	tracer    trace.Tracer
+	tenancy   *tenancy // tenancy.go; nil: one tenant
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // flushTimeout bounds the round trip New makes to be sure the server has its subscriptions.
@@ -127,10 +121,14 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		handles:     newHandles(),
 		transfers:   newTransfers(o.chunkSize, o.maxFileBytes, o.transferMemory, o.transferTTL),
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
-		subs:   nc.NumSubscriptions(),
-		leases: newLeases(), renewStop: make(chan struct{}), renewDone: make(chan struct{}),
-		announceStop: make(chan struct{}), announceDone: make(chan struct{}),
+		subs: nc.NumSubscriptions(),
 	}
+	owner, err := s.newOwner() // placement.go
+	if err != nil {
+		abort()
+		return nil, err
+	}
+	s.owner = owner
 	if err := s.listen(); err != nil {
 		s.unsubscribe()
 		abort()
@@ -149,18 +147,17 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		return nil, err
 	}
 	s.unobserve = unobserve
+	if owner.Placed() {
+		unobserveLeases, err := o.metrics.ObserveLeases(owner.Leases)
+		if err != nil {
+			s.log.Warn("placement leases are not reported to the metrics", zap.Error(err))
+		} else {
+			s.unobserve = func() error { return errors.Join(unobserveLeases(), unobserve()) }
+		}
+	}
 	go s.janitor()
 	s.watchConnection()
-	if o.placement != nil {
-		go s.renewer(s.renewStop, s.renewDone)
-	} else {
-		close(s.renewDone)
-	}
-	if o.members != nil {
-		go s.announcer(s.announceStop, s.announceDone)
-	} else {
-		close(s.announceDone)
-	}
+	owner.Start()
 	mode := "single tenant: every caller may use every scope"
 	if o.tenancy != nil {
 		mode = o.tenancy.describe()
@@ -211,12 +208,10 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 		close(s.janitorStop)
 		<-s.janitorDone
-		close(s.renewStop)
-		<-s.renewDone
-		close(s.announceStop)
-		<-s.announceDone
+		release, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.owner.Stop(release) // the leases given up, the members bucket left
+		cancel()
 		s.stopConnWatch()
-		s.releaseAll()
 		if uerr := s.unobserve(); uerr != nil {
 			s.log.Debug("stop observing the sandboxes", zap.Error(uerr))
 		}

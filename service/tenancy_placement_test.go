@@ -204,9 +204,9 @@ func TestTenancyForwardHeaderCannotBeForged(t *testing.T) {
 }
 
 // TestTenancyWithMembers: with members too, a cold acquire that reaches the loaded engine e1
-// through the pool is handed to the lighter e2 (balance.go) with the caller's identity: a spy
-// in the engine's account sees the forward on e2's subject carry A's, e2 creates A's sandbox,
-// A uses it there and B is refused it.
+// through the pool is handed to the lighter e2 (placement.Owner.Lighter) with the caller's
+// identity: a spy in the engine's account sees the forward on e2's subject carry A's, e2
+// creates A's sandbox, A uses it there and B is refused it.
 func TestTenancyWithMembers(t *testing.T) {
 	members := func(js jetstream.JetStream) []service.Option {
 		m, err := placement.NewMembers(ctxT(t), js, placement.WithLease(600*time.Millisecond))

@@ -1,4 +1,4 @@
-package service
+package placement
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestFenceEndsWithItsLease(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the fence outlived its lease")
 	}
-	if !errors.Is(context.Cause(f.ctx), errLeaseEnded) {
+	if !errors.Is(context.Cause(f.ctx), ErrLeaseEnded) {
 		t.Fatalf("cause %v", context.Cause(f.ctx))
 	}
 	g := f.extend(time.Now().Add(time.Minute))
