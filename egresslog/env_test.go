@@ -17,12 +17,13 @@ func TestInspectEnvRoundTrips(t *testing.T) {
 		sandbox.EgressRule{Host: "api.example", Methods: []string{"HEAD", "GET"}, Paths: []string{"/v1/**", "/repos/*/issues"}},
 		sandbox.EgressRule{Host: "*.paths.example", Paths: []string{"/x"}},
 		sandbox.EgressRule{Host: "m.example", Methods: []string{"POST"}},
+		sandbox.EgressRule{Host: "s.example", Methods: []string{"GET"}, Shadow: true},
 	))
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := FormatInspect(spec.EgressAllow)
-	if want := "api.example methods=GET;HEAD paths=/repos/*/issues;/v1/**,*.paths.example methods= paths=/x,m.example methods=POST paths="; v != want {
+	if want := "api.example methods=GET;HEAD paths=/repos/*/issues;/v1/**,*.paths.example methods= paths=/x,m.example methods=POST paths=,s.example methods=GET paths= shadow"; v != want {
 		t.Fatalf("FormatInspect = %q, want %q", v, want)
 	}
 	got, err := ParseInspect(v)
@@ -36,7 +37,7 @@ func TestInspectEnvRoundTrips(t *testing.T) {
 		t.Fatalf("empty value: %v %v", got, err)
 	}
 	for _, bad := range []string{"api.example", "api.example methods=GET", "api.example paths=/x methods=GET",
-		"api.example methods=GET paths=/x extra", "api.example methods= paths=", "* methods=GET paths=",
+		"api.example methods=GET paths=/x extra", "api.example methods=GET paths=/x shadow extra", "api.example methods= paths=", "* methods=GET paths=",
 		"api.example methods=get paths=", "api.example methods=GET paths=/a/../b", "a.example methods=GET paths=,"} {
 		if _, err := ParseInspect(bad); !errors.Is(err, ErrInvalidInspect) {
 			t.Errorf("ParseInspect(%q) = %v, want ErrInvalidInspect", bad, err)

@@ -42,6 +42,9 @@ func TestSpecFromWire(t *testing.T) {
 			func(s sandbox.Spec) bool {
 				return s.EgressAllow[0].Paths[0] == "/x/**" && s.RequiredCapabilities().Has(sandbox.EgressMethods)
 			}, nil},
+		{"shadow rule", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"GET"}, Shadow: true}}},
+			func(s sandbox.Spec) bool { return s.EgressAllow[0].Shadow && SpecToWire(s).EgressAllow[0].Shadow }, nil},
+		{"shadow narrowing nothing", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Shadow: true}}}, nil, sandbox.ErrInvalid},
 		{"unknown disposition", APISpec{Kind: "k", DeclaredOutputs: []APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
 		{"unknown identity", APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
 	}

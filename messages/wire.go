@@ -145,6 +145,7 @@ type APIEgressRule struct {
 	Host      string   `json:"host"`
 	Methods   []string `json:"methods,omitempty"`
 	Paths     []string `json:"paths,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty"`
 	Authority string   `json:"authority,omitempty"`
 }
 

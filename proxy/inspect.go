@@ -26,9 +26,11 @@ var errSNIMismatch = errors.New("the TLS ClientHello names another host than the
 
 // inspectRule is one inspecting allowlist entry, compiled.
 type inspectRule struct {
+	pattern string // the host pattern as the spec wrote it: the rule's name in decisions
 	host    pattern
 	methods []string
 	paths   []string
+	shadow  bool
 }
 
 // permits reports whether the rule lets method reach path (a normalised, decoded path).
@@ -122,7 +124,9 @@ type exchange struct {
 	upBr   *bufio.Reader
 }
 
-// next serves one request and reports whether the connection goes on.
+// next serves one request and reports whether the connection goes on. Its decision line is
+// written once the exchange is over (answered, refused, or cut, the proxy's stop included), so
+// it carries the status the workload got and the bytes each way.
 func (ex *exchange) next(rule *inspectRule) bool {
 	_ = ex.client.SetReadDeadline(time.Now().Add(ex.p.opts.idleTimeout))
 	ex.limit.arm(maxHead)
@@ -135,36 +139,77 @@ func (ex *exchange) next(rule *inspectRule) bool {
 		return false
 	}
 	_ = ex.client.SetReadDeadline(time.Time{})
-	path, raw, ok := requestPath(hr.RequestURI)
-	ok = ok && sameHost(hr.Host, ex.req.host) && hr.Header.Get("Upgrade") == "" && rule.permits(hr.Method, path)
-	if !ok {
-		_ = ex.p.log.WriteRequest(sandbox.DecisionDeny, ex.req.host, ex.req.port, hr.Method, loggable(raw))
-		ex.answer(statusForbidden)
-		return false
+	path, raw, normal := requestPath(hr.RequestURI)
+	method := hr.Method
+	if !upperToken(method) {
+		method = "INVALID" // refused below; the line names no guest text the grammar refuses
+	}
+	d := sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: ex.req.host, Port: ex.req.port,
+		Method: method, Path: loggable(raw), Rule: rule.pattern}
+	// A request the enforcer refuses whatever the rule is refused in shadow too; only the
+	// rule's own narrowing is shadowed.
+	switch {
+	case !normal || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
+		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
+	case !rule.permits(hr.Method, path) && !rule.shadow:
+		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
+	case !rule.permits(hr.Method, path):
+		d.Decision = sandbox.DecisionWouldDeny
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
-		_ = ex.p.log.WriteRequest(sandbox.DecisionUnreachable, ex.req.host, ex.req.port, hr.Method, loggable(raw))
-		ex.answer(statusBadGateway)
-		return false
+		return ex.refuse(d, sandbox.DecisionUnreachable, http.StatusBadGateway, statusBadGateway)
 	}
-	_ = ex.p.log.WriteRequest(sandbox.DecisionAllow, ex.req.host, ex.req.port, hr.Method, loggable(raw))
+	ok := ex.relay(hr, &d)
+	_ = ex.p.log.WriteRequest(d)
+	return ok
+}
+
+// refuse logs d as code with status, then answers the refusal, which ends the connection:
+// the line is written before the client can read its answer.
+func (ex *exchange) refuse(d sandbox.EgressDecision, code sandbox.EgressDecisionCode, status int, line string) bool {
+	d.Decision, d.Status = code, status
+	_ = ex.p.log.WriteRequest(d)
+	ex.answer(line)
+	return false
+}
+
+// relay sends a permitted request upstream in one framing, whatever the client sent, and its
+// response back, counting both into d.
+func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
 	hr.Header.Del("Proxy-Connection")
 	hr.Header.Del("Proxy-Authorization")
 	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	if err := hr.Write(ex.upTLS); err != nil { // one framing upstream, whatever the client sent
+	up := &countWriter{w: ex.upTLS}
+	err := hr.Write(up)
+	d.BytesOut = up.n
+	if err != nil {
 		return false
 	}
 	resp, err := http.ReadResponse(ex.upBr, hr)
 	if err != nil {
+		d.Status = http.StatusBadGateway
 		ex.answer(statusBadGateway)
 		return false
 	}
 	defer resp.Body.Close()
+	d.Status = resp.StatusCode
 	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	if err := resp.Write(ex.client); err != nil {
-		return false
-	}
-	return !hr.Close && !resp.Close
+	down := &countWriter{w: ex.client}
+	err = resp.Write(down)
+	d.BytesIn = down.n
+	return err == nil && !hr.Close && !resp.Close
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // openUpstream starts TLS to the CONNECT host over the dialled connection, verifying its
@@ -233,6 +278,14 @@ func sameHost(header, host string) bool {
 	return strings.EqualFold(h, host)
 }
 
+// upperToken reports a method a decision line can carry: an upper-case RFC 9110 token of 1
+// to 32 bytes. Any other method is refused, so every request the proxy passes is logged.
+func upperToken(m string) bool {
+	return m != "" && len(m) <= 32 && !strings.ContainsFunc(m, func(r rune) bool {
+		return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+	})
+}
+
 // loggable is a raw path the decision log accepts: bytes outside 0x21–0x7E become '?', and
 // a path that does not start with '/' gets one.
 func loggable(raw string) string {
@@ -254,7 +307,8 @@ func (p *Proxy) compileInspect() error {
 		return nil
 	}
 	for _, r := range p.opts.inspect {
-		p.inspected = append(p.inspected, inspectRule{host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths})
+		p.inspected = append(p.inspected, inspectRule{
+			pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow})
 	}
 	ca, err := newAuthority(time.Now())
 	if err != nil {
