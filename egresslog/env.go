@@ -22,6 +22,9 @@ const (
 	// EnvInspect lists the inspecting rules ([FormatInspect]): the hosts whose requests the
 	// proxy decides one by one instead of tunnelling. Unset or empty: none.
 	EnvInspect = "MAF_SANDBOX_INSPECT"
+	// EnvCredentials holds the credentials the proxy swaps in ([FormatCredentials]), secrets
+	// included. Unset or empty: none.
+	EnvCredentials = "MAF_SANDBOX_CREDENTIALS"
 	// EnvUpstreamCAs is a PEM bundle the proxy verifies inspected hosts against instead of
 	// the system roots. Unset or empty: the system roots.
 	EnvUpstreamCAs = "MAF_SANDBOX_UPSTREAM_CAS"
@@ -65,6 +68,7 @@ func FormatInspect(rules []sandbox.EgressRule) string {
 	var out []string
 	for _, r := range rules {
 		if r.Narrows() {
+			r.Credentials = nil // they reach the proxy in EnvCredentials, secrets and all
 			out = append(out, r.Canonical())
 		}
 	}

@@ -3,6 +3,7 @@ package egresslog
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/mafsandbox/engine/sandbox"
@@ -41,6 +42,32 @@ func TestInspectEnvRoundTrips(t *testing.T) {
 		"api.example methods=get paths=", "api.example methods=GET paths=/a/../b", "a.example methods=GET paths=,"} {
 		if _, err := ParseInspect(bad); !errors.Is(err, ErrInvalidInspect) {
 			t.Errorf("ParseInspect(%q) = %v, want ErrInvalidInspect", bad, err)
+		}
+	}
+}
+
+// TestCredentialsEnvRoundTrips: the credentials reach the proxy with their placeholders, the
+// inspect value never holds them, and a refused value's error never quotes the secret.
+func TestCredentialsEnvRoundTrips(t *testing.T) {
+	rules := []sandbox.EgressRule{{Host: "api.example", Methods: []string{"GET"}, Credentials: []sandbox.EgressCredential{
+		{Header: "Authorization", Env: "TOKEN", Secret: "Bearer s3cret", Paths: []string{"/v1/**"}}}}}
+	v, err := FormatCredentials(rules, func(env string) string { return "placeholder-of-" + env + "-0123456789" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseCredentials(v)
+	want := []Credential{{Host: "api.example", Header: "Authorization", Placeholder: "placeholder-of-TOKEN-0123456789",
+		Secret: "Bearer s3cret", Paths: []string{"/v1/**"}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseCredentials = %+v (%v), want %+v", got, err, want)
+	}
+	if strings.Contains(FormatInspect(rules), "s3cret") || strings.Contains(FormatInspect(rules), "TOKEN") {
+		t.Fatalf("the inspect value holds a credential: %q", FormatInspect(rules))
+	}
+	for _, bad := range []string{`[{"host":"api.example","header":"Authorization","placeholder":"short","secret":"s3cret"}]`,
+		`[{"host":"api.example","header":"Host","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret"}]`, `s3cret`} {
+		if _, err := ParseCredentials(bad); !errors.Is(err, ErrInvalidInspect) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseCredentials(%q) = %v, want ErrInvalidInspect without the secret", bad, err)
 		}
 	}
 }

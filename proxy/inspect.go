@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -31,6 +33,7 @@ type inspectRule struct {
 	methods []string
 	paths   []string
 	shadow  bool
+	creds   []egresslog.Credential
 }
 
 // permits reports whether the rule lets method reach path (a normalised, decoded path).
@@ -42,6 +45,24 @@ func (r *inspectRule) permits(method, path string) bool {
 		return true
 	}
 	return slices.ContainsFunc(r.paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) })
+}
+
+// swap replaces, in the header of each credential of the rule whose methods and paths match
+// the request, the credential's placeholder by its secret. Only a permitted request reaches
+// it, so a refused one is never sent anywhere with a secret in it.
+func (r *inspectRule) swap(hr *http.Request, path string) {
+	for _, c := range r.creds {
+		if len(c.Methods) > 0 && !slices.Contains(c.Methods, hr.Method) {
+			continue
+		}
+		if len(c.Paths) > 0 && !slices.ContainsFunc(c.Paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) }) {
+			continue
+		}
+		values := hr.Header.Values(c.Header)
+		for i, v := range values {
+			values[i] = strings.ReplaceAll(v, c.Placeholder, c.Secret)
+		}
+	}
 }
 
 // inspectRuleFor returns the inspecting rule host falls under, or nil for a tunnel.
@@ -158,6 +179,9 @@ func (ex *exchange) next(rule *inspectRule) bool {
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
 		return ex.refuse(d, sandbox.DecisionUnreachable, http.StatusBadGateway, statusBadGateway)
+	}
+	if d.Decision == sandbox.DecisionAllow { // never on a request a shadow rule would refuse
+		rule.swap(hr, path)
 	}
 	ok := ex.relay(hr, &d)
 	_ = ex.p.log.WriteRequest(d)
@@ -304,11 +328,24 @@ func loggable(raw string) string {
 // compileInspect compiles the inspecting rules and, when there are any, makes the CA.
 func (p *Proxy) compileInspect() error {
 	if len(p.opts.inspect) == 0 {
+		if len(p.opts.credentials) > 0 {
+			return fmt.Errorf("%w: credentials without an inspecting rule", ErrInvalidConfig)
+		}
 		return nil
 	}
 	for _, r := range p.opts.inspect {
-		p.inspected = append(p.inspected, inspectRule{
-			pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow})
+		rule := inspectRule{pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow}
+		for _, c := range p.opts.credentials {
+			if strings.EqualFold(c.Host, r.Host) {
+				rule.creds = append(rule.creds, c)
+			}
+		}
+		p.inspected = append(p.inspected, rule)
+	}
+	for _, c := range p.opts.credentials {
+		if !slices.ContainsFunc(p.inspected, func(r inspectRule) bool { return strings.EqualFold(r.pattern, c.Host) }) {
+			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
+		}
 	}
 	ca, err := newAuthority(time.Now())
 	if err != nil {

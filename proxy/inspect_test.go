@@ -29,9 +29,16 @@ const inspectHost = "example.com"
 
 // recordingTarget is an HTTPS origin on 127.0.0.1 that records every request it receives.
 type recordingTarget struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	seen []string
+	srv       *httptest.Server
+	mu        sync.Mutex
+	seen      []string
+	onRequest func(auth, other string) // sees the Authorization and X-Other headers
+}
+
+func (rt *recordingTarget) hook(f func(auth, other string)) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.onRequest = f
 }
 
 func startRecordingTarget(t *testing.T) *recordingTarget {
@@ -40,7 +47,11 @@ func startRecordingTarget(t *testing.T) *recordingTarget {
 	rt.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt.mu.Lock()
 		rt.seen = append(rt.seen, r.Method+" "+r.RequestURI)
+		hook := rt.onRequest
 		rt.mu.Unlock()
+		if hook != nil {
+			hook(r.Header.Get("Authorization"), r.Header.Get("X-Other"))
+		}
 		_, _ = io.WriteString(w, "origin saw "+r.Method+" "+r.RequestURI)
 	}))
 	// The proxy dials before it knows whether a request will pass; the handshakes it never

@@ -52,11 +52,14 @@ import (
 // [EgressMethods] to the spec's required capabilities, and the router serves it only on a
 // backend that declares each method in EgressMethodTokens and, for paths, EgressPaths.
 type EgressRule struct {
-	Host      string
-	Methods   []string // upper-case HTTP tokens; empty = every method
-	Paths     []string // path patterns; empty = every path
-	Shadow    bool     // report WOULD-DENY instead of refusing what Methods and Paths do not permit
-	Authority string   // opaque to the core; carried for the enforcer
+	Host    string
+	Methods []string // upper-case HTTP tokens; empty = every method
+	Paths   []string // path patterns; empty = every path
+	Shadow  bool     // report WOULD-DENY instead of refusing what Methods and Paths do not permit
+	// Credentials the enforcer adds to this host's requests; the workload holds placeholders
+	// ([EgressCredential]). Only on an inspecting entry.
+	Credentials []EgressCredential
+	Authority   string // opaque to the core; carried for the enforcer
 }
 
 // Hosts builds tunnel-only rules, the common allowlist.
@@ -75,8 +78,10 @@ func (r EgressRule) Narrows() bool { return len(r.Methods) > 0 || len(r.Paths) >
 // identity of every plain allowlist is its host list, as before rules existed), and the host
 // followed by its sorted methods and paths for an inspecting one. It holds no comma and no
 // two rules share one, so a comma-joined list of them is unambiguous. A shadow rule ends in
-// " shadow". A backend folds it into
-// the names of what it builds, so a changed rule never reuses a warm sandbox.
+// " shadow", then a rule with credentials in " credentials=" and their variables, sorted and
+// ';'-joined (never a secret: the variables are what a warm sandbox must already hold). A
+// backend folds it into the names of what it builds, so a changed rule never reuses a warm
+// sandbox.
 func (r EgressRule) Canonical() string {
 	if !r.Narrows() {
 		return r.Host
@@ -84,6 +89,9 @@ func (r EgressRule) Canonical() string {
 	c := r.Host + " methods=" + strings.Join(r.Methods, ";") + " paths=" + strings.Join(r.Paths, ";")
 	if r.Shadow {
 		c += " shadow"
+	}
+	if envs := EgressCredentialEnvs([]EgressRule{r}); len(envs) > 0 {
+		c += " credentials=" + strings.Join(envs, ";")
 	}
 	return c
 }
@@ -141,6 +149,9 @@ func normalizeEgressRules(rules []EgressRule) ([]EgressRule, error) {
 			return nil, err
 		}
 		r.Methods, r.Paths = methods, paths
+		if r.Credentials, err = normalizeCredentials(r); err != nil {
+			return nil, err
+		}
 		if r.Shadow && !r.Narrows() {
 			return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
 				"egress rule for %q is shadow but names no methods or paths: it would shadow nothing", r.Host)}
@@ -155,6 +166,9 @@ func normalizeEgressRules(rules []EgressRule) ([]EgressRule, error) {
 		seen[fold] = len(out)
 		out = append(out, r)
 	}
+	if err := checkCredentialEnvs(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -163,6 +177,10 @@ func sameNarrowing(a, b EgressRule) error {
 		return &InvalidArgumentError{Reason: fmt.Sprintf(
 			"egress allowlist names host %q twice with different methods (%s and %s)",
 			b.Host, listText(a.Methods, "every method"), listText(b.Methods, "every method"))}
+	}
+	if len(a.Credentials) > 0 || len(b.Credentials) > 0 {
+		return &InvalidArgumentError{Reason: fmt.Sprintf(
+			"egress allowlist names host %q twice and gives it credentials: name it once", b.Host)}
 	}
 	if a.Shadow != b.Shadow {
 		return &InvalidArgumentError{Reason: fmt.Sprintf(
