@@ -211,8 +211,9 @@ func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
 	}
 	resp, err := http.ReadResponse(ex.upBr, hr)
 	if err != nil {
-		d.Status = http.StatusBadGateway
-		ex.answer(statusBadGateway)
+		if ex.answer(statusBadGateway) { // the workload got the 502; a cut client got nothing: 0
+			d.Status = http.StatusBadGateway
+		}
 		return false
 	}
 	defer resp.Body.Close()
@@ -254,10 +255,11 @@ func (ex *exchange) openUpstream() bool {
 	return true
 }
 
-// answer writes a refusal that ends the connection.
-func (ex *exchange) answer(status string) {
+// answer writes a refusal that ends the connection, and reports whether it was written.
+func (ex *exchange) answer(status string) bool {
 	_ = ex.client.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, _ = io.WriteString(ex.client, "HTTP/1.1 "+status+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+	_, err := io.WriteString(ex.client, "HTTP/1.1 "+status+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+	return err == nil
 }
 
 // requestPath normalises an origin-form request target: it returns the decoded path

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +69,31 @@ func TestInspectRefusesMethodsTheLogCannotName(t *testing.T) {
 	}
 	if log := tp.log.String(); log != "DENY example.com:443 INVALID /x status=403 out=0 in=0 rule=example.com\n" {
 		t.Fatalf("decision log %q", log)
+	}
+}
+
+// TestInspectLogsARequestCutAtStop: a response still streaming when the proxy stops is cut,
+// and its request's decision is written at the stop with what was relayed, not lost.
+func TestInspectLogsARequestCutAtStop(t *testing.T) {
+	rt := startRecordingTarget(t)
+	release := make(chan struct{})
+	defer close(release)
+	rt.hook(func(string, string) { <-release }) // the origin answers nothing until the test ends
+	tp := startInspectingProxy(t, rt, acmeReadOnly, WithUpstreamRoots(rt.roots()))
+	conn, err := connectTLS(t, tp, inspectHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(get("/repos/acme/slow"))); err != nil {
+		t.Fatal(err)
+	}
+	// The request reached the origin once it is recorded; then stop the proxy under it.
+	for len(rt.requests()) == 0 {
+		runtime.Gosched()
+	}
+	tp.Close()
+	ds, _, err := egresslog.ParseLog(strings.NewReader(tp.log.String()))
+	if err != nil || len(ds) != 1 || ds[0].Decision != sandbox.DecisionAllow || ds[0].Status != 0 || ds[0].BytesOut == 0 {
+		t.Fatalf("decisions %+v (%v): want the ALLOW of the cut request, status 0, its bytes out", ds, err)
 	}
 }
