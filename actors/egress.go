@@ -146,7 +146,8 @@ func (a *containerActor) workloadNetwork(spec sandbox.Spec) docker.CreateOpt {
 	if !inspects(spec) {
 		return network
 	}
-	return func(s *docker.CreateSpec) { network(s); docker.WithTrustFile(trustPath)(s) } // egress_inspect.go
+	vars := credentialVars(a.name, spec) // egress_inspect.go
+	return func(s *docker.CreateSpec) { network(s); docker.WithTrustFile(trustPath)(s); docker.WithEnv(vars...)(s) }
 }
 
 // ensureEgress runs the allowlist steps that come before the workload (docker-backend §15):
@@ -396,6 +397,10 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		env = append(env, egresslog.EnvPrivateCIDRs+"="+private)
 	}
 	env = append(env, a.b.inspectEnv(spec)...) // none for a tunnel-only allowlist
+	creds, err := a.credentialEnv(spec)        // the secrets: the proxy's environment only, off every command line
+	if err != nil {
+		return "", err
+	}
 	if prove {
 		env = append(env, egresslog.EnvSealTargets+"="+egresslog.FormatSealTargets(a.b.sealTargets(ctx, nets)))
 		if run.addrs.workload.IsValid() { // the workload's own address: it may be up there, gated
@@ -406,7 +411,7 @@ func (a *containerActor) recreateProxy(ctx context.Context, nets docker.Networks
 		}
 	}
 	id, err := nets.ProxyCreate(ctx, docker.ProxySpec{Name: name, Image: a.b.cfg.EgressProxyImage,
-		Network: docker.NetworkName(a.name), Env: env, Labels: labels, Sealed: true, IPv4: run.addrs.proxy})
+		Network: docker.NetworkName(a.name), Env: env, SecretEnv: creds, Labels: labels, Sealed: true, IPv4: run.addrs.proxy})
 	if errors.Is(err, docker.ErrImageMissing) {
 		return "", &sandbox.ImageMissingError{Backend: BackendName, Image: a.b.cfg.EgressProxyImage,
 			Hint: "it is the egress proxy's; build it with `engine images build`"}

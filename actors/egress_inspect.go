@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -111,3 +113,35 @@ func (a *containerActor) installTrust(ctx context.Context, run *egressRun, spec 
 // of RFC 9110 a workload sends through a forward proxy (CONNECT and TRACE are not among them:
 // the first opens the tunnel inspection replaces, the second echoes what the proxy added).
 var inspectedMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// Credentials at the boundary (issue 24, item 3). A spec's credential names a workload
+// variable; the workload gets a placeholder there and the proxy, alone, gets the secret, in
+// its environment (egresslog.EnvCredentials), and swaps one for the other on the requests
+// the credential matches. The workload is created before or long after any one proxy (a warm
+// sandbox outlives many), so the placeholder is derived, not drawn: from the container's name
+// and the variable. It is not secret and need not be: only this sandbox's proxy turns it into
+// the secret, and only on a matching request to the credential's host.
+
+// placeholder is the value of the variable env in the workload name.
+func placeholder(name, env string) string {
+	sum := sha256.Sum256([]byte("maf-sandbox egress credential placeholder\x00" + name + "\x00" + env))
+	return "maf-sandbox-placeholder-" + hex.EncodeToString(sum[:16])
+}
+
+// credentialVars are the workload's placeholder variables for spec's credentials.
+func credentialVars(name string, spec sandbox.Spec) []string {
+	var vars []string
+	for _, env := range sandbox.EgressCredentialEnvs(spec.EgressAllow) {
+		vars = append(vars, env+"="+placeholder(name, env))
+	}
+	return vars
+}
+
+// credentialEnv is the proxy's environment for spec's credentials; none without any.
+func (a *containerActor) credentialEnv(spec sandbox.Spec) ([]string, error) {
+	v, err := egresslog.FormatCredentials(spec.EgressAllow, func(env string) string { return placeholder(a.name, env) })
+	if err != nil || v == "" {
+		return nil, err
+	}
+	return []string{egresslog.EnvCredentials + "=" + v}, nil
+}

@@ -18,6 +18,7 @@ func apiCreateOptions(s CreateSpec) (client.ContainerCreateOptions, error) {
 	cfg := apiContainerConfig(s)
 	hc := &container.HostConfig{NetworkMode: "none"}
 	nc := apiAttach(s, cfg, hc)
+	cfg.Env = append(cfg.Env, s.Env...) // after the proxy variables, as on the command line
 	apiHarden(s, hc)
 	if err := apiLimits(s, hc); err != nil {
 		return client.ContainerCreateOptions{}, err

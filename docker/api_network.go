@@ -159,7 +159,7 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 	cfg := &container.Config{
 		Image:  spec.Image,
 		User:   proxyUser,
-		Env:    append([]string(nil), spec.Env...),
+		Env:    append(append([]string(nil), spec.Env...), spec.SecretEnv...),
 		Labels: labelMap(spec.Labels),
 	}
 	hc := &container.HostConfig{

@@ -67,6 +67,11 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 				t.Fatalf("network %q env %v", hc.NetworkMode, cfg.Env)
 			}
 		}, nil},
+		{"extra variables after the proxy's", []CreateOpt{WithEnv("TOKEN=p"), WithNetwork("N-net", "http://p:1")}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
+			if len(cfg.Env) != 5 || cfg.Env[4] != "TOKEN=p" {
+				t.Fatalf("env %v", cfg.Env)
+			}
+		}, nil},
 		{"network none again", []CreateOpt{WithNetwork("N-net", "http://p:1"), WithNetworkNone()}, func(t *testing.T, cfg *container.Config, hc *container.HostConfig) {
 			if hc.NetworkMode != "none" || len(cfg.Env) != 0 {
 				t.Fatalf("network %q env %v", hc.NetworkMode, cfg.Env)

@@ -137,7 +137,11 @@ func (c *cliDriver) ProxyCreate(ctx context.Context, spec ProxySpec) (string, er
 	if err != nil {
 		return "", err
 	}
-	res, err := c.netControl(ctx, spec.Name, cliProxyCreateArgs(spec))
+	args := cliProxyCreateArgs(spec)
+	res, err := c.run(ctx, invocation{args: args, timeout: c.cfg.CommandTimeout, env: spec.SecretEnv})
+	if err == nil && res.ExitCode != 0 {
+		err = &CommandError{Args: args, ExitCode: res.ExitCode, Stderr: res.Stderr, Class: classifyNetwork(args, spec.Name, res.Stderr)}
+	}
 	if err != nil {
 		return "", err
 	}

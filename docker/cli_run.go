@@ -23,6 +23,7 @@ const pipeGrace = 3 * time.Second
 type invocation struct {
 	args    []string
 	stdin   []byte        // nil: the null device
+	env     []string      // K=V added to the client's environment (values kept off its command line)
 	timeout time.Duration // > 0: the invocation's own budget, reported as *TimeoutError
 	// readLimit > 0 keeps at most this many stdout bytes; reaching it stops the child.
 	readLimit int
@@ -173,6 +174,13 @@ func spawn(b *bound, inv invocation, op string) (*running, error) {
 	argv := append(append([]string(nil), b.contextArgs...), inv.args...)
 	cmd := exec.Command(b.bin, argv...)
 	cmd.Env = b.env
+	if len(inv.env) > 0 {
+		base := b.env
+		if base == nil {
+			base = os.Environ() // what a nil Env would have given the child
+		}
+		cmd.Env = append(append([]string(nil), base...), inv.env...)
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if inv.stdin != nil {
 		cmd.Stdin = bytes.NewReader(inv.stdin)

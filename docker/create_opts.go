@@ -36,6 +36,8 @@ type CreateSpec struct {
 	// TrustFile, with a Network, is the CA bundle the trust variables ([TrustVariables])
 	// point at: the file holding the certificate of an inspecting proxy. "": not set.
 	TrustFile string
+	// Env are extra NAME=VALUE variables (a credential's placeholder), after the backend's own.
+	Env []string
 }
 
 // TrustVariables are the variables the common TLS clients read a CA bundle from, set on a
@@ -89,6 +91,11 @@ func WithNetwork(network, proxyURL string) CreateOpt {
 // WithTrustFile points the trust variables ([TrustVariables]) at path, a CA bundle inside the
 // container; it needs a network.
 func WithTrustFile(path string) CreateOpt { return func(s *CreateSpec) { s.TrustFile = path } }
+
+// WithEnv appends NAME=VALUE variables to the container's environment.
+func WithEnv(kv ...string) CreateOpt {
+	return func(s *CreateSpec) { s.Env = append(s.Env, kv...) }
+}
 
 // WithLabels appends labels, keeping their order.
 func WithLabels(labels ...Label) CreateOpt {
@@ -193,6 +200,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 		if s.Sealed {
 			args = append(args, sealArgs()...)
 		}
+	}
+	for _, e := range s.Env {
+		args = append(args, "-e", e)
 	}
 	for _, l := range s.Labels {
 		args = append(args, "--label", l.Key+"="+l.Value)

@@ -61,8 +61,11 @@ type ProxySpec struct {
 	Image   string
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
-	Labels  []Label  // in command-line order; Config.Labels are appended
-	Sealed  bool     // the workload's seal constraints (sealCapDrop, sealSysctls) apply
+	// SecretEnv are K=V set after Env and kept off every command line: the CLI driver passes
+	// `-e K` and the value in the client's own environment, so no process listing shows it.
+	SecretEnv []string
+	Labels    []Label // in command-line order; Config.Labels are appended
+	Sealed    bool    // the workload's seal constraints (sealCapDrop, sealSysctls) apply
 	// IPv4, when valid, is the proxy's fixed address on Network (--ip): the workload gate
 	// dials it for its release.
 	IPv4 netip.Addr
@@ -104,6 +107,10 @@ func cliProxyCreateArgs(s ProxySpec) []string {
 	}
 	for _, e := range s.Env {
 		args = append(args, "-e", e)
+	}
+	for _, e := range s.SecretEnv {
+		name, _, _ := strings.Cut(e, "=")
+		args = append(args, "-e", name) // the value comes from the client's environment
 	}
 	for _, l := range s.Labels {
 		args = append(args, "--label", l.Key+"="+l.Value)

@@ -47,6 +47,13 @@ func TestNetworkArgs(t *testing.T) {
 				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",
 				"--log-opt", "max-file=2", "--network", "n-net", "-e", "MAF_SANDBOX_ALLOW=a.example,b.example",
 				"--label", "maf-sandbox.role=proxy", "img:local"}},
+		{"a proxy's secret variables name no value on the command line",
+			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net",
+				Env: []string{"A=1"}, SecretEnv: []string{"MAF_SANDBOX_CREDENTIALS=[{\"secret\":\"s\"}]"}}),
+			[]string{"create", "--name", "n-proxy", "--pull", "never", "--read-only", "--cap-drop", "ALL",
+				"--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "64m",
+				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",
+				"--log-opt", "max-file=2", "--network", "n-net", "-e", "A=1", "-e", "MAF_SANDBOX_CREDENTIALS", "img:local"}},
 		{"stop by ID with a short grace", cliProxyStopArgs("abc", 2*time.Second), []string{"stop", "--time", "2", "abc"}},
 		{"logs by ID, tail and timestamps", cliProxyLogsArgs("abc", 10001), []string{"logs", "--tail", "10001", "--timestamps", "abc"}},
 	}

@@ -24,15 +24,21 @@ const (
 )
 
 // FormatDecision returns the log line of one decision, line feed included: "VERB host:port\n"
-// for a tunnel, and "VERB host:port METHOD path\n" for one request an inspecting rule decided
-// (d.Method set). d.At is not written: times come from the engine's log driver.
+// for a tunnel, and for one request an inspecting rule decided (d.Method set)
 //
-// It fails with [ErrInvalidDecision] when d.Decision is not one of the four verbs, when the
-// host is empty or holds a byte outside 0x21–0x7E, when the port is outside 1–65535, when a
-// method is not an upper-case token or a path does not start with '/' or holds a byte outside
-// 0x21–0x7E, and when a path comes without a method. The proxy refuses such requests before it
-// decides anything, so a failure here is a bug; refusing to write it keeps guest-chosen text
-// from forging a second line. A path over [MaxLoggedPath] bytes is cut.
+//	VERB host:port METHOD path status=N out=N in=N rule=PATTERN
+//
+// with the answer's status, the bytes sent upstream and relayed back, and the host pattern of
+// the rule that decided. d.At is not written: times come from the engine's log driver.
+//
+// It fails with [ErrInvalidDecision] when d.Decision is not one of the verbs, when the host is
+// empty or holds a byte outside 0x21–0x7E, when the port is outside 1–65535, when a method is
+// not an upper-case token or a path does not start with '/' or holds a byte outside 0x21–0x7E,
+// when a path comes without a method, and, for a request, when the status is outside 0–999,
+// a byte count is negative, or the rule is empty, over [MaxRule] bytes or holds a byte outside
+// 0x21–0x7E. The proxy refuses such requests before it decides anything, so a failure here is
+// a bug; refusing to write it keeps guest-chosen text from forging a field or a second line
+// (no field may hold a space). A path over [MaxLoggedPath] bytes is cut.
 func FormatDecision(d sandbox.EgressDecision) (string, error) {
 	line, err := formatTunnel(d)
 	if err != nil || (d.Method == "" && d.Path == "") {
@@ -44,12 +50,23 @@ func FormatDecision(d sandbox.EgressDecision) (string, error) {
 	if !strings.HasPrefix(d.Path, "/") || !printable(d.Path) {
 		return "", fmt.Errorf("%w: path %q", ErrInvalidDecision, d.Path)
 	}
+	if d.Status < 0 || d.Status > 999 || d.BytesOut < 0 || d.BytesIn < 0 {
+		return "", fmt.Errorf("%w: status %d, bytes %d out, %d in", ErrInvalidDecision, d.Status, d.BytesOut, d.BytesIn)
+	}
+	if d.Rule == "" || len(d.Rule) > MaxRule || !printable(d.Rule) {
+		return "", fmt.Errorf("%w: rule %q", ErrInvalidDecision, d.Rule)
+	}
 	path := d.Path
 	if len(path) > MaxLoggedPath {
 		path = path[:MaxLoggedPath-len(PathCut)] + PathCut
 	}
-	return strings.TrimSuffix(line, "\n") + " " + d.Method + " " + path + "\n", nil
+	return strings.TrimSuffix(line, "\n") + " " + d.Method + " " + path +
+		" status=" + strconv.Itoa(d.Status) + " out=" + strconv.FormatInt(d.BytesOut, 10) +
+		" in=" + strconv.FormatInt(d.BytesIn, 10) + " rule=" + d.Rule + "\n", nil
 }
+
+// MaxRule bounds the rule a request decision names (a host pattern: at most 253 octets).
+const MaxRule = 253
 
 func printable(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
@@ -142,10 +159,10 @@ func (w *Writer) WriteDecision(code sandbox.EgressDecisionCode, host string, por
 	return w.write(line)
 }
 
-// WriteRequest writes the line of one request an inspecting rule decided. It fails as
-// [FormatDecision] does, writing nothing, and with the underlying writer's error.
-func (w *Writer) WriteRequest(code sandbox.EgressDecisionCode, host string, port int, method, path string) error {
-	line, err := FormatDecision(sandbox.EgressDecision{Decision: code, Host: host, Port: port, Method: method, Path: path})
+// WriteRequest writes the line of one request an inspecting rule decided (d.Method set). It
+// fails as [FormatDecision] does, writing nothing, and with the underlying writer's error.
+func (w *Writer) WriteRequest(d sandbox.EgressDecision) error {
+	line, err := FormatDecision(d)
 	if err != nil {
 		return err
 	}

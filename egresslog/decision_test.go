@@ -31,8 +31,20 @@ func TestFormatDecision(t *testing.T) {
 		{name: "non-ASCII host", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "é", Port: 443}, wantErr: ErrInvalidDecision},
 		{name: "port zero", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 0}, wantErr: ErrInvalidDecision},
 		{name: "port too large", d: sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "a", Port: 65536}, wantErr: ErrInvalidDecision},
-		{name: "request allowed", d: req(sandbox.DecisionAllow, "GET", "/repos/acme/x"), want: "ALLOW api.example:443 GET /repos/acme/x\n"},
-		{name: "request denied", d: req(sandbox.DecisionDeny, "POST", "/"), want: "DENY api.example:443 POST /\n"},
+		{name: "request allowed", d: req(sandbox.DecisionAllow, "GET", "/repos/acme/x"), want: "ALLOW api.example:443 GET /repos/acme/x status=403 out=0 in=0 rule=*.example\n"},
+		{name: "request denied", d: req(sandbox.DecisionDeny, "POST", "/"), want: "DENY api.example:443 POST / status=403 out=0 in=0 rule=*.example\n"},
+		{name: "request relayed", d: outcome(req(sandbox.DecisionAllow, "GET", "/v1"), 200, 81, 4096, "api.example"),
+			want: "ALLOW api.example:443 GET /v1 status=200 out=81 in=4096 rule=api.example\n"},
+		{name: "request in shadow", d: outcome(req(sandbox.DecisionWouldDeny, "DELETE", "/v1"), 204, 90, 60, "api.example"),
+			want: "WOULD-DENY api.example:443 DELETE /v1 status=204 out=90 in=60 rule=api.example\n"},
+		{name: "request cut before an answer", d: outcome(req(sandbox.DecisionAllow, "GET", "/v1"), 0, 81, 0, "api.example"),
+			want: "ALLOW api.example:443 GET /v1 status=0 out=81 in=0 rule=api.example\n"},
+		{name: "request without a rule", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 200, 1, 1, ""), wantErr: ErrInvalidDecision},
+		{name: "forged field in rule", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 200, 1, 1, "a status=1"), wantErr: ErrInvalidDecision},
+		{name: "forged line in rule", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 200, 1, 1, "a\nALLOW b:443"), wantErr: ErrInvalidDecision},
+		{name: "rule too long", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 200, 1, 1, strings.Repeat("a", MaxRule+1)), wantErr: ErrInvalidDecision},
+		{name: "status over 999", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 1000, 1, 1, "a"), wantErr: ErrInvalidDecision},
+		{name: "negative bytes", d: outcome(req(sandbox.DecisionAllow, "GET", "/"), 200, -1, 1, "a"), wantErr: ErrInvalidDecision},
 		{name: "lower-case method", d: req(sandbox.DecisionDeny, "get", "/"), wantErr: ErrInvalidDecision},
 		{name: "method with space", d: req(sandbox.DecisionDeny, "GET /x", "/"), wantErr: ErrInvalidDecision},
 		{name: "path without method", d: req(sandbox.DecisionDeny, "", "/"), wantErr: ErrInvalidDecision},
@@ -138,7 +150,14 @@ func TestWriterOneWritePerLine(t *testing.T) {
 }
 
 func req(code sandbox.EgressDecisionCode, method, path string) sandbox.EgressDecision {
-	return sandbox.EgressDecision{Decision: code, Host: "api.example", Port: 443, Method: method, Path: path}
+	return sandbox.EgressDecision{Decision: code, Host: "api.example", Port: 443, Method: method, Path: path,
+		Status: 403, Rule: "*.example"}
+}
+
+// outcome is req with the fields of a relayed request.
+func outcome(d sandbox.EgressDecision, status int, out, in int64, rule string) sandbox.EgressDecision {
+	d.Status, d.BytesOut, d.BytesIn, d.Rule = status, out, in, rule
+	return d
 }
 
 // TestFormatDecisionCutsLongPaths: a request's path is bounded in the log, and what is
@@ -164,5 +183,28 @@ func TestParseCATimestamped(t *testing.T) {
 	}
 	if got := ParseCA("a b " + FormatCA(der)); got != nil {
 		t.Errorf("a CA line behind two fields was read: %x", got)
+	}
+}
+
+// TestParseRequestOutcome: a request line is read with its outcome fields, or without them
+// (a proxy older than them); a line whose fields are partial, out of order or malformed is
+// not a decision.
+func TestParseRequestOutcome(t *testing.T) {
+	log := "ALLOW a.example:443 GET /x\n" +
+		"WOULD-DENY a.example:443 POST /x status=201 out=10 in=20 rule=*.example\n" +
+		"ALLOW a.example:443 GET /x status=200 out=1\n" +
+		"ALLOW a.example:443 GET /x out=1 status=200 in=1 rule=a\n" +
+		"ALLOW a.example:443 GET /x status=2000 out=1 in=1 rule=a\n" +
+		"ALLOW a.example:443 GET /x status=200 out=-1 in=1 rule=a\n" +
+		"ALLOW a.example:443 GET /x status=200 out=1 in=1 rule=\n" +
+		"ALLOW a.example:443 GET /x status=200 out=1 in=1 rule=a extra\n"
+	ds, _, err := ParseLog(strings.NewReader(log))
+	want := []sandbox.EgressDecision{
+		{Decision: sandbox.DecisionAllow, Host: "a.example", Port: 443, Method: "GET", Path: "/x"},
+		{Decision: sandbox.DecisionWouldDeny, Host: "a.example", Port: 443, Method: "POST", Path: "/x",
+			Status: 201, BytesOut: 10, BytesIn: 20, Rule: "*.example"},
+	}
+	if err != nil || len(ds) != len(want) || ds[0] != want[0] || ds[1] != want[1] {
+		t.Fatalf("parsed %+v (%v), want %+v", ds, err, want)
 	}
 }

@@ -22,6 +22,9 @@ const (
 	// EnvInspect lists the inspecting rules ([FormatInspect]): the hosts whose requests the
 	// proxy decides one by one instead of tunnelling. Unset or empty: none.
 	EnvInspect = "MAF_SANDBOX_INSPECT"
+	// EnvCredentials holds the credentials the proxy swaps in ([FormatCredentials]), secrets
+	// included. Unset or empty: none.
+	EnvCredentials = "MAF_SANDBOX_CREDENTIALS"
 	// EnvUpstreamCAs is a PEM bundle the proxy verifies inspected hosts against instead of
 	// the system roots. Unset or empty: the system roots.
 	EnvUpstreamCAs = "MAF_SANDBOX_UPSTREAM_CAS"
@@ -59,11 +62,13 @@ func FormatSealTargets(addrs []netip.Addr) string {
 
 // FormatInspect is the value of [EnvInspect] for the inspecting rules among rules (those that
 // [sandbox.EgressRule.Narrows]): their [sandbox.EgressRule.Canonical] forms, comma-joined
-// ("api.example methods=GET;HEAD paths=/v1/**"). A canonical form holds no comma.
+// ("api.example methods=GET;HEAD paths=/v1/**", a shadow rule followed by " shadow"). A
+// canonical form holds no comma.
 func FormatInspect(rules []sandbox.EgressRule) string {
 	var out []string
 	for _, r := range rules {
 		if r.Narrows() {
+			r.Credentials = nil // they reach the proxy in EnvCredentials, secrets and all
 			out = append(out, r.Canonical())
 		}
 	}
@@ -71,7 +76,7 @@ func FormatInspect(rules []sandbox.EgressRule) string {
 }
 
 // ParseInspect reads [EnvInspect]'s value back into rules. It fails with
-// [ErrInvalidInspect] for an entry that is not "host methods=… paths=…" or that the grammar
+// [ErrInvalidInspect] for an entry that is not "host methods=… paths=… [shadow]" or that the grammar
 // of [sandbox.EgressRule] refuses (the proxy stops rather than inspect less than asked).
 func ParseInspect(s string) ([]sandbox.EgressRule, error) {
 	if strings.TrimSpace(s) == "" {
@@ -80,12 +85,16 @@ func ParseInspect(s string) ([]sandbox.EgressRule, error) {
 	var rules []sandbox.EgressRule
 	for _, e := range strings.Split(s, ",") {
 		f := strings.Split(e, " ")
+		shadow := len(f) == 4 && f[3] == "shadow"
+		if shadow {
+			f = f[:3]
+		}
 		methods, okM := strings.CutPrefix(f[min(1, len(f)-1)], "methods=")
 		paths, okP := strings.CutPrefix(f[len(f)-1], "paths=")
 		if len(f) != 3 || !okM || !okP {
-			return nil, fmt.Errorf("%w: %q is not \"host methods=… paths=…\"", ErrInvalidInspect, e)
+			return nil, fmt.Errorf("%w: %q is not \"host methods=… paths=… [shadow]\"", ErrInvalidInspect, e)
 		}
-		rules = append(rules, sandbox.EgressRule{Host: f[0], Methods: splitNonEmpty(methods), Paths: splitNonEmpty(paths)})
+		rules = append(rules, sandbox.EgressRule{Host: f[0], Methods: splitNonEmpty(methods), Paths: splitNonEmpty(paths), Shadow: shadow})
 	}
 	if err := sandbox.CheckEgressRules(rules); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInspect, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,9 @@ func (t Truncation) Truncated() bool { return t.Lines || t.Bytes }
 // is one of the four verbs and the rest, split at its last ':', is a non-empty host and a port
 // of ASCII digits (so "ALLOW ::1:443" is host "::1", port 443), optionally followed by a
 // space, a method, a space and a path starting with '/' (a request an inspecting rule
-// decided: Method and Path). Every other line — the readiness
+// decided: Method and Path), optionally followed by " status=N out=N in=N rule=PATTERN" (the
+// request's outcome and rule, [FormatDecision]; a proxy older than these fields writes none).
+// Every other line — the readiness
 // line, noise, a line without its time prefix — is skipped silently.
 //
 // It fails when an option is invalid, and when r fails: the decisions read before the failure
@@ -122,12 +125,8 @@ func parseLine(line string, timestamps bool) (sandbox.EgressDecision, bool) {
 		return d, false
 	}
 	target, request, hasRequest := strings.Cut(target, " ")
-	if hasRequest {
-		method, path, ok := strings.Cut(request, " ")
-		if !ok || !validMethod(method) || !strings.HasPrefix(path, "/") || !printable(path) {
-			return d, false
-		}
-		d.Method, d.Path = method, path
+	if hasRequest && !parseRequest(request, &d) {
+		return d, false
 	}
 	i := strings.LastIndexByte(target, ':')
 	if i <= 0 {
@@ -143,4 +142,39 @@ func parseLine(line string, timestamps bool) (sandbox.EgressDecision, bool) {
 	}
 	d.Decision, d.Host, d.Port = sandbox.EgressDecisionCode(verb), host, port
 	return d, true
+}
+
+// parseRequest reads "METHOD path" and, when present, the outcome fields after it into d.
+func parseRequest(request string, d *sandbox.EgressDecision) bool {
+	f := strings.Split(request, " ")
+	if len(f) != 2 && len(f) != 6 {
+		return false
+	}
+	method, path := f[0], f[1]
+	if !validMethod(method) || !strings.HasPrefix(path, "/") || !printable(path) {
+		return false
+	}
+	d.Method, d.Path = method, path
+	if len(f) == 2 {
+		return true
+	}
+	status, okS := number(f[2], "status=", 999)
+	out, okO := number(f[3], "out=", math.MaxInt64)
+	in, okI := number(f[4], "in=", math.MaxInt64)
+	rule, okR := strings.CutPrefix(f[5], "rule=")
+	if !okS || !okO || !okI || !okR || rule == "" || len(rule) > MaxRule || !printable(rule) {
+		return false
+	}
+	d.Status, d.BytesOut, d.BytesIn, d.Rule = int(status), out, in, rule
+	return true
+}
+
+// number reads "key=digits" with a value at most limit.
+func number(field, key string, limit int64) (int64, bool) {
+	v, ok := strings.CutPrefix(field, key)
+	if !ok || v == "" || strings.ContainsFunc(v, func(r rune) bool { return r < '0' || r > '9' }) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n <= limit
 }

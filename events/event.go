@@ -113,10 +113,22 @@ type EventWindow struct {
 
 // EventDecision is one decision of a window, in the order the proxy wrote it.
 type EventDecision struct {
-	Verdict string     `json:"verdict"` // ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE
-	Host    string     `json:"host"`    // guest-chosen on DENY: treat as untrusted text
-	Port    int        `json:"port"`
-	At      *time.Time `json:"at,omitempty"`
+	Verdict string        `json:"verdict"` // ALLOW, DENY, DENY-NONGLOBAL, UNREACHABLE, WOULD-DENY
+	Host    string        `json:"host"`    // guest-chosen on DENY: treat as untrusted text
+	Port    int           `json:"port"`
+	At      *time.Time    `json:"at,omitempty"`
+	Request *EventRequest `json:"request,omitempty"` // only for a request an inspecting rule decided
+}
+
+// EventRequest is what an inspecting rule decided about one request: absent from a tunnel's
+// decision, which keeps the shape it always had. Method and path are guest-chosen text.
+type EventRequest struct {
+	Method   string `json:"method"`
+	Path     string `json:"path"`     // without the query, at most egresslog.MaxLoggedPath bytes
+	Status   int    `json:"status"`   // the status the workload was answered; 0 when the exchange was cut first
+	BytesOut int64  `json:"bytesOut"` // request bytes sent upstream, head and body; 0 when refused
+	BytesIn  int64  `json:"bytesIn"`  // response bytes relayed to the workload, head and body
+	Rule     string `json:"rule"`     // the host pattern of the rule that decided; "" from a proxy older than the field
 }
 
 // EventCounts counts a window's decisions by verdict.
@@ -125,6 +137,7 @@ type EventCounts struct {
 	Deny          int `json:"deny"`
 	DenyNonGlobal int `json:"denyNonGlobal"`
 	Unreachable   int `json:"unreachable"`
+	WouldDeny     int `json:"wouldDeny"` // requests a shadow rule let pass
 }
 
 // EgressObservedEvent is the JSON payload of SubjectEgressObserved (schema
@@ -197,6 +210,10 @@ func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (Eg
 	}
 	for _, d := range w.Decisions {
 		ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port}
+		if d.Method != "" {
+			ed.Request = &EventRequest{Method: d.Method, Path: d.Path, Status: d.Status,
+				BytesOut: d.BytesOut, BytesIn: d.BytesIn, Rule: d.Rule}
+		}
 		if !d.At.IsZero() {
 			at := d.At.UTC()
 			ed.At = &at
@@ -210,6 +227,8 @@ func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (Eg
 			ev.Counts.DenyNonGlobal++
 		case sandbox.DecisionUnreachable:
 			ev.Counts.Unreachable++
+		case sandbox.DecisionWouldDeny:
+			ev.Counts.WouldDeny++
 		}
 		ev.Decisions = append(ev.Decisions, ed)
 	}

@@ -47,7 +47,14 @@ func TestToken(t *testing.T) {
 
 func TestWindowEvent(t *testing.T) {
 	pub := time.Date(2026, 5, 1, 12, 5, 1, 0, time.UTC)
-	ev, err := EgressEvent(testWindow(), "ENGINE:ID", pub)
+	w := testWindow()
+	// Requests an inspecting rule decided carry a request object; tunnels keep their shape.
+	w.Decisions = append(w.Decisions,
+		sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: "api.example", Port: 443, Method: "GET", Path: "/v1/x",
+			Status: 200, BytesOut: 81, BytesIn: 4096, Rule: "api.example"},
+		sandbox.EgressDecision{Decision: sandbox.DecisionWouldDeny, Host: "api.example", Port: 443, Method: "DELETE", Path: "/v1/x",
+			Status: 204, BytesOut: 84, BytesIn: 60, Rule: "api.example"})
+	ev, err := EgressEvent(w, "ENGINE:ID", pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +80,12 @@ func TestWindowEvent(t *testing.T) {
 			map[string]any{"verdict": "ALLOW", "host": "allowed.example", "port": 443.0, "at": "2026-05-01T12:00:01.000000005Z"},
 			map[string]any{"verdict": "DENY", "host": "evil.example", "port": 443.0},
 			map[string]any{"verdict": "DENY-NONGLOBAL", "host": "10.0.0.1", "port": 443.0},
+			map[string]any{"verdict": "ALLOW", "host": "api.example", "port": 443.0, "request": map[string]any{
+				"method": "GET", "path": "/v1/x", "status": 200.0, "bytesOut": 81.0, "bytesIn": 4096.0, "rule": "api.example"}},
+			map[string]any{"verdict": "WOULD-DENY", "host": "api.example", "port": 443.0, "request": map[string]any{
+				"method": "DELETE", "path": "/v1/x", "status": 204.0, "bytesOut": 84.0, "bytesIn": 60.0, "rule": "api.example"}},
 		},
-		"counts":    map[string]any{"allow": 1.0, "deny": 1.0, "denyNonGlobal": 1.0, "unreachable": 0.0},
+		"counts":    map[string]any{"allow": 2.0, "deny": 1.0, "denyNonGlobal": 1.0, "unreachable": 0.0, "wouldDeny": 1.0},
 		"truncated": false, "unreadable": nil, "trigger": "dispose", "removal": "removed", "drainSeconds": 0.41,
 		"publishedAt": "2026-05-01T12:05:01Z",
 	}

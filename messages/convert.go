@@ -42,7 +42,11 @@ func placementFromWire(w APISpec) []sandbox.SpecOption {
 	if len(w.EgressAllow) > 0 {
 		rules := make([]sandbox.EgressRule, len(w.EgressAllow))
 		for i, r := range w.EgressAllow {
-			rules[i] = sandbox.EgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Authority: r.Authority}
+			rules[i] = sandbox.EgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Shadow: r.Shadow, Authority: r.Authority}
+			for _, c := range r.Credentials {
+				rules[i].Credentials = append(rules[i].Credentials, sandbox.EgressCredential{Header: c.Header, Env: c.Env,
+					Secret: sandbox.Secret(c.Secret), Methods: slices.Clone(c.Methods), Paths: slices.Clone(c.Paths)})
+			}
 		}
 		mode := sandbox.EgressAllowlist
 		if w.Egress != "" {
@@ -157,7 +161,12 @@ func SpecToWire(s sandbox.Spec) APISpec {
 	fi, fo := limitsToWire(s.FilesIn), limitsToWire(s.FilesOut)
 	w.FilesIn, w.FilesOut = &fi, &fo
 	for _, r := range s.EgressAllow {
-		w.EgressAllow = append(w.EgressAllow, APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Authority: r.Authority})
+		wr := APIEgressRule{Host: r.Host, Methods: slices.Clone(r.Methods), Paths: slices.Clone(r.Paths), Shadow: r.Shadow, Authority: r.Authority}
+		for _, c := range r.Credentials {
+			wr.Credentials = append(wr.Credentials, APIEgressCredential{Header: c.Header, Env: c.Env, Secret: string(c.Secret),
+				Methods: slices.Clone(c.Methods), Paths: slices.Clone(c.Paths)})
+		}
+		w.EgressAllow = append(w.EgressAllow, wr)
 	}
 	for _, c := range s.Requires.Sorted() {
 		w.Requires = append(w.Requires, string(c))

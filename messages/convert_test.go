@@ -42,6 +42,18 @@ func TestSpecFromWire(t *testing.T) {
 			func(s sandbox.Spec) bool {
 				return s.EgressAllow[0].Paths[0] == "/x/**" && s.RequiredCapabilities().Has(sandbox.EgressMethods)
 			}, nil},
+		{"shadow rule", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"GET"}, Shadow: true}}},
+			func(s sandbox.Spec) bool { return s.EgressAllow[0].Shadow && SpecToWire(s).EgressAllow[0].Shadow }, nil},
+		{"credential", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Methods: []string{"GET"}, Credentials: []APIEgressCredential{
+			{Header: "Authorization", Env: "A_TOKEN", Secret: "Bearer x", Paths: []string{"/v1/**"}}}}}},
+			func(s sandbox.Spec) bool {
+				c := s.EgressAllow[0].Credentials[0]
+				w := SpecToWire(s).EgressAllow[0].Credentials[0]
+				return c.Env == "A_TOKEN" && c.Secret == "Bearer x" && c.Paths[0] == "/v1/**" && w.Secret == "Bearer x"
+			}, nil},
+		{"credential on a tunnel", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Credentials: []APIEgressCredential{
+			{Header: "Authorization", Env: "A_TOKEN", Secret: "x"}}}}}, nil, sandbox.ErrInvalid},
+		{"shadow narrowing nothing", APISpec{Kind: "k", EgressAllow: []APIEgressRule{{Host: "a", Shadow: true}}}, nil, sandbox.ErrInvalid},
 		{"unknown disposition", APISpec{Kind: "k", DeclaredOutputs: []APIDeclaredOutput{{Path: "o", Disposition: "burn"}}}, nil, sandbox.ErrInvalid},
 		{"unknown identity", APISpec{Kind: "k", Requires: []string{"host_tools"}, HostTools: &APIHostTools{Identities: []string{"root"}}}, nil, sandbox.ErrInvalid},
 	}

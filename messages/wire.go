@@ -142,10 +142,25 @@ type APISpec struct {
 // ["/repos/acme/**"]}` (inspecting; grammar in sandbox.EgressRule and docs/nats-api.md). A bare
 // JSON string decodes as a tunnel-only entry for that host.
 type APIEgressRule struct {
-	Host      string   `json:"host"`
-	Methods   []string `json:"methods,omitempty"`
-	Paths     []string `json:"paths,omitempty"`
-	Authority string   `json:"authority,omitempty"`
+	Host    string   `json:"host"`
+	Methods []string `json:"methods,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
+	Shadow  bool     `json:"shadow,omitempty"`
+	// Credentials the proxy adds on this host's requests (sandbox.EgressCredential): only in
+	// an acquire request; the engine never answers with one.
+	Credentials []APIEgressCredential `json:"credentials,omitempty"`
+	Authority   string                `json:"authority,omitempty"`
+}
+
+// APIEgressCredential is one credential of an inspecting entry: `{"header": "Authorization",
+// "env": "GITHUB_TOKEN", "secret": "ghp_…", "methods": ["GET"], "paths": ["/repos/acme/**"]}`.
+// The workload's variable env holds a placeholder; the secret goes to the proxy alone.
+type APIEgressCredential struct {
+	Header  string   `json:"header"`
+	Env     string   `json:"env"`
+	Secret  string   `json:"secret"`
+	Methods []string `json:"methods,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
 }
 
 // UnmarshalJSON decodes an entry written as an object or, today's shortest form, as a bare

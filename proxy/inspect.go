@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -26,9 +28,12 @@ var errSNIMismatch = errors.New("the TLS ClientHello names another host than the
 
 // inspectRule is one inspecting allowlist entry, compiled.
 type inspectRule struct {
+	pattern string // the host pattern as the spec wrote it: the rule's name in decisions
 	host    pattern
 	methods []string
 	paths   []string
+	shadow  bool
+	creds   []egresslog.Credential
 }
 
 // permits reports whether the rule lets method reach path (a normalised, decoded path).
@@ -40,6 +45,24 @@ func (r *inspectRule) permits(method, path string) bool {
 		return true
 	}
 	return slices.ContainsFunc(r.paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) })
+}
+
+// swap replaces, in the header of each credential of the rule whose methods and paths match
+// the request, the credential's placeholder by its secret. Only a permitted request reaches
+// it, so a refused one is never sent anywhere with a secret in it.
+func (r *inspectRule) swap(hr *http.Request, path string) {
+	for _, c := range r.creds {
+		if len(c.Methods) > 0 && !slices.Contains(c.Methods, hr.Method) {
+			continue
+		}
+		if len(c.Paths) > 0 && !slices.ContainsFunc(c.Paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) }) {
+			continue
+		}
+		values := hr.Header.Values(c.Header)
+		for i, v := range values {
+			values[i] = strings.ReplaceAll(v, c.Placeholder, c.Secret)
+		}
+	}
 }
 
 // inspectRuleFor returns the inspecting rule host falls under, or nil for a tunnel.
@@ -122,7 +145,9 @@ type exchange struct {
 	upBr   *bufio.Reader
 }
 
-// next serves one request and reports whether the connection goes on.
+// next serves one request and reports whether the connection goes on. Its decision line is
+// written once the exchange is over (answered, refused, or cut, the proxy's stop included), so
+// it carries the status the workload got and the bytes each way.
 func (ex *exchange) next(rule *inspectRule) bool {
 	_ = ex.client.SetReadDeadline(time.Now().Add(ex.p.opts.idleTimeout))
 	ex.limit.arm(maxHead)
@@ -135,36 +160,81 @@ func (ex *exchange) next(rule *inspectRule) bool {
 		return false
 	}
 	_ = ex.client.SetReadDeadline(time.Time{})
-	path, raw, ok := requestPath(hr.RequestURI)
-	ok = ok && sameHost(hr.Host, ex.req.host) && hr.Header.Get("Upgrade") == "" && rule.permits(hr.Method, path)
-	if !ok {
-		_ = ex.p.log.WriteRequest(sandbox.DecisionDeny, ex.req.host, ex.req.port, hr.Method, loggable(raw))
-		ex.answer(statusForbidden)
-		return false
+	path, raw, normal := requestPath(hr.RequestURI)
+	method := hr.Method
+	if !upperToken(method) {
+		method = "INVALID" // refused below; the line names no guest text the grammar refuses
+	}
+	d := sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: ex.req.host, Port: ex.req.port,
+		Method: method, Path: loggable(raw), Rule: rule.pattern}
+	// A request the enforcer refuses whatever the rule is refused in shadow too; only the
+	// rule's own narrowing is shadowed.
+	switch {
+	case !normal || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
+		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
+	case !rule.permits(hr.Method, path) && !rule.shadow:
+		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
+	case !rule.permits(hr.Method, path):
+		d.Decision = sandbox.DecisionWouldDeny
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
-		_ = ex.p.log.WriteRequest(sandbox.DecisionUnreachable, ex.req.host, ex.req.port, hr.Method, loggable(raw))
-		ex.answer(statusBadGateway)
-		return false
+		return ex.refuse(d, sandbox.DecisionUnreachable, http.StatusBadGateway, statusBadGateway)
 	}
-	_ = ex.p.log.WriteRequest(sandbox.DecisionAllow, ex.req.host, ex.req.port, hr.Method, loggable(raw))
+	if d.Decision == sandbox.DecisionAllow { // never on a request a shadow rule would refuse
+		rule.swap(hr, path)
+	}
+	ok := ex.relay(hr, &d)
+	_ = ex.p.log.WriteRequest(d)
+	return ok
+}
+
+// refuse logs d as code with status, then answers the refusal, which ends the connection:
+// the line is written before the client can read its answer.
+func (ex *exchange) refuse(d sandbox.EgressDecision, code sandbox.EgressDecisionCode, status int, line string) bool {
+	d.Decision, d.Status = code, status
+	_ = ex.p.log.WriteRequest(d)
+	ex.answer(line)
+	return false
+}
+
+// relay sends a permitted request upstream in one framing, whatever the client sent, and its
+// response back, counting both into d.
+func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
 	hr.Header.Del("Proxy-Connection")
 	hr.Header.Del("Proxy-Authorization")
 	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	if err := hr.Write(ex.upTLS); err != nil { // one framing upstream, whatever the client sent
+	up := &countWriter{w: ex.upTLS}
+	err := hr.Write(up)
+	d.BytesOut = up.n
+	if err != nil {
 		return false
 	}
 	resp, err := http.ReadResponse(ex.upBr, hr)
 	if err != nil {
-		ex.answer(statusBadGateway)
+		if ex.answer(statusBadGateway) { // the workload got the 502; a cut client got nothing: 0
+			d.Status = http.StatusBadGateway
+		}
 		return false
 	}
 	defer resp.Body.Close()
+	d.Status = resp.StatusCode
 	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	if err := resp.Write(ex.client); err != nil {
-		return false
-	}
-	return !hr.Close && !resp.Close
+	down := &countWriter{w: ex.client}
+	err = resp.Write(down)
+	d.BytesIn = down.n
+	return err == nil && !hr.Close && !resp.Close
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // openUpstream starts TLS to the CONNECT host over the dialled connection, verifying its
@@ -185,10 +255,11 @@ func (ex *exchange) openUpstream() bool {
 	return true
 }
 
-// answer writes a refusal that ends the connection.
-func (ex *exchange) answer(status string) {
+// answer writes a refusal that ends the connection, and reports whether it was written.
+func (ex *exchange) answer(status string) bool {
 	_ = ex.client.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, _ = io.WriteString(ex.client, "HTTP/1.1 "+status+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+	_, err := io.WriteString(ex.client, "HTTP/1.1 "+status+"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+	return err == nil
 }
 
 // requestPath normalises an origin-form request target: it returns the decoded path
@@ -233,6 +304,14 @@ func sameHost(header, host string) bool {
 	return strings.EqualFold(h, host)
 }
 
+// upperToken reports a method a decision line can carry: an upper-case RFC 9110 token of 1
+// to 32 bytes. Any other method is refused, so every request the proxy passes is logged.
+func upperToken(m string) bool {
+	return m != "" && len(m) <= 32 && !strings.ContainsFunc(m, func(r rune) bool {
+		return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+	})
+}
+
 // loggable is a raw path the decision log accepts: bytes outside 0x21–0x7E become '?', and
 // a path that does not start with '/' gets one.
 func loggable(raw string) string {
@@ -251,10 +330,24 @@ func loggable(raw string) string {
 // compileInspect compiles the inspecting rules and, when there are any, makes the CA.
 func (p *Proxy) compileInspect() error {
 	if len(p.opts.inspect) == 0 {
+		if len(p.opts.credentials) > 0 {
+			return fmt.Errorf("%w: credentials without an inspecting rule", ErrInvalidConfig)
+		}
 		return nil
 	}
 	for _, r := range p.opts.inspect {
-		p.inspected = append(p.inspected, inspectRule{host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths})
+		rule := inspectRule{pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow}
+		for _, c := range p.opts.credentials {
+			if strings.EqualFold(c.Host, r.Host) {
+				rule.creds = append(rule.creds, c)
+			}
+		}
+		p.inspected = append(p.inspected, rule)
+	}
+	for _, c := range p.opts.credentials {
+		if !slices.ContainsFunc(p.inspected, func(r inspectRule) bool { return strings.EqualFold(r.pattern, c.Host) }) {
+			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
+		}
 	}
 	ca, err := newAuthority(time.Now())
 	if err != nil {

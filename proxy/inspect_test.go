@@ -29,9 +29,16 @@ const inspectHost = "example.com"
 
 // recordingTarget is an HTTPS origin on 127.0.0.1 that records every request it receives.
 type recordingTarget struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	seen []string
+	srv       *httptest.Server
+	mu        sync.Mutex
+	seen      []string
+	onRequest func(auth, other string) // sees the Authorization and X-Other headers
+}
+
+func (rt *recordingTarget) hook(f func(auth, other string)) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.onRequest = f
 }
 
 func startRecordingTarget(t *testing.T) *recordingTarget {
@@ -40,7 +47,11 @@ func startRecordingTarget(t *testing.T) *recordingTarget {
 	rt.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt.mu.Lock()
 		rt.seen = append(rt.seen, r.Method+" "+r.RequestURI)
+		hook := rt.onRequest
 		rt.mu.Unlock()
+		if hook != nil {
+			hook(r.Header.Get("Authorization"), r.Header.Get("X-Other"))
+		}
 		_, _ = io.WriteString(w, "origin saw "+r.Method+" "+r.RequestURI)
 	}))
 	// The proxy dials before it knows whether a request will pass; the handshakes it never
@@ -133,8 +144,8 @@ func TestInspectAllowsAndDenies(t *testing.T) {
 		want string // the response's status
 		log  string // the decision line
 	}{
-		{"allowed get", get("/repos/acme/widgets?page=2"), "200 OK", "ALLOW example.com:443 GET /repos/acme/widgets"},
-		{"denied method", "POST /repos/acme/widgets HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\n{}", "403 Forbidden", "DENY example.com:443 POST /repos/acme/widgets"},
+		{"allowed get", get("/repos/acme/widgets?page=2"), "200 OK", "ALLOW example.com:443 GET /repos/acme/widgets status=200 out="},
+		{"denied method", "POST /repos/acme/widgets HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\n{}", "403 Forbidden", "DENY example.com:443 POST /repos/acme/widgets status=403 out=0 in=0 rule=example.com\n"},
 		{"denied path", get("/repos/other/x"), "403 Forbidden", "DENY example.com:443 GET /repos/other/x"},
 		{"prefix at a segment boundary", get("/repos/acmex"), "403 Forbidden", "DENY example.com:443 GET /repos/acmex"},
 		{"dot-dot", get("/repos/acme/../admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/../admin"},
@@ -166,6 +177,8 @@ func TestInspectAllowsAndDenies(t *testing.T) {
 			if allowed := tc.want == "200 OK"; allowed != (len(seen) == 1) {
 				t.Fatalf("the origin saw %q", seen)
 			}
+			conn.Close()
+			tp.Close() // waits for the handler: an allowed request's line follows its response
 			if log := tp.log.String(); tc.log == "" && log != "" {
 				t.Fatalf("decision log %q for a request that was never read whole", log)
 			} else if tc.log != "" && (!strings.Contains(log, tc.log) || strings.Count(log, "\n") != 1) {
@@ -229,7 +242,7 @@ func TestInspectVerifiesUpstream(t *testing.T) {
 	if seen := rt.requests(); len(seen) != 0 {
 		t.Fatalf("the origin saw %q", seen)
 	}
-	if log := tp.log.String(); log != "UNREACHABLE example.com:443 GET /repos/acme/a\n" {
+	if log := tp.log.String(); log != "UNREACHABLE example.com:443 GET /repos/acme/a status=502 out=0 in=0 rule=example.com\n" {
 		t.Fatalf("decision log %q", log)
 	}
 }
@@ -320,7 +333,7 @@ func TestRunInspectsFromEnv(t *testing.T) {
 	if seen := rt.requests(); !slices.Equal(seen, []string{"GET /repos/acme/a"}) {
 		t.Fatalf("the origin saw %q", seen)
 	}
-	for _, line := range []string{"ALLOW example.com:443 GET /repos/acme/a\n", "DENY example.com:443 POST /repos/acme/a\n"} {
+	for _, line := range []string{"ALLOW example.com:443 GET /repos/acme/a status=200 out=", "DENY example.com:443 POST /repos/acme/a status=403 out=0 in=0 rule=example.com\n"} {
 		if !strings.Contains(out.String(), line) {
 			t.Fatalf("output %q lacks %q", out.String(), line)
 		}

@@ -17,11 +17,12 @@ import (
 
 // Config is the proxy process's configuration.
 type Config struct {
-	Allow        []string             // allowlist entries, in order
-	PrivateCIDRs []netip.Prefix       // the §2.3a allowance
-	Port         int                  // listen port on 0.0.0.0
-	Inspect      []sandbox.EgressRule // inspecting rules (egresslog.EnvInspect); none: every host is a tunnel
-	UpstreamCAs  *x509.CertPool       // roots for inspected hosts (egresslog.EnvUpstreamCAs); nil: the system roots
+	Allow        []string               // allowlist entries, in order
+	PrivateCIDRs []netip.Prefix         // the §2.3a allowance
+	Port         int                    // listen port on 0.0.0.0
+	Inspect      []sandbox.EgressRule   // inspecting rules (egresslog.EnvInspect); none: every host is a tunnel
+	UpstreamCAs  *x509.CertPool         // roots for inspected hosts (egresslog.EnvUpstreamCAs); nil: the system roots
+	Credentials  []egresslog.Credential // swapped in on inspected requests (egresslog.EnvCredentials)
 }
 
 // ConfigFromEnv reads the configuration from getenv (os.Getenv in the process). The allowlist
@@ -51,6 +52,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, egresslog.EnvInspect, err)
 	}
 	cfg.Inspect = rules
+	if cfg.Credentials, err = egresslog.ParseCredentials(getenv(egresslog.EnvCredentials)); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, egresslog.EnvCredentials, err)
+	}
 	if pemText := getenv(egresslog.EnvUpstreamCAs); strings.TrimSpace(pemText) != "" {
 		cfg.UpstreamCAs = x509.NewCertPool()
 		if !cfg.UpstreamCAs.AppendCertsFromPEM([]byte(pemText)) {
@@ -88,6 +92,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, opts ...Option) erro
 	}
 	if cfg.UpstreamCAs != nil {
 		all = append(all, WithUpstreamRoots(cfg.UpstreamCAs))
+	}
+	if len(cfg.Credentials) > 0 {
+		all = append(all, WithCredentials(cfg.Credentials...))
 	}
 	all = append(all, opts...)
 	p, err := New(cfg.Allow, all...)

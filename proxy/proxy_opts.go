@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -92,6 +93,7 @@ type options struct {
 	private       []netip.Prefix
 	resolver      Resolver
 	inspect       []sandbox.EgressRule
+	credentials   []egresslog.Credential
 	upstreamRoots *x509.CertPool
 
 	// Test hooks: unexported, so only this package's tests can set them.
@@ -183,6 +185,17 @@ func WithInspect(rules ...sandbox.EgressRule) Option {
 			}
 		}
 		o.inspect = slices.Clone(rules)
+		return nil
+	}
+}
+
+// WithCredentials swaps each credential's placeholder for its secret in its header, on the
+// requests to its host that its inspecting rule passes and its methods and paths match. Its
+// host must be an inspecting rule's host pattern ([WithInspect]); [New] refuses one that is
+// not. The proxy never writes a secret anywhere.
+func WithCredentials(creds ...egresslog.Credential) Option {
+	return func(o *options) error {
+		o.credentials = slices.Clone(creds)
 		return nil
 	}
 }

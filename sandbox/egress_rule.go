@@ -40,15 +40,26 @@ import (
 // decoded path, and the enforcer refuses requests whose path is not already normal.
 // [MatchEgressPath] is the matching rule.
 //
+// Shadow makes an inspecting entry report instead of enforce: a request its methods or
+// paths do not permit passes, and its decision says WOULD-DENY, so a policy author can replay
+// windows before enforcing. Only the rule's own narrowing is shadowed: a request the
+// enforcer refuses whatever the rule (a path that is not normal, a Host header naming
+// another host, an upgrade) is refused in shadow too. [NewSpec] refuses Shadow on an entry
+// without methods or paths, which would shadow nothing.
+//
 // Equivalent entries collapse (hosts compared case-insensitively, methods and paths as sets);
 // one host given two different method or path sets is refused. An inspecting entry adds
 // [EgressMethods] to the spec's required capabilities, and the router serves it only on a
 // backend that declares each method in EgressMethodTokens and, for paths, EgressPaths.
 type EgressRule struct {
-	Host      string
-	Methods   []string // upper-case HTTP tokens; empty = every method
-	Paths     []string // path patterns; empty = every path
-	Authority string   // opaque to the core; carried for the enforcer
+	Host    string
+	Methods []string // upper-case HTTP tokens; empty = every method
+	Paths   []string // path patterns; empty = every path
+	Shadow  bool     // report WOULD-DENY instead of refusing what Methods and Paths do not permit
+	// Credentials the enforcer adds to this host's requests; the workload holds placeholders
+	// ([EgressCredential]). Only on an inspecting entry.
+	Credentials []EgressCredential
+	Authority   string // opaque to the core; carried for the enforcer
 }
 
 // Hosts builds tunnel-only rules, the common allowlist.
@@ -66,13 +77,23 @@ func (r EgressRule) Narrows() bool { return len(r.Methods) > 0 || len(r.Paths) >
 // Canonical is the rule's identity as text: the host alone for a tunnel-only rule (so the
 // identity of every plain allowlist is its host list, as before rules existed), and the host
 // followed by its sorted methods and paths for an inspecting one. It holds no comma and no
-// two rules share one, so a comma-joined list of them is unambiguous. A backend folds it into
-// the names of what it builds, so a changed rule never reuses a warm sandbox.
+// two rules share one, so a comma-joined list of them is unambiguous. A shadow rule ends in
+// " shadow", then a rule with credentials in " credentials=" and their variables, sorted and
+// ';'-joined (never a secret: the variables are what a warm sandbox must already hold). A
+// backend folds it into the names of what it builds, so a changed rule never reuses a warm
+// sandbox.
 func (r EgressRule) Canonical() string {
 	if !r.Narrows() {
 		return r.Host
 	}
-	return r.Host + " methods=" + strings.Join(r.Methods, ";") + " paths=" + strings.Join(r.Paths, ";")
+	c := r.Host + " methods=" + strings.Join(r.Methods, ";") + " paths=" + strings.Join(r.Paths, ";")
+	if r.Shadow {
+		c += " shadow"
+	}
+	if envs := EgressCredentialEnvs([]EgressRule{r}); len(envs) > 0 {
+		c += " credentials=" + strings.Join(envs, ";")
+	}
+	return c
 }
 
 // EgressHosts returns the hosts of rules, in order.
@@ -128,6 +149,13 @@ func normalizeEgressRules(rules []EgressRule) ([]EgressRule, error) {
 			return nil, err
 		}
 		r.Methods, r.Paths = methods, paths
+		if r.Credentials, err = normalizeCredentials(r); err != nil {
+			return nil, err
+		}
+		if r.Shadow && !r.Narrows() {
+			return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
+				"egress rule for %q is shadow but names no methods or paths: it would shadow nothing", r.Host)}
+		}
 		fold := strings.ToLower(r.Host)
 		if i, ok := seen[fold]; ok {
 			if err := sameNarrowing(out[i], r); err != nil {
@@ -138,6 +166,9 @@ func normalizeEgressRules(rules []EgressRule) ([]EgressRule, error) {
 		seen[fold] = len(out)
 		out = append(out, r)
 	}
+	if err := checkCredentialEnvs(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -146,6 +177,14 @@ func sameNarrowing(a, b EgressRule) error {
 		return &InvalidArgumentError{Reason: fmt.Sprintf(
 			"egress allowlist names host %q twice with different methods (%s and %s)",
 			b.Host, listText(a.Methods, "every method"), listText(b.Methods, "every method"))}
+	}
+	if len(a.Credentials) > 0 || len(b.Credentials) > 0 {
+		return &InvalidArgumentError{Reason: fmt.Sprintf(
+			"egress allowlist names host %q twice and gives it credentials: name it once", b.Host)}
+	}
+	if a.Shadow != b.Shadow {
+		return &InvalidArgumentError{Reason: fmt.Sprintf(
+			"egress allowlist names host %q twice, once in shadow and once enforcing", b.Host)}
 	}
 	if !slices.Equal(a.Paths, b.Paths) {
 		return &InvalidArgumentError{Reason: fmt.Sprintf(

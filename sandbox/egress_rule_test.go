@@ -56,6 +56,7 @@ func TestEgressRuleRefusals(t *testing.T) {
 		{"space in path", EgressRule{Host: "a.example", Paths: []string{"/a b"}}, "not allowed"},
 		{"comma in path", EgressRule{Host: "a.example", Paths: []string{"/a,b"}}, "not allowed"},
 		{"non-ascii path", EgressRule{Host: "a.example", Paths: []string{"/é"}}, "not allowed"},
+		{"shadow that narrows nothing", EgressRule{Host: "a.example", Shadow: true}, "would shadow nothing"},
 		{"path too long", EgressRule{Host: "a.example", Paths: []string{"/" + strings.Repeat("a", 1024)}}, "longer than 1024"},
 	}
 	for _, tc := range cases {
@@ -106,6 +107,10 @@ func TestEgressRuleNormalisesAndConflicts(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "twice with different paths (/x and /y)") {
 		t.Fatalf("err = %v, want the path conflict", err)
 	}
+	_, err = NewSpec("k", WithAllowlist(EgressRule{Host: "a", Paths: []string{"/y"}, Shadow: true}, EgressRule{Host: "a", Paths: []string{"/y"}}))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "once in shadow and once enforcing") {
+		t.Fatalf("err = %v, want the shadow conflict", err)
+	}
 	_, err = NewSpec("k", WithAllowlist(EgressRule{Host: "a"}, EgressRule{Host: "a", Paths: []string{"/y"}}))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "(every path and /y)") {
 		t.Fatalf("err = %v, want tunnel-only against paths refused", err)
@@ -129,6 +134,7 @@ func TestEgressRuleCanonical(t *testing.T) {
 	for _, other := range []EgressRule{
 		{Host: "a"}, {Host: "a", Methods: []string{"GET", "POST"}, Paths: []string{"/x/**"}},
 		{Host: "a", Methods: []string{"GET"}, Paths: []string{"/x"}}, {Host: "a", Methods: []string{"GET"}},
+		{Host: "a", Methods: []string{"GET"}, Paths: []string{"/x/**"}, Shadow: true},
 	} {
 		if got := ids(other); got == base || strings.Contains(got, ",") {
 			t.Fatalf("%+v has identity %q (base %q): want a different one without a comma", other, got, base)

@@ -10,6 +10,12 @@ type EgressDecision struct {
 	Method   string    // the request's method, for a request an inspecting rule decided; empty for a tunnel
 	Path     string    // the request's path without its query, bounded; set with Method
 	At       time.Time // the engine's log time when known; zero otherwise
+
+	// The rest is set only with Method: what became of the request.
+	Status   int    // the status the workload was answered (403 for a refusal); 0 when none was (cut)
+	BytesOut int64  // bytes of the request sent upstream, head and body; 0 when refused
+	BytesIn  int64  // bytes of the upstream's response relayed to the workload, head and body
+	Rule     string // the host pattern of the inspecting rule that decided
 }
 
 // EgressObserved is a window of egress decisions, reported only after the enforcer that saw

@@ -232,17 +232,19 @@ func ParseSignalReach(s string) (SignalReach, error) {
 // EgressDecisionCode is an egress enforcer's verdict on one connection attempt.
 type EgressDecisionCode string
 
-// Egress decision codes. Only ALLOW opened a tunnel.
+// Egress decision codes. Only ALLOW opened a tunnel. WOULD-DENY is a request a shadow rule
+// ([EgressRule.Shadow]) would have refused and let pass.
 const (
 	DecisionAllow         EgressDecisionCode = "ALLOW"
 	DecisionDeny          EgressDecisionCode = "DENY"
 	DecisionDenyNonGlobal EgressDecisionCode = "DENY-NONGLOBAL"
 	DecisionUnreachable   EgressDecisionCode = "UNREACHABLE"
+	DecisionWouldDeny     EgressDecisionCode = "WOULD-DENY"
 )
 
 // EgressDecisionCodes lists every code.
 func EgressDecisionCodes() []EgressDecisionCode {
-	return []EgressDecisionCode{DecisionAllow, DecisionDeny, DecisionDenyNonGlobal, DecisionUnreachable}
+	return []EgressDecisionCode{DecisionAllow, DecisionDeny, DecisionDenyNonGlobal, DecisionUnreachable, DecisionWouldDeny}
 }
 
 // ParseEgressDecisionCode parses a code strictly.

@@ -201,7 +201,9 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 	if err != nil {
 		return nil, err
 	}
-	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt)
+	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt,
+		actors.WithEgressUpstreamCAs(eng.target.caPEM)) // the inspected demo host is verified against the target's CA
+
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -25,11 +26,14 @@ import (
 // The demo's allowlisted step: a target server of ours (the static e2e program, FROM
 // scratch) on a private internal network that serves two names; a sandbox whose allowlist
 // names one of them reaches it through its proxy and is refused the other; then dispose, and
-// the window of decisions is read back from JetStream with a durable consumer.
+// the window of decisions is read back from JetStream with a durable consumer. A third name is
+// inspected (issue 24): one allowed GET carries a credential the sandbox never holds, swapped
+// in by the proxy (the target logs its digest, which the demo checks), and one POST is refused.
 
 const (
 	demoAllowed = "allowed.demo.maf-sandbox.example"
 	demoDenied  = "denied.demo.maf-sandbox.example"
+	demoAPI     = "api.demo.maf-sandbox.example"
 	// demoSubnets is where the demo target network's /24 comes from: outside the egress subnet
 	// pool and the daemon's default pools. A leftover of a killed demo holds one; the next
 	// takes another.
@@ -43,6 +47,7 @@ type demoTarget struct {
 	subnet  netip.Prefix
 	server  string
 	caB64   string
+	caPEM   []byte
 }
 
 // startDemoTarget builds the images the step needs and starts the target; stop removes both.
@@ -53,7 +58,7 @@ func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]s
 			return nil, fmt.Errorf("demo: build the egress images: %w", err)
 		}
 	}
-	caPEM, certPEM, keyPEM, err := images.TargetCertificates(demoAllowed, demoDenied)
+	caPEM, certPEM, keyPEM, err := images.TargetCertificates(demoAllowed, demoDenied, demoAPI)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +66,7 @@ func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]s
 	_, _ = rand.Read(b)
 	suffix := hex.EncodeToString(b)
 	t := &demoTarget{docker: dockerPath, network: "maf-sandbox-demo-targets-" + suffix, server: "maf-sandbox-demo-target-" + suffix,
-		caB64: base64.StdEncoding.EncodeToString(caPEM)}
+		caB64: base64.StdEncoding.EncodeToString(caPEM), caPEM: caPEM}
 	var labelArgs []string
 	for k, v := range labels {
 		labelArgs = append(labelArgs, "--label", k+"="+v)
@@ -84,7 +89,7 @@ func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]s
 		return nil, err
 	}
 	args := append([]string{"run", "-d", "--name", t.server, "--pull", "never", "--network", t.network,
-		"--network-alias", demoAllowed, "--network-alias", demoDenied, "--dns", "127.0.0.1", "--user", "0",
+		"--network-alias", demoAllowed, "--network-alias", demoDenied, "--network-alias", demoAPI, "--dns", "127.0.0.1", "--user", "0",
 		"-e", "E2E_CERT=" + string(certPEM), "-e", "E2E_KEY=" + string(keyPEM)}, labelArgs...)
 	if err := t.docker1(ctx, append(args, images.TargetTag)...); err != nil {
 		t.stop()
@@ -122,7 +127,12 @@ func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, r
 		return err
 	}
 	key := sandbox.Key{Scope: "demo", ThreadID: fmt.Sprintf("egress-%d", time.Now().UnixNano()), AgentID: "browser"}
-	spec, err := sandbox.NewSpec("fetcher", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(sandbox.EgressRule{Host: demoAllowed}))
+	secret := make([]byte, 12)
+	_, _ = rand.Read(secret)
+	token := "demo-secret-" + hex.EncodeToString(secret)
+	spec, err := sandbox.NewSpec("fetcher", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(sandbox.EgressRule{Host: demoAllowed},
+		sandbox.EgressRule{Host: demoAPI, Methods: []string{"GET"}, Paths: []string{"/repos/demo/**"},
+			Credentials: []sandbox.EgressCredential{{Header: "Authorization", Env: "DEMO_TOKEN", Secret: sandbox.Secret(token)}}}))
 	if err != nil {
 		return err
 	}
@@ -140,6 +150,9 @@ func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, r
 			return err
 		}
 		step("GET https://%s/ from the sandbox: %s", host, strings.TrimSpace(res.Stdout()))
+	}
+	if err := demoInspected(ctx, step, sb, t, token); err != nil {
+		return err
 	}
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
 		return fmt.Errorf("dispose: %v", f)
@@ -173,10 +186,42 @@ func readEgressWindow(ctx context.Context, step func(string, ...any), js jetstre
 			}
 			step("read back from JetStream (stream %s, durable consumer, subject %s, event %.16s…):", events.StreamEgress, m.Subject(), ev.EventID)
 			for _, d := range ev.Decisions {
+				if r := d.Request; r != nil {
+					step("    %s %s:%d %s %s status=%d rule=%s", d.Verdict, d.Host, d.Port, r.Method, r.Path, r.Status, r.Rule)
+					continue
+				}
 				step("    %s %s:%d", d.Verdict, d.Host, d.Port)
 			}
 			return nil
 		}
 	}
 	return fmt.Errorf("demo: the egress window of %s never reached %s", key, events.StreamEgress)
+}
+
+// demoInspected makes the inspected host's two requests from the sandbox, which holds only a
+// placeholder, and checks with the target's log that the allowed one carried the real token.
+func demoInspected(ctx context.Context, step func(string, ...any), sb sandbox.Sandbox, t *demoTarget, token string) error {
+	for _, method := range []string{"GET", "POST"} {
+		res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", "maf-e2e send "+method+" https://"+demoAPI+"/repos/demo/widgets"+
+			` "Authorization: Bearer $DEMO_TOKEN" | head -1`), "/", time.Minute)
+		if err != nil {
+			return err
+		}
+		step("%s https://%s/repos/demo/widgets with \"Authorization: Bearer $DEMO_TOKEN\": %s", method, demoAPI, strings.TrimSpace(res.Stdout()))
+	}
+	res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", `printf %s "$DEMO_TOKEN"`), "/", time.Minute)
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, t.docker, "logs", t.server).Output()
+	if err != nil {
+		return fmt.Errorf("demo: read the target's log: %w", err)
+	}
+	sum := sha256.Sum256([]byte("Bearer " + token))
+	want := "request GET /repos/demo/widgets auth-sha256=" + hex.EncodeToString(sum[:])
+	if !strings.Contains(string(out), want) {
+		return fmt.Errorf("demo: the target did not receive the real credential (no %q in its log)", want)
+	}
+	step("the sandbox held only %s; the target received the real token (its log shows the token's digest)", strings.TrimSpace(res.Stdout()))
+	return nil
 }

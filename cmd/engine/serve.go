@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,6 +62,7 @@ type serveVerb struct {
 	logs                                                        logFlags
 	listen, dataDir, readyFile, engineID, dockerPath, driver    string
 	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
+	upstreamCAs                                                 string // a PEM file inspecting proxies verify hosts against
 	observerImage, metricsListen, otlpEndpoint                  string
 	drain, idleActors, eventDupes                               time.Duration
 	labels                                                      labelFlag
@@ -92,6 +94,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.outbound, "egress-outbound-network", envOr("MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK", docker.DefaultOutboundNetwork), "existing network every egress proxy's outbound leg joins (env MAF_SANDBOX_EGRESS_OUTBOUND_NETWORK)")
 	fs.StringVar(&v.subnetPool, "egress-subnet-pool", envOr("MAF_SANDBOX_EGRESS_SUBNET_POOL", docker.DefaultEgressSubnetPool), "IPv4 range every allowlisted sandbox's internal network takes a /29 from (env MAF_SANDBOX_EGRESS_SUBNET_POOL)")
 	fs.StringVar(&v.privateCIDRs, "egress-private-cidrs", envOr("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", ""), "comma-separated private CIDR blocks an allowlisted name may resolve into and still be dialled (internal hosts); empty admits none; never loopback, link-local or metadata addresses (docs/operations.md) (env MAF_SANDBOX_EGRESS_PRIVATE_CIDRS)")
+	fs.StringVar(&v.upstreamCAs, "egress-upstream-cas", envOr("MAF_SANDBOX_EGRESS_UPSTREAM_CAS", ""), "PEM bundle file inspecting egress proxies verify inspected hosts against; the proxy image holds no system roots, so give your host's (/etc/ssl/certs/ca-certificates.crt) to reach public hosts; empty: none, and inspected requests to public hosts fail closed (env MAF_SANDBOX_EGRESS_UPSTREAM_CAS)")
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
 	v.tenancy.register(fs)
@@ -260,11 +263,34 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	if v.proxyImage != "" && ev != nil {
 		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}
+	upstream, err := v.upstreamOption()
+	if err != nil {
+		return nil, nil, err
+	}
+	backendOpts = append(backendOpts, upstream)
 	b, err = actors.Create(ctx, cfg, backendOpts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
 	return b, func() { b.Close(context.WithoutCancel(ctx)) }, nil
+}
+
+// upstreamOption is the backend option of --egress-upstream-cas: the PEM bundle read from
+// its file, refused when unreadable or without a PEM block; nil when the flag is empty.
+func (v *serveVerb) upstreamOption() (actors.Option, error) {
+	if v.upstreamCAs == "" {
+		return nil, nil
+	}
+	pemBundle, err := os.ReadFile(v.upstreamCAs)
+	if err == nil {
+		if b, _ := pem.Decode(pemBundle); b == nil {
+			err = errors.New("no PEM block")
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: --egress-upstream-cas %s: %w", v.upstreamCAs, err)
+	}
+	return actors.WithEgressUpstreamCAs(pemBundle), nil
 }
 
 // events starts the engine's events on nc under --event-prefix (nil when it is empty): reap

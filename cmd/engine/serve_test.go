@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -47,6 +49,45 @@ func TestServePrivateCIDRs(t *testing.T) {
 			}
 			if err != nil || !slices.Equal(cfg.EgressPrivateCIDRs, tc.want) {
 				t.Fatalf("config() = %v, %v; want %v", cfg.EgressPrivateCIDRs, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServeUpstreamCAs: --egress-upstream-cas (or its environment variable) names a PEM file
+// the backend gets; a missing file or one without a PEM block stops serve, and an empty flag
+// adds nothing.
+func TestServeUpstreamCAs(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "roots.pem")
+	bad := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(good, []byte("-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not a bundle"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		wantOpt   bool
+		wantErr   bool
+	}{
+		{name: "unset"},
+		{name: "the flag", args: []string{"--egress-upstream-cas", good}, wantOpt: true},
+		{name: "the environment", env: good, wantOpt: true},
+		{name: "a missing file", args: []string{"--egress-upstream-cas", filepath.Join(dir, "absent.pem")}, wantErr: true},
+		{name: "no PEM block", args: []string{"--egress-upstream-cas", bad}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MAF_SANDBOX_EGRESS_UPSTREAM_CAS", tc.env)
+			v := &serveVerb{labels: labelFlag{}}
+			if err := v.parse(tc.args); err != nil {
+				t.Fatalf("parse %q: %v", tc.args, err)
+			}
+			opt, err := v.upstreamOption()
+			if (err != nil) != tc.wantErr || (opt != nil) != tc.wantOpt {
+				t.Fatalf("upstreamOption() = %v, %v; want an option %v, an error %v", opt != nil, err, tc.wantOpt, tc.wantErr)
 			}
 		})
 	}

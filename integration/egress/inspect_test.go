@@ -17,7 +17,7 @@ import (
 // /allowed/ on the HTTPS target. The workload trusts the proxy's CA through SSL_CERT_FILE
 // alone (the client is given no CA), the allowed GET reaches the target, a POST and a GET on
 // another path are refused with 403 and the target never sees them, and the drained window
-// carries each decision with its method and path.
+// carries each decision with its method, path, status, bytes each way and rule.
 func TestEgressInspectedMethodsAndPaths(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
@@ -73,9 +73,9 @@ func TestEgressInspectedMethodsAndPaths(t *testing.T) {
 		t.Fatalf("windows: %+v, want exactly one", ws)
 	}
 	want := []sandbox.EgressDecision{
-		{Decision: sandbox.DecisionAllow, Host: allowedHost, Port: 443, Method: "GET", Path: "/allowed/x"},
-		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "POST", Path: "/allowed/x"},
-		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "GET", Path: "/other"},
+		{Decision: sandbox.DecisionAllow, Host: allowedHost, Port: 443, Method: "GET", Path: "/allowed/x", Status: 200, Rule: allowedHost},
+		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "POST", Path: "/allowed/x", Status: 403, Rule: allowedHost},
+		{Decision: sandbox.DecisionDeny, Host: allowedHost, Port: 443, Method: "GET", Path: "/other", Status: 403, Rule: allowedHost},
 	}
 	got := ws[0].Decisions
 	if len(got) != len(want) {
@@ -84,6 +84,11 @@ func TestEgressInspectedMethodsAndPaths(t *testing.T) {
 	for i := range want {
 		g := got[i]
 		g.At = time.Time{}
+		// The allowed GET went out and came back; a refusal sent nothing either way.
+		if relayed := g.Decision == sandbox.DecisionAllow; (g.BytesOut > 0) != relayed || (g.BytesIn > 0) != relayed {
+			t.Errorf("decision %d: %+v: bytes each way only for the relayed request", i, g)
+		}
+		g.BytesOut, g.BytesIn = 0, 0
 		if g != want[i] {
 			t.Errorf("decision %d: %+v, want %+v", i, g, want[i])
 		}

@@ -49,6 +49,10 @@ func DriverLevel() []string {
 		"TestDisposeEgressByInstanceRemovesProxyAndNetwork",
 		"TestReapByAge",
 		"TestReapNeverForcesANetwork",
+		// Request-level egress: the credential's secret travels to the proxy off every command
+		// line (the CLI driver puts it in the client's environment), and the attacks.
+		"TestEgressCredentialSwappedAtTheBoundary",
+		"TestEgressInspectAttacks",
 		// A daemon that stops answering, to a backend and to engine serve.
 		"TestDaemonUnreachableMidRun",
 		"TestServeDaemonUnreachable",

@@ -10,12 +10,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,7 +29,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | send METHOD URL | dial HOST:PORT | udp HOST:PORT | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | send METHOD URL [HEADER…] | raw HOST SNI ALPN PAYLOAD_B64 | dial HOST:PORT | udp HOST:PORT | resolve NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -37,7 +40,9 @@ func main() {
 	case "get":
 		get(os.Args[2], os.Args[3])
 	case "send":
-		send(os.Args[2], os.Args[3])
+		send(os.Args[2], os.Args[3], os.Args[4:]...)
+	case "raw":
+		raw(os.Args[2], os.Args[3], os.Args[4], os.Args[5])
 	case "dial":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -99,8 +104,20 @@ func serve() {
 	srv := &http.Server{Addr: ":443", ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			fmt.Printf("request %s %s\n", r.Method, r.URL.EscapedPath())
+			// A request with credentials logs their digest, never their value, and the
+			// answer echoes every other header: a test finds there anything the proxy added.
+			if auth := r.Header.Get("Authorization"); auth != "" {
+				sum := sha256.Sum256([]byte(auth))
+				fmt.Printf("request %s %s auth-sha256=%s\n", r.Method, r.URL.EscapedPath(), hex.EncodeToString(sum[:]))
+			} else {
+				fmt.Printf("request %s %s\n", r.Method, r.URL.EscapedPath())
+			}
 			fmt.Fprintln(w, "ok")
+			for name, vs := range r.Header {
+				if name != "Authorization" {
+					fmt.Fprintf(w, "%s: %s\n", name, strings.Join(vs, ", "))
+				}
+			}
 		})}
 	fmt.Println("serving on :443")
 	if err := srv.ListenAndServeTLS("", ""); err != nil {
@@ -130,12 +147,17 @@ func get(url, caB64 string) {
 
 // send makes one request of method to url through the proxy the environment names, trusting
 // the system roots: on Linux Go reads them from SSL_CERT_FILE when it is set. A response
-// prints "code=NNN", no response "code=000 err=…".
-func send(method, url string) {
+// prints "code=NNN", no response "code=000 err=…". With headers ("Name: value"), it sends
+// them and prints the response's body after the code.
+func send(method, url string, headers ...string) {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		fmt.Println("code=000 bad request:", err)
 		os.Exit(2)
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	resp, err := c.Do(req)
@@ -143,8 +165,12 @@ func send(method, url string) {
 		fmt.Printf("code=000 err=%v\n", err)
 		os.Exit(1)
 	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	fmt.Printf("code=%d\n", resp.StatusCode)
+	if len(headers) > 0 {
+		fmt.Print(string(body))
+	}
 }
 
 // canary serves DNS on UDP :53. Each query is logged as "query NAME TYPE from ADDR" and

@@ -1,0 +1,125 @@
+package egress
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// Credentials at the boundary on the real engine (issue 24, items 3 and 5): the workload
+// holds a placeholder in the variable its spec names; the allowed GET that carries it reaches
+// the target with the real secret (the target logs the header's digest, never its value); the
+// same placeholder sent to another inspected host, and on a request the credential's rule
+// refuses, is never swapped; and the secret is found nowhere the workload or its owner can
+// look: its environment and every process's, its whole filesystem (docker export), `docker
+// inspect` of the workload, the target's echo of every other header, and the drained window.
+func TestEgressCredentialSwappedAtTheBoundary(t *testing.T) {
+	fx := newEgressFixture(t)
+	sink := &recordingSink{}
+	b := egressBackend(t, fx.network, actors.WithEgressSink(sink), actors.WithEgressUpstreamCAs(fx.caPEM))
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	secret := "tok-" + hex.EncodeToString(raw)
+	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(
+		sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"},
+			Credentials: []sandbox.EgressCredential{{Header: "Authorization", Env: "TARGET_TOKEN", Secret: sandbox.Secret(secret)}}},
+		sandbox.EgressRule{Host: deniedHost, Paths: []string{"/**"}}, // inspected too, without the credential
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := itest.NewKey(t)
+	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
+	ctx := itest.Context(t)
+	sb := itest.Acquire(t, b, key, spec)
+	run := func(line string) string {
+		t.Helper()
+		res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", line), "/", time.Minute)
+		if err != nil {
+			t.Fatalf("exec %q: %v", line, err)
+		}
+		return strings.TrimSpace(string(res.StdoutBytes))
+	}
+	placeholder := run(`printf %s "$TARGET_TOKEN"`)
+	if len(placeholder) < 24 || strings.Contains(placeholder, secret) {
+		t.Fatalf("the workload's variable holds %q, want a placeholder", placeholder)
+	}
+	digest := func(v string) string { s := sha256.Sum256([]byte(v)); return hex.EncodeToString(s[:]) }
+	var echoes []string
+	send := func(method, host, path string) string {
+		t.Helper()
+		out := run(fmt.Sprintf(`maf-e2e send %s https://%s%s "Authorization: Bearer $TARGET_TOKEN" "X-Echo: $TARGET_TOKEN"`, method, host, path))
+		echoes = append(echoes, out)
+		code, _, _ := strings.Cut(out, "\n")
+		return code
+	}
+	if code := send("GET", allowedHost, "/allowed/x"); code != "code=200" {
+		t.Fatalf("allowed GET: %s", code)
+	}
+	if code := send("POST", allowedHost, "/allowed/x"); code != "code=403" {
+		t.Fatalf("refused POST: %s", code)
+	}
+	if code := send("GET", deniedHost, "/elsewhere"); code != "code=200" {
+		t.Fatalf("GET to the other inspected host: %s", code)
+	}
+	targetLines := func(host string) []string {
+		var seen []string
+		for _, line := range strings.Split(dockertest.Docker(t, "logs", fx.ids[host]), "\n") {
+			if strings.HasPrefix(line, "request ") {
+				seen = append(seen, line)
+			}
+		}
+		return seen
+	}
+	if got, want := targetLines(allowedHost), "request GET /allowed/x auth-sha256="+digest("Bearer "+secret); len(got) != 1 || got[0] != want {
+		t.Fatalf("the credential's host saw %q, want only the GET with the real secret (%s)", got, want)
+	}
+	if got, want := targetLines(deniedHost), "request GET /elsewhere auth-sha256="+digest("Bearer "+placeholder); len(got) != 1 || got[0] != want {
+		t.Fatalf("the other host saw %q, want the placeholder unswapped (%s)", got, want)
+	}
+	// The echo of every header but Authorization: the X-Echo header carried the placeholder,
+	// never swapped (only the credential's own header is).
+	if all := strings.Join(echoes, "\n"); strings.Contains(all, secret) || !strings.Contains(all, "X-Echo: "+placeholder) {
+		t.Fatalf("the responses the workload read: %q", all)
+	}
+	// Everywhere the workload, or its owner through Docker, can look.
+	places := map[string]string{
+		"environment":             run(`env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'`),
+		"filesystem":              dockertest.Docker(t, "export", n),
+		"docker inspect workload": dockertest.Docker(t, "inspect", n),
+	}
+	for where, text := range places {
+		if strings.Contains(text, secret) {
+			t.Errorf("the secret is in the workload's %s", where)
+		}
+	}
+	if !strings.Contains(places["environment"], "TARGET_TOKEN="+placeholder) {
+		t.Errorf("the workload's environment lacks the placeholder")
+	}
+	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose: %v", f)
+	}
+	ws := sink.got()
+	if len(ws) != 1 || strings.Contains(fmt.Sprintf("%+v", ws[0]), secret) {
+		t.Fatalf("windows %+v: want one, without the secret", ws)
+	}
+	if err := b.AwaitTeardowns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, n); left != "" {
+		t.Fatalf("left behind: %s", left)
+	}
+}
