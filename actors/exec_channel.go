@@ -53,7 +53,7 @@ type ExecChannelError struct {
 }
 
 func (e *ExecChannelError) Error() string {
-	return fmt.Sprintf("exec in %s: the exec channel failed after the command was sent, its outcome is unknown: %v", e.Container, e.Err)
+	return fmt.Sprintf("the exec channel of %s failed after the command was sent, its outcome is unknown: %v", e.Container, e.Err)
 }
 
 func (e *ExecChannelError) Unwrap() error { return e.Err }
