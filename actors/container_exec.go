@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
@@ -125,6 +124,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		if done == nil {
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
 		}
+		a.channelWaited(channel)
 		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
 		reply(&execResponse{Result: r, Err: err})
 		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
@@ -135,7 +135,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 // runExec runs req on the exec channel when one is proven (exec_channel.go), and through the
 // driver when there is none or it could not be proved before the command was sent. It runs on
 // the exec's goroutine: it reads no actor state but the backend's.
-func (a *containerActor) runExec(ctx context.Context, channel *hostfs.Root, log *zap.Logger, req docker.ExecRequest, started func()) execDone {
+func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log *zap.Logger, req docker.ExecRequest, started func()) execDone {
 	var done execDone
 	if channel != nil {
 		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started)

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/docker"
@@ -63,6 +65,9 @@ const (
 	execHelloBudget = 2 * time.Second        // the supervisor greets as it accepts
 	execKillBudget  = 100 * time.Millisecond // writing the Kill frame before the connection is closed
 	execFrameLimit  = 1 << 20                // the supervisor sends output in 32 KiB frames
+	// execListenPatience bounds the wait for the socket of a supervisor that has not answered
+	// yet: it listens within milliseconds of the container's start on a quiet host.
+	execListenPatience = time.Second
 )
 
 // execChannelState is what a container actor knows of its channel.
@@ -73,6 +78,18 @@ type execChannelState struct {
 	root    *hostfs.Root
 	refused string // the instance whose channel could not be proved: docker exec until it starts again
 	install bool   // the container being created gets the supervisor (create → prepare)
+	// waited: a command of this root has ended. Until then a missing socket is waited for a
+	// little (execListenPatience): a sandbox's first command can come before its supervisor,
+	// which starts with the container, listens. After it, a missing socket is final at once
+	// (a supervisor that could not listen, or a guest that removed the socket).
+	waited bool
+}
+
+// channelRoute is how one exec reaches the supervisor: the proven root, and how long a socket
+// not there yet is waited for.
+type channelRoute struct {
+	root     *hostfs.Root
+	patience time.Duration
 }
 
 // supervised reports whether info's first process is the supervisor.
@@ -117,16 +134,16 @@ func (a *containerActor) installSupervisor(ctx context.Context, id string) error
 // no supervisor binary, a container that does not run it, an engine without the host plane
 // (remote, rootless or remapped daemon, not root), or a process that could not be proven.
 // Proof is made once per instance and process, on the actor.
-func (a *containerActor) execChannel(ctx context.Context, target string) *hostfs.Root {
+func (a *containerActor) execChannel(ctx context.Context, target string) *channelRoute {
 	st := &a.execChan
 	if a.b.execd == nil {
 		return nil
 	}
 	if st.root != nil {
 		if st.root.ID() == target && st.root.Alive() {
-			return st.root
+			return st.route()
 		}
-		st.root = nil
+		st.root, st.waited = nil, false
 	}
 	if st.refused == target {
 		return nil
@@ -145,11 +162,49 @@ func (a *containerActor) execChannel(ctx context.Context, target string) *hostfs
 		return nil
 	}
 	st.root, st.refused = root, ""
-	return root
+	return st.route()
+}
+
+func (st *execChannelState) route() *channelRoute {
+	r := &channelRoute{root: st.root}
+	if !st.waited {
+		r.patience = execListenPatience
+	}
+	return r
+}
+
+// channelWaited records, on the actor, that an exec on route ended: the supervisor's first
+// wait is spent.
+func (a *containerActor) channelWaited(route *channelRoute) {
+	if route != nil && route.root == a.execChan.root {
+		a.execChan.waited = true
+	}
 }
 
 // forgetExecChannel drops the channel's proof: the instance or its process changed.
-func (a *containerActor) forgetExecChannel() { a.execChan.root, a.execChan.refused = nil, "" }
+func (a *containerActor) forgetExecChannel() {
+	a.execChan.root, a.execChan.refused, a.execChan.waited = nil, "", false
+}
+
+// dialSupervisor connects to the supervisor's socket, waiting up to the route's patience for
+// a socket that is not there yet or not listening yet; any other refusal is final.
+func dialSupervisor(ctx context.Context, route *channelRoute) (*net.UnixConn, error) {
+	deadline := time.Now().Add(route.patience)
+	for {
+		c, err := route.root.DialUnix(execwire.Socket)
+		early := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED)
+		if err == nil || !early || !time.Now().Before(deadline) {
+			return c, err
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
 
 // runOnChannel runs req through the supervisor of root. Until the Run frame is written every
 // failure is [ErrExecChannelUnproven] (nothing was sent: the caller takes docker exec); after
@@ -158,8 +213,8 @@ func (a *containerActor) forgetExecChannel() { a.execChan.root, a.execChan.refus
 // ([*docker.OutputLimitError], after a Kill), or [*ExecChannelError]. The timeout and the
 // budget are the engine's, kept from outside: it stops reading and closes the connection, and
 // the supervisor kills the process group when it sees either.
-func runOnChannel(ctx context.Context, container string, root *hostfs.Root, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
-	c, err := root.DialUnix(execwire.Socket)
+func runOnChannel(ctx context.Context, container string, route *channelRoute, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+	c, err := dialSupervisor(ctx, route)
 	if err != nil {
 		return docker.ExecOutput{}, fmt.Errorf("%w: %w", ErrExecChannelUnproven, err)
 	}
