@@ -92,9 +92,16 @@ type channelRoute struct {
 	patience time.Duration
 }
 
-// supervised reports whether info's first process is the supervisor.
+// supervised reports whether info's first process is the supervisor: its entrypoint, or
+// what the workload gate releases (its third argument, after the proxy and the token).
 func supervised(info *docker.ContainerInfo) bool {
-	return info != nil && slices.Equal(info.Entrypoint, []string{execwire.Binary})
+	if info == nil {
+		return false
+	}
+	if slices.Equal(info.Entrypoint, []string{execwire.Binary}) {
+		return true
+	}
+	return gatedRelease(info) != "" && info.Cmd[2] == execwire.Binary
 }
 
 // supervisorOpts are the create options that make the supervisor a new closed sandbox's
