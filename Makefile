@@ -102,15 +102,18 @@ engine:
 	proxy=maf-egress-proxy-$(PROXY_GOOS)-$(PROXY_GOARCH); \
 	observer=maf-fingerprint-observer-$(PROXY_GOOS)-$(PROXY_GOARCH); \
 	gate=maf-sandbox-gate-$(PROXY_GOOS)-$(PROXY_GOARCH); \
+	execd=maf-sandbox-execd-$(PROXY_GOOS)-$(PROXY_GOARCH); \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$proxy" ./cmd/proxy; \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$observer" ./cmd/observer; \
 	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$gate" ./cmd/gate; \
-	printf '{"Replace":{"%s":"%s","%s":"%s","%s":"%s"}}\n' \
+	CGO_ENABLED=0 GOOS=$(PROXY_GOOS) GOARCH=$(PROXY_GOARCH) $(GO) build -trimpath -ldflags='-s -w' -o "$$tmp/$$execd" ./cmd/execd; \
+	printf '{"Replace":{"%s":"%s","%s":"%s","%s":"%s","%s":"%s"}}\n' \
 		"$(CURDIR)/internal/images/embedded/$$proxy" "$$tmp/$$proxy" \
 		"$(CURDIR)/internal/images/embedded/$$observer" "$$tmp/$$observer" \
-		"$(CURDIR)/internal/images/embedded/$$gate" "$$tmp/$$gate" > "$$tmp/overlay.json"; \
+		"$(CURDIR)/internal/images/embedded/$$gate" "$$tmp/$$gate" \
+		"$(CURDIR)/internal/images/embedded/$$execd" "$$tmp/$$execd" > "$$tmp/overlay.json"; \
 	$(GO) build -buildvcs=$(BUILDVCS) -overlay "$$tmp/overlay.json" -o "$(ENGINE_BIN)" ./cmd/engine; \
-	echo "built $(ENGINE_BIN), embedding the egress proxy, the workload gate and the fingerprint observer for $(PROXY_GOOS)/$(PROXY_GOARCH)"
+	echo "built $(ENGINE_BIN), embedding the egress proxy, the workload gate, the exec supervisor and the fingerprint observer for $(PROXY_GOOS)/$(PROXY_GOARCH)"
 
 # install puts that binary at $(DESTDIR)$(PREFIX)/bin/engine.
 PREFIX ?= /usr/local

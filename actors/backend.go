@@ -69,6 +69,7 @@ type Backend struct {
 	egress egressOptions // allowlist settings (egress.go)
 
 	filePlane FilePlane     // the plane asked for (file_plane.go)
+	execd     []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
 	host      hostState     // whether the host plane can be used at all
 	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
@@ -109,7 +110,7 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
-		filePlane: o.filePlane, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
+		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}

@@ -21,6 +21,7 @@ type options struct {
 	idleTimeout time.Duration
 	watch       bool
 	filePlane   FilePlane                        // file_plane.go
+	execd       []byte                           // exec_channel.go; nil: docker exec only
 	egress      egressOptions                    // egress.go
 	metrics     *telemetry.Metrics               // instruments.go; nil: none
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans

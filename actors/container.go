@@ -44,6 +44,7 @@ type containerActor struct {
 	// the instance it could not be proven for (auto mode then uses the archive plane).
 	host        *hostfs.Root
 	hostRefused string
+	execChan    execChannelState // the exec channel (exec_channel.go)
 
 	// baseTakenOver is the instance with no recorded storage base whose default base was
 	// found to be a directory (container_acquire.go's checkBase); "" when none.
@@ -198,6 +199,7 @@ func (a *containerActor) observe(m *containerChanged) {
 	default:
 		a.info = nil
 		a.hostRefused = "" // a start or restart gives the host plane another process to prove
+		a.execChan.refused = ""
 	}
 }
 
@@ -205,4 +207,5 @@ func (a *containerActor) observe(m *containerChanged) {
 func (a *containerActor) forget() {
 	a.info, a.facts, a.factsKey, a.probed, a.probedID = nil, nil, "", nil, ""
 	a.dropHost()
+	a.forgetExecChannel()
 }

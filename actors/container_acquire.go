@@ -192,6 +192,10 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 			a.removeContainer(info.ID)
 			return err
 		}
+		if err := a.installSupervisor(ctx, info.ID); err != nil {
+			a.removeContainer(info.ID)
+			return err
+		}
 		if err := a.b.engine.Start(ctx, info.ID); err != nil {
 			a.removeContainer(info.ID)
 			return fmt.Errorf("docker could not start container %s: %w", a.name, err)
@@ -350,6 +354,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	}
 	opts := append(a.b.cfg.WorkloadOpts(), a.workloadNetwork(spec), docker.WithLabels(labels...)) // egress hook: N-net or none
 	opts = append(opts, egressOpts...)
+	opts = append(opts, a.supervisorOpts(ctx, imageRef)...) // exec_channel.go: closed sandboxes only
 	_, err = a.b.engine.Create(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))
 	if err == nil {
 		return true, nil

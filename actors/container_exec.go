@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
@@ -95,6 +96,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
 	sctx, end := a.span(ctx, SpanExec, semconv.ProcessExecutableName(argv[0]))
+	channel, log := a.execChannel(ctx, target), a.log // exec_channel.go; nil: docker exec
 	go func() {
 		ectx, cancel := context.WithDeadline(sctx, deadline)
 		defer cancel()
@@ -103,18 +105,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		var once sync.Once
 		started := func() { once.Do(func() { root.Send(self, &execStarted{seq: seq}) }) }
 		req := docker.ExecRequest{Target: target, WorkDir: dir, Argv: argv, MaxOutputBytes: limit, Output: output}
-		var done execDone
-		if es, ok := a.b.engine.ExecStarter(); ok {
-			done.out, done.err = es.ExecWithStart(ectx, req, started)
-		} else {
-			if output != nil {
-				// A process that wrote output has started: its start can no longer race a
-				// freeze. This is what lets a long streamed exec (a host-tools hint watcher)
-				// run beside file calls on a driver that cannot report the start itself.
-				req.Output = func(stream int, p []byte) { started(); output(stream, p) }
-			}
-			done.out, done.err = a.b.engine.Exec(ectx, req)
-		}
+		done := a.runExec(ectx, channel, log, req, started)
 		endExec(sctx, end, &done)
 		root.Send(f.PID(), &done)
 	}()
@@ -133,11 +124,38 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 		if done == nil {
 			done = &execDone{err: fmt.Errorf("exec result lost: %v", err)}
 		}
+		a.channelWaited(channel)
 		r, err := a.finishExec(ctx, m, target, deadline, limit, done)
 		reply(&execResponse{Result: r, Err: err})
 		a.started(actx, seq) // an ended exec cannot be starting, whatever the driver said
 		a.settle(actx)
 	})
+}
+
+// runExec runs req on the exec channel when one is proven (exec_channel.go), and through the
+// driver when there is none or it could not be proved before the command was sent. It runs on
+// the exec's goroutine: it reads no actor state but the backend's.
+func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log *zap.Logger, req docker.ExecRequest, started func()) execDone {
+	var done execDone
+	if channel != nil {
+		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started)
+		if !errors.Is(done.err, ErrExecChannelUnproven) {
+			return done
+		}
+		log.Info("exec channel refused: docker exec", zap.Error(done.err))
+	}
+	if es, ok := a.b.engine.ExecStarter(); ok {
+		done.out, done.err = es.ExecWithStart(ctx, req, started)
+		return done
+	}
+	if output := req.Output; output != nil {
+		// A process that wrote output has started: its start can no longer race a
+		// freeze. This is what lets a long streamed exec (a host-tools hint watcher)
+		// run beside file calls on a driver that cannot report the start itself.
+		req.Output = func(stream int, p []byte) { started(); output(stream, p) }
+	}
+	done.out, done.err = a.b.engine.Exec(ctx, req)
+	return done
 }
 
 // endExec closes an exec's span with the command's exit code, or the driver's error.

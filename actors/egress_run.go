@@ -16,6 +16,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/internal/execwire"
 )
 
 // An allowlisted cold acquire builds two things that do not depend on each other until
@@ -206,6 +207,7 @@ const maxGateBytes = 16 << 20
 // workloadGate is the gate of the workload one acquire created.
 type workloadGate struct {
 	binary []byte
+	execd  bool // the gate releases the exec channel's supervisor, copied in beside it
 }
 
 // workloadOpts are the create options an allowlisted acquire adds to its workload, and
@@ -243,8 +245,14 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	if gate == nil {
 		return opts, true, nil
 	}
+	// An image without an entrypoint has the gate release the exec channel's supervisor
+	// (exec_channel.go) where a closed sandbox would run it; any other runs as it always did.
+	execd := a.b.execd != nil && len(ep) == 0
+	if execd {
+		ep = []string{execwire.Binary}
+	}
 	cmd := append(append([]string{r.gateProxy(), r.token}, ep...), docker.KeepAlive...)
-	r.workload = &workloadGate{binary: gate}
+	r.workload = &workloadGate{binary: gate, execd: execd}
 	return append(opts, docker.WithEntrypoint(gatePath), docker.WithCmd(cmd...)), true, nil
 }
 
@@ -263,7 +271,11 @@ func gatedRelease(info *docker.ContainerInfo) string {
 // failure at any step, the proof's included, removes the workload: nothing of it has run.
 func (a *containerActor) startGated(ctx context.Context, id string, g *workloadGate) error {
 	fail := func(err error) error { a.removeContainer(id); return err }
-	gate, err := docker.BuildTar(docker.FileEntry(gatePath, g.binary, 0o755, 0, 0))
+	entries := []docker.TarEntry{docker.FileEntry(gatePath, g.binary, 0o755, 0, 0)}
+	if g.execd {
+		entries = append(entries, docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0))
+	}
+	gate, err := docker.BuildTar(entries...)
 	if err != nil {
 		return fail(err)
 	}

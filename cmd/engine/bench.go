@@ -21,11 +21,11 @@ import (
 
 // benchVerb is "engine bench": every operation measured against the local Docker daemon.
 type benchVerb struct {
-	image, dockerPath, driver, only string
-	reps, parallel                  int
-	asJSON, trace, scale            bool
-	sizes                           string
-	idle                            time.Duration
+	image, dockerPath, driver, only   string
+	reps, parallel                    int
+	asJSON, trace, scale, execChannel bool
+	sizes                             string
+	idle                              time.Duration
 }
 
 // benchCmd parses args into a [benchVerb] and runs it.
@@ -49,6 +49,7 @@ func (v *benchVerb) parse(args []string) error {
 	fs.StringVar(&v.sizes, "sizes", "1,100,400", "with --scale: comma-separated, ascending counts of live sandboxes")
 	fs.IntVar(&v.parallel, "parallel", 4, "with --scale: acquires at once while filling")
 	fs.DurationVar(&v.idle, "idle", 5*time.Second, "with --scale: the idle actor timeout, waited out to measure passivated sandboxes")
+	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,6 +84,13 @@ func (v *benchVerb) run(ctx context.Context) error {
 	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
 	if v.scale {
 		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
+	}
+	if v.execChannel {
+		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
+		if err != nil {
+			return fmt.Errorf("exec channel: %w", err)
+		}
+		opts = append(opts, actors.WithExecChannel(execd))
 	}
 	b, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {

@@ -68,6 +68,7 @@ type serveVerb struct {
 	labels                                                      labelFlag
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
+	execChannel                                                 bool
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -100,6 +101,7 @@ func (v *serveVerb) parse(args []string) error {
 	v.tenancy.register(fs)
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
+	fs.BoolVar(&v.execChannel, "exec-channel", envBool("MAF_SANDBOX_EXEC_CHANNEL"), "give closed sandboxes the exec channel's supervisor, so commands skip docker exec (docs/architecture.md, \"The exec channel\"; env MAF_SANDBOX_EXEC_CHANNEL)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
 	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
@@ -268,6 +270,13 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		return nil, nil, err
 	}
 	backendOpts = append(backendOpts, upstream)
+	if v.execChannel {
+		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("serve: --exec-channel: %w", err)
+		}
+		backendOpts = append(backendOpts, actors.WithExecChannel(execd))
+	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)

@@ -65,6 +65,12 @@ func DriverLevel() []string {
 		"TestContainerRemovedBehindTheEnginesBack",
 		"TestMissingRmFailsTheProbe",
 		"TestExecTheRuntimeCouldNotStart",
+		// The exec channel: the supervisor copied in and named by the inspect each driver
+		// reads, docker exec as each driver runs it when the channel is refused.
+		"TestExecChannelGivesWhatDockerExecGives",
+		"TestExecChannelReportsWhatDockerExecReports",
+		"TestExecChannelRefusesALinkToAHostSocket",
+		"TestExecChannelRefusesAnImpersonator",
 		// The fingerprint's observer container and the daemon's change list.
 		"TestFingerprintCatchesResidue",
 		"TestObserverContainerHardenedAndRemovedOnCancel",

@@ -1,0 +1,97 @@
+// Package execwire is the exec channel's protocol (docs/architecture.md, "The exec channel"):
+// the frames the engine and the sandbox's supervisor (cmd/execd) exchange over the unix
+// socket the supervisor listens on inside the container. It uses the standard library only,
+// so the static supervisor can import it.
+//
+// A frame is one type byte, a big-endian uint32 payload length and the payload. The
+// supervisor speaks first (Hello, payload [Version]); the engine then sends one Run; the
+// supervisor answers Started or NotStarted, then Stdout and Stderr frames as the program
+// writes, then Exit. The engine may send Kill at any time after Run; closing the connection
+// kills the command's process group too.
+package execwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the protocol's name and revision, sent in the supervisor's Hello. The engine
+// also looks for it in the supervisor binary before it copies it into a sandbox, so the two
+// change together.
+const Version = "maf-sandbox-exec/1"
+
+// Paths inside the sandbox: the supervisor binary (the container's entrypoint), and its socket
+// in a directory the supervisor creates with mode 0700.
+const (
+	Binary    = "/maf-sandbox-execd"
+	SocketDir = "/.maf-sandbox-exec"
+	Socket    = SocketDir + "/sock"
+)
+
+// Frame types.
+const (
+	Hello      byte = 'H' // supervisor → engine: Version
+	Run        byte = 'R' // engine → supervisor: a [Request], JSON
+	Started    byte = 'S' // supervisor → engine: the process runs (payload: its pid, decimal)
+	NotStarted byte = 'N' // supervisor → engine: a [StartFailure], JSON; nothing ran
+	Stdout     byte = 'O' // supervisor → engine: output bytes
+	Stderr     byte = 'E' // supervisor → engine: output bytes
+	Exit       byte = 'X' // supervisor → engine: the exit code, decimal (128+signal when killed)
+	Kill       byte = 'K' // engine → supervisor: SIGKILL the command's process group
+)
+
+// MaxPayload bounds one frame's payload: a Run carries the argv (the kernel's own limit on
+// arguments is about this size), output comes in far smaller chunks.
+const MaxPayload = 4 << 20
+
+// Request is a Run's payload: the program and its arguments (argv[0] resolved in the
+// sandbox's PATH as docker exec resolves it) and the working directory.
+type Request struct {
+	Argv []string `json:"argv"`
+	Dir  string   `json:"dir"`
+}
+
+// StartFailure is a NotStarted's payload: why the process could not start (Cause is one of
+// the sandbox.StartFailure values: work_dir, program, not_executable, runtime).
+type StartFailure struct {
+	Cause   string `json:"cause"`
+	Message string `json:"message"`
+}
+
+// ErrFrameTooLarge is a frame whose announced payload is over [MaxPayload].
+var ErrFrameTooLarge = errors.New("execwire: frame payload over the limit")
+
+// Write sends one frame.
+func Write(w io.Writer, typ byte, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return ErrFrameTooLarge
+	}
+	buf := make([]byte, 5+len(payload))
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:5], uint32(len(payload)))
+	copy(buf[5:], payload)
+	_, err := w.Write(buf)
+	return err
+}
+
+// Read reads one frame whose payload is at most limit bytes (and never over [MaxPayload]).
+func Read(r io.Reader, limit int) (typ byte, payload []byte, err error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:5])
+	if n > uint32(min(limit, MaxPayload)) {
+		return 0, nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	return hdr[0], payload, nil
+}
