@@ -1,6 +1,9 @@
 package egresslog
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Why the proxy refused a connection to an inspected host at the TLS handshake with the
 // workload, before any request was read. The line is "DENY host:port tls=REASON"; REASON is
@@ -27,17 +30,38 @@ const tlsAlertPrefix = "alert-"
 // the proxy's CA sends bad_certificate or unknown_ca), or "alert-" and the code in decimal
 // for an alert that has no name here.
 func TLSAlertReason(code uint8) string {
-	if name, ok := tlsAlertName(code); ok {
+	if name := tlsAlertName(code); name != "" {
 		return tlsAlertPrefix + name
 	}
 	return tlsAlertPrefix + strconv.Itoa(int(code))
 }
 
-// tlsAlertName names the alerts of RFC 8446 §6 and RFC 5246 §7.2 that a client may send.
-func tlsAlertName(code uint8) (string, bool) {
-	names := map[uint8]string{
-		0: "close-notify", 10: "unexpected-message", 20: "bad-record-mac", 21: "decryption-failed",
-		22: "record-overflow", 30: "decompression-failure", 40: "handshake-failure",
+// tlsAlertName names the alerts of RFC 8446 §6 and RFC 5246 §7.2 a client may send; "" for
+// another code.
+func tlsAlertName(code uint8) string {
+	switch code {
+	case 0:
+		return "close-notify"
+	case 10:
+		return "unexpected-message"
+	case 20:
+		return "bad-record-mac"
+	case 21:
+		return "decryption-failed"
+	case 22:
+		return "record-overflow"
+	case 30:
+		return "decompression-failure"
+	case 40:
+		return "handshake-failure"
+	}
+	return tlsCertificateAlertName(code)
+}
+
+// tlsCertificateAlertName names the alerts from 42 up (split from tlsAlertName to keep each
+// switch small).
+func tlsCertificateAlertName(code uint8) string {
+	names := [...]string{
 		42: "bad-certificate", 43: "unsupported-certificate", 44: "certificate-revoked",
 		45: "certificate-expired", 46: "certificate-unknown", 47: "illegal-parameter",
 		48: "unknown-ca", 49: "access-denied", 50: "decode-error", 51: "decrypt-error",
@@ -47,22 +71,28 @@ func tlsAlertName(code uint8) (string, bool) {
 		113: "bad-certificate-status-response", 115: "unknown-psk-identity",
 		116: "certificate-required", 120: "no-application-protocol", 121: "ech-required",
 	}
-	name, ok := names[code]
-	return name, ok
+	if int(code) < len(names) && code >= 42 {
+		return names[code]
+	}
+	return ""
 }
 
 // ValidTLSReason reports whether reason is one the proxy writes: one of the constants above
-// or [TLSAlertReason] of some code.
+// or [TLSAlertReason] of some code, in its one spelling.
 func ValidTLSReason(reason string) bool {
 	switch reason {
 	case TLSSNIMismatch, TLSEOF, TLSTimeout, TLSHandshake:
 		return true
 	}
-	if len(reason) <= len(tlsAlertPrefix) || reason[:len(tlsAlertPrefix)] != tlsAlertPrefix {
+	rest, ok := strings.CutPrefix(reason, tlsAlertPrefix)
+	if !ok || rest == "" {
 		return false
 	}
+	if code, err := strconv.ParseUint(rest, 10, 8); err == nil {
+		return TLSAlertReason(uint8(code)) == reason // "alert-042" or "alert-48" are not spellings the proxy writes
+	}
 	for code := range 256 {
-		if TLSAlertReason(uint8(code)) == reason {
+		if tlsAlertName(uint8(code)) == rest {
 			return true
 		}
 	}

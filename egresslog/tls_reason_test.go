@@ -27,6 +27,11 @@ func TestTLSRefusalRoundTrip(t *testing.T) {
 			t.Fatalf("parse %q: %+v, %v", line, got, err)
 		}
 	}
+	for code := range 256 {
+		if r := TLSAlertReason(uint8(code)); !ValidTLSReason(r) {
+			t.Errorf("alert %d: %q is refused", code, r)
+		}
+	}
 	line, err := FormatDecision(sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "api.example", Port: 443})
 	if err != nil || line != "DENY api.example:443\n" {
 		t.Fatalf("a tunnel decision's line changed: %q, %v", line, err)
@@ -39,6 +44,10 @@ func TestTLSRefusalRefusesForgedText(t *testing.T) {
 	bad := []sandbox.EgressDecision{
 		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "forged"},
 		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "alert-forged"},
+		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "alert-48"},   // named: alert-unknown-ca
+		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "alert-0255"}, // not the one spelling
+		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "alert-256"},
+		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "alert-"},
 		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "eof rule=x"},
 		{Decision: sandbox.DecisionDeny, Host: "a.example", Port: 443, TLS: "eof\nALLOW b:443"},
 		{Decision: sandbox.DecisionAllow, Host: "a.example", Port: 443, TLS: TLSEOF},

@@ -241,6 +241,7 @@ func TestInspectNamesARefusedHandshake(t *testing.T) {
 		name string
 		run  func(t *testing.T, tp *testProxy, rt *recordingTarget)
 		want string
+		opts []Option
 	}{
 		{"client trusts another CA", func(t *testing.T, tp *testProxy, rt *recordingTarget) {
 			otherCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.srv.Certificate().Raw})
@@ -249,22 +250,26 @@ func TestInspectNamesARefusedHandshake(t *testing.T) {
 				t.Fatal("a client that does not trust the proxy's CA completed the handshake")
 			}
 			awaitClose(t, tc)
-		}, "DENY example.com:443 tls=alert-bad-certificate\n"},
+		}, "DENY example.com:443 tls=alert-bad-certificate\n", nil},
 		{"client hangs up", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
 			c := connectRaw(t, tp)
 			_ = c.CloseWrite()
 			_, _ = io.Copy(io.Discard, c)
-		}, "DENY example.com:443 tls=eof\n"},
+		}, "DENY example.com:443 tls=eof\n", nil},
 		{"client speaks no TLS", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
 			c := connectRaw(t, tp)
 			_, _ = io.WriteString(c, get("/repos/acme/x"))
 			_, _ = io.Copy(io.Discard, c)
-		}, "DENY example.com:443 tls=handshake\n"},
+		}, "DENY example.com:443 tls=handshake\n", nil},
+		{"client says nothing", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
+			c := connectRaw(t, tp)
+			_, _ = io.Copy(io.Discard, c) // the proxy hangs up once its head timeout has passed
+		}, "DENY example.com:443 tls=timeout\n", []Option{withHeadTimeout(time.Second)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := startRecordingTarget(t)
-			tp := startInspectingProxy(t, rt, acmeReadOnly, WithUpstreamRoots(rt.roots()))
+			tp := startInspectingProxy(t, rt, acmeReadOnly, append(tc.opts, WithUpstreamRoots(rt.roots()))...)
 			tc.run(t, tp, rt)
 			if seen := rt.requests(); len(seen) != 0 {
 				t.Fatalf("the origin saw %q", seen)
