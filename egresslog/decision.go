@@ -28,21 +28,33 @@ const (
 //
 //	VERB host:port METHOD path status=N out=N in=N rule=PATTERN
 //
-// with the answer's status, the bytes sent upstream and relayed back, and the host pattern of
-// the rule that decided. d.At is not written: times come from the engine's log driver.
+// and, for a connection to an inspected host refused at the workload's TLS handshake (d.TLS
+// set: a DENY without a request, reason one [ValidTLSReason] accepts),
+//
+//	DENY host:port tls=REASON
+//
+// A request's line carries the answer's status, the bytes sent upstream and relayed back,
+// and the host pattern of the rule that decided. d.At is not written: times come from the engine's log driver.
 //
 // It fails with [ErrInvalidDecision] when d.Decision is not one of the verbs, when the host is
 // empty or holds a byte outside 0x21–0x7E, when the port is outside 1–65535, when a method is
 // not an upper-case token or a path does not start with '/' or holds a byte outside 0x21–0x7E,
 // when a path comes without a method, and, for a request, when the status is outside 0–999,
 // a byte count is negative, or the rule is empty, over [MaxRule] bytes or holds a byte outside
-// 0x21–0x7E. The proxy refuses such requests before it decides anything, so a failure here is
-// a bug; refusing to write it keeps guest-chosen text from forging a field or a second line
-// (no field may hold a space). A path over [MaxLoggedPath] bytes is cut.
+// 0x21–0x7E, and when d.TLS is set on another verb, with a request, or is not a reason
+// [ValidTLSReason] accepts. The proxy refuses such requests before it decides anything, so a
+// failure here is a bug; refusing to write it keeps guest-chosen text from forging a field
+// or a second line (no field may hold a space). A path over [MaxLoggedPath] bytes is cut.
 func FormatDecision(d sandbox.EgressDecision) (string, error) {
 	line, err := formatTunnel(d)
-	if err != nil || (d.Method == "" && d.Path == "") {
-		return line, err
+	if err != nil {
+		return "", err
+	}
+	if d.TLS != "" {
+		return formatTLS(line, d)
+	}
+	if d.Method == "" && d.Path == "" {
+		return line, nil
 	}
 	if !validMethod(d.Method) {
 		return "", fmt.Errorf("%w: method %q", ErrInvalidDecision, d.Method)
@@ -63,6 +75,15 @@ func FormatDecision(d sandbox.EgressDecision) (string, error) {
 	return strings.TrimSuffix(line, "\n") + " " + d.Method + " " + path +
 		" status=" + strconv.Itoa(d.Status) + " out=" + strconv.FormatInt(d.BytesOut, 10) +
 		" in=" + strconv.FormatInt(d.BytesIn, 10) + " rule=" + d.Rule + "\n", nil
+}
+
+// formatTLS appends the reason of a handshake refusal to a tunnel's line: only on a DENY
+// that names no request, and only a reason [ValidTLSReason] accepts.
+func formatTLS(line string, d sandbox.EgressDecision) (string, error) {
+	if d.Decision != sandbox.DecisionDeny || d.Method != "" || d.Path != "" || !ValidTLSReason(d.TLS) {
+		return "", fmt.Errorf("%w: tls %q on %s %q", ErrInvalidDecision, d.TLS, d.Decision, d.Method)
+	}
+	return strings.TrimSuffix(line, "\n") + " tls=" + d.TLS + "\n", nil
 }
 
 // MaxRule bounds the rule a request decision names (a host pattern: at most 253 octets).
@@ -163,6 +184,17 @@ func (w *Writer) WriteDecision(code sandbox.EgressDecisionCode, host string, por
 // fails as [FormatDecision] does, writing nothing, and with the underlying writer's error.
 func (w *Writer) WriteRequest(d sandbox.EgressDecision) error {
 	line, err := FormatDecision(d)
+	if err != nil {
+		return err
+	}
+	return w.write(line)
+}
+
+// WriteTLSRefusal writes the line of a connection to an inspected host refused at the
+// workload's TLS handshake, for reason ([ValidTLSReason]). It fails as [FormatDecision] does,
+// writing nothing, and with the underlying writer's error.
+func (w *Writer) WriteTLSRefusal(host string, port int, reason string) error {
+	line, err := FormatDecision(sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: host, Port: port, TLS: reason})
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,9 @@ func (t Truncation) Truncated() bool { return t.Lines || t.Bytes }
 // of ASCII digits (so "ALLOW ::1:443" is host "::1", port 443), optionally followed by a
 // space, a method, a space and a path starting with '/' (a request an inspecting rule
 // decided: Method and Path), optionally followed by " status=N out=N in=N rule=PATTERN" (the
-// request's outcome and rule, [FormatDecision]; a proxy older than these fields writes none).
+// request's outcome and rule, [FormatDecision]; a proxy older than these fields writes none);
+// or, on a DENY only, by " tls=REASON" with a reason [ValidTLSReason] accepts (TLS). A line
+// with any other text after the port is skipped.
 // Every other line — the readiness
 // line, noise, a line without its time prefix — is skipped silently.
 //
@@ -125,7 +127,13 @@ func parseLine(line string, timestamps bool) (sandbox.EgressDecision, bool) {
 		return d, false
 	}
 	target, request, hasRequest := strings.Cut(target, " ")
-	if hasRequest && !parseRequest(request, &d) {
+	if reason, isTLS := strings.CutPrefix(request, "tls="); hasRequest && isTLS {
+		// Only a DENY carries a handshake's reason, and only one the proxy names.
+		if verb != string(sandbox.DecisionDeny) || !ValidTLSReason(reason) {
+			return d, false
+		}
+		d.TLS = reason
+	} else if hasRequest && !parseRequest(request, &d) {
 		return d, false
 	}
 	i := strings.LastIndexByte(target, ':')

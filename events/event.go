@@ -118,6 +118,7 @@ type EventDecision struct {
 	Port    int           `json:"port"`
 	At      *time.Time    `json:"at,omitempty"`
 	Request *EventRequest `json:"request,omitempty"` // only for a request an inspecting rule decided
+	TLS     string        `json:"tls,omitempty"`     // only on a DENY refused at the workload's TLS handshake: why (egresslog.ValidTLSReason)
 }
 
 // EventRequest is what an inspecting rule decided about one request: absent from a tunnel's
@@ -209,7 +210,7 @@ func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (Eg
 		ev.Unreadable = &u
 	}
 	for _, d := range w.Decisions {
-		ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port}
+		ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port, TLS: d.TLS}
 		if d.Method != "" {
 			ed.Request = &EventRequest{Method: d.Method, Path: d.Path, Status: d.Status,
 				BytesOut: d.BytesOut, BytesIn: d.BytesIn, Rule: d.Rule}

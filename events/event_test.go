@@ -53,7 +53,9 @@ func TestWindowEvent(t *testing.T) {
 		sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: "api.example", Port: 443, Method: "GET", Path: "/v1/x",
 			Status: 200, BytesOut: 81, BytesIn: 4096, Rule: "api.example"},
 		sandbox.EgressDecision{Decision: sandbox.DecisionWouldDeny, Host: "api.example", Port: 443, Method: "DELETE", Path: "/v1/x",
-			Status: 204, BytesOut: 84, BytesIn: 60, Rule: "api.example"})
+			Status: 204, BytesOut: 84, BytesIn: 60, Rule: "api.example"},
+		// A connection refused at the workload's handshake says why; other DENYs say nothing.
+		sandbox.EgressDecision{Decision: sandbox.DecisionDeny, Host: "api.example", Port: 443, TLS: "alert-unknown-ca"})
 	ev, err := EgressEvent(w, "ENGINE:ID", pub)
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +86,9 @@ func TestWindowEvent(t *testing.T) {
 				"method": "GET", "path": "/v1/x", "status": 200.0, "bytesOut": 81.0, "bytesIn": 4096.0, "rule": "api.example"}},
 			map[string]any{"verdict": "WOULD-DENY", "host": "api.example", "port": 443.0, "request": map[string]any{
 				"method": "DELETE", "path": "/v1/x", "status": 204.0, "bytesOut": 84.0, "bytesIn": 60.0, "rule": "api.example"}},
+			map[string]any{"verdict": "DENY", "host": "api.example", "port": 443.0, "tls": "alert-unknown-ca"},
 		},
-		"counts":    map[string]any{"allow": 2.0, "deny": 1.0, "denyNonGlobal": 1.0, "unreachable": 0.0, "wouldDeny": 1.0},
+		"counts":    map[string]any{"allow": 2.0, "deny": 2.0, "denyNonGlobal": 1.0, "unreachable": 0.0, "wouldDeny": 1.0},
 		"truncated": false, "unreadable": nil, "trigger": "dispose", "removal": "removed", "drainSeconds": 0.41,
 		"publishedAt": "2026-05-01T12:05:01Z",
 	}

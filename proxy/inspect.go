@@ -122,8 +122,9 @@ func (p *Proxy) inspect(c, up net.Conn, req request, rule *inspectRule, rest []b
 	cancel()
 	if err != nil {
 		// A ClientHello for another host, or a client that refused the proxy's CA (a pinned
-		// client): the connection is refused, as a host the allowlist does not name.
-		p.decide(sandbox.DecisionDeny, req)
+		// client): the connection is refused, and its line says why, so it is not mistaken
+		// for a host the allowlist does not name.
+		_ = p.log.WriteTLSRefusal(req.host, req.port, handshakeReason(err))
 		return
 	}
 	limit := &headLimit{r: tc}

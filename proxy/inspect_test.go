@@ -207,23 +207,91 @@ func TestInspectEachPipelinedRequest(t *testing.T) {
 }
 
 // TestInspectRefusesAnotherSNI: a ClientHello naming another host than the CONNECT request
-// (domain fronting) is refused before any request, and the connection is logged as denied.
+// (domain fronting) is refused before any request, and the connection is logged as denied
+// with the handshake's reason.
 func TestInspectRefusesAnotherSNI(t *testing.T) {
 	rt := startRecordingTarget(t)
 	tp := startInspectingProxy(t, rt, acmeReadOnly, WithUpstreamRoots(rt.roots()))
-	if _, err := connectTLS(t, tp, "other.example"); err == nil {
+	tc, err := connectTLS(t, tp, "other.example")
+	if err == nil {
 		t.Fatal("a handshake for another name succeeded")
 	}
+	awaitClose(t, tc)
 	if seen := rt.requests(); len(seen) != 0 {
 		t.Fatalf("the origin saw %q", seen)
 	}
-	// The client saw the handshake fail before the proxy wrote its line: wait for it.
-	for deadline := time.Now().Add(5 * time.Second); tp.log.String() == "" && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if log := tp.log.String(); log != "DENY example.com:443\n" {
+	if log := tp.log.String(); log != "DENY example.com:443 tls=sni-mismatch\n" {
 		t.Fatalf("decision log %q", log)
 	}
+}
+
+// awaitClose reads the raw connection under tc until the proxy closes it: its handler has
+// returned, so the line it writes before returning is in the log.
+func awaitClose(t *testing.T, tc *tls.Conn) {
+	t.Helper()
+	_, _ = io.Copy(io.Discard, tc.NetConn())
+}
+
+// TestInspectNamesARefusedHandshake: a client that does not trust the proxy's CA (its own
+// root pool, as a pinned client has) ends the handshake with an alert, and the decision names
+// it; a client that hangs up mid-handshake and one that speaks no TLS are named too. None of
+// them reaches the origin, and each is one DENY line that says why.
+func TestInspectNamesARefusedHandshake(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, tp *testProxy, rt *recordingTarget)
+		want string
+		opts []Option
+	}{
+		{"client trusts another CA", func(t *testing.T, tp *testProxy, rt *recordingTarget) {
+			otherCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.srv.Certificate().Raw})
+			tc, err := connectTLSTrusting(t, tp, otherCA, inspectHost)
+			if err == nil {
+				t.Fatal("a client that does not trust the proxy's CA completed the handshake")
+			}
+			awaitClose(t, tc)
+		}, "DENY example.com:443 tls=alert-bad-certificate\n", nil},
+		{"client hangs up", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
+			c := connectRaw(t, tp)
+			_ = c.CloseWrite()
+			_, _ = io.Copy(io.Discard, c)
+		}, "DENY example.com:443 tls=eof\n", nil},
+		{"client speaks no TLS", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
+			c := connectRaw(t, tp)
+			_, _ = io.WriteString(c, get("/repos/acme/x"))
+			_, _ = io.Copy(io.Discard, c)
+		}, "DENY example.com:443 tls=handshake\n", nil},
+		{"client says nothing", func(t *testing.T, tp *testProxy, _ *recordingTarget) {
+			c := connectRaw(t, tp)
+			_, _ = io.Copy(io.Discard, c) // the proxy hangs up once its head timeout has passed
+		}, "DENY example.com:443 tls=timeout\n", []Option{withHeadTimeout(time.Second)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := startRecordingTarget(t)
+			tp := startInspectingProxy(t, rt, acmeReadOnly, append(tc.opts, WithUpstreamRoots(rt.roots()))...)
+			tc.run(t, tp, rt)
+			if seen := rt.requests(); len(seen) != 0 {
+				t.Fatalf("the origin saw %q", seen)
+			}
+			if log := tp.log.String(); log != tc.want {
+				t.Fatalf("decision log %q, want %q", log, tc.want)
+			}
+		})
+	}
+}
+
+// connectRaw opens a CONNECT to inspectHost through tp and returns the tunnel, before TLS.
+func connectRaw(t *testing.T, tp *testProxy) *net.TCPConn {
+	t.Helper()
+	c := tp.dial(t)
+	if _, err := io.WriteString(c, "CONNECT "+inspectHost+":443 HTTP/1.1\r\nHost: "+inspectHost+":443\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readN(t, c, len("HTTP/1.1 200 Connection Established\r\n\r\n")); !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Fatalf("CONNECT answered %q", got)
+	}
+	return c
 }
 
 // TestInspectVerifiesUpstream: without the origin's CA among the upstream roots, the

@@ -10,6 +10,7 @@ type EgressDecision struct {
 	Method   string    // the request's method, for a request an inspecting rule decided; empty for a tunnel
 	Path     string    // the request's path without its query, bounded; set with Method
 	At       time.Time // the engine's log time when known; zero otherwise
+	TLS      string    // on a DENY of an inspected host without Method: why the workload's TLS handshake failed (egresslog.TLSSNIMismatch, …); "" otherwise
 
 	// The rest is set only with Method: what became of the request.
 	Status   int    // the status the workload was answered (403 for a refusal); 0 when none was (cut)

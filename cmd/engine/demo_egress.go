@@ -190,6 +190,10 @@ func readEgressWindow(ctx context.Context, step func(string, ...any), js jetstre
 					step("    %s %s:%d %s %s status=%d rule=%s", d.Verdict, d.Host, d.Port, r.Method, r.Path, r.Status, r.Rule)
 					continue
 				}
+				if d.TLS != "" { // refused at the workload's TLS handshake: say why
+					step("    %s %s:%d tls=%s", d.Verdict, d.Host, d.Port, d.TLS)
+					continue
+				}
 				step("    %s %s:%d", d.Verdict, d.Host, d.Port)
 			}
 			return nil
