@@ -74,7 +74,8 @@ type Backend struct {
 
 	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
 
-	pools *warmPools // nil: no warm pool (pool.go)
+	pools    *warmPools // nil: no warm pool (pool.go)
+	bindings bindings   // the pooled names' bindings known (pool_binding.go)
 
 	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider

@@ -140,13 +140,13 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
 		return info, sandbox.OutcomeReused, nil
 	}
-	if err := a.recheckOS(ctx, spec, began); err != nil {
-		return nil, "", err
-	}
-	if info == nil {
+	if info == nil { // a pool's member was made on this daemon: no OS re-check for it
 		if pooled, ok := a.fromPool(ctx, m, base); ok {
 			return pooled, outcomePooled, nil
 		}
+	}
+	if err := a.recheckOS(ctx, spec, began); err != nil {
+		return nil, "", err
 	}
 	outcome = sandbox.OutcomeRestarted
 	if info != nil && a.restart(ctx, info) {

@@ -208,7 +208,10 @@ func (w *warmPools) make(ctx context.Context, p *warmPool) (poolMember, error) {
 		return poolMember{}, fmt.Errorf("name a pool member: %w", err)
 	}
 	name := docker.PoolName(hex.EncodeToString(suffix[:]))
-	spec, err := sandbox.NewSpec(poolKind, sandbox.WithImage(p.image))
+	// Every capability whose probe a spec may ask for, so a hand-out finds them all proven for
+	// the image and runs none.
+	spec, err := sandbox.NewSpec(poolKind, sandbox.WithImage(p.image),
+		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete))
 	if err != nil {
 		return poolMember{}, err
 	}
@@ -400,7 +403,7 @@ func (a *containerActor) bindMember(ctx context.Context, mem poolMember, m *acqu
 		}
 		return nil, fmt.Errorf("rename %s: %w", mem.name, err)
 	}
-	err := a.b.writeBinding(ctx, mem.id, m.Key, m.Spec.Kind)
+	err := a.writeBinding(ctx, mem.id, m.Key, m.Spec.Kind)
 	var info *docker.ContainerInfo
 	if err == nil {
 		info, err = a.refresh(ctx)

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+
+	"github.com/mafsandbox/engine/actors/hostfs"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
@@ -48,18 +51,60 @@ func (p poolBinding) key() sandbox.Key {
 	return sandbox.Key{Scope: p.Scope, ThreadID: p.Thread, AgentID: p.Agent, CallID: p.Call}
 }
 
+// bindingCacheMax bounds the bindings a backend remembers (see bindings).
+const bindingCacheMax = 100_000
+
+// bindings remembers the binding of each bound name this backend wrote or believed. A
+// derived name is a digest of its key and kind, so what was proven for a name holds for any
+// container that carries it: a later purge needs no read of it, and a guest that rewrites the
+// file afterwards changes nothing.
+type bindings struct {
+	mu     sync.Mutex
+	byName map[string]poolBinding
+}
+
+func (c *bindings) get(name string) (poolBinding, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.byName[name]
+	return p, ok
+}
+
+func (c *bindings) put(name string, p poolBinding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byName == nil || len(c.byName) >= bindingCacheMax {
+		c.byName = map[string]poolBinding{} // forgetting costs only a read
+	}
+	c.byName[name] = p
+}
+
 // writeBinding records, in the container target, that it now serves key and kind: root's,
-// read-only, written through the archive plane while only the member's keep-alive runs in it.
-func (b *Backend) writeBinding(ctx context.Context, target string, key sandbox.Key, kind string) error {
-	body, err := json.Marshal(newPoolBinding(key, kind))
+// written while only the member's keep-alive runs in it. On the host plane it is a write
+// beneath the proven process's root; else through the archive plane, which on a
+// fuse-overlayfs daemon costs a mount of the container's filesystem (0.3-0.5 s here).
+func (a *containerActor) writeBinding(ctx context.Context, target string, key sandbox.Key, kind string) error {
+	p := newPoolBinding(key, kind)
+	body, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode binding: %w", err)
+	}
+	a.b.bindings.put(a.name, p)
+	if a.b.filePlane != FilePlaneArchive {
+		if fp, err := a.plane(ctx, target); err == nil {
+			if hp, ok := fp.(hostPlane); ok {
+				if err := hp.root.Write(ctx, bindingPath, "/", body, hostfs.Owner{}); err != nil {
+					return fmt.Errorf("write binding of %s: %w", target, err)
+				}
+				return nil
+			}
+		}
 	}
 	tarball, err := docker.BuildTar(docker.FileEntry(bindingPath, body, 0o444, 0, 0))
 	if err != nil {
 		return fmt.Errorf("build binding: %w", err)
 	}
-	if err := b.engine.CopyIn(ctx, target, tarball); err != nil {
+	if err := a.b.engine.CopyIn(ctx, target, tarball); err != nil {
 		return fmt.Errorf("write binding of %s: %w", target, err)
 	}
 	return nil
@@ -69,6 +114,9 @@ func (b *Backend) writeBinding(ctx context.Context, target string, key sandbox.K
 // believed (see above); err only when the container could not be asked at all (absent
 // included: there is nothing to purge then).
 func (b *Backend) readBinding(ctx context.Context, name string) (_ poolBinding, ok bool, _ error) {
+	if p, ok := b.bindings.get(name); ok {
+		return p, true, nil
+	}
 	e, body, err := b.engine.Read(ctx, name, bindingPath, bindingMax)
 	switch {
 	case err == nil:
@@ -85,5 +133,6 @@ func (b *Backend) readBinding(ctx context.Context, name string) (_ poolBinding, 
 	if json.Unmarshal(body, &p) != nil || p.V != 1 || docker.ContainerName(p.key(), p.Kind, "") != name {
 		return poolBinding{}, false, nil
 	}
+	b.bindings.put(name, p)
 	return p, true, nil
 }
