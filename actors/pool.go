@@ -37,6 +37,13 @@ const poolKind = "maf-pool"
 type poolOptions struct {
 	sizes   map[string]int
 	maxWait time.Duration
+	hook    func(string) // tests (withPoolHook)
+}
+
+// withPoolHook is told, from the refill loop, when a refill was deferred for an acquire in
+// flight ("deferred") and when a member was made ("made") (tests).
+func withPoolHook(h func(string)) Option {
+	return func(o *options) error { o.pool.hook = h; return nil }
 }
 
 // WithWarmPool keeps n closed sandboxes of image (a name, as specs give it) started ahead of
@@ -100,6 +107,7 @@ type warmPools struct {
 	done      chan struct{} // closed when the loop has returned
 	failing   bool          // the last refill failed (warn once per run of failures)
 	spares    func() error  // stops the spares gauge
+	hook      func(string)  // tests: told "deferred" and "made" from the loop
 }
 
 func newWarmPools(b *Backend, o poolOptions) *warmPools {
@@ -107,7 +115,10 @@ func newWarmPools(b *Backend, o poolOptions) *warmPools {
 		return nil
 	}
 	w := &warmPools{b: b, pools: map[string]*warmPool{}, maxWait: o.maxWait, log: b.log.With(zap.String("op", "pool")),
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), hook: o.hook}
+	if w.hook == nil {
+		w.hook = func(string) {}
+	}
 	if w.maxWait <= 0 {
 		w.maxWait = DefaultPoolMaxWait
 	}
@@ -178,7 +189,11 @@ func (w *warmPools) run(ctx context.Context) {
 func (w *warmPools) refill(ctx context.Context) {
 	for _, p := range w.pools {
 		for p.short() {
-			if ctx.Err() != nil || w.acquiring.Load() > 0 {
+			if ctx.Err() != nil {
+				return
+			}
+			if w.acquiring.Load() > 0 {
+				w.hook("deferred")
 				return // an acquire's end wakes the loop again
 			}
 			began := time.Now()
@@ -196,6 +211,7 @@ func (w *warmPools) refill(ctx context.Context) {
 			w.failing = false
 			w.b.metrics.PoolRefilled(ctx, p.image, time.Since(began))
 			p.put(m)
+			w.hook("made")
 		}
 	}
 }
