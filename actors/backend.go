@@ -75,6 +75,9 @@ type Backend struct {
 
 	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
 
+	pools    *warmPools // nil: no warm pool (pool.go)
+	bindings bindings   // the pooled names' bindings known (pool_binding.go)
+
 	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider
 }
@@ -117,8 +120,12 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	if o.watch {
 		b.watch = newWatcher(b)
 	}
+	b.pools = newWarmPools(b, o.pool)
 	b.supervisor = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSupervisor(b) },
 		actor.WithSupervisor(restartStrategy())))
+	if b.pools != nil {
+		go b.pools.run(life)
+	}
 	b.log.Info("docker backend constructed (experimental, pre-1.0)")
 	return b, nil
 }
@@ -157,6 +164,9 @@ func (b *Backend) Close(ctx context.Context) {
 		b.stop()
 		if b.watch != nil {
 			b.watch.wait()
+		}
+		if b.pools != nil {
+			b.pools.drain() // the refill loop has ended: remove the members still waiting
 		}
 		// Passivations under way finish first, so that stopping the actors meets no actor
 		// that is already stopping itself. Bounded like the stop that follows.
@@ -220,6 +230,8 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
 	}
 	name := docker.ContainerName(key, spec.Kind, egressID)
+	b.pools.begin() // no refill starts before this acquire ends
+	defer b.pools.end()
 	pid, err := b.container(ctx, name)
 	if err != nil {
 		return nil, unavailable(err)

@@ -25,6 +25,7 @@ type options struct {
 	egress      egressOptions                    // egress.go
 	metrics     *telemetry.Metrics               // instruments.go; nil: none
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
+	pool        poolOptions                      // pool.go
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 

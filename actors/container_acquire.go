@@ -19,6 +19,9 @@ type acquireRequest struct {
 	Key      sandbox.Key
 	Spec     sandbox.Spec
 	EgressID string
+	// Pool, when set, makes a warm pool's member (pool.go): this pool label instead of the
+	// key's labels, no key, and never a member taken from a pool.
+	Pool string
 }
 
 // acquireResponse carries the instance the acquire handed out.
@@ -78,12 +81,18 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	if err != nil {
 		return fail(err)
 	}
+	pooled := outcome == outcomePooled
+	if pooled {
+		outcome = sandbox.OutcomeCreated // a new sandbox for its key, like a cold one
+	}
 	created := outcome == sandbox.OutcomeCreated
-	a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
+	if m.Pool == "" {
+		a.b.remember(sandbox.Identity(m.Key, spec.Kind), a.name)
+	}
 	if err := a.checkBase(ctx, info, base); err != nil {
 		return fail(err)
 	}
-	if err := a.prepare(ctx, spec, info, base, imageRef, created); err != nil {
+	if err := a.prepare(ctx, spec, info, base, imageRef, created, pooled); err != nil {
 		return fail(err)
 	}
 	if err := a.verifyEgress(ctx, egress); err != nil { // egress hook (egress.go): §1.7 checks before hand-out
@@ -131,6 +140,11 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
 		return info, sandbox.OutcomeReused, nil
 	}
+	if info == nil { // a pool's member was made on this daemon: no OS re-check for it
+		if pooled, ok := a.fromPool(ctx, m, base); ok {
+			return pooled, outcomePooled, nil
+		}
+	}
 	if err := a.recheckOS(ctx, spec, began); err != nil {
 		return nil, "", err
 	}
@@ -138,7 +152,7 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 	if info != nil && a.restart(ctx, info) {
 		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
 	} else {
-		created, err := a.create(ctx, m.Key, spec, base, imageRef, began)
+		created, err := a.create(ctx, m.Key, spec, base, imageRef, m.Pool, began)
 		if err != nil {
 			return nil, "", err
 		}
@@ -157,10 +171,12 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 // prepare learns the instance's facts, refuses what an unresolved identity cannot serve,
 // binds and prepares the storage base, and starts a container this acquire created. A
 // container just created has no guest process until it starts: its facts and its storage
-// base are settled first, with no freeze, on a filesystem nothing can change.
-func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *docker.ContainerInfo, base, imageRef string, created bool) error {
+// base are settled first, with no freeze, on a filesystem nothing can change. A pool's
+// member (pooled) is new to its key but already running, its base made when it was: the
+// image's facts apply to it as to a created one, and it is not started again.
+func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *docker.ContainerInfo, base, imageRef string, created, pooled bool) error {
 	var memo *statMemo
-	if created {
+	if created && !pooled {
 		memo = newStatMemo()
 	}
 	f, err := a.learnFacts(ctx, info, imageRef, base, created)
@@ -175,11 +191,11 @@ func (a *containerActor) prepare(ctx context.Context, spec sandbox.Spec, info *d
 	a.workDir = base
 	late := false // the base is made once the container runs (makeBaseStarted)
 	if spec.NeedsStorageBase() {
-		if late, err = a.prepareWorkDir(ctx, info, base, f, memo, created && a.hostAtStart(ctx)); err != nil {
+		if late, err = a.prepareWorkDir(ctx, info, base, f, memo, created && !pooled && a.hostAtStart(ctx)); err != nil {
 			return err
 		}
 	}
-	if !created {
+	if !created || pooled {
 		return nil
 	}
 	g := a.gatedWorkload()
@@ -333,7 +349,7 @@ func (a *containerActor) restart(ctx context.Context, info *docker.ContainerInfo
 
 // create makes the workload container without starting it (the caller prepares it, then
 // starts it), or adopts one another acquire made meanwhile. created is false when adopted.
-func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef string, began time.Time) (created bool, err error) {
+func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandbox.Spec, base, imageRef, pool string, began time.Time) (created bool, err error) {
 	a.forget()
 	// egress hook (egress_run.go): the fixed address, and the gate as entrypoint when the
 	// network is still to be proved.
@@ -348,7 +364,7 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	if !present {
 		return false, &sandbox.ImageMissingError{Backend: BackendName, Image: imageRef, Hint: "build or load it on the daemon first"}
 	}
-	labels, err := label.Workload(key, spec.Kind, spec.Labels, base)
+	labels, err := a.labels(key, spec, base, pool)
 	if err != nil {
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}
@@ -372,6 +388,18 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 		}
 	}
 	return false, fmt.Errorf("docker could not create container %s: %w", a.name, err)
+}
+
+// outcomePooled is ensureRunning's outcome for a warm pool's member handed out (pool.go);
+// the caller reports it as created.
+const outcomePooled = "pooled"
+
+// labels are the workload's labels: the key's, or a pool member's.
+func (a *containerActor) labels(key sandbox.Key, spec sandbox.Spec, base, pool string) ([]label.Label, error) {
+	if pool != "" {
+		return label.PoolMember(pool, base)
+	}
+	return label.Workload(key, spec.Kind, spec.Labels, base)
 }
 
 // removeContainer force-removes target on its own bounded context, ignoring the outcome: it

@@ -153,6 +153,23 @@ func (f *fakeEngine) Start(_ context.Context, target string) error {
 	return nil
 }
 
+func (f *fakeEngine) Rename(_ context.Context, target, newName string) error {
+	f.log("rename %s %s", short(target), newName)
+	c := f.find(target)
+	if c == nil {
+		return docker.ErrNotFound
+	}
+	if f.find(newName) != nil {
+		return fmt.Errorf("rename: %w", docker.ErrConflict)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.containers, c.name)
+	c.name = newName
+	f.containers[newName] = c
+	return nil
+}
+
 func (f *fakeEngine) Remove(_ context.Context, target string) (docker.RemoveOutcome, error) {
 	f.log("rm %s", short(target))
 	c := f.find(target)

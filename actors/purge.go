@@ -23,7 +23,7 @@ func (b *Backend) Dispose(ctx context.Context, key sandbox.Key, opts sandbox.Dis
 	if opts.InstanceID != "" {
 		return b.disposeInstance(ctx, key, opts)
 	}
-	_, failure := b.purge(ctx, label.KeyFilter(key, opts.Kind), fallback, key, &key)
+	_, failure := b.purge(ctx, label.KeyFilter(key, opts.Kind), keyMatch(key, opts.Kind), fallback, key, &key)
 	return failure
 }
 
@@ -33,7 +33,8 @@ func (b *Backend) DisposeScope(ctx context.Context, scope, threadID string) sand
 	fallback := b.takeRegistered(func(id sandbox.SandboxID) bool {
 		return id.Key.Scope == scope && id.Key.ThreadID == threadID
 	}, sandbox.Key{})
-	n, failure := b.purge(ctx, label.ScopeFilter(scope, threadID), fallback, sandbox.Key{Scope: scope, ThreadID: threadID}, nil)
+	match := func(p poolBinding) bool { return p.Scope == scope && p.Thread == threadID }
+	n, failure := b.purge(ctx, label.ScopeFilter(scope, threadID), match, fallback, sandbox.Key{Scope: scope, ThreadID: threadID}, nil)
 	return sandbox.ScopePurge{Disposed: n, Undisposed: failure}
 }
 
@@ -81,16 +82,26 @@ func (b *Backend) retain(key sandbox.Key, name string) {
 // workloads that were actually there; a failed name is retained for the next sweep. caller
 // is the key of a key-addressed purge (Dispose), nil for a sweep of a conversation
 // (DisposeScope): an empty agent_id is a key like any other, so it cannot tell them apart.
-func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback []string, owner sandbox.Key, caller *sandbox.Key) (int, *sandbox.DisposalFailure) {
+func (b *Backend) purge(ctx context.Context, filter map[string]string, match func(poolBinding) bool, fallback []string,
+	owner sandbox.Key, caller *sandbox.Key) (int, *sandbox.DisposalFailure) {
 	var failures []sandbox.DisposalFailure
 	networks := make(chan []string, 1)
 	go func() { networks <- b.networkNames(ctx, filter) }()
+	type pooledList struct {
+		names    []string
+		failures []sandbox.DisposalFailure
+	}
+	pooled := make(chan pooledList, 1)
+	go func() { n, f := b.pooledNames(ctx, match); pooled <- pooledList{n, f} }()
 	listed, err := b.engine.ListNames(ctx, filter, "^"+docker.NamePrefix)
 	if err != nil {
 		failures = append(failures, sandbox.DisposalFailure{Code: sandbox.DisposalUnlisted,
 			Detail: fmt.Sprintf("could not list containers, so the sweep may be partial: %v", err)})
 	}
 	listed = append(listed, <-networks...)
+	p := <-pooled
+	listed = append(listed, p.names...)
+	failures = append(failures, p.failures...)
 	disposed := 0
 	for _, n := range purgeTargets(append(listed, fallback...)) {
 		res := b.teardown(ctx, n, &disposeRequest{Caller: caller, Trigger: purgeTrigger(caller)})
@@ -105,6 +116,56 @@ func (b *Backend) purge(ctx context.Context, filter map[string]string, fallback 
 		}
 	}
 	return disposed, sandbox.FoldDisposalFailures(failures)
+}
+
+// pooledNames lists the warm pool's members bound to a key (pool_binding.go) whose binding
+// match selects or cannot be believed: a purge reaches a pooled sandbox by its binding, as it
+// reaches the others by their labels. A member still waiting for a key is nobody's.
+func (b *Backend) pooledNames(ctx context.Context, match func(poolBinding) bool) ([]string, []sandbox.DisposalFailure) {
+	names, err := b.engine.ListNames(ctx, label.PoolFilter(), "^"+docker.NamePrefix)
+	if err != nil {
+		return nil, []sandbox.DisposalFailure{{Code: sandbox.DisposalUnlisted,
+			Detail: fmt.Sprintf("could not list pooled sandboxes, so the sweep may be partial: %v", err)}}
+	}
+	var out []string
+	var failures []sandbox.DisposalFailure
+	for _, n := range names {
+		n = trimSlash(n)
+		if _, role, ok := docker.ParseName(n); !ok || role != docker.RoleWorkload {
+			continue
+		}
+		p, ok, err := b.readBinding(ctx, n)
+		switch {
+		case err != nil && isNotFound(err):
+		case err != nil:
+			failures = append(failures, *disposalFailure(n, err))
+		case !ok || match(p):
+			if !ok {
+				b.log.Warn("pooled sandbox with a binding that cannot be believed: purged", zap.String("container", n))
+			}
+			out = append(out, n)
+		}
+	}
+	return out, failures
+}
+
+// pooledMatch reports whether the bound pool member name is match's, or has a binding that
+// cannot be believed (fail closed).
+func (b *Backend) pooledMatch(ctx context.Context, name string, match func(poolBinding) bool) bool {
+	name = trimSlash(name)
+	if _, role, ok := docker.ParseName(name); !ok || role != docker.RoleWorkload {
+		return false
+	}
+	p, ok, err := b.readBinding(ctx, name)
+	return err == nil && (!ok || match(p))
+}
+
+// keyMatch selects the bindings KeyFilter(key, kind) would select by labels.
+func keyMatch(key sandbox.Key, kind *string) func(poolBinding) bool {
+	return func(p poolBinding) bool {
+		return p.Scope == key.Scope && p.Thread == key.ThreadID && p.Agent == key.AgentID &&
+			(key.CallID == "" || p.Call == key.CallID) && (kind == nil || p.Kind == *kind)
+	}
 }
 
 // networkNames lists the derived networks filter matches, by name. An engine that died
@@ -192,9 +253,15 @@ func (b *Backend) disposeInstance(ctx context.Context, key sandbox.Key, opts san
 	case isProxyName(info.Name):
 		return nil
 	}
-	for k, v := range label.KeyFilter(key, opts.Kind) {
-		if info.Labels[k] != v {
+	if _, pooled := info.Labels[label.Pool]; pooled {
+		if !b.pooledMatch(ctx, info.Name, keyMatch(key, opts.Kind)) {
 			return nil
+		}
+	} else {
+		for k, v := range label.KeyFilter(key, opts.Kind) {
+			if info.Labels[k] != v {
+				return nil
+			}
 		}
 	}
 	caller := &key

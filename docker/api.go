@@ -376,6 +376,28 @@ func (a *apiDriver) Pause(ctx context.Context, target string) error {
 	})
 }
 
+// Rename implements [Engine].
+func (a *apiDriver) Rename(ctx context.Context, target, newName string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	if err := checkTarget(newName); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	args := []string{"rename", target, newName}
+	return a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
+		_, err := b.client.ContainerRename(ctx, target, client.ContainerRenameOptions{NewName: newName})
+		if err == nil {
+			return nil
+		}
+		var class error
+		if isAnswer(err) && cerrdefs.IsConflict(err) {
+			class = ErrConflict
+		}
+		return apiError(args, err, class)
+	})
+}
+
 // Unpause implements [Engine]. A refusal is "not paused" when the container's state agrees
 // (20.10 answers it with a 500, not a 409, so no status can say it); absence is a lifted freeze
 // too.

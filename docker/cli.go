@@ -196,6 +196,25 @@ func (c *cliDriver) Start(ctx context.Context, target string) error {
 	return c.simple(ctx, "start", target)
 }
 
+// Rename implements [Engine].
+func (c *cliDriver) Rename(ctx context.Context, target, newName string) error {
+	if err := checkTarget(target); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	if err := checkTarget(newName); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	args := []string{"rename", target, newName}
+	res, err := c.control(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fail(args, target, res)
+	}
+	return nil
+}
+
 // Pause implements [Engine].
 func (c *cliDriver) Pause(ctx context.Context, target string) error {
 	return c.simple(ctx, "pause", target)

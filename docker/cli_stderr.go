@@ -120,7 +120,7 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 	}
 	switch op {
-	case "run", "create":
+	case "run", "create", "rename":
 		if containsFold(stderr, "already in use") {
 			return ErrConflict
 		}

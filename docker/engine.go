@@ -61,6 +61,9 @@ type Engine interface {
 	Create(ctx context.Context, spec CreateSpec) (string, error)
 	// Start starts a stopped container. [ErrNotFound] when it is absent.
 	Start(ctx context.Context, target string) error
+	// Rename gives target the name newName (a warm pool's member at hand-out): [ErrNotFound]
+	// when target is absent, [ErrConflict] when newName is taken.
+	Rename(ctx context.Context, target, newName string) error
 	// Remove force-removes a container: [Removed] when it removed one, [Absent] when there was
 	// none. A timeout leaves the outcome unknown.
 	Remove(ctx context.Context, target string) (RemoveOutcome, error)

@@ -67,6 +67,19 @@ func EgressID(proxyImage string, allowlist []string) string {
 	return "allow:" + strings.Join(hosts, ",")
 }
 
+// PoolNamePrefix starts the name of a warm pool's member while it waits for a key; 12 hex
+// digits follow it ([IsPoolName]). At hand-out the member is renamed to the key's
+// [ContainerName], which a pool name can never be (it is not hex after [NamePrefix]).
+const PoolNamePrefix = NamePrefix + "pool-"
+
+var poolName = regexp.MustCompile(`^` + regexp.QuoteMeta(PoolNamePrefix) + `[0-9a-f]{12}$`)
+
+// IsPoolName reports whether name (a leading "/" is ignored) is a waiting pool member's.
+func IsPoolName(name string) bool { return poolName.MatchString(strings.TrimPrefix(name, "/")) }
+
+// PoolName is the name of a waiting pool member whose random part is suffix (12 hex digits).
+func PoolName(suffix string) string { return PoolNamePrefix + suffix }
+
 // NetworkName is the internal network of workload name n.
 func NetworkName(n string) string { return n + NetworkSuffix }
 

@@ -42,6 +42,10 @@ const (
 	KeyV1 = Prefix + "key.v1"
 	// PrivateCIDRs records Config.EgressPrivateCIDRs joined by ","; proxy only, when set.
 	PrivateCIDRs = Prefix + "private-cidrs.v1"
+	// Pool marks a warm pool's member (actors/pool.go) with the pool it was made for. A member
+	// carries it and [WorkDir] instead of the identity labels, which cannot change once the
+	// member is handed to a key: its binding is recorded in the container instead.
+	Pool = Prefix + "pool.v1"
 )
 
 // RoleProxy is the value of [Role] on an egress proxy.
@@ -145,6 +149,23 @@ func Proxy(key sandbox.Key, kind string, specLabels map[string]string, privateCI
 	}
 	return labels, attributed, nil
 }
+
+// PoolMember returns the labels of a warm pool's member: [Pool] = poolID, then [WorkDir] =
+// workDir (raw). poolID is already a label value: [Value] of what tells the pool apart
+// (image and shape), compared as it is when a backend adopts members.
+func PoolMember(poolID, workDir string) ([]Label, error) {
+	out := []Label{{Pool, poolID}, {WorkDir, workDir}}
+	for _, l := range out {
+		if err := Check(l); err != nil {
+			return nil, fmt.Errorf("pool label: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// PoolFilter selects every warm pool member, bound to a key or not (an empty value means
+// "label present").
+func PoolFilter() map[string]string { return map[string]string{Pool: ""} }
 
 // KeyFilter returns the label filter that selects every resource of key: scope, thread and agent,
 // plus call when the key names one, plus kind when kind is non-nil. Dispose lists with it.

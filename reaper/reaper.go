@@ -164,6 +164,15 @@ func (s *sweep) run(ctx context.Context, now time.Time) error {
 	if err != nil || !ok {
 		return err
 	}
+	if s.o.scope == "" {
+		// Warm pool members carry the pool label, not the identity labels: waiting ones are
+		// nobody's, bound ones record their key inside, so only an unscoped sweep sees them.
+		pooled, ok, err := s.inventory(ctx, "pooled containers", label.PoolFilter(), s.inv.ListContainerIDs, s.inv.InspectContainerID)
+		if err != nil || !ok {
+			return err
+		}
+		containers = appendNew(containers, pooled)
+	}
 	networks, ok, err := s.inventory(ctx, "networks", filter, s.inv.ListNetworkIDs, s.inv.InspectNetworkID)
 	if err != nil || !ok {
 		return err
@@ -343,6 +352,11 @@ func classify(containers, networks []docker.Resource) []*group {
 			out = append(out, &group{base: r.Name, observer: m, anchor: m, decision: map[string]*Decision{}})
 			continue
 		}
+		if base, ok := poolBase(r); ok {
+			created, _ := parseCreated(r.Created)
+			get(base).workload = &member{res: r, kind: KindWorkload, created: created}
+			continue
+		}
 		base, role, ok := docker.ParseName(r.Name)
 		if !ok || !hasIdentity(r.Labels) {
 			continue
@@ -403,6 +417,37 @@ func (g *group) anchorMembers() {
 		}
 	}
 	g.networks = kept
+}
+
+// poolBase is the group of a warm pool member: its own pool name while it waits, the key's
+// derived name once bound. ok is false for anything else, and for a container that carries
+// identity labels too (it is judged as a workload of its key).
+func poolBase(r docker.Resource) (string, bool) {
+	if _, pooled := r.Labels[label.Pool]; !pooled || hasIdentity(r.Labels) {
+		return "", false
+	}
+	name := strings.TrimPrefix(r.Name, "/")
+	if docker.IsPoolName(name) {
+		return name, true
+	}
+	if base, role, ok := docker.ParseName(name); ok && role == docker.RoleWorkload {
+		return base, true
+	}
+	return "", false
+}
+
+// appendNew appends to list the resources of more it does not hold yet (by ID).
+func appendNew(list, more []docker.Resource) []docker.Resource {
+	seen := map[string]bool{}
+	for _, r := range list {
+		seen[r.ID] = true
+	}
+	for _, r := range more {
+		if !seen[r.ID] {
+			list = append(list, r)
+		}
+	}
+	return list
 }
 
 func hasIdentity(labels map[string]string) bool {

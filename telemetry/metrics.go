@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -66,6 +67,10 @@ type Metrics struct {
 	egress   metric.Int64Counter
 	leases   metric.Int64Counter
 	meter    metric.Meter
+
+	poolOnce sync.Once // pool.go: made on first use
+	pool     *poolInstruments
+	poolErr  error
 }
 
 // NewMetrics makes the instruments from mp's meter for this module.

@@ -22,7 +22,7 @@ import (
 // benchVerb is "engine bench": every operation measured against the local Docker daemon.
 type benchVerb struct {
 	image, dockerPath, driver, only   string
-	reps, parallel                    int
+	reps, parallel, pool              int
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
 	idle                              time.Duration
@@ -50,12 +50,19 @@ func (v *benchVerb) parse(args []string) error {
 	fs.IntVar(&v.parallel, "parallel", 4, "with --scale: acquires at once while filling")
 	fs.DurationVar(&v.idle, "idle", 5*time.Second, "with --scale: the idle actor timeout, waited out to measure passivated sandboxes")
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
+	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if v.reps < 1 {
 		return fmt.Errorf("--reps must be at least 1")
+	}
+	if v.pool < 0 {
+		return fmt.Errorf("--warm-pool must be at least 0")
+	}
+	if v.pool > 0 && v.only == "" {
+		v.only = "pool" // the other groups' cold rows would take pool members
 	}
 	return nil
 }
@@ -92,12 +99,15 @@ func (v *benchVerb) run(ctx context.Context) error {
 		}
 		opts = append(opts, actors.WithExecChannel(execd))
 	}
+	if v.pool > 0 {
+		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	}
 	b, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
-	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath}
+	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
 	if v.scale {
 		return v.runScale(ctx, b, bcfg, tracer)
 	}

@@ -34,6 +34,7 @@ type demoVerb struct {
 	consoleListen     string
 	consoleLinger     time.Duration
 	labels            labelFlag
+	pool              int // the warm pool of image (demo_pool.go)
 }
 
 // demoCmd parses args into a [demoVerb] and runs it.
@@ -54,6 +55,7 @@ func (v *demoVerb) parse(args []string) error {
 	fs.StringVar(&v.consoleListen, "console", "127.0.0.1:0", "serve the operator console for the demo's engine at this loopback address; empty serves none")
 	fs.DurationVar(&v.consoleLinger, "console-linger", 0, "keep the engine and its console up this long after the agent is done")
 	fs.Var(v.labels, "label", "extra label k=v on every container the demo creates; repeatable")
+	fs.IntVar(&v.pool, "warm-pool", 1, "keep this many sandboxes of --image started ahead (the pooled acquire step); 0 skips the step")
 	return fs.Parse(args)
 }
 
@@ -94,6 +96,10 @@ func (v *demoVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	poolKey := sandbox.Key{Scope: demoScope, ThreadID: fmt.Sprintf("pool%d", time.Now().UnixNano()), AgentID: "coder"}
+	if err := demoPool(ctx, demoStep, remote, eng.backend, v.image, poolKey); err != nil {
+		return err
+	}
 	if err := v.agent(ctx, agentConn, remote, eng.target); err != nil {
 		return err
 	}
@@ -116,6 +122,7 @@ type demoEngine struct {
 	target  *demoTarget
 	events  *events.Events
 	metrics *telemetry.Prometheus
+	backend *actors.Backend // for the warm pool step
 	closers []func()
 }
 
@@ -201,12 +208,16 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 	if err != nil {
 		return nil, err
 	}
-	backend, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt,
-		actors.WithEgressUpstreamCAs(eng.target.caPEM)) // the inspected demo host is verified against the target's CA
-
+	opts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt,
+		actors.WithEgressUpstreamCAs(eng.target.caPEM)} // the inspected demo host is verified against the target's CA
+	if v.pool > 0 {
+		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	}
+	backend, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
+	eng.backend = backend
 	eng.onClose(func() { backend.Close(context.WithoutCancel(ctx)) })
 	return backend, nil
 }

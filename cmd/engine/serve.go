@@ -69,6 +69,7 @@ type serveVerb struct {
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
 	execChannel                                                 bool
+	pool                                                        poolFlags // serve_pool.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -106,10 +107,14 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
 	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
+	v.pool.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := v.pool.check(); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
@@ -262,6 +267,7 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		return nil, nil, err
 	}
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
+	backendOpts = append(backendOpts, v.pool.options()...)
 	if v.proxyImage != "" && ev != nil {
 		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}

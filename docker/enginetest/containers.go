@@ -141,6 +141,33 @@ func (s *suite) testRunConflict(t *testing.T) {
 	}
 }
 
+// testRename: a rename moves the name (the old one is free, the ID stays), a taken name is
+// ErrConflict and an absent target ErrNotFound (the warm pool's hand-out relies on all three).
+func (s *suite) testRename(t *testing.T) {
+	e := s.newEngine(t)
+	from, id := Workload(t, e, s.image, Key(t))
+	taken, _ := Workload(t, e, s.image, Key(t))
+	to := docker.ContainerName(Key(t), "busybox", "")
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_, _ = e.Remove(c, to)
+	})
+	c := ctx(t)
+	if err := e.Rename(c, from, taken); !errors.Is(err, docker.ErrConflict) {
+		t.Fatalf("Rename to a taken name = %v, want ErrConflict", err)
+	}
+	if err := e.Rename(c, from, to); err != nil {
+		t.Fatalf("Rename = %v", err)
+	}
+	if info, err := e.Inspect(c, to); err != nil || info.ID != id {
+		t.Fatalf("Inspect of the new name = %s, %v; want %s", info.ID, err, id)
+	}
+	if err := e.Rename(c, from, to); !errors.Is(err, docker.ErrNotFound) {
+		t.Fatalf("Rename of the old name = %v, want ErrNotFound", err)
+	}
+}
+
 func (s *suite) testAbsent(t *testing.T) {
 	e := s.newEngine(t)
 	missing := docker.ContainerName(Key(t), "busybox", "")

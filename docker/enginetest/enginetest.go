@@ -40,6 +40,7 @@ func Run(t *testing.T, name string, newEngine func(t *testing.T) docker.Engine) 
 			{"ImageExists", s.testImageExists},
 			{"RunInspect", s.testRunInspect},
 			{"RunConflict", s.testRunConflict},
+			{"Rename", s.testRename},
 			{"LabelsSelect", s.testLabelsSelect},
 			{"Absent", s.testAbsent},
 			{"Remove", s.testRemove},

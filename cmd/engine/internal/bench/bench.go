@@ -32,12 +32,13 @@ type Config struct {
 	Image      string // a busybox-like image: sh, true, echo, dd, rm
 	Reps       int    // timed repetitions after one warm-up
 	DockerPath string // for the bare `docker exec` baseline
+	PoolSize   int    // the backend's warm pool of Image (engine bench --warm-pool); 0: none
 	Labels     map[string]string
 	Groups     []string // run only these groups of rows (lifecycle, exec, files, concurrent, loop); empty: all
 }
 
 // Groups lists the groups of rows, in the order they run.
-func Groups() []string { return []string{"lifecycle", "exec", "files", "concurrent", "loop"} }
+func Groups() []string { return []string{"lifecycle", "exec", "files", "concurrent", "loop", "pool"} }
 
 // Run measures every row, reporting each as soon as it is done. Everything it creates is
 // disposed before it returns.
@@ -49,7 +50,7 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 		return err
 	}
 	steps := []func(context.Context, sandbox.Spec, sandbox.Spec, func(Row)) error{
-		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop,
+		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop, r.firstCommand, // pool.go
 	}
 	for i, step := range steps {
 		if len(cfg.Groups) > 0 && !slices.Contains(cfg.Groups, Groups()[i]) {
