@@ -70,6 +70,7 @@ type Backend struct {
 
 	filePlane FilePlane     // the plane asked for (file_plane.go)
 	execd     []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
+	execPaths execPaths     // how many commands took the channel and how many docker exec
 	host      hostState     // whether the host plane can be used at all
 	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
 

@@ -140,10 +140,12 @@ func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log
 	if channel != nil {
 		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started)
 		if !errors.Is(done.err, ErrExecChannelUnproven) {
+			a.b.execPaths.channel.Add(1)
 			return done
 		}
 		log.Info("exec channel refused: docker exec", zap.Error(done.err))
 	}
+	a.b.execPaths.docker.Add(1)
 	if es, ok := a.b.engine.ExecStarter(); ok {
 		done.out, done.err = es.ExecWithStart(ctx, req, started)
 		return done

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,6 +47,15 @@ func WithExecChannel(binary []byte) Option {
 // ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
 // no supervisor, a socket that is not its own, a wrong protocol. The exec takes docker exec.
 var ErrExecChannelUnproven = errors.New("exec channel not proven")
+
+// execPaths counts the commands sent on each path, so a measurement can say which it timed.
+type execPaths struct{ channel, docker atomic.Int64 }
+
+// ExecPaths reports how many commands this backend sent through the exec channel and how many
+// through docker exec (the fallback included) since it was created.
+func (b *Backend) ExecPaths() (channel, dockerExec int64) {
+	return b.execPaths.channel.Load(), b.execPaths.docker.Load()
+}
 
 // ExecChannelError is a channel that failed after the command was sent: the program may have
 // run, so neither a result nor a second attempt is given; the caller gets this error.

@@ -36,11 +36,12 @@ func (r *runner) firstCommand(ctx context.Context, files, _ sandbox.Spec, report
 			}
 			return nil
 		}
+		paths := r.execPaths()
 		row, err := r.time(ctx, "time_to_first_command_pool_warm", full, func() error { return first(files) })
 		if err != nil {
 			return err
 		}
-		row.Note = fmt.Sprintf("pool of %d, refilled before each run; exec through docker exec", want)
+		row.Note = fmt.Sprintf("pool of %d, refilled before each run; %s", want, paths())
 		report(row)
 		row, err = r.time(ctx, "acquire_pool_warm", full, func() error {
 			_, err := r.b.Acquire(ctx, r.key("first"), files)
@@ -57,11 +58,22 @@ func (r *runner) firstCommand(ctx context.Context, files, _ sandbox.Spec, report
 	if err != nil {
 		return err
 	}
+	paths := r.execPaths()
 	row, err := r.time(ctx, "time_to_first_command_cold", nil, func() error { return first(cold) })
 	if err != nil {
 		return err
 	}
-	row.Note = "cold path (a spec label: no pool serves it); exec through docker exec"
+	row.Note = "cold path (a spec label: no pool serves it); " + paths()
 	report(row)
 	return nil
+}
+
+// execPaths starts counting the backend's commands by path and returns what says, when
+// called, how many took which since: the note of a row that times an exec.
+func (r *runner) execPaths() func() string {
+	ch0, de0 := r.b.ExecPaths()
+	return func() string {
+		ch, de := r.b.ExecPaths()
+		return fmt.Sprintf("execs: %d through the exec channel, %d through docker exec", ch-ch0, de-de0)
+	}
 }
