@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,7 +288,12 @@ func (w *warmPools) drain() {
 // engine process drives one daemon). A stopped one, or one that waited too long, is removed.
 // Members of a pool this backend does not have are left to the reaper.
 func (w *warmPools) adopt(ctx context.Context) {
-	ids, err := w.b.engine.ListContainerIDs(ctx, label.PoolFilter())
+	// Only members made under this backend's own configuration labels: another engine on the
+	// daemon with a pool of the same image keeps its members (it may be alive), and each test
+	// process adopts only its own.
+	filter := label.PoolFilter()
+	maps.Copy(filter, w.b.cfg.Labels)
+	ids, err := w.b.engine.ListContainerIDs(ctx, filter)
 	if err != nil {
 		w.log.Warn("list pool members to adopt", zap.Error(err))
 		return

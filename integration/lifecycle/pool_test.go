@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -334,4 +335,25 @@ func outcome(sb sandbox.Sandbox) string {
 		return a.AcquireOutcome()
 	}
 	return ""
+}
+
+// TestWarmPoolLeavesAnotherEnginesMembers: two engines on one daemon pool the same image under
+// different configuration labels; the one that starts later adopts none of the other's
+// waiting members (adoption cannot tell a live engine's from a dead one's, so it takes only
+// its own labels'), and both pools stay whole.
+func TestWarmPoolLeavesAnotherEnginesMembers(t *testing.T) {
+	first := newPoolCase(t)
+	a := first.pooled(2)
+	before := first.names()
+	other := newPoolCase(t)
+	other.pooled(1)
+	if got := first.names(); !slices.Equal(got, before) || len(got) != 2 {
+		t.Fatalf("the first engine's members were %v and are %v after the second's start", before, got)
+	}
+	if n := a.WarmPoolSpares()[first.image]; n != 2 {
+		t.Fatalf("the first engine's pool holds %d, want 2", n)
+	}
+	if mine := other.names(); len(mine) != 1 || slices.Contains(before, mine[0]) {
+		t.Fatalf("the second engine's pool is %v, the first's %v: want one member of its own", mine, before)
+	}
 }
