@@ -117,9 +117,13 @@ func (p *Proxy) inspect(c, up net.Conn, req request, rule *inspectRule, rest []b
 			return p.ca.leaf(req.host)
 		},
 	})
-	ctx, cancel := context.WithTimeout(p.ctx, p.opts.headTimeout)
-	err := tc.HandshakeContext(ctx)
-	cancel()
+	// The head timeout bounds the handshake as a deadline on the connection, not as a
+	// context: crypto/tls closes the connection when a handshake's context ends, so the
+	// workload would see the hang-up before the refusal is logged. A deadline fails the
+	// handshake and leaves the close to the caller, after the line is written.
+	_ = c.SetDeadline(time.Now().Add(p.opts.headTimeout))
+	err := tc.HandshakeContext(p.ctx)
+	_ = c.SetDeadline(time.Time{})
 	if err != nil {
 		// A ClientHello for another host, or a client that refused the proxy's CA (a pinned
 		// client): the connection is refused, and its line says why, so it is not mistaken
