@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -25,34 +21,19 @@ import (
 // look: its environment and every process's, its whole filesystem (docker export), `docker
 // inspect` of the workload, the target's echo of every other header, and the drained window.
 func TestEgressCredentialSwappedAtTheBoundary(t *testing.T) {
-	fx := newEgressFixture(t)
-	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink), actors.WithEgressUpstreamCAs(fx.caPEM))
 	raw := make([]byte, 16)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)
 	}
 	secret := "tok-" + hex.EncodeToString(raw)
-	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(
+	w := acquireInspected(t,
 		sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"},
 			Credentials: []sandbox.EgressCredential{{Header: "Authorization", Env: "TARGET_TOKEN", Secret: sandbox.Secret(secret)}}},
 		sandbox.EgressRule{Host: deniedHost, Paths: []string{"/**"}}, // inspected too, without the credential
-	))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := itest.NewKey(t)
-	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
+	)
+	fx, b, sink, key, n := w.fx, w.b, w.sink, w.key, w.name
 	ctx := itest.Context(t)
-	sb := itest.Acquire(t, b, key, spec)
-	run := func(line string) string {
-		t.Helper()
-		res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", line), "/", time.Minute)
-		if err != nil {
-			t.Fatalf("exec %q: %v", line, err)
-		}
-		return strings.TrimSpace(string(res.StdoutBytes))
-	}
+	run := func(line string) string { t.Helper(); return w.run(t, "sh", "-c", line) }
 	placeholder := run(`printf %s "$TARGET_TOKEN"`)
 	if len(placeholder) < 24 || strings.Contains(placeholder, secret) {
 		t.Fatalf("the workload's variable holds %q, want a placeholder", placeholder)

@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -19,28 +16,12 @@ import (
 // another path are refused with 403 and the target never sees them, and the drained window
 // carries each decision with its method, path, status, bytes each way and rule.
 func TestEgressInspectedMethodsAndPaths(t *testing.T) {
-	fx := newEgressFixture(t)
-	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink), actors.WithEgressUpstreamCAs(fx.caPEM))
+	w := acquireInspected(t, sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"}})
+	fx, b, sink, key, n := w.fx, w.b, w.sink, w.key, w.name
+	ctx := itest.Context(t)
+	run := func(argv ...string) string { t.Helper(); return w.run(t, argv...) }
 	if d := b.Declarations(); !d.EffectiveCapabilities().Has(sandbox.EgressMethods) || !d.EgressPaths {
 		t.Fatalf("declarations %+v: want egress methods and paths", d)
-	}
-	rule := sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"}}
-	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(rule))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := itest.NewKey(t)
-	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
-	ctx := itest.Context(t)
-	sb := itest.Acquire(t, b, key, spec)
-	run := func(argv ...string) string {
-		t.Helper()
-		res, err := sb.Exec(ctx, sandbox.Argv(argv...), "/", time.Minute)
-		if err != nil {
-			t.Fatalf("exec %v: %v", argv, err)
-		}
-		return strings.TrimSpace(string(res.StdoutBytes))
 	}
 	if out := run("sh", "-c", `echo "$SSL_CERT_FILE $REQUESTS_CA_BUNDLE $NODE_EXTRA_CA_CERTS $CURL_CA_BUNDLE"; head -1 "$SSL_CERT_FILE"`); out !=
 		"/maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem /maf-sandbox-proxy-ca.pem\n-----BEGIN CERTIFICATE-----" {

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
-	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -23,26 +20,10 @@ import (
 // the drained window holds one DENY for each that says why, distinct from a host the
 // allowlist does not name.
 func TestEgressPinnedClientFailsClosed(t *testing.T) {
-	fx := newEgressFixture(t)
-	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink), actors.WithEgressUpstreamCAs(fx.caPEM))
-	rule := sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"}}
-	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(rule))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := itest.NewKey(t)
-	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
+	w := acquireInspected(t, sandbox.EgressRule{Host: allowedHost, Methods: []string{"GET"}, Paths: []string{"/allowed/**"}})
+	fx, b, sink, key, n := w.fx, w.b, w.sink, w.key, w.name
 	ctx := itest.Context(t)
-	sb := itest.Acquire(t, b, key, spec)
-	run := func(argv ...string) string {
-		t.Helper()
-		res, err := sb.Exec(ctx, sandbox.Argv(argv...), "/", time.Minute)
-		if err != nil {
-			t.Fatalf("exec %v: %v", argv, err)
-		}
-		return strings.TrimSpace(string(res.StdoutBytes))
-	}
+	run := func(argv ...string) string { t.Helper(); return w.run(t, argv...) }
 	// The target's CA, not the proxy's: the client refuses the proxy's leaf.
 	if out := run("maf-e2e", "get", "https://"+allowedHost+"/allowed/x", fx.caB64); !strings.HasPrefix(out, "code=000") ||
 		!strings.Contains(out, "certificate") {
