@@ -83,9 +83,8 @@ type Backend struct {
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider
 }
 
-// NewBackend builds a backend without any engine call: the daemon is bound on first use and
-// no OS family is declared, so specs that ask for one are refused.
-func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
+// newBackend is [NewBackend] without starting the warm pools.
+func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
@@ -124,17 +123,35 @@ func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 	b.pools = newWarmPools(b, o.pool)
 	b.supervisor = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSupervisor(b) },
 		actor.WithSupervisor(restartStrategy())))
-	if b.pools != nil {
-		go b.pools.run(life)
-	}
 	b.log.Info("docker backend constructed (experimental, pre-1.0)")
 	return b, nil
+}
+
+// NewBackend builds a backend without any engine call: the daemon is bound on first use and
+// no OS family is declared, so specs that ask for one are refused. Its warm pool, if any,
+// starts filling at once.
+func NewBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
+	b, err := newBackend(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.startPools()
+	return b, nil
+}
+
+// startPools starts the warm pools' filler. It runs acquires on the backend's actors, which
+// read what Create learns (the OS family, the topology), so Create starts it only once that
+// is written.
+func (b *Backend) startPools() {
+	if b.pools != nil {
+		go b.pools.run(b.life)
+	}
 }
 
 // Create builds a backend, binds the daemon at once (failing if it cannot), and declares the
 // posix family when the daemon runs Linux, nothing otherwise.
 func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, error) {
-	b, err := NewBackend(cfg, opts...)
+	b, err := newBackend(cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +172,7 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 		b.log.Warn("no guest OS family declared: specs naming RequiresOSFamily will be refused",
 			zap.String("daemon_os", osName), zap.Error(err))
 	}
+	b.startPools()
 	return b, nil
 }
 

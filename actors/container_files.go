@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
@@ -397,7 +398,12 @@ func (a *containerActor) createBase(ctx context.Context, target, base string, mi
 	if f.resolved {
 		uid, gid = f.uid, f.gid
 	}
-	tarball, err := docker.BuildTar(docker.DirChain(missing, uid, gid)...)
+	entries := docker.DirChain(missing, uid, gid)
+	if a.execChan.install { // before start: the exec supervisor rides in the same archive put
+		entries = append(entries, docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0))
+		a.execChan.install = false
+	}
+	tarball, err := docker.BuildTar(entries...)
 	if err == nil {
 		err = a.b.engine.CopyIn(ctx, target, tarball)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,7 +79,10 @@ func TestDaemonUnreachableMidRun(t *testing.T) {
 	relay := newSocketRelay(t, "/var/run/docker.sock", nil)
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
-	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive))
+	// docker exec, the path through the daemon: a command on the exec channel reaches the
+	// proven supervisor without it, and its answer is the program's own
+	// (TestExecChannelAnswersWithTheDaemonGone).
+	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive), actors.WithExecChannel(nil))
 	key := itest.NewKey(t)
 	spec := itest.FilesSpec(t)
 	sb, err := b.Acquire(itest.Context(t), key, spec)
@@ -121,6 +125,46 @@ func TestDaemonUnreachableMidRun(t *testing.T) {
 	}
 	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f == nil || f.Code != sandbox.DisposalUnlisted && f.Code != sandbox.DisposalUnreachable {
 		t.Fatalf("dispose with the daemon gone = %v, want unlisted or unreachable", f)
+	}
+	b.Close(context.Background())
+}
+
+// The daemon's socket made unreachable under a sandbox whose commands take the exec channel:
+// the channel was proved while the daemon answered and reaches the supervisor through the
+// process's root, not the daemon, so a command still runs and its answer is the program's
+// own (its output and exit status), while a call that needs the daemon says it is gone.
+func TestExecChannelAnswersWithTheDaemonGone(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	relay := newSocketRelay(t, "/var/run/docker.sock", nil)
+	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
+	t.Setenv("DOCKER_CONTEXT", "")
+	b, eng := itest.NewCountingBackend(t, actors.WithFilePlane(actors.FilePlaneArchive), actors.WithExecChannel(itest.ExecSupervisor(t)))
+	key := itest.NewKey(t)
+	spec := itest.FilesSpec(t)
+	sb, err := b.Acquire(itest.Context(t), key, spec)
+	t.Cleanup(func() {
+		t.Setenv("DOCKER_HOST", "")
+		itest.NewBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{})
+	})
+	if err != nil {
+		t.Fatalf("acquire through the relay: %v", err)
+	}
+	itest.Sh(t, sb, "true")
+	eng.Reset()
+	relay.cut()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := sb.Exec(ctx, sandbox.Shell("echo ran; exit 7"), ".", 10*time.Second)
+	if err != nil || res.ExitCode != 7 || string(res.StdoutBytes) != "ran\n" {
+		t.Fatalf("exec on the channel with the daemon gone = %+v, %v; want the program's own answer (ran, 7)", res, err)
+	}
+	if slices.Contains(eng.Seen(), "exec") {
+		t.Fatalf("the command went through docker exec (%v), not the channel", eng.Seen())
+	}
+	var ua *sandbox.BackendUnavailableError
+	if st, err := sb.StatFile(ctx, "x", "."); !errors.As(err, &ua) || st != nil {
+		t.Fatalf("stat with the daemon gone = %+v, %v; want BackendUnavailableError", st, err)
 	}
 	b.Close(context.Background())
 }

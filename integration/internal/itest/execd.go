@@ -29,6 +29,10 @@ func suiteExecChannel(t testing.TB) actors.Option {
 	return actors.WithExecChannel(b)
 }
 
+// SuiteExecChannel reports whether [EnvExecSupervisor] gives the suite's backends the
+// channel, for a test that counts the driver's calls (the supervisor is copied in at create).
+func SuiteExecChannel() bool { return os.Getenv(EnvExecSupervisor) != "" }
+
 // ExecSupervisor builds the exec channel's supervisor (cmd/execd) as the engine ships it, a
 // static binary, and returns it, for actors.WithExecChannel.
 func ExecSupervisor(t testing.TB) []byte {
