@@ -22,6 +22,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
+	"github.com/mafsandbox/engine/cmd/engine/internal/demo"
+	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 )
 
 const usage = `engine — run AI agents' tool calls in Docker sandboxes (maf-sandbox protocol)
@@ -67,7 +71,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 // dispatch runs the verb args[0] names with the rest of args. Each verb is a small type in
 // the file named for it (serveVerb in serve.go, runVerb in run.go, …) holding its flags: parse
-// fills them from the verb's arguments, run does its work.
+// fills them from the verb's arguments, run does its work. demo and bench are packages of
+// their own under internal/, each entered by its Command.
 func dispatch(ctx context.Context, args []string) (int, error) {
 	if len(args) == 0 {
 		fmt.Print(usage)
@@ -79,9 +84,9 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 	case "run":
 		return runCmd(ctx, args[1:])
 	case "demo":
-		return 0, demoCmd(ctx, args[1:])
+		return 0, demo.Command(ctx, args[1:])
 	case "bench":
-		return 0, benchCmd(ctx, args[1:])
+		return 0, bench.Command(ctx, args[1:])
 	case "images":
 		return 0, imagesCmd(ctx, args[1:])
 	case "reap":
@@ -98,7 +103,7 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 	return 0, fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 }
 
-// versionVerb is "engine version": prints [buildVersion].
+// versionVerb is "engine version": prints [version.Build].
 type versionVerb struct{}
 
 // versionCmd parses args into a [versionVerb] and runs it.
@@ -126,6 +131,6 @@ func (versionVerb) parse(args []string) error {
 }
 
 func (versionVerb) run() error {
-	fmt.Println(buildVersion())
+	fmt.Println(version.Build())
 	return nil
 }

@@ -6,21 +6,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/cmd/engine/internal/embedded"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
+	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/docker/fingerprint"
 	"github.com/mafsandbox/engine/events"
@@ -65,7 +64,7 @@ type serveVerb struct {
 	upstreamCAs                                                 string // a PEM file inspecting proxies verify hosts against
 	observerImage, metricsListen, otlpEndpoint                  string
 	drain, idleActors, eventDupes                               time.Duration
-	labels                                                      labelFlag
+	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
 	execChannel                                                 bool
@@ -74,7 +73,7 @@ type serveVerb struct {
 
 // serveCmd parses args into a [serveVerb] and runs it.
 func serveCmd(ctx context.Context, args []string) error {
-	v := &serveVerb{labels: labelFlag{}}
+	v := &serveVerb{labels: settings.Labels{}}
 	if err := v.parse(args); err != nil {
 		return err
 	}
@@ -178,7 +177,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
-		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(buildVersion()),
+		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
 	if ev != nil {
 		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
@@ -204,7 +203,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("engine ready", zap.String("version", buildVersion()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
+	log.Info("engine ready", zap.String("version", version.Build()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
 		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
@@ -224,7 +223,7 @@ func (v *serveVerb) nats(log *zap.Logger) (url string, dial func(name string) (*
 	if v.conn.url != "" {
 		return v.conn.url, func(name string) (*nats.Conn, error) { return v.conn.connect(name, log) }, func() {}, nil
 	}
-	srv, err := startEmbedded(v.listen, v.dataDir, log)
+	srv, err := embedded.Start(v.listen, v.dataDir, log)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -262,7 +261,7 @@ func (v *serveVerb) config() (docker.Config, error) {
 // closeAll closes it.
 func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger,
 	extra ...actors.Option) (b *actors.Backend, closeAll func(), err error) {
-	planeOpt, err := filePlaneOption()
+	planeOpt, err := settings.FilePlane()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,57 +357,6 @@ func (v *serveVerb) shutdown(ctx context.Context, svc *service.Service, nc *nats
 		log.Debug("drain the connection", zap.Error(err))
 	}
 }
-
-// startEmbedded starts a NATS server with JetStream on a loopback address, logging through
-// log.
-func startEmbedded(listen, dataDir string, log *zap.Logger) (*server.Server, error) {
-	host, portText, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, fmt.Errorf("serve: --listen %q: %w", listen, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("serve: --listen %q is not a loopback address: the embedded server is for this host only; "+
-			"run a NATS server with authentication and pass --nats-url to serve other hosts", listen)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("serve: --listen %q: bad port", listen)
-	}
-	if port == 0 {
-		port = -1 // nats-server's "pick a free port"
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("serve: data dir: %w", err)
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: "maf-sandbox-engine",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   filepath.Join(dataDir, "jetstream"),
-		NoSigs:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("serve: embedded NATS server: %w", err)
-	}
-	srv.SetLoggerV2(natsLogger{log.Named("nats-server").WithOptions(zap.WithCaller(false)).Sugar()}, false, false, false)
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, fmt.Errorf("serve: the embedded NATS server did not start on %s (is the port taken?)", listen)
-	}
-	return srv, nil
-}
-
-// natsLogger routes nats-server's logging into zap.
-type natsLogger struct{ l *zap.SugaredLogger }
-
-func (n natsLogger) Noticef(format string, v ...any) { n.l.Debugf(format, v...) } // its start-up banner
-func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warnf(format, v...) }
-func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Errorf(format, v...) }
-func (n natsLogger) Errorf(format string, v ...any)  { n.l.Errorf(format, v...) }
-func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debugf(format, v...) }
-func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debugf(format, v...) }
 
 // engineIdentity is what placement asks of the driver: the daemon's ID.
 type engineIdentity interface {
@@ -557,26 +505,6 @@ func (l *logFlags) logger() (*zap.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(level)
 	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
 	return cfg.Build()
-}
-
-// labelFlag collects repeated --label k=v flags.
-type labelFlag map[string]string
-
-func (f labelFlag) String() string {
-	parts := make([]string, 0, len(f))
-	for k, v := range f {
-		parts = append(parts, k+"="+v)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f labelFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("label %q is not k=v", s)
-	}
-	f[k] = v
-	return nil
 }
 
 func envOr(name, def string) string {

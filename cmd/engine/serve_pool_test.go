@@ -3,6 +3,8 @@ package main
 import (
 	"maps"
 	"testing"
+
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 )
 
 // TestWarmPoolFlag: --warm-pool IMAGE=N, repeatable and from the environment; the size
@@ -27,7 +29,7 @@ func TestWarmPoolFlag(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("MAF_SANDBOX_WARM_POOL", tc.env)
-			v := &serveVerb{labels: labelFlag{}}
+			v := &serveVerb{labels: settings.Labels{}}
 			err := v.parse(tc.args)
 			if tc.wantErr {
 				if err == nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 )
 
 // TestServeTenancyFlags: no flag is one tenant; --tenancy or --tenancy-file give a tenancy
@@ -36,7 +38,7 @@ func TestServeTenancyFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := &serveVerb{labels: labelFlag{}}
+			v := &serveVerb{labels: settings.Labels{}}
 			if err := v.parse(tc.args); err != nil {
 				t.Fatalf("parse %q: %v", tc.args, err)
 			}

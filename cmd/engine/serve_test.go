@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/docker"
 )
 
@@ -35,7 +36,7 @@ func TestServePrivateCIDRs(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("MAF_SANDBOX_EGRESS_PRIVATE_CIDRS", tc.env)
-			v := &serveVerb{labels: labelFlag{}}
+			v := &serveVerb{labels: settings.Labels{}}
 			if err := v.parse(tc.args); err != nil {
 				t.Fatalf("parse %q: %v", tc.args, err)
 			}
@@ -81,7 +82,7 @@ func TestServeUpstreamCAs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("MAF_SANDBOX_EGRESS_UPSTREAM_CAS", tc.env)
-			v := &serveVerb{labels: labelFlag{}}
+			v := &serveVerb{labels: settings.Labels{}}
 			if err := v.parse(tc.args); err != nil {
 				t.Fatalf("parse %q: %v", tc.args, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 	"github.com/mafsandbox/engine/telemetry"
 )
 
@@ -48,7 +49,7 @@ func exportTraces(ctx context.Context, endpoint string) (*telemetry.Tracing, err
 	if endpoint == "" {
 		return nil, nil
 	}
-	t, err := telemetry.NewOTLPTracing(ctx, endpoint, buildVersion())
+	t, err := telemetry.NewOTLPTracing(ctx, endpoint, version.Build())
 	if err != nil {
 		return nil, fmt.Errorf("serve: --otlp-endpoint: %w", err)
 	}

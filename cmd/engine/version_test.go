@@ -14,42 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 	"github.com/mafsandbox/engine/messages"
 )
-
-func TestVersionFrom(t *testing.T) {
-	vcs := func(rev, modified string) []debug.BuildSetting {
-		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
-	}
-	cases := []struct {
-		name     string
-		version  string
-		settings []debug.BuildSetting
-		want     string
-	}{
-		{name: "release", version: "v1.4.2", want: "1.4.2"},
-		{name: "release candidate", version: "v2.0.0-rc.1", want: "2.0.0-rc.1"},
-		{name: "pseudo-version", version: "v0.0.0-20261201094712-4237ce8abcde", want: "0.0.0-20261201094712-4237ce8abcde"},
-		{name: "pseudo-version of a modified tree", version: "v0.0.0-20261201094712-4237ce8abcde+dirty", want: "0.0.0-20261201094712-4237ce8abcde+dirty"},
-		{name: "devel with a revision", version: "(devel)", settings: vcs("4237ce8abcdef0123456789", "false"), want: "0.0.0-dev+4237ce8abcdef0123456789"},
-		{name: "devel with a modified tree", version: "(devel)", settings: vcs("4237ce8abcdef", "true"), want: "0.0.0-dev+4237ce8abcdef.modified"},
-		{name: "devel without VCS", version: "(devel)", want: devVersion},
-		{name: "no version at all", want: devVersion},
-		{name: "a revision semver cannot carry", version: "(devel)", settings: vcs("not/a+rev", "false"), want: devVersion},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/mafsandbox/engine", Version: tc.version}, Settings: tc.settings}
-			got := versionFrom(info)
-			if got != tc.want {
-				t.Fatalf("versionFrom(%q, %v) = %q, want %q", tc.version, tc.settings, got, tc.want)
-			}
-			if !semverRE.MatchString(got) {
-				t.Fatalf("versionFrom gave %q, which the micro service would refuse", got)
-			}
-		})
-	}
-}
 
 // The version is one value, from the binary's module information: what "engine version"
 // prints, what serve logs at start, and what health and the micro service's INFO report.
@@ -59,7 +26,7 @@ func TestVersionAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read the binary's build info: %v", err)
 	}
-	want := versionFrom(info)
+	want := version.From(info)
 	if rev, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && hasVCS(info) {
 		// Built from a checkout Go could stamp: the version names the commit.
 		if r := strings.TrimSpace(string(rev)); !strings.Contains(want, r[:12]) {

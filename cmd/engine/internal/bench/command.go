@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
-	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
-// benchVerb is "engine bench": every operation measured against the local Docker daemon.
-type benchVerb struct {
+// verb is "engine bench": every operation measured against the local Docker daemon.
+type verb struct {
 	image, dockerPath, driver, only   string
 	reps, parallel, pool              int
 	asJSON, trace, scale, execChannel bool
@@ -28,16 +28,18 @@ type benchVerb struct {
 	idle                              time.Duration
 }
 
-// benchCmd parses args into a [benchVerb] and runs it.
-func benchCmd(ctx context.Context, args []string) error {
-	v := &benchVerb{}
+// Command is "engine bench": it parses args (the flags after the verb) and runs the rows
+// they ask for, printing each as it is measured. A bad flag fails before anything runs; -h
+// prints the flags and returns [flag.ErrHelp].
+func Command(ctx context.Context, args []string) error {
+	v := &verb{}
 	if err := v.parse(args); err != nil {
 		return err
 	}
 	return v.run(ctx)
 }
 
-func (v *benchVerb) parse(args []string) error {
+func (v *verb) parse(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&v.image, "image", images.BusyboxTag, "workload image (needs sh, true, echo, rm); built when it is the default and missing")
 	fs.IntVar(&v.reps, "reps", 20, "timed repetitions of each row, after one warm-up")
@@ -51,7 +53,7 @@ func (v *benchVerb) parse(args []string) error {
 	fs.DurationVar(&v.idle, "idle", 5*time.Second, "with --scale: the idle actor timeout, waited out to measure passivated sandboxes")
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
-	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(bench.Groups(), ", "))
+	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,13 +70,13 @@ func (v *benchVerb) parse(args []string) error {
 }
 
 // run builds the default image when it is missing, then runs the rows and prints each.
-func (v *benchVerb) run(ctx context.Context) error {
+func (v *verb) run(ctx context.Context) error {
 	if v.image == images.BusyboxTag {
 		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
 			return err
 		}
 	}
-	planeOpt, err := filePlaneOption()
+	planeOpt, err := settings.FilePlane()
 	if err != nil {
 		return err
 	}
@@ -83,9 +85,9 @@ func (v *benchVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var tracer *bench.Tracer
+	var tracer *Tracer
 	if v.trace || v.scale {
-		tracer = bench.NewTracer(driver)
+		tracer = NewTracer(driver)
 		driver = tracer
 	}
 	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
@@ -107,12 +109,12 @@ func (v *benchVerb) run(ctx context.Context) error {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
-	bcfg := bench.Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
+	bcfg := Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
 	if v.scale {
 		return v.runScale(ctx, b, bcfg, tracer)
 	}
 	if tracer != nil {
-		return bench.TraceCold(ctx, b, tracer, bcfg, os.Stdout)
+		return TraceCold(ctx, b, tracer, bcfg, os.Stdout)
 	}
 	plane, why := b.FilePlane(ctx)
 	planeNote := "file plane: " + string(plane)
@@ -127,7 +129,7 @@ func (v *benchVerb) run(ctx context.Context) error {
 		fmt.Println("# " + planeNote)
 		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
 	}
-	report := func(r bench.Row) {
+	report := func(r Row) {
 		if v.asJSON {
 			line, _ := json.Marshal(r)
 			fmt.Println(string(line))
@@ -141,11 +143,11 @@ func (v *benchVerb) run(ctx context.Context) error {
 		groups = strings.Split(v.only, ",")
 	}
 	bcfg.Groups = groups
-	return bench.Run(ctx, b, bcfg, report)
+	return Run(ctx, b, bcfg, report)
 }
 
 // runScale runs `engine bench --scale` and prints its rows.
-func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.Config, tracer *bench.Tracer) error {
+func (v *verb) runScale(ctx context.Context, b *actors.Backend, cfg Config, tracer *Tracer) error {
 	var sizes []int
 	for _, f := range strings.Split(v.sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -157,7 +159,7 @@ func (v *benchVerb) runScale(ctx context.Context, b *actors.Backend, cfg bench.C
 	if !v.asJSON {
 		fmt.Printf("%5s  %-26s %9s %-4s %8s  %s\n", "live", "op", "value", "unit", "p95", "note")
 	}
-	return bench.Scale(ctx, b, bench.ScaleConfig{Config: cfg, Sizes: sizes, Parallel: v.parallel, Idle: v.idle, Tracer: tracer}, func(r bench.ScaleRow) {
+	return Scale(ctx, b, ScaleConfig{Config: cfg, Sizes: sizes, Parallel: v.parallel, Idle: v.idle, Tracer: tracer}, func(r ScaleRow) {
 		if v.asJSON {
 			line, _ := json.Marshal(r)
 			fmt.Println(string(line))

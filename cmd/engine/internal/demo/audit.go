@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -15,10 +15,10 @@ import (
 	"github.com/mafsandbox/engine/events"
 )
 
-// demoAuditTrail prints the conversation's audit trail as the MAF_SANDBOX_AUDIT stream holds
+// auditTrail prints the conversation's audit trail as the MAF_SANDBOX_AUDIT stream holds
 // it: what a subscriber of <prefix>.audit.<scope>.> reads. It waits (at most 10 s) until the
 // audit outbox is empty and the stream's count for the scope has settled.
-func demoAuditTrail(ctx context.Context, step func(string, ...any), nc *nats.Conn, ev *events.Events, scope string) error {
+func auditTrail(ctx context.Context, step func(string, ...any), nc *nats.Conn, ev *events.Events, scope string) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -94,8 +94,8 @@ func auditDetail(a events.AuditEvent) string {
 	return ""
 }
 
-// demoMetricsLine prints the acquire counts the engine's metrics endpoint serves.
-func demoMetricsLine(ctx context.Context, step func(string, ...any), addr string) error {
+// metricsLine prints the acquire counts the engine's metrics endpoint serves.
+func metricsLine(ctx context.Context, step func(string, ...any), addr string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return err

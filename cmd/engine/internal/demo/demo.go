@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/cmd/engine/internal/embedded"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
+	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/images"
@@ -23,30 +26,32 @@ import (
 	"github.com/mafsandbox/engine/telemetry"
 )
 
-// demoVerb is "engine demo": the engine on its embedded defaults — an embedded NATS server on
+// verb is "engine demo": the engine on its embedded defaults — an embedded NATS server on
 // loopback, the service over the local Docker daemon — and a scripted agent played against it
 // through the Go client, the way a host in another process drives it: acquire, write a
 // program, run it, read its output back, dispose, and show that nothing was left behind.
-type demoVerb struct {
+type verb struct {
 	image, dockerPath string
 	pythonImage       string
 	verbose           bool
 	consoleListen     string
 	consoleLinger     time.Duration
-	labels            labelFlag
-	pool              int // the warm pool of image (demo_pool.go)
+	labels            settings.Labels
+	pool              int // the warm pool of image (pool.go)
 }
 
-// demoCmd parses args into a [demoVerb] and runs it.
-func demoCmd(ctx context.Context, args []string) error {
-	v := &demoVerb{labels: labelFlag{}}
+// Command is "engine demo": it parses args (the flags after the verb), starts the engine and
+// plays the agent against it, printing each step; everything it started is stopped before it
+// returns. -h prints the flags and returns [flag.ErrHelp].
+func Command(ctx context.Context, args []string) error {
+	v := &verb{labels: settings.Labels{}}
 	if err := v.parse(args); err != nil {
 		return err
 	}
 	return v.run(ctx)
 }
 
-func (v *demoVerb) parse(args []string) error {
+func (v *verb) parse(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.StringVar(&v.image, "image", images.BusyboxTag, "workload image; built when it is the default and missing")
 	fs.StringVar(&v.pythonImage, "python-image", images.PythonTag, "image of the codeact step (python3, sh, setsid, nohup); built with debootstrap when it is the default and missing; empty skips the step")
@@ -59,13 +64,13 @@ func (v *demoVerb) parse(args []string) error {
 	return fs.Parse(args)
 }
 
-// demoStep prints one step of the demo.
-func demoStep(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
+// step prints one step of the demo.
+func step(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 
 // run starts the engine, then plays the agent against it.
-func (v *demoVerb) run(ctx context.Context) error {
+func (v *verb) run(ctx context.Context) error {
 	if v.image == images.BusyboxTag {
-		demoStep("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
+		step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
 		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
 			return err
 		}
@@ -81,10 +86,10 @@ func (v *demoVerb) run(ctx context.Context) error {
 	}
 	var consoleURL string
 	if v.consoleListen != "" {
-		if consoleURL, err = startDemoConsole(eng, v.consoleListen, log); err != nil {
+		if consoleURL, err = startConsole(eng, v.consoleListen, log); err != nil {
 			return err
 		}
-		demoStep("the operator console watches this engine at %s", consoleURL)
+		step("the operator console watches this engine at %s", consoleURL)
 	}
 	// The agent's host: a NATS client, as a host in any language would be.
 	agentConn, err := nats.Connect(eng.url, nats.Name("demo-agent"))
@@ -96,39 +101,39 @@ func (v *demoVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	poolKey := sandbox.Key{Scope: demoScope, ThreadID: fmt.Sprintf("pool%d", time.Now().UnixNano()), AgentID: "coder"}
-	if err := demoPool(ctx, demoStep, remote, eng.backend, v.image, poolKey); err != nil {
+	poolKey := sandbox.Key{Scope: scope, ThreadID: fmt.Sprintf("pool%d", time.Now().UnixNano()), AgentID: "coder"}
+	if err := poolStep(ctx, step, remote, eng.backend, v.image, poolKey); err != nil {
 		return err
 	}
 	if err := v.agent(ctx, agentConn, remote, eng.target); err != nil {
 		return err
 	}
-	if err := demoAuditTrail(ctx, demoStep, agentConn, eng.events, demoScope); err != nil {
+	if err := auditTrail(ctx, step, agentConn, eng.events, scope); err != nil {
 		return err
 	}
-	if err := demoMetricsLine(ctx, demoStep, eng.metrics.Addr()); err != nil {
+	if err := metricsLine(ctx, step, eng.metrics.Addr()); err != nil {
 		return err
 	}
 	lingerForConsole(ctx, consoleURL, v.consoleLinger)
 	return nil
 }
 
-// demoScope is the scope of the demo's conversation.
-const demoScope = "demo"
+// scope is the scope of the demo's conversation.
+const scope = "demo"
 
-// demoEngine is the engine the demo started, and what stops it, in reverse order of start.
-type demoEngine struct {
+// engine is the engine the demo started, and what stops it, in reverse order of start.
+type engine struct {
 	url     string
-	target  *demoTarget
+	target  *target
 	events  *events.Events
 	metrics *telemetry.Prometheus
 	backend *actors.Backend // for the warm pool step
 	closers []func()
 }
 
-func (e *demoEngine) onClose(f func()) { e.closers = append(e.closers, f) }
+func (e *engine) onClose(f func()) { e.closers = append(e.closers, f) }
 
-func (e *demoEngine) close() {
+func (e *engine) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		e.closers[i]()
 	}
@@ -137,22 +142,22 @@ func (e *demoEngine) close() {
 // startEngine starts the engine: an embedded NATS server, a target server of ours for the
 // allowlisted step, the Docker backend behind a router, the service. What it started is
 // stopped by the returned engine's close, on failure too.
-func (v *demoVerb) startEngine(ctx context.Context, log *zap.Logger) (*demoEngine, error) {
-	eng := &demoEngine{}
+func (v *verb) startEngine(ctx context.Context, log *zap.Logger) (*engine, error) {
+	eng := &engine{}
 	dataDir, err := os.MkdirTemp("", "maf-sandbox-demo-")
 	if err != nil {
 		return eng, err
 	}
 	eng.onClose(func() { os.RemoveAll(dataDir) })
-	srv, err := startEmbedded("127.0.0.1:0", dataDir, log)
+	srv, err := embedded.Start("127.0.0.1:0", dataDir, log)
 	if err != nil {
 		return eng, err
 	}
 	eng.onClose(srv.Shutdown)
 	eng.url = srv.ClientURL()
 	cfg := docker.Config{DockerPath: v.dockerPath, Labels: v.labels}
-	demoStep("starting a target server of ours on a private network for the allowlisted step")
-	if eng.target, err = startDemoTarget(ctx, v.dockerPath, v.labels); err != nil {
+	step("starting a target server of ours on a private network for the allowlisted step")
+	if eng.target, err = startTarget(ctx, v.dockerPath, v.labels); err != nil {
 		return eng, err
 	}
 	eng.onClose(eng.target.stop)
@@ -180,20 +185,26 @@ func (v *demoVerb) startEngine(ctx context.Context, log *zap.Logger) (*demoEngin
 	if eng.metrics, err = telemetry.NewPrometheus("127.0.0.1:0", log); err != nil {
 		return eng, err
 	}
-	eng.onClose(func() { closeMetrics(eng.metrics, log) })
-	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(buildVersion()),
+	eng.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := eng.metrics.Close(ctx); err != nil {
+			log.Warn("stop the metrics endpoint", zap.Error(err))
+		}
+	})
+	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(version.Build()),
 		service.WithAudit(eng.events.Audit()), service.WithMetrics(eng.metrics.Metrics()))
 	if err != nil {
 		return eng, err
 	}
 	eng.onClose(func() { _ = svc.Stop(context.WithoutCancel(ctx)) })
-	demoStep("engine serving on embedded NATS at %s (engine %s); the router admits the docker backend at isolation %q",
+	step("engine serving on embedded NATS at %s (engine %s); the router admits the docker backend at isolation %q",
 		eng.url, svc.EngineID(), backend.Isolation())
 	return eng, nil
 }
 
 // backend creates the Docker backend, its egress windows published on eventsNC; eng closes both.
-func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Config, eventsNC *nats.Conn, log *zap.Logger) (*actors.Backend, error) {
+func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, eventsNC *nats.Conn, log *zap.Logger) (*actors.Backend, error) {
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return nil, err
@@ -204,7 +215,7 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 	}
 	eng.onClose(func() { _ = ev.Close(context.WithoutCancel(ctx)) })
 	eng.events = ev
-	planeOpt, err := filePlaneOption()
+	planeOpt, err := settings.FilePlane()
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +235,11 @@ func (v *demoVerb) backend(ctx context.Context, eng *demoEngine, cfg docker.Conf
 
 // agent is the scripted agent: acquire, work in the sandbox, the allowlisted step when the
 // engine serves it, dispose, and look for anything left behind.
-func (v *demoVerb) agent(ctx context.Context, agentConn *nats.Conn, remote *client.Backend, target *demoTarget) error {
+func (v *verb) agent(ctx context.Context, agentConn *nats.Conn, remote *client.Backend, t *target) error {
 	d := remote.Declarations()
-	demoStep("client sees backend %q, egress %v, capabilities %s", remote.Name(), d.EgressModes.Sorted(), d.EffectiveCapabilities())
+	step("client sees backend %q, egress %v, capabilities %s", remote.Name(), d.EgressModes.Sorted(), d.EffectiveCapabilities())
 
-	key := sandbox.Key{Scope: demoScope, ThreadID: fmt.Sprintf("t%d", time.Now().UnixNano()), AgentID: "coder"}
+	key := sandbox.Key{Scope: scope, ThreadID: fmt.Sprintf("t%d", time.Now().UnixNano()), AgentID: "coder"}
 	spec, err := sandbox.NewSpec("codeact", sandbox.WithImage(v.image),
 		sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete),
 		sandbox.WithDeclaredOutputs(sandbox.Output("out/report.txt")))
@@ -241,18 +252,18 @@ func (v *demoVerb) agent(ctx context.Context, agentConn *nats.Conn, remote *clie
 	if err != nil {
 		return err
 	}
-	demoStep("acquired sandbox %.12s over NATS in %s (closed egress: --network none)", sb.InstanceID(), time.Since(start).Round(time.Millisecond))
-	if err := demoWork(ctx, sb, spec); err != nil {
+	step("acquired sandbox %.12s over NATS in %s (closed egress: --network none)", sb.InstanceID(), time.Since(start).Round(time.Millisecond))
+	if err := work(ctx, sb, spec); err != nil {
 		return err
 	}
 	if !d.EgressModes.Has(sandbox.EgressAllowlist) {
-		demoStep("allowlisted egress is not served here: the daemon is not a Linux daemon the engine can seal an internal network on, " +
+		step("allowlisted egress is not served here: the daemon is not a Linux daemon the engine can seal an internal network on, " +
 			"so no egress events are produced")
-	} else if err := demoEgress(ctx, demoStep, agentConn, remote, target); err != nil {
+	} else if err := egressStep(ctx, step, agentConn, remote, t); err != nil {
 		return err
 	}
 	if v.pythonImage != "" {
-		if err := codeactStep(ctx, demoStep, remote, agentConn, key, v.pythonImage, v.dockerPath); err != nil {
+		if err := codeactStep(ctx, step, remote, agentConn, key, v.pythonImage, v.dockerPath); err != nil {
 			return fmt.Errorf("codeact step: %w", err)
 		}
 	}
@@ -266,36 +277,36 @@ func (v *demoVerb) agent(ctx context.Context, agentConn *nats.Conn, remote *clie
 	if err != nil {
 		return err
 	}
-	demoStep("disposed; a scope purge afterwards finds %d more sandboxes, and docker ps lists %d containers of this conversation — nothing was left behind",
+	step("disposed; a scope purge afterwards finds %d more sandboxes, and docker ps lists %d containers of this conversation — nothing was left behind",
 		purge.Disposed, len(strings.Fields(string(left))))
 	return nil
 }
 
-// demoWork is the agent's work in the sandbox: write a program, run it, collect its declared
+// work is the agent's work in the sandbox: write a program, run it, collect its declared
 // output, and show what the sandbox refuses and what network it has.
-func demoWork(ctx context.Context, sb sandbox.Sandbox, spec sandbox.Spec) error {
+func work(ctx context.Context, sb sandbox.Sandbox, spec sandbox.Spec) error {
 	program := "#!/bin/sh\nmkdir -p out\necho \"hello from $(uname -s), user $(id -u)\" > out/report.txt\nls / | wc -l >> out/report.txt\n"
 	if err := sb.WriteFile(ctx, "agent.sh", []byte(program), "."); err != nil {
 		return err
 	}
-	demoStep("wrote agent.sh (%d bytes) into the storage base", len(program))
+	step("wrote agent.sh (%d bytes) into the storage base", len(program))
 	res, err := sb.Exec(ctx, sandbox.Argv("sh", "agent.sh"), ".", 30*time.Second)
 	if err != nil {
 		return err
 	}
-	demoStep("ran it: exit %d", res.ExitCode)
+	step("ran it: exit %d", res.ExitCode)
 	sink := &sandbox.OutputSink{Deliver: func(_ context.Context, a sandbox.Artifact) (sandbox.LandedArtifact, error) {
-		demoStep("collected %s (%d bytes):\n%s", a.Name, len(a.Content), indent(string(a.Content)))
+		step("collected %s (%d bytes):\n%s", a.Name, len(a.Content), indent(string(a.Content)))
 		return sandbox.LandedArtifact{Name: a.Name, Display: a.Name}, nil
 	}}
 	if _, err := sandbox.CollectOutputs(ctx, sb, spec, sink, nil); err != nil {
 		return err
 	}
 	if _, err := sb.ReadFile(ctx, "/etc/passwd", ".", 1<<20); err != nil {
-		demoStep("reading /etc/passwd from the storage base is refused: %v", err)
+		step("reading /etc/passwd from the storage base is refused: %v", err)
 	}
 	if res, err := sb.Exec(ctx, sandbox.Shell("ls /sys/class/net"), ".", 30*time.Second); err == nil {
-		demoStep("the sandbox's network interfaces: %s — loopback only, no route out", strings.Join(strings.Fields(res.Stdout()), " "))
+		step("the sandbox's network interfaces: %s — loopback only, no route out", strings.Join(strings.Fields(res.Stdout()), " "))
 	}
 	return nil
 }

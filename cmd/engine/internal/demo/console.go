@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/mafsandbox/engine/console"
 )
 
-// startDemoConsole serves the operator console for the demo's engine on listen (loopback), as
+// startConsole serves the operator console for the demo's engine on listen (loopback), as
 // `engine console` would, on a connection of its own; it returns the page's URL. eng's close
 // stops it.
-func startDemoConsole(eng *demoEngine, listen string, log *zap.Logger) (string, error) {
+func startConsole(eng *engine, listen string, log *zap.Logger) (string, error) {
 	nc, err := nats.Connect(eng.url, nats.Name("maf-sandbox engine console"))
 	if err != nil {
 		return "", fmt.Errorf("demo console: %w", err)
@@ -53,7 +53,7 @@ func lingerForConsole(ctx context.Context, url string, d time.Duration) {
 	if d <= 0 || url == "" {
 		return
 	}
-	demoStep("the operator console stays up for %s at %s (Ctrl-C ends it)", d, url)
+	step("the operator console stays up for %s at %s (Ctrl-C ends it)", d, url)
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):

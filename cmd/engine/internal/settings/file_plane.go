@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"github.com/mafsandbox/engine/actors"
 )
 
-// filePlaneOption is the backend's file plane from MAF_SANDBOX_FILE_PLANE (archive, host or
-// auto; unset is auto).
-func filePlaneOption() (actors.Option, error) {
+// FilePlane is the backend's file plane from MAF_SANDBOX_FILE_PLANE (archive, host or auto;
+// unset is auto). It fails on any other value.
+func FilePlane() (actors.Option, error) {
 	p, err := actors.ParseFilePlane(os.Getenv(actors.FilePlaneEnv))
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -31,17 +31,17 @@ import (
 // in by the proxy (the target logs its digest, which the demo checks), and one POST is refused.
 
 const (
-	demoAllowed = "allowed.demo.maf-sandbox.example"
-	demoDenied  = "denied.demo.maf-sandbox.example"
-	demoAPI     = "api.demo.maf-sandbox.example"
-	// demoSubnets is where the demo target network's /24 comes from: outside the egress subnet
+	allowedHost = "allowed.demo.maf-sandbox.example"
+	deniedHost  = "denied.demo.maf-sandbox.example"
+	apiHost     = "api.demo.maf-sandbox.example"
+	// targetSubnets is where the demo target network's /24 comes from: outside the egress subnet
 	// pool and the daemon's default pools. A leftover of a killed demo holds one; the next
 	// takes another.
-	demoSubnets = "10.218.0.0/16"
+	targetSubnets = "10.218.0.0/16"
 )
 
-// demoTarget is the private network the proxies' outbound legs join, and its server.
-type demoTarget struct {
+// target is the private network the proxies' outbound legs join, and its server.
+type target struct {
 	docker  string
 	network string
 	subnet  netip.Prefix
@@ -50,28 +50,28 @@ type demoTarget struct {
 	caPEM   []byte
 }
 
-// startDemoTarget builds the images the step needs and starts the target; stop removes both.
-func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]string) (*demoTarget, error) {
+// startTarget builds the images the step needs and starts the target; stop removes both.
+func startTarget(ctx context.Context, dockerPath string, labels map[string]string) (*target, error) {
 	for _, err := range []error{images.EnsureProxy(ctx, dockerPath, images.ProxyTag), images.EnsureTarget(ctx, dockerPath),
 		images.EnsureClient(ctx, dockerPath, images.BusyboxTag)} {
 		if err != nil {
 			return nil, fmt.Errorf("demo: build the egress images: %w", err)
 		}
 	}
-	caPEM, certPEM, keyPEM, err := images.TargetCertificates(demoAllowed, demoDenied, demoAPI)
+	caPEM, certPEM, keyPEM, err := images.TargetCertificates(allowedHost, deniedHost, apiHost)
 	if err != nil {
 		return nil, err
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	suffix := hex.EncodeToString(b)
-	t := &demoTarget{docker: dockerPath, network: "maf-sandbox-demo-targets-" + suffix, server: "maf-sandbox-demo-target-" + suffix,
+	t := &target{docker: dockerPath, network: "maf-sandbox-demo-targets-" + suffix, server: "maf-sandbox-demo-target-" + suffix,
 		caB64: base64.StdEncoding.EncodeToString(caPEM), caPEM: caPEM}
 	var labelArgs []string
 	for k, v := range labels {
 		labelArgs = append(labelArgs, "--label", k+"="+v)
 	}
-	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(demoSubnets), 24)
+	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(targetSubnets), 24)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]s
 		return nil, err
 	}
 	args := append([]string{"run", "-d", "--name", t.server, "--pull", "never", "--network", t.network,
-		"--network-alias", demoAllowed, "--network-alias", demoDenied, "--network-alias", demoAPI, "--dns", "127.0.0.1", "--user", "0",
+		"--network-alias", allowedHost, "--network-alias", deniedHost, "--network-alias", apiHost, "--dns", "127.0.0.1", "--user", "0",
 		"-e", "E2E_CERT=" + string(certPEM), "-e", "E2E_KEY=" + string(keyPEM)}, labelArgs...)
 	if err := t.docker1(ctx, append(args, images.TargetTag)...); err != nil {
 		t.stop()
@@ -98,14 +98,14 @@ func startDemoTarget(ctx context.Context, dockerPath string, labels map[string]s
 	return t, nil
 }
 
-func (t *demoTarget) docker1(ctx context.Context, args ...string) error {
+func (t *target) docker1(ctx context.Context, args ...string) error {
 	if out, err := exec.CommandContext(ctx, t.docker, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("demo: docker %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
-func (t *demoTarget) stop() {
+func (t *target) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = t.docker1(ctx, "rm", "-f", t.server)
@@ -113,15 +113,15 @@ func (t *demoTarget) stop() {
 }
 
 // egressConfig points the backend's proxies at the demo's target network.
-func (t *demoTarget) egressConfig(cfg docker.Config) docker.Config {
+func (t *target) egressConfig(cfg docker.Config) docker.Config {
 	cfg.EgressProxyImage = images.ProxyTag
 	cfg.OutboundNetwork = t.network
 	cfg.EgressPrivateCIDRs = []netip.Prefix{t.subnet}
 	return cfg
 }
 
-// demoEgress runs the allowlisted step through the remote client and reads the window back.
-func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, remote *client.Backend, t *demoTarget) error {
+// egressStep runs the allowlisted step through the remote client and reads the window back.
+func egressStep(ctx context.Context, step func(string, ...any), nc *nats.Conn, remote *client.Backend, t *target) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -130,8 +130,8 @@ func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, r
 	secret := make([]byte, 12)
 	_, _ = rand.Read(secret)
 	token := "demo-secret-" + hex.EncodeToString(secret)
-	spec, err := sandbox.NewSpec("fetcher", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(sandbox.EgressRule{Host: demoAllowed},
-		sandbox.EgressRule{Host: demoAPI, Methods: []string{"GET"}, Paths: []string{"/repos/demo/**"},
+	spec, err := sandbox.NewSpec("fetcher", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(sandbox.EgressRule{Host: allowedHost},
+		sandbox.EgressRule{Host: apiHost, Methods: []string{"GET"}, Paths: []string{"/repos/demo/**"},
 			Credentials: []sandbox.EgressCredential{{Header: "Authorization", Env: "DEMO_TOKEN", Secret: sandbox.Secret(token)}}}))
 	if err != nil {
 		return err
@@ -143,15 +143,15 @@ func demoEgress(ctx context.Context, step func(string, ...any), nc *nats.Conn, r
 		return err
 	}
 	step("acquired an allowlisted sandbox in %s: its own internal network, sealed (the proxy proved nothing of the host answers), and a proxy allowing %s",
-		time.Since(start).Round(time.Millisecond), demoAllowed)
-	for _, host := range []string{demoAllowed, demoDenied} {
+		time.Since(start).Round(time.Millisecond), allowedHost)
+	for _, host := range []string{allowedHost, deniedHost} {
 		res, err := sb.Exec(ctx, sandbox.Argv("maf-e2e", "get", "https://"+host+"/", t.caB64), "/", time.Minute)
 		if err != nil {
 			return err
 		}
 		step("GET https://%s/ from the sandbox: %s", host, strings.TrimSpace(res.Stdout()))
 	}
-	if err := demoInspected(ctx, step, sb, t, token); err != nil {
+	if err := inspected(ctx, step, sb, t, token); err != nil {
 		return err
 	}
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
@@ -202,16 +202,16 @@ func readEgressWindow(ctx context.Context, step func(string, ...any), js jetstre
 	return fmt.Errorf("demo: the egress window of %s never reached %s", key, events.StreamEgress)
 }
 
-// demoInspected makes the inspected host's two requests from the sandbox, which holds only a
+// inspected makes the inspected host's two requests from the sandbox, which holds only a
 // placeholder, and checks with the target's log that the allowed one carried the real token.
-func demoInspected(ctx context.Context, step func(string, ...any), sb sandbox.Sandbox, t *demoTarget, token string) error {
+func inspected(ctx context.Context, step func(string, ...any), sb sandbox.Sandbox, t *target, token string) error {
 	for _, method := range []string{"GET", "POST"} {
-		res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", "maf-e2e send "+method+" https://"+demoAPI+"/repos/demo/widgets"+
+		res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", "maf-e2e send "+method+" https://"+apiHost+"/repos/demo/widgets"+
 			` "Authorization: Bearer $DEMO_TOKEN" | head -1`), "/", time.Minute)
 		if err != nil {
 			return err
 		}
-		step("%s https://%s/repos/demo/widgets with \"Authorization: Bearer $DEMO_TOKEN\": %s", method, demoAPI, strings.TrimSpace(res.Stdout()))
+		step("%s https://%s/repos/demo/widgets with \"Authorization: Bearer $DEMO_TOKEN\": %s", method, apiHost, strings.TrimSpace(res.Stdout()))
 	}
 	res, err := sb.Exec(ctx, sandbox.Argv("sh", "-c", `printf %s "$DEMO_TOKEN"`), "/", time.Minute)
 	if err != nil {

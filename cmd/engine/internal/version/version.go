@@ -1,4 +1,7 @@
-package main
+// Package version is the engine binary's version, from the module information the go command
+// stamped into it: "engine version" prints it, serve logs it, and health and the micro service
+// report it (serve's and the demo's), so they always agree.
+package version
 
 import (
 	"regexp"
@@ -6,26 +9,24 @@ import (
 	"strings"
 )
 
-// devVersion is the version of a build that carries no module or VCS information.
-const devVersion = "0.0.0-dev"
+// Dev is the version of a build that carries no module or VCS information.
+const Dev = "0.0.0-dev"
 
-// buildVersion is this binary's version, from the module information the go command
-// stamped into it. "engine version" prints it, serve logs it, and health and the micro
-// service report it, so the three always agree.
-func buildVersion() string {
+// Build is this binary's version: [From] its build information, or [Dev] without any.
+func Build() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return devVersion
+		return Dev
 	}
-	return versionFrom(info)
+	return From(info)
 }
 
-// versionFrom is the main module's version without its "v" (a release, or since Go 1.24 a
+// From is the main module's version without its "v" (a release, or since Go 1.24 a
 // pseudo-version with "+dirty" for a modified tree). A "(devel)" build falls back on the VCS
 // revision: 0.0.0-dev+<revision>, with ".modified" when the tree had changes. It is always a
 // semantic version, the only kind the micro service accepts; with nothing to go on it is
-// [devVersion].
-func versionFrom(info *debug.BuildInfo) string {
+// [Dev].
+func From(info *debug.BuildInfo) string {
 	if v := strings.TrimPrefix(info.Main.Version, "v"); v != "" && v != "(devel)" && semverRE.MatchString(v) {
 		return v
 	}
@@ -40,9 +41,9 @@ func versionFrom(info *debug.BuildInfo) string {
 		}
 	}
 	if rev == "" || !buildIDRE.MatchString(rev) {
-		return devVersion
+		return Dev
 	}
-	v := devVersion + "+" + rev
+	v := Dev + "+" + rev
 	if modified {
 		v += ".modified"
 	}

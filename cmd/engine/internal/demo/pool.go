@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// demoPool is the warm pool's step: once the engine's pool holds a member, a new key is
+// poolStep is the warm pool's step: once the engine's pool holds a member, a new key is
 // acquired over NATS — the member is renamed to the key's name and bound, with no create and
 // no start — and its first command runs; the times are printed, then the sandbox is
 // disposed. It waits for the pool to fill (a condition; ctx bounds it).
-func demoPool(ctx context.Context, step func(string, ...any), remote *client.Backend, b *actors.Backend, image string, key sandbox.Key) error {
+func poolStep(ctx context.Context, step func(string, ...any), remote *client.Backend, b *actors.Backend, image string, key sandbox.Key) error {
 	if b == nil || b.WarmPoolSpares() == nil {
 		return nil
 	}
