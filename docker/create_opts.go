@@ -34,7 +34,8 @@ type CreateSpec struct {
 	// IPv4, when valid, is the container's fixed address on Network (--ip).
 	IPv4 netip.Addr
 	// TrustFile, with a Network, is the CA bundle the common TLS clients' trust variables
-	// (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE) point at: the file holding the certificate of an inspecting proxy. "": not set.
+	// (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE) point at: the
+	// file holding the certificate of an inspecting proxy. "": not set.
 	TrustFile string
 	// Env are extra NAME=VALUE variables (a credential's placeholder), after the backend's own.
 	Env []string

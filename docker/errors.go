@@ -10,7 +10,9 @@ import (
 )
 
 // Error classes. Every error a driver method returns that comes from an engine answer wraps one of
-// these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class.
+// these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class. The
+// unexported ones are classes only this package branches on (doc.go, "What this package exports
+// and why"); outside, they are failures of no class.
 var (
 	// ErrNotFound: the target container, network or image is absent. The engine's answer named
 	// that exact target.
