@@ -19,7 +19,7 @@ import (
 // proxy prints before it is ready (egresslog.FormatCA) and writes it, with the image's own
 // system bundle after it when the image has one, into the workload at [trustPath] through
 // the archive API (never a bind mount of a host file). The workload is created with the
-// trust variables (docker.TrustVariables) pointing at that path: the path is fixed, so the
+// trust variables (docker.WithTrustFile) pointing at that path: the path is fixed, so the
 // variables can be set at create although the certificate exists only once the proxy runs.
 // The file is rewritten on every acquire that recreates the proxy (each proxy has its own
 // CA), before hand-out: every exec sees the current one. A gated image's own command may

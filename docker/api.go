@@ -342,7 +342,7 @@ func (a *apiDriver) remove(ctx context.Context, args []string, call func(context
 		case args[0] == "rm" && isAnswer(err) && cerrdefs.IsConflict(err):
 			// A forced removal conflicts only with a removal already under way (20.10's
 			// ContainerRm: "removal of container … is already in progress").
-			return apiError(args, err, ErrRemovalInProgress)
+			return apiError(args, err, errRemovalInProgress)
 		}
 		return apiError(args, err, nil)
 	})

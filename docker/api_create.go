@@ -57,7 +57,7 @@ func apiAttach(s CreateSpec, cfg *container.Config, hc *container.HostConfig) *n
 		cfg.Env = append(cfg.Env, v+"="+s.ProxyURL)
 	}
 	if s.TrustFile != "" {
-		for _, v := range TrustVariables {
+		for _, v := range trustVariables {
 			cfg.Env = append(cfg.Env, v+"="+s.TrustFile)
 		}
 	}

@@ -36,7 +36,7 @@ func apiChanges(res client.ContainerDiffResult) ([]Change, error) {
 			container.ChangeAdd: ChangeAdded, container.ChangeModify: ChangeModified, container.ChangeDelete: ChangeDeleted,
 		}[ch.Kind]
 		if !ok {
-			return nil, fmt.Errorf("%w: change kind %d of %q", ErrMalformedAnswer, ch.Kind, ch.Path)
+			return nil, fmt.Errorf("%w: change kind %d of %q", errMalformedAnswer, ch.Kind, ch.Path)
 		}
 		c, err := newChange(string(kind), ch.Path)
 		if err != nil {
@@ -66,7 +66,7 @@ func apiConfinement(target string, doc container.InspectResponse) (Confinement, 
 	var cd confinementDoc
 	cd.ID, cd.HostsPath, cd.HostnamePath, cd.ResolvConfPath = doc.ID, doc.HostsPath, doc.HostnamePath, doc.ResolvConfPath
 	if doc.State == nil || doc.HostConfig == nil {
-		return Confinement{}, fmt.Errorf("inspect %s: %w: no state or host configuration", target, ErrMalformedAnswer)
+		return Confinement{}, fmt.Errorf("inspect %s: %w: no state or host configuration", target, errMalformedAnswer)
 	}
 	cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
 	cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged

@@ -68,7 +68,7 @@ func (r *archiveRead) consume(s io.Reader) error {
 // cap or short-body error naming the path, or an unusable archive.
 func (r *archiveRead) answer() (*Entry, []byte, error) {
 	var capErr *CapExceededError
-	var shortErr *ShortBodyError
+	var shortErr *shortBodyError
 	switch {
 	case r.err == nil:
 		return r.entry, r.body, nil

@@ -35,7 +35,7 @@ func (c *cliDriver) copyOut(ctx context.Context, target, guestPath string, maxBy
 	if res.StdoutRead == 0 && !res.Stopped && res.ExitCode != 0 {
 		return nil, nil, c.copyOutFailure(ctx, r.verb(), target, guestPath, args, res)
 	}
-	if errors.Is(r.err, ErrNoTarHeader) && res.ExitCode != 0 && !res.Stopped {
+	if errors.Is(r.err, errNoTarHeader) && res.ExitCode != 0 && !res.Stopped {
 		return nil, nil, fmt.Errorf("%s %s: docker returned no tar header: %w", r.verb(), guestPath, fail(args, target, res))
 	}
 	return r.answer()

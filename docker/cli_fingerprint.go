@@ -62,14 +62,14 @@ func (c *cliDriver) InspectConfinement(ctx context.Context, target string) (Conf
 	}
 	var doc confinementDoc
 	if err := json.Unmarshal(answer, &doc); err != nil {
-		return Confinement{}, fmt.Errorf("inspect %s: %w: %w", target, ErrMalformedAnswer, err)
+		return Confinement{}, fmt.Errorf("inspect %s: %w: %w", target, errMalformedAnswer, err)
 	}
 	return doc.confinement(target)
 }
 
 func (doc confinementDoc) confinement(target string) (Confinement, error) {
 	if !fullID.MatchString(doc.ID) {
-		return Confinement{}, fmt.Errorf("inspect %s: %w: container ID %q", target, ErrMalformedAnswer, doc.ID)
+		return Confinement{}, fmt.Errorf("inspect %s: %w: container ID %q", target, errMalformedAnswer, doc.ID)
 	}
 	out := Confinement{ID: doc.ID, Running: doc.State.Running, StartedAt: doc.State.StartedAt,
 		PidMode: doc.HostConfig.PidMode, Privileged: doc.HostConfig.Privileged,
@@ -97,14 +97,14 @@ func (c *cliDriver) InspectImage(ctx context.Context, ref string) (ImageRecord, 
 	var rec ImageRecord
 	var volumes map[string]struct{}
 	if !ok || json.Unmarshal([]byte(id), &rec.ID) != nil || json.Unmarshal([]byte(vols), &volumes) != nil {
-		return ImageRecord{}, fmt.Errorf("image inspect %s: %w: %q", ref, ErrMalformedAnswer, res.Stdout)
+		return ImageRecord{}, fmt.Errorf("image inspect %s: %w: %q", ref, errMalformedAnswer, res.Stdout)
 	}
 	return rec.withVolumes(ref, volumes)
 }
 
 func (rec ImageRecord) withVolumes(ref string, volumes map[string]struct{}) (ImageRecord, error) {
 	if !imageID.MatchString(rec.ID) {
-		return ImageRecord{}, fmt.Errorf("image inspect %s: %w: image ID %q", ref, ErrMalformedAnswer, rec.ID)
+		return ImageRecord{}, fmt.Errorf("image inspect %s: %w: image ID %q", ref, errMalformedAnswer, rec.ID)
 	}
 	for v := range volumes {
 		rec.Volumes = append(rec.Volumes, v)
@@ -139,7 +139,7 @@ func (c *cliDriver) RunObserver(ctx context.Context, spec ObserverSpec) (out Obs
 }
 
 // RemoveSettled runs remove, a forced removal of one container, and asks again while the
-// daemon answers [ErrRemovalInProgress]: a container the daemon removes itself when it exits
+// daemon answers that a removal of it is already in progress: a container the daemon removes itself when it exits
 // (an observer) is refused a second removal until the first ends, and then it is [Absent].
 // It stops at ctx's end or at any other answer.
 func RemoveSettled(ctx context.Context, remove func(context.Context) (RemoveOutcome, error)) (RemoveOutcome, error) {
@@ -147,7 +147,7 @@ func RemoveSettled(ctx context.Context, remove func(context.Context) (RemoveOutc
 		backoff.WithInitialInterval(50*time.Millisecond), backoff.WithMaxInterval(time.Second), backoff.WithMaxElapsedTime(0)), ctx)
 	return backoff.RetryWithData(func() (RemoveOutcome, error) {
 		out, err := remove(ctx)
-		if err != nil && !errors.Is(err, ErrRemovalInProgress) {
+		if err != nil && !errors.Is(err, errRemovalInProgress) {
 			return out, backoff.Permanent(err)
 		}
 		return out, err

@@ -126,7 +126,7 @@ func classify(args []string, target string, stderr []byte) error {
 		}
 	case "rm":
 		if containsFold(stderr, "already in progress") {
-			return ErrRemovalInProgress
+			return errRemovalInProgress
 		}
 	case "network create":
 		if containsFold(stderr, "already exists") {

@@ -170,7 +170,7 @@ func TestRemoveOutcomes(t *testing.T) {
 		{"exit 0 naming nothing: absent (both clients)", 0, "", capturedNoSuchContainer, Absent, nil},
 		{"non-zero absence", 1, "", "Error response from daemon: No such container: capA\n", Absent, nil},
 		{"daemon unreachable", 1, "", capturedNoDaemon, 0, ErrUnreachable},
-		{"already being removed", 1, "", "Error response from daemon: removal of container capA is already in progress\n", 0, ErrRemovalInProgress},
+		{"already being removed", 1, "", "Error response from daemon: removal of container capA is already in progress\n", 0, errRemovalInProgress},
 		{"refused", 1, "", "Error response from daemon: container capA: driver failed to remove root filesystem\n", 0, nil},
 	}
 	for _, tc := range cases {
@@ -269,7 +269,7 @@ func TestCopyOutAbsence(t *testing.T) {
 		{"unreachable is not absence", "capA", "/etc/passwd", answers("cp", 1, "", socketNoSuchFile), false, ErrUnreachable, ErrPathAbsent, false},
 		{"a parent's absence answer for a child path is a failure", "capA", "/no/such",
 			answers("cp", 1, "", capturedPathMissing), false, nil, ErrPathAbsent, false},
-		{"no header on success", "capA", "/x", answers("cp", 0, "", ""), false, ErrNoTarHeader, nil, false},
+		{"no header on success", "capA", "/x", answers("cp", 0, "", ""), false, errNoTarHeader, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -200,6 +200,10 @@ func TestBinding(t *testing.T) {
 		{"named context leaves DOCKER_HOST alone", []string{"DOCKER_HOST=tcp://snap:1"}, nil, "", "fake", "tcp://snap:1"},
 		{"default context pins DOCKER_HOST", []string{"DOCKER_HOST=",
 			`FAKE_CONTEXT_JSON={"Name":"default","Endpoints":{"docker":{"Host":"unix:///pinned.sock"}}}`}, nil, "", "default", "unix:///pinned.sock"},
+		// The API driver refuses an ssh:// endpoint (TestAPIDriverBinding); the CLI binds it and
+		// leaves the dialing to the client.
+		{"ssh context is the client's to dial", []string{"DOCKER_HOST=",
+			`FAKE_CONTEXT_JSON={"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@host"}}}`}, nil, "", "remote", ""},
 		{"null", []string{"FAKE_CONTEXT_JSON=null"}, ErrUnreachable, "resolve a context and endpoint", "", ""},
 		{"array", []string{`FAKE_CONTEXT_JSON=[{"Name":"x"}]`}, ErrUnreachable, "resolve a context and endpoint", "", ""},
 		{"not JSON", []string{"FAKE_CONTEXT_JSON=hello"}, ErrUnreachable, "resolve a context and endpoint", "", ""},

@@ -33,18 +33,19 @@ type CreateSpec struct {
 	Entrypoint string
 	// IPv4, when valid, is the container's fixed address on Network (--ip).
 	IPv4 netip.Addr
-	// TrustFile, with a Network, is the CA bundle the trust variables ([TrustVariables])
-	// point at: the file holding the certificate of an inspecting proxy. "": not set.
+	// TrustFile, with a Network, is the CA bundle the common TLS clients' trust variables
+	// (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE) point at: the
+	// file holding the certificate of an inspecting proxy. "": not set.
 	TrustFile string
 	// Env are extra NAME=VALUE variables (a credential's placeholder), after the backend's own.
 	Env []string
 }
 
-// TrustVariables are the variables the common TLS clients read a CA bundle from, set on a
+// trustVariables are the variables the common TLS clients read a CA bundle from, set on a
 // workload whose proxy inspects: OpenSSL and Go (SSL_CERT_FILE), Python requests
 // (REQUESTS_CA_BUNDLE), Node.js (NODE_EXTRA_CA_CERTS, added to its own roots) and curl
 // (CURL_CA_BUNDLE).
-var TrustVariables = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"}
+var trustVariables = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"}
 
 // CreateOpt changes a [CreateSpec].
 type CreateOpt func(*CreateSpec)
@@ -88,7 +89,8 @@ func WithNetwork(network, proxyURL string) CreateOpt {
 	return func(s *CreateSpec) { s.Network, s.ProxyURL, s.Sealed = network, proxyURL, true }
 }
 
-// WithTrustFile points the trust variables ([TrustVariables]) at path, a CA bundle inside the
+// WithTrustFile points the common TLS clients' trust variables (SSL_CERT_FILE,
+// REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE) at path, a CA bundle inside the
 // container; it needs a network.
 func WithTrustFile(path string) CreateOpt { return func(s *CreateSpec) { s.TrustFile = path } }
 
@@ -193,7 +195,7 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 			args = append(args, "-e", v+"="+s.ProxyURL)
 		}
 		if s.TrustFile != "" {
-			for _, v := range TrustVariables {
+			for _, v := range trustVariables {
 				args = append(args, "-e", v+"="+s.TrustFile)
 			}
 		}

@@ -85,13 +85,13 @@ type Engine interface {
 	// Stat describes guestPath in the container from the engine's archive header alone
 	// (no-follow, body never read). (nil, nil) only on proven absence. [ErrPathAbsentUnconfirmed]
 	// for the older client's ambiguous answer when target is a name (with a full instance ID it
-	// is confirmed here); [ErrNotFound] when the container is gone; [ErrNoTarHeader],
-	// [ErrTarMetadata] for archives the reader refuses.
+	// is confirmed here); [ErrNotFound] when the container is gone; an error of no exported
+	// class for an archive the bounded reader refuses.
 	Stat(ctx context.Context, target, guestPath string) (*Entry, error)
 	// Read returns guestPath's header and, for a regular file, its bytes. [ErrPathAbsent] when
 	// absent, otherwise as Stat; [*CapExceededError] when the header's size is above maxBytes
-	// (the body is never read); [*ShortBodyError] when the body ends early. Other entry kinds
-	// come back with a nil body for the caller to refuse.
+	// (the body is never read); an error of no exported class when the body ends early. Other
+	// entry kinds come back with a nil body for the caller to refuse.
 	Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error)
 	// CopyIn extracts a tar archive (see [BuildTar]) at / in the container. [ErrNotFound] when
 	// the container is absent.

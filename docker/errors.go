@@ -10,7 +10,9 @@ import (
 )
 
 // Error classes. Every error a driver method returns that comes from an engine answer wraps one of
-// these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class.
+// these (test with errors.Is) or is a bare [*CommandError] when the answer fits no class. The
+// unexported ones are classes only this package branches on (doc.go, "What this package exports
+// and why"); outside, they are failures of no class.
 var (
 	// ErrNotFound: the target container, network or image is absent. The engine's answer named
 	// that exact target.
@@ -26,10 +28,10 @@ var (
 	ErrPathAbsentUnconfirmed = errors.New("docker: path or container absent (unconfirmed)")
 	// ErrConflict: create refused because the container name is in use.
 	ErrConflict = errors.New("docker: container name already in use")
-	// ErrRemovalInProgress: a forced removal refused because the daemon is already removing the
+	// errRemovalInProgress: a forced removal refused because the daemon is already removing the
 	// container (its own auto-removal of one that just exited, or another caller's removal);
 	// it will be gone once that removal ends. [RemoveSettled] waits for it.
-	ErrRemovalInProgress = errors.New("docker: removal already in progress")
+	errRemovalInProgress = errors.New("docker: removal already in progress")
 	// ErrNetworkExists: network create refused because the network exists.
 	ErrNetworkExists = errors.New("docker: network already exists")
 	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the
@@ -56,13 +58,13 @@ var (
 	// ErrOutputLimit: an exec's combined output exceeded its byte budget; the client was killed
 	// and no partial result is returned.
 	ErrOutputLimit = errors.New("docker: output exceeded its byte budget")
-	// ErrNoTarHeader: the engine's archive held no complete entry header.
-	ErrNoTarHeader = errors.New("docker: no tar header")
-	// ErrTarMetadata: the archive's entry metadata broke a rule of the bounded reader (oversized,
+	// errNoTarHeader: the engine's archive held no complete entry header.
+	errNoTarHeader = errors.New("docker: no tar header")
+	// errTarMetadata: the archive's entry metadata broke a rule of the bounded reader (oversized,
 	// sparse, malformed, too many headers, negative size, bad checksum).
-	ErrTarMetadata = errors.New("docker: refused tar metadata")
-	// ErrShortBody: the archive ended before the entry's body did.
-	ErrShortBody = errors.New("docker: incomplete tar body")
+	errTarMetadata = errors.New("docker: refused tar metadata")
+	// errShortBody: the archive ended before the entry's body did.
+	errShortBody = errors.New("docker: incomplete tar body")
 	// ErrCapExceeded: an entry is larger than the caller's byte cap; refused on its header.
 	ErrCapExceeded = errors.New("docker: entry exceeds the byte cap")
 	// ErrInvalid: an argument was refused before any engine call.
@@ -123,19 +125,19 @@ func (e *CapExceededError) Error() string {
 // Is reports ErrCapExceeded.
 func (e *CapExceededError) Is(target error) bool { return target == ErrCapExceeded }
 
-// ShortBodyError is an archive entry whose body ended early. It matches [ErrShortBody].
-type ShortBodyError struct {
+// shortBodyError is an archive entry whose body ended early. It matches [errShortBody].
+type shortBodyError struct {
 	Path     string
 	Expected int64
 	Received int64
 }
 
-func (e *ShortBodyError) Error() string {
+func (e *shortBodyError) Error() string {
 	return fmt.Sprintf("docker: incomplete body for %s: expected %d bytes, received %d", e.Path, e.Expected, e.Received)
 }
 
-// Is reports ErrShortBody.
-func (e *ShortBodyError) Is(target error) bool { return target == ErrShortBody }
+// Is reports errShortBody.
+func (e *shortBodyError) Is(target error) bool { return target == errShortBody }
 
 // OutputLimitError is an exec whose combined stdout and stderr went over its budget. It matches
 // [ErrOutputLimit].

@@ -21,7 +21,7 @@ type Fingerprinting interface {
 	// since it was created (`docker diff`, the API's container changes endpoint), in the
 	// engine's order. [ErrNotFound] when it is absent; [ErrInvalid] for anything but a full
 	// 64-hex ID, before any engine call; an entry that is not one of the engine's three
-	// kinds with an absolute path fails the whole list ([ErrMalformedAnswer]).
+	// kinds with an absolute path fails the whole list (an error of no exported class).
 	Changes(ctx context.Context, id string) ([]Change, error)
 	// InspectConfinement reads, in one inspect, what a measurement of the container refuses
 	// on. [ErrNotFound] when it is absent.
@@ -158,9 +158,9 @@ func cliObserverRunArgs(s ObserverSpec) []string {
 	return append(append(args, s.Image), s.Args...)
 }
 
-// ErrMalformedAnswer is an engine answer the fingerprint seam cannot read as the engine
+// errMalformedAnswer is an engine answer the fingerprint seam cannot read as the engine
 // documents it: a change list entry, an inspect or an image ID of the wrong shape.
-var ErrMalformedAnswer = errors.New("docker: malformed answer")
+var errMalformedAnswer = errors.New("docker: malformed answer")
 
 // parseChanges reads `docker diff` output: one "K /path" line per change. The path is the rest
 // of the line, spaces included; the engine does not quote it.
@@ -171,7 +171,7 @@ func parseChanges(out []byte) ([]Change, error) {
 			continue
 		}
 		if len(line) < 3 || line[1] != ' ' {
-			return nil, fmt.Errorf("%w: diff line %q", ErrMalformedAnswer, line)
+			return nil, fmt.Errorf("%w: diff line %q", errMalformedAnswer, line)
 		}
 		c, err := newChange(line[:1], line[2:])
 		if err != nil {
@@ -190,5 +190,5 @@ func newChange(kind, path string) (Change, error) {
 			return Change{Kind: k, Path: path}, nil
 		}
 	}
-	return Change{}, fmt.Errorf("%w: change %q %q", ErrMalformedAnswer, kind, path)
+	return Change{}, fmt.Errorf("%w: change %q %q", errMalformedAnswer, kind, path)
 }

@@ -18,9 +18,9 @@ func TestParseChanges(t *testing.T) {
 		{name: "empty", out: "", want: nil},
 		{name: "three kinds", out: "C /etc\nA /etc/x y\nD /tmp/gone\n",
 			want: []Change{{ChangeModified, "/etc"}, {ChangeAdded, "/etc/x y"}, {ChangeDeleted, "/tmp/gone"}}},
-		{name: "unknown kind", out: "X /etc\n", wantErr: ErrMalformedAnswer},
-		{name: "relative path", out: "A etc\n", wantErr: ErrMalformedAnswer},
-		{name: "no separator", out: "A/etc\n", wantErr: ErrMalformedAnswer},
+		{name: "unknown kind", out: "X /etc\n", wantErr: errMalformedAnswer},
+		{name: "relative path", out: "A etc\n", wantErr: errMalformedAnswer},
+		{name: "no separator", out: "A/etc\n", wantErr: errMalformedAnswer},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +83,7 @@ func TestObserverSpec(t *testing.T) {
 // A removal the daemon already has under way is asked again until it ends; any other answer
 // comes back at once.
 func TestRemoveSettled(t *testing.T) {
-	inProgress := &CommandError{Args: []string{"rm"}, ExitCode: 1, Class: ErrRemovalInProgress}
+	inProgress := &CommandError{Args: []string{"rm"}, ExitCode: 1, Class: errRemovalInProgress}
 	refused := &CommandError{Args: []string{"rm"}, ExitCode: 1}
 	cases := []struct {
 		name    string

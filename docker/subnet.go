@@ -53,7 +53,7 @@ func NewSubnetPool(base netip.Prefix, bits int) (SubnetPool, error) {
 func (p SubnetPool) Base() netip.Prefix { return p.base }
 
 // Size is the number of subnets in the pool.
-func (p SubnetPool) Size() int { return int(p.slots) }
+func (p SubnetPool) size() int { return int(p.slots) }
 
 // Contains reports whether s is one of the pool's subnets.
 func (p SubnetPool) Contains(s netip.Prefix) bool {

@@ -11,8 +11,8 @@ func TestSubnetPoolCandidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Size() != 8192 {
-		t.Fatalf("size = %d", p.Size())
+	if p.size() != 8192 {
+		t.Fatalf("size = %d", p.size())
 	}
 	var first netip.Prefix
 	seen := map[netip.Prefix]bool{}

@@ -56,8 +56,8 @@ type Entry struct {
 // readHeader reads the first entry header of a tar stream from r, applying any PAX or GNU
 // long-name headers that precede it. It reads at most 32 header blocks and 64 KiB of extended
 // metadata and never reads past the real entry's header block. It fails closed: sparse entries,
-// malformed PAX records, bad checksums or negative sizes are [ErrTarMetadata]; a stream that
-// ends (or holds only the end-of-archive marker) before any header is [ErrNoTarHeader].
+// malformed PAX records, bad checksums or negative sizes are [errTarMetadata]; a stream that
+// ends (or holds only the end-of-archive marker) before any header is [errNoTarHeader].
 func readHeader(r io.Reader) (*Entry, error) {
 	var (
 		block    [tarBlockSize]byte
@@ -71,25 +71,25 @@ func readHeader(r io.Reader) (*Entry, error) {
 	for i := 0; i < maxTarHeaderBlocks; i++ {
 		if _, err := io.ReadFull(r, block[:]); err != nil {
 			if extended {
-				return nil, fmt.Errorf("%w: incomplete tar metadata", ErrTarMetadata)
+				return nil, fmt.Errorf("%w: incomplete tar metadata", errTarMetadata)
 			}
-			return nil, ErrNoTarHeader
+			return nil, errNoTarHeader
 		}
 		if isZeroBlock(block[:]) {
 			if extended {
-				return nil, fmt.Errorf("%w: archive ended after extended headers", ErrTarMetadata)
+				return nil, fmt.Errorf("%w: archive ended after extended headers", errTarMetadata)
 			}
-			return nil, ErrNoTarHeader
+			return nil, errNoTarHeader
 		}
 		if !validChecksum(block[:]) {
-			return nil, fmt.Errorf("%w: header checksum mismatch", ErrTarMetadata)
+			return nil, fmt.Errorf("%w: header checksum mismatch", errTarMetadata)
 		}
 		size, err := parseNumeric(block[124:136])
 		if err != nil {
 			return nil, err
 		}
 		if size < 0 {
-			return nil, fmt.Errorf("%w: negative entry size", ErrTarMetadata)
+			return nil, fmt.Errorf("%w: negative entry size", errTarMetadata)
 		}
 		flag := block[156]
 		switch flag {
@@ -97,11 +97,11 @@ func readHeader(r io.Reader) (*Entry, error) {
 			extended = true
 			metaUsed += size
 			if metaUsed > maxTarMetadataBytes {
-				return nil, fmt.Errorf("%w: extended metadata exceeds %d bytes", ErrTarMetadata, maxTarMetadataBytes)
+				return nil, fmt.Errorf("%w: extended metadata exceeds %d bytes", errTarMetadata, maxTarMetadataBytes)
 			}
 			data := make([]byte, roundBlock(size))
 			if _, err := io.ReadFull(r, data); err != nil {
-				return nil, fmt.Errorf("%w: incomplete tar metadata", ErrTarMetadata)
+				return nil, fmt.Errorf("%w: incomplete tar metadata", errTarMetadata)
 			}
 			data = data[:size]
 			switch flag {
@@ -120,17 +120,17 @@ func readHeader(r io.Reader) (*Entry, error) {
 			}
 			continue
 		case tar.TypeGNUSparse:
-			return nil, fmt.Errorf("%w: GNU sparse entry", ErrTarMetadata)
+			return nil, fmt.Errorf("%w: GNU sparse entry", errTarMetadata)
 		}
 		return buildEntry(block[:], size, merge(global, pax), longName, longLink)
 	}
-	return nil, fmt.Errorf("%w: more than %d header blocks", ErrTarMetadata, maxTarHeaderBlocks)
+	return nil, fmt.Errorf("%w: more than %d header blocks", errTarMetadata, maxTarHeaderBlocks)
 }
 
 // readEntry reads the first entry of a tar stream from r: its header, and for a regular file its
 // body. A file whose header size is above maxBytes is refused with a [*CapExceededError] before
 // any body byte is read (the entry is returned alongside). A body that ends early is a
-// [*ShortBodyError]. For other entry kinds the body is nil. readEntry never reads past the body,
+// [*shortBodyError]. For other entry kinds the body is nil. readEntry never reads past the body,
 // so the caller can stop the producer without draining it.
 func readEntry(r io.Reader, maxBytes int64) (*Entry, []byte, error) {
 	e, err := readHeader(r)
@@ -146,7 +146,7 @@ func readEntry(r io.Reader, maxBytes int64) (*Entry, []byte, error) {
 	body := make([]byte, e.Size)
 	n, err := io.ReadFull(r, body)
 	if err != nil {
-		return e, nil, &ShortBodyError{Path: e.Name, Expected: e.Size, Received: int64(n)}
+		return e, nil, &shortBodyError{Path: e.Name, Expected: e.Size, Received: int64(n)}
 	}
 	return e, body, nil
 }
@@ -237,28 +237,28 @@ func parsePAX(data []byte, into map[string]string) error {
 	for len(data) > 0 {
 		sp := bytes.IndexByte(data, ' ')
 		if sp <= 0 {
-			return fmt.Errorf("%w: PAX record without a length", ErrTarMetadata)
+			return fmt.Errorf("%w: PAX record without a length", errTarMetadata)
 		}
 		if !allDigits(data[:sp]) {
-			return fmt.Errorf("%w: PAX record length is not decimal", ErrTarMetadata)
+			return fmt.Errorf("%w: PAX record length is not decimal", errTarMetadata)
 		}
 		n, err := strconv.Atoi(string(data[:sp]))
 		if err != nil || n <= sp+1 || n > len(data) {
-			return fmt.Errorf("%w: PAX record length beyond its data", ErrTarMetadata)
+			return fmt.Errorf("%w: PAX record length beyond its data", errTarMetadata)
 		}
 		rec := data[sp+1 : n]
 		data = data[n:]
 		if len(rec) == 0 || rec[len(rec)-1] != '\n' {
-			return fmt.Errorf("%w: PAX record does not end in a newline", ErrTarMetadata)
+			return fmt.Errorf("%w: PAX record does not end in a newline", errTarMetadata)
 		}
 		rec = rec[:len(rec)-1]
 		eq := bytes.IndexByte(rec, '=')
 		if eq <= 0 {
-			return fmt.Errorf("%w: PAX record without '='", ErrTarMetadata)
+			return fmt.Errorf("%w: PAX record without '='", errTarMetadata)
 		}
 		key := string(rec[:eq])
 		if strings.HasPrefix(key, "GNU.sparse.") {
-			return fmt.Errorf("%w: GNU sparse PAX record", ErrTarMetadata)
+			return fmt.Errorf("%w: GNU sparse PAX record", errTarMetadata)
 		}
 		into[key] = string(rec[eq+1:])
 	}
@@ -267,11 +267,11 @@ func parsePAX(data []byte, into map[string]string) error {
 
 func paxNumber(key, v string) (int64, error) {
 	if v == "" || !allDigits([]byte(v)) {
-		return 0, fmt.Errorf("%w: PAX %s is not all digits", ErrTarMetadata, key)
+		return 0, fmt.Errorf("%w: PAX %s is not all digits", errTarMetadata, key)
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: PAX %s out of range", ErrTarMetadata, key)
+		return 0, fmt.Errorf("%w: PAX %s out of range", errTarMetadata, key)
 	}
 	return n, nil
 }
@@ -286,14 +286,14 @@ func parseNumeric(b []byte) (int64, error) {
 				n = n<<8 | uint64(c)
 			}
 			if n > 1<<63-1 {
-				return 0, fmt.Errorf("%w: header number out of range", ErrTarMetadata)
+				return 0, fmt.Errorf("%w: header number out of range", errTarMetadata)
 			}
 			return int64(n), nil
 		}
 		if b[0] == 0xff {
 			return -1, nil // negative base-256: refused by the caller where it matters
 		}
-		return 0, fmt.Errorf("%w: header number out of range", ErrTarMetadata)
+		return 0, fmt.Errorf("%w: header number out of range", errTarMetadata)
 	}
 	s := strings.Trim(string(b), " \x00")
 	if s == "" {
@@ -301,7 +301,7 @@ func parseNumeric(b []byte) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 8, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: header number %q is not octal", ErrTarMetadata, s)
+		return 0, fmt.Errorf("%w: header number %q is not octal", errTarMetadata, s)
 	}
 	return n, nil
 }

@@ -116,28 +116,28 @@ func TestReadHeader(t *testing.T) {
 			return fixChecksum(h)
 		}(), Entry{Name: "big", Type: EntryFile, Typeflag: '0', Size: 1 << 33, Mode: 0o644}, nil},
 
-		{"empty stream", nil, Entry{}, ErrNoTarHeader},
-		{"short block", make([]byte, 100), Entry{}, ErrNoTarHeader},
-		{"end-of-archive only", make([]byte, 1024), Entry{}, ErrNoTarHeader},
-		{"bad checksum", func() []byte { h := rawHeader("f", '0', 0); h[0] = 'g'; return h }(), Entry{}, ErrTarMetadata},
+		{"empty stream", nil, Entry{}, errNoTarHeader},
+		{"short block", make([]byte, 100), Entry{}, errNoTarHeader},
+		{"end-of-archive only", make([]byte, 1024), Entry{}, errNoTarHeader},
+		{"bad checksum", func() []byte { h := rawHeader("f", '0', 0); h[0] = 'g'; return h }(), Entry{}, errTarMetadata},
 		{"negative size", func() []byte {
 			h := rawHeader("f", '0', 0)
 			copy(h[124:136], bytes.Repeat([]byte{0xff}, 12))
 			return fixChecksum(h)
-		}(), Entry{}, ErrTarMetadata},
-		{"GNU sparse entry", rawHeader("s", 'S', 0), Entry{}, ErrTarMetadata},
-		{"PAX GNU.sparse record", append(extended('x', paxRecord("GNU.sparse.major", "1")), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX length not digits", append(extended('x', "1x path=a\n"), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX missing space", append(extended('x', "12path=abcde\n"), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX no newline", append(extended('x', "11 path=abcd"), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX missing equals", append(extended('x', "11 pathabcd\n"), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX length beyond data", append(extended('x', "99 path=a\n"), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX size not digits", append(extended('x', paxRecord("size", "-1")), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"PAX uid not digits", append(extended('x', paxRecord("uid", "1e3")), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"metadata over 64 KiB", append(extended('L', strings.Repeat("a", 64<<10+1)), rawHeader("f", '0', 0)...), Entry{}, ErrTarMetadata},
-		{"more than 32 header blocks", bytes.Repeat(extended('L', "a"), 17), Entry{}, ErrTarMetadata},
-		{"archive ends after an extended header", extended('x', paxRecord("path", "a")), Entry{}, ErrTarMetadata},
-		{"extended data cut short", extended('L', strings.Repeat("a", 600))[:700], Entry{}, ErrTarMetadata},
+		}(), Entry{}, errTarMetadata},
+		{"GNU sparse entry", rawHeader("s", 'S', 0), Entry{}, errTarMetadata},
+		{"PAX GNU.sparse record", append(extended('x', paxRecord("GNU.sparse.major", "1")), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX length not digits", append(extended('x', "1x path=a\n"), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX missing space", append(extended('x', "12path=abcde\n"), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX no newline", append(extended('x', "11 path=abcd"), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX missing equals", append(extended('x', "11 pathabcd\n"), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX length beyond data", append(extended('x', "99 path=a\n"), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX size not digits", append(extended('x', paxRecord("size", "-1")), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"PAX uid not digits", append(extended('x', paxRecord("uid", "1e3")), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"metadata over 64 KiB", append(extended('L', strings.Repeat("a", 64<<10+1)), rawHeader("f", '0', 0)...), Entry{}, errTarMetadata},
+		{"more than 32 header blocks", bytes.Repeat(extended('L', "a"), 17), Entry{}, errTarMetadata},
+		{"archive ends after an extended header", extended('x', paxRecord("path", "a")), Entry{}, errTarMetadata},
+		{"extended data cut short", extended('L', strings.Repeat("a", 600))[:700], Entry{}, errTarMetadata},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestReadEntry(t *testing.T) {
 		{"body within cap", file(5), 5, 512 + 5, []byte("xxxxx"), nil},
 		{"empty file", file(0), 0, 512, []byte{}, nil},
 		{"refused on the header", file(1 << 20), 1024, 512, nil, ErrCapExceeded},
-		{"short body", file(100)[:512+40], 1000, 1 << 20, nil, ErrShortBody},
+		{"short body", file(100)[:512+40], 1000, 1 << 20, nil, errShortBody},
 		{"directory has no body", goTar(t, tar.FormatUSTAR, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, ModTime: mt}), 10, 512, nil, nil},
 	}
 	for _, tc := range cases {
@@ -217,7 +217,7 @@ func TestReadEntry(t *testing.T) {
 	})
 	t.Run("short body error carries counts", func(t *testing.T) {
 		_, _, err := readEntry(bytes.NewReader(file(100)[:512+40]), 1000)
-		var se *ShortBodyError
+		var se *shortBodyError
 		if !errors.As(err, &se) || se.Expected != 100 || se.Received != 40 {
 			t.Fatalf("err = %#v", err)
 		}
@@ -227,7 +227,7 @@ func TestReadEntry(t *testing.T) {
 func TestBuildTar(t *testing.T) {
 	mt := time.Unix(1700000000, 0)
 	entries := append(DirChain([]string{"/maf-sandbox", "/maf-sandbox/work"}, 10001, 20001),
-		TarEntry{Name: "/maf-sandbox/work/a b.txt", Mode: 0o644, UID: 10001, GID: 20001, Content: []byte("\x00\xff\r\n"), ModTime: mt})
+		TarEntry{name: "/maf-sandbox/work/a b.txt", mode: 0o644, uid: 10001, gid: 20001, content: []byte("\x00\xff\r\n"), modTime: mt})
 	b, err := BuildTar(entries...)
 	if err != nil {
 		t.Fatal(err)
@@ -300,13 +300,13 @@ func TestBuildTarRefuses(t *testing.T) {
 		{"backslash", []TarEntry{FileEntry(`/a\b`, nil, 0o644, 0, 0)}},
 		{"negative owner", []TarEntry{FileEntry("/a", nil, 0o644, -1, 0)}},
 		{"mode bits", []TarEntry{FileEntry("/a", nil, 0o10000, 0, 0)}},
-		{"directory content", []TarEntry{{Name: "/d", Dir: true, Content: []byte("x")}}},
+		{"directory content", []TarEntry{{name: "/d", dir: true, content: []byte("x")}}},
 		{"link before its file", []TarEntry{LinkEntry("/a", "/t", 0o644, 0, 0), FileEntry("/t", nil, 0o644, 0, 0)}},
 		{"link to a directory", []TarEntry{DirEntry("/d", 0o755, 0, 0), LinkEntry("/a", "/d", 0o644, 0, 0)}},
 		{"link to itself", []TarEntry{FileEntry("/a", nil, 0o644, 0, 0), LinkEntry("/a", "/a", 0o644, 0, 0)}},
 		{"relative link", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), LinkEntry("/a", "t", 0o644, 0, 0)}},
 		{"link dot-dot", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), LinkEntry("/a", "/x/../t", 0o644, 0, 0)}},
-		{"link content", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), {Name: "/a", Link: "/t", Content: []byte("x")}}},
+		{"link content", []TarEntry{FileEntry("/t", nil, 0o644, 0, 0), {name: "/a", link: "/t", content: []byte("x")}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

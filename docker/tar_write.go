@@ -9,27 +9,28 @@ import (
 	"time"
 )
 
-// TarEntry is one entry of an archive sent to `docker cp - <container>:/`. Name is the absolute
-// guest path; it travels without its leading "/" (the destination is "/", which always exists).
+// TarEntry is one entry of an archive sent to `docker cp - <container>:/`, made by [FileEntry],
+// [DirEntry], [LinkEntry] or [DirChain]; [BuildTar] checks it. Its name is the absolute guest
+// path; it travels without its leading "/" (the destination is "/", which always exists).
 type TarEntry struct {
-	Name    string
-	Dir     bool
-	Link    string // a hard link: the absolute guest path of an entry earlier in the same archive
-	Mode    int64
-	UID     int
-	GID     int
-	Content []byte    // regular files only
-	ModTime time.Time // zero: the time the archive is built
+	name    string
+	dir     bool
+	link    string // a hard link: the absolute guest path of an entry earlier in the same archive
+	mode    int64
+	uid     int
+	gid     int
+	content []byte    // regular files only
+	modTime time.Time // zero: the time the archive is built
 }
 
 // FileEntry is a regular file at guestPath holding content, with mode and owner.
 func FileEntry(guestPath string, content []byte, mode int64, uid, gid int) TarEntry {
-	return TarEntry{Name: guestPath, Mode: mode, UID: uid, GID: gid, Content: content}
+	return TarEntry{name: guestPath, mode: mode, uid: uid, gid: gid, content: content}
 }
 
 // DirEntry is a directory at guestPath with mode and owner.
 func DirEntry(guestPath string, mode int64, uid, gid int) TarEntry {
-	return TarEntry{Name: guestPath, Dir: true, Mode: mode, UID: uid, GID: gid}
+	return TarEntry{name: guestPath, dir: true, mode: mode, uid: uid, gid: gid}
 }
 
 // LinkEntry is a hard link at guestPath to the regular file at linkTo, which an earlier entry
@@ -39,7 +40,7 @@ func DirEntry(guestPath string, mode int64, uid, gid int) TarEntry {
 // a cut archive could leave behind. That is the staged write's commit (see the actors'
 // container_write.go).
 func LinkEntry(guestPath, linkTo string, mode int64, uid, gid int) TarEntry {
-	return TarEntry{Name: guestPath, Link: linkTo, Mode: mode, UID: uid, GID: gid}
+	return TarEntry{name: guestPath, link: linkTo, mode: mode, uid: uid, gid: gid}
 }
 
 // DirChain is the entries that create a storage base: every directory in dirs (top down), mode
@@ -73,36 +74,36 @@ func BuildTar(entries ...TarEntry) ([]byte, error) {
 			return nil, fmt.Errorf("build tar: %w", err)
 		}
 		switch {
-		case e.Link != "" && !files[e.Link]:
-			return nil, fmt.Errorf("build tar: %w: link %q names %q, which no earlier entry wrote as a file", ErrInvalid, e.Name, e.Link)
-		case !e.Dir && e.Link == "":
-			files[e.Name] = true
+		case e.link != "" && !files[e.link]:
+			return nil, fmt.Errorf("build tar: %w: link %q names %q, which no earlier entry wrote as a file", ErrInvalid, e.name, e.link)
+		case !e.dir && e.link == "":
+			files[e.name] = true
 		}
-		mt := e.ModTime
+		mt := e.modTime
 		if mt.IsZero() {
 			mt = now
 		}
 		h := &tar.Header{
-			Name:    strings.TrimPrefix(e.Name, "/"),
-			Mode:    e.Mode,
-			Uid:     e.UID,
-			Gid:     e.GID,
+			Name:    strings.TrimPrefix(e.name, "/"),
+			Mode:    e.mode,
+			Uid:     e.uid,
+			Gid:     e.gid,
 			ModTime: mt.Truncate(time.Second),
 		}
 		switch {
-		case e.Dir:
+		case e.dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-		case e.Link != "":
-			h.Typeflag, h.Linkname = tar.TypeLink, strings.TrimPrefix(e.Link, "/")
+		case e.link != "":
+			h.Typeflag, h.Linkname = tar.TypeLink, strings.TrimPrefix(e.link, "/")
 		default:
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.Content))
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.content))
 		}
 		if err := w.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("build tar %s: %w", e.Name, err)
+			return nil, fmt.Errorf("build tar %s: %w", e.name, err)
 		}
-		if !e.Dir && e.Link == "" {
-			if _, err := w.Write(e.Content); err != nil {
-				return nil, fmt.Errorf("build tar %s: %w", e.Name, err)
+		if !e.dir && e.link == "" {
+			if _, err := w.Write(e.content); err != nil {
+				return nil, fmt.Errorf("build tar %s: %w", e.name, err)
 			}
 		}
 	}
@@ -114,26 +115,26 @@ func BuildTar(entries ...TarEntry) ([]byte, error) {
 
 func (e TarEntry) check() error {
 	switch {
-	case !strings.HasPrefix(e.Name, "/") || e.Name == "/":
-		return fmt.Errorf("%w: entry %q is not an absolute path below /", ErrInvalid, e.Name)
-	case path.Clean(e.Name) != e.Name:
-		return fmt.Errorf("%w: entry %q is not normalised", ErrInvalid, e.Name)
-	case strings.ContainsAny(e.Name, "\x00\\"):
-		return fmt.Errorf("%w: entry %q contains a NUL or backslash", ErrInvalid, e.Name)
-	case e.UID < 0 || e.GID < 0:
-		return fmt.Errorf("%w: entry %q has a negative owner", ErrInvalid, e.Name)
-	case e.Mode < 0 || e.Mode > 0o7777:
-		return fmt.Errorf("%w: entry %q has mode bits beyond 07777", ErrInvalid, e.Name)
-	case e.Dir && len(e.Content) > 0:
-		return fmt.Errorf("%w: directory entry %q has content", ErrInvalid, e.Name)
-	case e.Link == "":
+	case !strings.HasPrefix(e.name, "/") || e.name == "/":
+		return fmt.Errorf("%w: entry %q is not an absolute path below /", ErrInvalid, e.name)
+	case path.Clean(e.name) != e.name:
+		return fmt.Errorf("%w: entry %q is not normalised", ErrInvalid, e.name)
+	case strings.ContainsAny(e.name, "\x00\\"):
+		return fmt.Errorf("%w: entry %q contains a NUL or backslash", ErrInvalid, e.name)
+	case e.uid < 0 || e.gid < 0:
+		return fmt.Errorf("%w: entry %q has a negative owner", ErrInvalid, e.name)
+	case e.mode < 0 || e.mode > 0o7777:
+		return fmt.Errorf("%w: entry %q has mode bits beyond 07777", ErrInvalid, e.name)
+	case e.dir && len(e.content) > 0:
+		return fmt.Errorf("%w: directory entry %q has content", ErrInvalid, e.name)
+	case e.link == "":
 		return nil
-	case e.Dir || len(e.Content) > 0:
-		return fmt.Errorf("%w: link entry %q is a directory or has content", ErrInvalid, e.Name)
-	case !strings.HasPrefix(e.Link, "/") || e.Link == "/" || path.Clean(e.Link) != e.Link || strings.ContainsAny(e.Link, "\x00\\"):
-		return fmt.Errorf("%w: link entry %q names %q, not a normalised absolute path below /", ErrInvalid, e.Name, e.Link)
-	case e.Link == e.Name:
-		return fmt.Errorf("%w: link entry %q names itself", ErrInvalid, e.Name)
+	case e.dir || len(e.content) > 0:
+		return fmt.Errorf("%w: link entry %q is a directory or has content", ErrInvalid, e.name)
+	case !strings.HasPrefix(e.link, "/") || e.link == "/" || path.Clean(e.link) != e.link || strings.ContainsAny(e.link, "\x00\\"):
+		return fmt.Errorf("%w: link entry %q names %q, not a normalised absolute path below /", ErrInvalid, e.name, e.link)
+	case e.link == e.name:
+		return fmt.Errorf("%w: link entry %q names itself", ErrInvalid, e.name)
 	}
 	return nil
 }
