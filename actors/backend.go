@@ -68,11 +68,12 @@ type Backend struct {
 
 	egress egressOptions // allowlist settings (egress.go)
 
-	filePlane FilePlane     // the plane asked for (file_plane.go)
-	execd     []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
-	execPaths execPaths     // how many commands took the channel and how many docker exec
-	host      hostState     // whether the host plane can be used at all
-	topo      topologyState // what the daemon's allowlist topology is (egress_topology.go)
+	filePlane    FilePlane     // the plane asked for (file_plane.go)
+	execd        []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
+	channelRoots channelRoots  // the channel's commands running now (exec_channel.go)
+	execPaths    execPaths     // how many commands took the channel and how many docker exec
+	host         hostState     // whether the host plane can be used at all
+	topo         topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
 	netRemovals networkRemovals // networks disposals are removing after their reply (network_removal.go)
 

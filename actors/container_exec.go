@@ -98,7 +98,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	sctx, end := a.span(ctx, SpanExec, semconv.ProcessExecutableName(argv[0]))
 	channel, log := a.execChannel(ctx, target), a.log // exec_channel.go; nil: docker exec
 	go func() {
-		ectx, cancel := context.WithDeadline(sctx, deadline)
+		ectx, cancel := context.WithDeadlineCause(sctx, deadline, errExecTimedOut)
 		defer cancel()
 		stop := context.AfterFunc(a.b.life, cancel)
 		defer stop()
@@ -138,7 +138,7 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log *zap.Logger, req docker.ExecRequest, started func()) execDone {
 	var done execDone
 	if channel != nil {
-		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started)
+		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started, &a.b.channelRoots)
 		if !errors.Is(done.err, ErrExecChannelUnproven) {
 			a.b.execPaths.channel.Add(1)
 			return done

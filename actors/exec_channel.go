@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,9 +46,57 @@ func WithExecChannel(binary []byte) Option {
 	}
 }
 
+// errExecTimedOut is the cause of an exec's context ending at its own timeout, not because
+// its caller stopped waiting.
+var errExecTimedOut = errors.New("exec timed out")
+
 // ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
 // no supervisor, a socket that is not its own, a wrong protocol. The exec takes docker exec.
 var ErrExecChannelUnproven = errors.New("exec channel not proven")
+
+// channelRoots are the processes the channel's supervisors started for this backend's
+// commands and whose commands have not ended, by container: their pids as the container sees
+// them. A sweep of leftovers (hosttools) spares them as it spares what docker exec started,
+// whose roots it knows by their parent outside the container; a channel command's parent is
+// the supervisor, PID 1, like a detached leftover's.
+type channelRoots struct {
+	mu   sync.Mutex
+	live map[string]map[int]int // container name → pid → commands (a pid is counted, not assumed unique)
+}
+
+func (r *channelRoots) add(container string, pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live == nil {
+		r.live = map[string]map[int]int{}
+	}
+	if r.live[container] == nil {
+		r.live[container] = map[int]int{}
+	}
+	r.live[container][pid]++
+}
+
+func (r *channelRoots) remove(container string, pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live[container][pid]--; r.live[container][pid] <= 0 {
+		delete(r.live[container], pid)
+	}
+	if len(r.live[container]) == 0 {
+		delete(r.live, container)
+	}
+}
+
+func (r *channelRoots) list(container string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.live[container]))
+}
+
+// LiveExecRoots are the pids, in the sandbox's own namespace, of the commands this backend's
+// exec channel is running in it now (none when its commands take docker exec). A leftover
+// sweep that runs beside them spares their process trees.
+func (s *Sandbox) LiveExecRoots() []int { return s.b.channelRoots.list(s.name) }
 
 // execPaths counts the commands sent on each path, so a measurement can say which it timed.
 type execPaths struct{ channel, docker atomic.Int64 }
@@ -228,9 +278,9 @@ func dialSupervisor(ctx context.Context, route *channelRoute) (*net.UnixConn, er
 // it, the outcome is the program's (its exit, or [*docker.ExecStartError] when it did not
 // start), the caller's deadline (the context's error, after a Kill), the output budget
 // ([*docker.OutputLimitError], after a Kill), or [*ExecChannelError]. The timeout and the
-// budget are the engine's, kept from outside: it stops reading and closes the connection, and
-// the supervisor kills the process group when it sees either.
-func runOnChannel(ctx context.Context, container string, route *channelRoute, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+// budget are the engine's, kept from outside: it sends Kill and stops reading, and the
+// supervisor kills the process group. A cancelled caller only closes: the command runs on.
+func runOnChannel(ctx context.Context, container string, route *channelRoute, req docker.ExecRequest, started func(), roots *channelRoots) (docker.ExecOutput, error) {
 	c, err := dialSupervisor(ctx, route)
 	if err != nil {
 		return docker.ExecOutput{}, fmt.Errorf("%w: %w", ErrExecChannelUnproven, err)
@@ -255,7 +305,8 @@ func runOnChannel(ctx context.Context, container string, route *channelRoute, re
 		// A partial write may have reached the supervisor: from here nothing is re-issued.
 		return docker.ExecOutput{}, &ExecChannelError{Container: container, Err: err}
 	}
-	f := channelFollower{ctx: ctx, container: container, c: c, req: req, started: started}
+	f := channelFollower{ctx: ctx, container: container, c: c, req: req, started: started, roots: roots}
+	defer f.forget()
 	return f.follow()
 }
 
@@ -270,8 +321,18 @@ type channelFollower struct {
 	}
 	req     docker.ExecRequest
 	started func()
+	roots   *channelRoots
+	pid     int // the command's, once Started named it
 	out     docker.ExecOutput
 	total   int64
+}
+
+// forget drops the command from the live roots: it ended, or the engine stopped following it
+// (killed, or the channel broke; the sandbox is then discarded).
+func (f *channelFollower) forget() {
+	if f.pid > 0 {
+		f.roots.remove(f.container, f.pid)
+	}
 }
 
 func (f *channelFollower) follow() (docker.ExecOutput, error) {
@@ -279,13 +340,21 @@ func (f *channelFollower) follow() (docker.ExecOutput, error) {
 		typ, p, err := execwire.Read(f.c, execFrameLimit)
 		if err != nil {
 			if f.ctx.Err() != nil {
-				f.kill()
+				// The exec's own timeout kills (the sandbox is discarded after it too); a caller
+				// that stopped waiting leaves the command running, as with docker exec.
+				if errors.Is(context.Cause(f.ctx), errExecTimedOut) {
+					f.kill()
+				}
 				return docker.ExecOutput{}, fmt.Errorf("exec in %s: %w", f.container, f.ctx.Err())
 			}
 			return docker.ExecOutput{}, &ExecChannelError{Container: f.container, Err: err}
 		}
 		switch typ {
 		case execwire.Started:
+			if pid, err := strconv.Atoi(string(p)); err == nil && pid > 1 && f.pid == 0 {
+				f.pid = pid
+				f.roots.add(f.container, pid)
+			}
 			if f.started != nil {
 				f.started()
 			}
@@ -343,8 +412,8 @@ func (f *channelFollower) notStarted(p []byte) error {
 	return &docker.ExecStartError{Args: append([]string{"exec-channel"}, f.req.Argv...), Cause: cause, Message: sf.Message}
 }
 
-// kill asks the supervisor to kill the command's process group; closing the connection
-// (the caller's defer) asks the same, so a supervisor that cannot read this still does it.
+// kill asks the supervisor to kill the command's process group. Closing the connection does
+// not: a caller that stops waiting leaves the command running, as with docker exec.
 func (f *channelFollower) kill() {
 	_ = f.c.SetWriteDeadline(time.Now().Add(execKillBudget))
 	_ = execwire.Write(f.c, execwire.Kill, nil)

@@ -27,7 +27,9 @@ const sweepGrace = 10 * time.Second
 // among them); a detached one was reparented to PID 1, which no guest can undo, whereas a
 // session or a group a guest chooses itself. Each round stops what it finds, so nothing
 // found can fork past the sweep, and the rounds go on until one finds nothing new; then
-// everything stopped is killed. It uses shell builtins only (no fork of its own), parses
+// everything stopped is killed. A command the exec channel runs is a child of PID 1 (the
+// channel's supervisor), as a leftover is; the engine names those roots, as held, before the
+// script ($held: " pid pid "). It uses shell builtins only (no fork of its own), parses
 // /proc/<pid>/stat after the last ") " (the command name is the guest's), and prints
 // "swept <killed> <refused>".
 const sweepScript = `stat_of() {
@@ -39,8 +41,10 @@ left() {
   stat_of "$1" || return 1
   [ "$ST" = Z ] && return 1
   [ "$SS" = 1 ] && return 1
+  case "$held" in *" $1 "*) return 1 ;; esac
   q=$PP
   while [ "$q" != 0 ]; do
+    case "$held" in *" $q "*) return 1 ;; esac
     [ "$q" = 1 ] && return 0
     stat_of "$q" || { again=1; return 1; }
     q=$PP
@@ -72,7 +76,7 @@ echo "swept $killed $refused"
 func sweep(ctx context.Context, sb sandbox.Sandbox) (int, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepGrace)
 	defer cancel()
-	res, err := sb.Exec(sctx, sandbox.Shell(sweepScript), "/", sweepGrace)
+	res, err := sb.Exec(sctx, sandbox.Shell(heldRoots(sb)+sweepScript), "/", sweepGrace)
 	if err != nil {
 		return 0, err
 	}
@@ -88,6 +92,24 @@ func sweep(ctx context.Context, sb sandbox.Sandbox) (int, error) {
 		return killed, fmt.Errorf("%w (%d could not be signalled)", ErrLeftoverProcesses, refused)
 	}
 	return killed, nil
+}
+
+// channelRooted is a sandbox whose commands may run under its own supervisor (the exec
+// channel, actors.Sandbox) rather than docker exec: it names the roots of those running now.
+type channelRooted interface{ LiveExecRoots() []int }
+
+// heldRoots is the script's first line: the live channel commands' roots, which the sweep
+// spares with their trees. Pids are numbers the engine holds, never the guest's words.
+func heldRoots(sb sandbox.Sandbox) string {
+	var b strings.Builder
+	b.WriteString("held=' ")
+	if r, ok := sb.(channelRooted); ok {
+		for _, pid := range r.LiveExecRoots() {
+			b.WriteString(strconv.Itoa(pid) + " ")
+		}
+	}
+	b.WriteString("'\n")
+	return b.String()
 }
 
 // sweepBefore clears the sandbox before a program is launched: nothing left by an earlier run

@@ -147,8 +147,9 @@ func (s *supervisor) start(req execwire.Request) (*process, error) {
 }
 
 // follow reports the start, streams the output, and reports the exit once the process ended
-// and both pipes closed. A Kill frame, or the engine closing the connection, kills the
-// process group while the command has not ended.
+// and both pipes closed. A Kill frame kills the process group while the command has not
+// ended; an engine that closes the connection without one stopped waiting, and the command
+// runs on with its output discarded, as a docker exec whose client went away does.
 func (s *supervisor) follow(c *conn, p *process) {
 	var (
 		mu    sync.Mutex
@@ -165,11 +166,11 @@ func (s *supervisor) follow(c *conn, p *process) {
 	go func() {
 		for {
 			typ, _, err := execwire.Read(c.c, 0)
-			if err != nil || typ == execwire.Kill {
-				kill()
-			}
 			if err != nil {
 				return
+			}
+			if typ == execwire.Kill {
+				kill()
 			}
 		}
 	}()
@@ -186,8 +187,7 @@ func (s *supervisor) follow(c *conn, p *process) {
 			for {
 				n, err := st.f.Read(buf)
 				if n > 0 && c.send(st.typ, buf[:n]) != nil {
-					kill()
-					_, _ = io.Copy(io.Discard, st.f) // the engine is gone: drain so the program is not held
+					_, _ = io.Copy(io.Discard, st.f) // the engine stopped waiting: drain so the program is not held
 					return
 				}
 				if err != nil {

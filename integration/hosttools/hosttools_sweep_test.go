@@ -130,12 +130,39 @@ func TestHostToolsLeftoverCannotForgeALaterRun(t *testing.T) {
 		t.Log("an exec beside a run: needs the host file plane, which this pass does not run")
 		return
 	}
-	hb := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneHost))
-	router, err := sandbox.NewRouter([]sandbox.Backend{hb}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
-	if err != nil {
-		t.Fatal(err)
+	// Twice: commands through docker exec (an exec's root has its parent outside the
+	// container), then on the exec channel (a command's root is a child of the supervisor,
+	// PID 1, like a detached leftover's; the engine names the live ones to the sweep).
+	for _, path := range []struct {
+		name string
+		opts []actors.Option
+	}{
+		{"docker_exec", []actors.Option{actors.WithExecChannel(nil)}},
+		{"exec_channel", []actors.Option{actors.WithExecChannel(itest.ExecSupervisor(t))}},
+	} {
+		hb := itest.NewBackend(t, append(path.opts, actors.WithFilePlane(actors.FilePlaneHost))...)
+		router, err := sandbox.NewRouter([]sandbox.Backend{hb}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb = hostToolsEnv{router: router, reg: env.reg, spec: env.spec}.acquire(t)
+		if path.name == "exec_channel" { // a forger an exec on the channel detached is ended too
+			if res, err := sb.Exec(itest.Context(t), sandbox.Shell("setsid python3 forger.py /none </dev/null >/dev/null 2>&1 &"), ".", 30*time.Second); err != nil || res.ExitCode != 0 {
+				t.Fatalf("%s: leave a forger from an exec: %+v, %v", path.name, res, err)
+			}
+			honestRun(t)
+		}
+		execBesideRun(t, path.name, sb, env.reg)
+		if ch, de := hb.ExecPaths(); path.name == "exec_channel" && (ch == 0 || de != 0) || path.name == "docker_exec" && ch != 0 {
+			t.Fatalf("%s: %d commands on the channel, %d through docker exec", path.name, ch, de)
+		}
 	}
-	sb = hostToolsEnv{router: router, reg: env.reg, spec: env.spec}.acquire(t)
+}
+
+// execBesideRun holds an exec in flight while a run starts and ends beside it: the run's
+// sweeps must leave it running.
+func execBesideRun(t *testing.T, name string, sb sandbox.Sandbox, reg *hosttools.Registry) {
+	t.Helper()
 	type outcome struct {
 		res sandbox.ExecResult
 		err error
@@ -149,17 +176,17 @@ func TestHostToolsLeftoverCannotForgeALaterRun(t *testing.T) {
 		if st, err := sb.StatFile(itest.Context(t), "held.started", "."); err == nil && st != nil {
 			break
 		} else if itest.Context(t).Err() != nil {
-			t.Fatalf("the exec in flight never started: %v", err)
+			t.Fatalf("%s: the exec in flight never started: %v", name, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if res, err := runPython(t, sb, env.reg.NewRun(), "print('beside')", time.Minute); err != nil || res.ExitCode != 0 {
-		t.Fatalf("a run beside an exec = %+v, %v", res, err)
+	if res, err := runPython(t, sb, reg.NewRun(), "print('beside')", time.Minute); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: a run beside an exec = %+v, %v", name, res, err)
 	}
 	if err := sb.WriteFile(itest.Context(t), "held.stop", nil, "."); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-held; o.err != nil || o.res.ExitCode != 0 || o.res.Stdout() != "alive\n" {
-		t.Fatalf("the exec in flight = %+v, %v; want it spared by the run's sweeps", o.res, o.err)
+		t.Fatalf("%s: the exec in flight = %+v, %v; want it spared by the run's sweeps", name, o.res, o.err)
 	}
 }

@@ -6,8 +6,9 @@
 // A frame is one type byte, a big-endian uint32 payload length and the payload. The
 // supervisor speaks first (Hello, payload [Version]); the engine then sends one Run; the
 // supervisor answers Started or NotStarted, then Stdout and Stderr frames as the program
-// writes, then Exit. The engine may send Kill at any time after Run; closing the connection
-// kills the command's process group too.
+// writes, then Exit. The engine may send Kill at any time after Run: that alone kills the
+// command's process group. Closing the connection does not: a caller that stops waiting
+// leaves the command running, as a docker exec client that goes away does (revision 2).
 package execwire
 
 import (
@@ -20,7 +21,7 @@ import (
 // Version is the protocol's name and revision, sent in the supervisor's Hello. The engine
 // also looks for it in the supervisor binary before it copies it into a sandbox, so the two
 // change together.
-const Version = "maf-sandbox-exec/1"
+const Version = "maf-sandbox-exec/2"
 
 // Paths inside the sandbox: the supervisor binary (the container's entrypoint), and its socket
 // in a directory the supervisor creates with mode 0700.
