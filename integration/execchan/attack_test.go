@@ -109,8 +109,7 @@ func TestExecChannelRefusesAnImpersonator(t *testing.T) {
 
 // TestExecChannelBoundsAFlood: a command that writes without end is stopped at the output
 // budget, from outside, and its process group killed; the sandbox serves the next command.
-// Defence: the engine counts the bytes and stops reading; the supervisor kills on Kill or on
-// the connection's close.
+// Defence: the engine counts the bytes, sends Kill and stops reading; the supervisor kills.
 func TestExecChannelBoundsAFlood(t *testing.T) {
 	sb, eng := channelSandbox(t)
 	eng.Reset()

@@ -1,9 +1,12 @@
 package execchan
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
@@ -110,6 +113,31 @@ func TestExecChannelReportsWhatDockerExecReports(t *testing.T) {
 		if !asNotStarted(err, &ns) || ns.Cause != c.cause {
 			t.Errorf("%v in %q: got %v, want a ProcessNotStartedError of cause %s", c.cmd, c.wd, err, c.cause)
 		}
+	}
+	onChannel(t, eng)
+}
+
+// TestExecChannelCallerGoneLeavesTheCommandRunning: a caller that stops waiting (its context
+// cancelled, as a NATS wait_ms ends the wait) gets its context's error, and the command runs
+// on, as a docker exec whose client went away does; only the exec's own timeout or the output
+// budget kills (revision 1 of the protocol killed on the connection's close).
+func TestExecChannelCallerGoneLeavesTheCommandRunning(t *testing.T) {
+	sb, eng := channelSandbox(t)
+	eng.Reset()
+	ctx, cancel := context.WithTimeout(itest.Context(t), 500*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Exec(ctx, sandbox.Shell("sleep 2; echo ran > /tmp/caller-gone"), "", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec past its caller's wait: %v, want the caller's context error", err)
+	}
+	for i := 0; ; i++ {
+		r := run(t, sb, sandbox.Shell("cat /tmp/caller-gone 2>/dev/null; true"))
+		if string(r.StdoutBytes) == "ran\n" {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the command was stopped with its caller's wait; want it left running as docker exec leaves it")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	onChannel(t, eng)
 }
