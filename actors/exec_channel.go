@@ -44,10 +44,6 @@ func WithExecChannel(binary []byte) Option {
 	}
 }
 
-// ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
-// no supervisor, a socket that is not its own, a wrong protocol. The exec takes docker exec.
-var ErrExecChannelUnproven = errors.New("exec channel not proven")
-
 // execPaths counts the commands sent on each path, so a measurement can say which it timed.
 type execPaths struct{ channel, docker atomic.Int64 }
 
@@ -56,19 +52,6 @@ type execPaths struct{ channel, docker atomic.Int64 }
 func (b *Backend) ExecPaths() (channel, dockerExec int64) {
 	return b.execPaths.channel.Load(), b.execPaths.docker.Load()
 }
-
-// ExecChannelError is a channel that failed after the command was sent: the program may have
-// run, so neither a result nor a second attempt is given; the caller gets this error.
-type ExecChannelError struct {
-	Container string
-	Err       error
-}
-
-func (e *ExecChannelError) Error() string {
-	return fmt.Sprintf("the exec channel of %s failed after the command was sent, its outcome is unknown: %v", e.Container, e.Err)
-}
-
-func (e *ExecChannelError) Unwrap() error { return e.Err }
 
 // Bounds of the channel's own steps; the command's time is the caller's timeout.
 const (
