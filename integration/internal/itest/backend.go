@@ -22,7 +22,7 @@ func NewBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
 	cfg := docker.Config{Driver: Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
-	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(testFilePlane(t))}, opts...)
+	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(testFilePlane(t)), suiteExecChannel(t)}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {
 		t.Fatalf("create backend: %v", err)
