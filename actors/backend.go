@@ -353,15 +353,6 @@ func answerError(err error) error {
 	return err
 }
 
-// ErrEngineStopped means the backend was closed, or its actor lost a reply: the call's
-// outcome is unknown. It is in the sandbox.ErrOS family.
-var ErrEngineStopped error = engineStopped{}
-
-type engineStopped struct{}
-
-func (engineStopped) Error() string        { return "sandbox engine stopped" }
-func (engineStopped) Is(target error) bool { return target == sandbox.ErrOS }
-
 // isProxyName reports whether a listed name is a proxy's.
 func isProxyName(name string) bool { return strings.HasSuffix(name, docker.ProxySuffix) }
 
@@ -403,4 +394,14 @@ func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
 	if r := b.reporter.Load(); r != nil {
 		(*r)(observed(w))
 	}
+}
+
+// CheckHealth makes one round trip to the daemon (its OS, with no retry), bounded by the
+// command timeout: nil when it answers, a [*sandbox.BackendUnavailableError] when it cannot
+// be reached, else the engine's error.
+func (b *Backend) CheckHealth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, b.commandTimeout())
+	defer cancel()
+	_, err := b.engine.Driver.ServerOS(ctx) // the raw driver: a health check never retries
+	return unavailable(err)
 }

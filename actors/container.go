@@ -2,10 +2,15 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors/hostfs"
@@ -208,4 +213,61 @@ func (a *containerActor) forget() {
 	a.info, a.facts, a.factsKey, a.probed, a.probedID = nil, nil, "", nil, ""
 	a.dropHost()
 	a.forgetExecChannel()
+}
+
+// current returns what the engine says of the container: the cached answer while the event
+// watch vouches for it, else a fresh inspect. (nil, nil) when the engine says it is absent.
+func (a *containerActor) current(ctx context.Context) (*docker.ContainerInfo, error) {
+	if a.info != nil && a.b.watch != nil && a.b.watch.fresh(a.infoEpoch) {
+		return a.info, nil
+	}
+	return a.refresh(ctx)
+}
+
+// refresh inspects the container and caches the answer.
+func (a *containerActor) refresh(ctx context.Context) (*docker.ContainerInfo, error) {
+	var epoch uint64
+	if a.b.watch != nil {
+		epoch = a.b.watch.epochFor(ctx)
+	}
+	info, err := a.b.engine.Inspect(ctx, a.name)
+	if errors.Is(err, docker.ErrNotFound) {
+		a.info = nil
+		return nil, nil
+	}
+	if err != nil {
+		a.info = nil
+		return nil, err
+	}
+	a.info, a.infoEpoch = &info, epoch
+	return a.info, nil
+}
+
+// removeContainer force-removes target on its own bounded context, ignoring the outcome: it
+// is used where the container must not be served again (exec timeout, failed start).
+func (a *containerActor) removeContainer(target string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
+	defer cancel()
+	if _, err := a.b.engine.Remove(ctx, target); err != nil {
+		a.log.Warn("remove container", zap.String("target", target), zap.Error(err))
+	}
+	a.forget()
+	if target != a.name {
+		a.lost, a.lostReason = target, goneDiscarded // its handles' calls are answered as gone
+	}
+}
+
+// span starts name, a child of ctx's span, on this actor's container. end closes it, with
+// err recorded when it is not nil.
+func (a *containerActor) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
+	ctx, span := a.b.tracer.Start(ctx, name, trace.WithAttributes(append(attrs, semconv.ContainerName(a.name))...))
+	return ctx, func(err error) { endSpan(span, err) }
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, "failed")
+	}
+	span.End()
 }

@@ -255,34 +255,6 @@ func errOrAbsent(err error) error {
 	return docker.ErrNotFound
 }
 
-// current returns what the engine says of the container: the cached answer while the event
-// watch vouches for it, else a fresh inspect. (nil, nil) when the engine says it is absent.
-func (a *containerActor) current(ctx context.Context) (*docker.ContainerInfo, error) {
-	if a.info != nil && a.b.watch != nil && a.b.watch.fresh(a.infoEpoch) {
-		return a.info, nil
-	}
-	return a.refresh(ctx)
-}
-
-// refresh inspects the container and caches the answer.
-func (a *containerActor) refresh(ctx context.Context) (*docker.ContainerInfo, error) {
-	var epoch uint64
-	if a.b.watch != nil {
-		epoch = a.b.watch.epochFor(ctx)
-	}
-	info, err := a.b.engine.Inspect(ctx, a.name)
-	if errors.Is(err, docker.ErrNotFound) {
-		a.info = nil
-		return nil, nil
-	}
-	if err != nil {
-		a.info = nil
-		return nil, err
-	}
-	a.info, a.infoEpoch = &info, epoch
-	return a.info, nil
-}
-
 // checkBase refuses a container recorded with a different storage base: it must be disposed
 // before another base is asked of it. A container with no recorded base (the reference
 // implementation records none) is the default base when that base is a directory in it, and
@@ -400,18 +372,4 @@ func (a *containerActor) labels(key sandbox.Key, spec sandbox.Spec, base, pool s
 		return label.PoolMember(pool, base)
 	}
 	return label.Workload(key, spec.Kind, spec.Labels, base)
-}
-
-// removeContainer force-removes target on its own bounded context, ignoring the outcome: it
-// is used where the container must not be served again (exec timeout, failed start).
-func (a *containerActor) removeContainer(target string) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.b.commandTimeout())
-	defer cancel()
-	if _, err := a.b.engine.Remove(ctx, target); err != nil {
-		a.log.Warn("remove container", zap.String("target", target), zap.Error(err))
-	}
-	a.forget()
-	if target != a.name {
-		a.lost, a.lostReason = target, goneDiscarded // its handles' calls are answered as gone
-	}
 }

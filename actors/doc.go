@@ -17,6 +17,28 @@
 // retries of retry.go; nothing here knows whether the CLI or the Engine API speaks, only
 // whether the driver offers a fast path (ExecStarter, TypeStater) or says it has none.
 //
+// # Files, top-down
+//
+// Read the files in this order: each layer calls into the ones below it. The Backend and
+// containerActor types have methods in every layer (one file per concern), so lower files
+// still name them:
+//
+//   - the backend: backend.go (Backend, NewBackend, Acquire, Close, CheckHealth), backend_opts.go,
+//     sandbox.go (the handle, which sends requests), pool.go and pool_binding.go (the warm
+//     pool), purge.go, reap.go, instruments.go (span names, metrics)
+//   - the supervisor: supervisor.go (one actor per name), watch.go (the event watch),
+//     passivate.go (idle actors stopped)
+//   - the container actor: container.go (its state, Receive, what a request is, its view of
+//     the container: current, refresh, removeContainer)
+//   - its requests, one file per call: container_acquire.go, container_exec.go,
+//     container_files.go, container_write.go, container_remove.go, container_dispose.go,
+//     container_gone.go (a call on a gone instance)
+//   - what the requests use: egress (egress.go, egress_run.go, egress_topology.go,
+//     egress_inspect.go, network_removal.go), files (file_plane.go, stat_memo.go, hostfs/,
+//     freeze.go), exec (exec_channel.go), facts (instance_facts.go, image_facts.go)
+//   - helpers: retry.go (the driver's read retries), singleflight.go, errors.go (every
+//     sentinel and error type, and how an engine error is typed unavailable or busy)
+//
 // # Status
 //
 // Experimental, pre-1.0: the API may change without notice. This is independent work for

@@ -26,37 +26,11 @@ import (
 // inspected ID before its removal by that same ID. Nothing here runs for a closed sandbox
 // or an empty allowlist: those stay on --network none and never read the engine's version.
 
-// ErrEgressTopologyUnavailable: the engine cannot build a bridge with no host address, so an
-// allowlist with hosts cannot be served on it (egress-and-reap.md §1.4).
-var ErrEgressTopologyUnavailable = errors.New("egress topology unavailable")
-
 // floorMessage is what every topology refusal ends with: what an allowlist needs and the
 // alternatives.
 const floorMessage = "an allowlisted sandbox needs an internal bridge network that leaves the workload no route to the host " +
 	"(Docker Engine 28.0.0+: isolated gateway modes; older Linux daemons with the bridge driver: inhibit_ipv4); " +
 	"run 'closed' or an empty allowlist, which need no network"
-
-// EgressTopologyError is a topology refusal: the daemon's answer or the check that failed,
-// what became of the network, and [floorMessage]. It matches [ErrEgressTopologyUnavailable]
-// and sandbox.ErrUnsupported.
-type EgressTopologyError struct {
-	Network string
-	Reason  string // the daemon's text or the failed check
-	Cleanup string // what became of the network we created, "" when none was created
-}
-
-func (e *EgressTopologyError) Error() string {
-	s := fmt.Sprintf("egress network %s: %s", e.Network, e.Reason)
-	if e.Cleanup != "" {
-		s += " (" + e.Cleanup + ")"
-	}
-	return s + ": " + floorMessage
-}
-
-// Is reports [ErrEgressTopologyUnavailable] and the unsupported family.
-func (e *EgressTopologyError) Is(target error) bool {
-	return target == ErrEgressTopologyUnavailable || target == sandbox.ErrUnsupported
-}
 
 // Drain and readiness bounds (egress-and-reap.md §1.5, §3.2).
 const (

@@ -20,46 +20,6 @@ import (
 // and every new network's seal proved by the proxy before its outbound leg exists
 // (docs/architecture.md, "Allowlisted egress").
 
-// ErrEgressSealBroken: the seal probe reached the host from a new internal network; the
-// network was discarded and the acquire refused.
-var ErrEgressSealBroken = errors.New("egress network seal broken")
-
-// EgressSealError is a failed seal proof: what answered, and what became of the network.
-// It matches [ErrEgressSealBroken] and [ErrEgressTopologyUnavailable].
-type EgressSealError struct {
-	Network string
-	Breach  string // what answered the probe, or why the probe gave no verdict
-	Cleanup string
-}
-
-func (e *EgressSealError) Error() string {
-	return fmt.Sprintf("egress network %s is not sealed from the host: %s (%s); refusing the allowlisted sandbox: "+
-		"check the host's addresses and routes on Docker's bridges", e.Network, e.Breach, e.Cleanup)
-}
-
-// Is reports [ErrEgressSealBroken] and [ErrEgressTopologyUnavailable].
-func (e *EgressSealError) Is(target error) bool {
-	return target == ErrEgressSealBroken || target == ErrEgressTopologyUnavailable
-}
-
-// EgressSubnetsExhaustedError: every candidate subnet of the pool was taken.
-type EgressSubnetsExhaustedError struct {
-	Network string
-	Pool    netip.Prefix
-	Tried   int
-}
-
-func (e *EgressSubnetsExhaustedError) Error() string {
-	return fmt.Sprintf("egress network %s: the daemon refused all %d candidate subnets of the egress pool %s as overlapping; "+
-		"dispose allowlisted sandboxes, reap leftovers, or give the engine a wider pool (docker.Config.EgressSubnetPool, engine serve --egress-subnet-pool)",
-		e.Network, e.Tried, e.Pool)
-}
-
-// Is reports [ErrEgressTopologyUnavailable]: no network can be built for the sandbox now.
-func (e *EgressSubnetsExhaustedError) Is(target error) bool {
-	return target == ErrEgressTopologyUnavailable
-}
-
 // topologyState is what the backend knows of the daemon's allowlist topology.
 type topologyState struct {
 	mu       sync.Mutex

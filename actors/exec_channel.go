@@ -46,14 +46,6 @@ func WithExecChannel(binary []byte) Option {
 	}
 }
 
-// errExecTimedOut is the cause of an exec's context ending at its own timeout, not because
-// its caller stopped waiting.
-var errExecTimedOut = errors.New("exec timed out")
-
-// ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
-// no supervisor, a socket that is not its own, a wrong protocol. The exec takes docker exec.
-var ErrExecChannelUnproven = errors.New("exec channel not proven")
-
 // channelRoots are the processes the channel's supervisors started for this backend's
 // commands and whose commands have not ended, by container: their pids as the container sees
 // them. A sweep of leftovers (hosttools) spares them as it spares what docker exec started,
@@ -106,19 +98,6 @@ type execPaths struct{ channel, docker atomic.Int64 }
 func (b *Backend) ExecPaths() (channel, dockerExec int64) {
 	return b.execPaths.channel.Load(), b.execPaths.docker.Load()
 }
-
-// ExecChannelError is a channel that failed after the command was sent: the program may have
-// run, so neither a result nor a second attempt is given; the caller gets this error.
-type ExecChannelError struct {
-	Container string
-	Err       error
-}
-
-func (e *ExecChannelError) Error() string {
-	return fmt.Sprintf("the exec channel of %s failed after the command was sent, its outcome is unknown: %v", e.Container, e.Err)
-}
-
-func (e *ExecChannelError) Unwrap() error { return e.Err }
 
 // Bounds of the channel's own steps; the command's time is the caller's timeout.
 const (

@@ -67,7 +67,7 @@ type filePlane interface {
 }
 
 // archivePlane is the archive API under a freeze: the members of container_files.go,
-// container_write.go and removal.go, unchanged.
+// container_write.go and container_remove.go, unchanged.
 type archivePlane struct{ a *containerActor }
 
 func (archivePlane) name() string { return string(FilePlaneArchive) }

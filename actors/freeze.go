@@ -179,22 +179,6 @@ const (
 	freezeBackoff = 10 * time.Millisecond
 )
 
-// FreezeError is a file call refused because the freezer could not freeze a busy guest after
-// its retries. The guest was left running (each failed attempt is followed by an unpause);
-// the call did nothing and may be tried again. It wraps [docker.ErrFreezeFailed].
-type FreezeError struct {
-	Container string
-	Attempts  int
-	Err       error
-}
-
-func (e *FreezeError) Error() string {
-	return fmt.Sprintf("docker could not freeze %s for a file call in %d attempts (the freezer gave up on a busy guest; it was left running): %v",
-		e.Container, e.Attempts, e.Err)
-}
-
-func (e *FreezeError) Unwrap() error { return e.Err }
-
 // refreeze retries a pause the freezer gave up on, a few times with a short backoff. Before
 // each retry, and after the last failure, the container is unpaused (a no-op when nothing
 // is frozen), so a failed attempt never leaves tasks frozen behind it. err passes through

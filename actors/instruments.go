@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
-	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mafsandbox/engine/telemetry"
@@ -47,21 +45,6 @@ func WithMetrics(m *telemetry.Metrics) Option {
 // children of the span the call's context carries; nil, the default, starts none.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) error { o.tracer = tp; return nil }
-}
-
-// span starts name, a child of ctx's span, on this actor's container. end closes it, with
-// err recorded when it is not nil.
-func (a *containerActor) span(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
-	ctx, span := a.b.tracer.Start(ctx, name, trace.WithAttributes(append(attrs, semconv.ContainerName(a.name))...))
-	return ctx, func(err error) { endSpan(span, err) }
-}
-
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(otelcodes.Error, "failed")
-	}
-	span.End()
 }
 
 // froze records one freeze's time: from its pause to the end of its thaw.

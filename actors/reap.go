@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,10 +10,6 @@ import (
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
 )
-
-// ErrReapInProgress is returned by [Backend.Reap] while another Reap of the same backend is
-// running: two sweeps of one engine would race each other's revalidation.
-var ErrReapInProgress = errors.New("actors: a reap of this engine is already in progress")
 
 // Reap runs one age-based sweep of the backend's engine (egress-and-reap.md §4): see
 // [reaper.Reap] for the rules, the options and what the error means. It fails with
