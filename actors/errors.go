@@ -84,11 +84,11 @@ func (e *EgressSubnetsExhaustedError) Is(target error) bool {
 	return target == ErrEgressTopologyUnavailable
 }
 
-// ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
 // errExecTimedOut is the cause of an exec's context ending at its own timeout, not because
 // its caller stopped waiting.
 var errExecTimedOut = errors.New("exec timed out")
 
+// ErrExecChannelUnproven is a channel that could not be proved before the command was sent:
 // no supervisor, a socket that is not its own, a wrong protocol. The exec takes docker exec.
 var ErrExecChannelUnproven = errors.New("exec channel not proven")
 
