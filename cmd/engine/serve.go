@@ -67,7 +67,7 @@ type serveVerb struct {
 	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
-	execChannel                                                 bool
+	execChannel, execChannelAsked                               bool      // asked: set by flag or env, so a missing supervisor fails the start
 	pool                                                        poolFlags // serve_pool.go
 }
 
@@ -101,7 +101,7 @@ func (v *serveVerb) parse(args []string) error {
 	v.tenancy.register(fs)
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
-	fs.BoolVar(&v.execChannel, "exec-channel", envBool("MAF_SANDBOX_EXEC_CHANNEL"), "give closed sandboxes the exec channel's supervisor, so commands skip docker exec (docs/architecture.md, \"The exec channel\"; env MAF_SANDBOX_EXEC_CHANNEL)")
+	fs.BoolVar(&v.execChannel, "exec-channel", envBoolOr("MAF_SANDBOX_EXEC_CHANNEL", true), "give closed sandboxes the exec channel's supervisor, so commands skip docker exec; on unless turned off, and when its binary cannot be had the engine says so and takes docker exec (docs/architecture.md, \"The exec channel\"; env MAF_SANDBOX_EXEC_CHANNEL=0 turns it off)")
 	fs.DurationVar(&v.idleActors, "idle-actor-timeout", envDuration("MAF_SANDBOX_IDLE_ACTOR_TIMEOUT", actors.DefaultIdleActorTimeout), "how long the engine keeps what it knows of a container nothing has called; 0 keeps it for the engine's life (env MAF_SANDBOX_IDLE_ACTOR_TIMEOUT)")
 	fs.StringVar(&v.metricsListen, "metrics-listen", envOr("MAF_SANDBOX_METRICS_LISTEN", ""), "serve Prometheus metrics on GET /metrics at this address; a bare :port listens on loopback; empty serves none (env MAF_SANDBOX_METRICS_LISTEN)")
 	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
@@ -112,6 +112,8 @@ func (v *serveVerb) parse(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	_, v.execChannelAsked = os.LookupEnv("MAF_SANDBOX_EXEC_CHANNEL")
+	fs.Visit(func(f *flag.Flag) { v.execChannelAsked = v.execChannelAsked || f.Name == "exec-channel" })
 	if err := v.pool.check(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -277,10 +279,14 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	backendOpts = append(backendOpts, upstream)
 	if v.execChannel {
 		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
-		if err != nil {
+		switch {
+		case err == nil:
+			backendOpts = append(backendOpts, actors.WithExecChannel(execd))
+		case v.execChannelAsked:
 			return nil, nil, fmt.Errorf("serve: --exec-channel: %w", err)
+		default: // the default, not a request: serve with docker exec and say why
+			log.Warn("exec channel off: no supervisor binary for the daemon's platform (build the engine with make engine); commands take docker exec", zap.Error(err))
 		}
-		backendOpts = append(backendOpts, actors.WithExecChannel(execd))
 	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)
 	if err != nil {

@@ -63,9 +63,17 @@ func (p *placementFlags) open(ctx context.Context, nc *nats.Conn, engine string,
 }
 
 // envBool is true when the variable is "1" or "true".
-func envBool(name string) bool {
-	v := os.Getenv(name)
-	return v == "1" || v == "true"
+func envBool(name string) bool { return envBoolOr(name, false) }
+
+// envBoolOr is the variable as a boolean ("1" or "true", "0" or "false"), else def.
+func envBoolOr(name string, def bool) bool {
+	switch os.Getenv(name) {
+	case "1", "true":
+		return true
+	case "0", "false":
+		return false
+	}
+	return def
 }
 
 // lameDuck waits for ctx to end, putting the engine in lame duck (service.LameDuck) on the

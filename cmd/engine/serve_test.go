@@ -93,3 +93,41 @@ func TestServeUpstreamCAs(t *testing.T) {
 		})
 	}
 }
+
+// TestServeExecChannelDefault: the exec channel is on unless turned off, and a start fails
+// for a missing supervisor only when the flag or its variable asked for the channel.
+func TestServeExecChannelDefault(t *testing.T) {
+	cases := []struct {
+		name      string
+		env       *string
+		args      []string
+		on, asked bool
+	}{
+		{name: "default", on: true},
+		{name: "flag off", args: []string{"--exec-channel=false"}, asked: true},
+		{name: "flag on", args: []string{"--exec-channel"}, on: true, asked: true},
+		{name: "env off", env: ptr("0"), asked: true},
+		{name: "env false", env: ptr("false"), asked: true},
+		{name: "env on", env: ptr("1"), on: true, asked: true},
+		{name: "flag over env", env: ptr("0"), args: []string{"--exec-channel=true"}, on: true, asked: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != nil {
+				t.Setenv("MAF_SANDBOX_EXEC_CHANNEL", *tc.env)
+			} else {
+				t.Setenv("MAF_SANDBOX_EXEC_CHANNEL", "")
+				os.Unsetenv("MAF_SANDBOX_EXEC_CHANNEL") // restored by Setenv's cleanup
+			}
+			v := &serveVerb{labels: settings.Labels{}}
+			if err := v.parse(tc.args); err != nil {
+				t.Fatalf("parse %q: %v", tc.args, err)
+			}
+			if v.execChannel != tc.on || v.execChannelAsked != tc.asked {
+				t.Fatalf("exec channel on %v, asked %v; want %v, %v", v.execChannel, v.execChannelAsked, tc.on, tc.asked)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

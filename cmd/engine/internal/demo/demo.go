@@ -38,6 +38,7 @@ type verb struct {
 	consoleLinger     time.Duration
 	labels            settings.Labels
 	pool              int // the warm pool of image (pool.go)
+	execChannel       bool
 }
 
 // Command is "engine demo": it parses args (the flags after the verb), starts the engine and
@@ -61,6 +62,7 @@ func (v *verb) parse(args []string) error {
 	fs.DurationVar(&v.consoleLinger, "console-linger", 0, "keep the engine and its console up this long after the agent is done")
 	fs.Var(v.labels, "label", "extra label k=v on every container the demo creates; repeatable")
 	fs.IntVar(&v.pool, "warm-pool", 1, "keep this many sandboxes of --image started ahead (the pooled acquire step); 0 skips the step")
+	fs.BoolVar(&v.execChannel, "exec-channel", true, "give closed sandboxes the exec channel's supervisor, as engine serve does by default: commands skip docker exec")
 	return fs.Parse(args)
 }
 
@@ -223,6 +225,14 @@ func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, even
 		actors.WithEgressUpstreamCAs(eng.target.caPEM)} // the inspected demo host is verified against the target's CA
 	if v.pool > 0 {
 		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	}
+	if v.execChannel {
+		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
+		if err != nil {
+			step("exec channel off (%v): commands take docker exec", err)
+		} else {
+			opts = append(opts, actors.WithExecChannel(execd))
+		}
 	}
 	backend, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {

@@ -32,6 +32,7 @@ func poolStep(ctx context.Context, step func(string, ...any), remote *client.Bac
 		return err
 	}
 	defer remote.Dispose(context.WithoutCancel(ctx), key, sandbox.DisposeOptions{})
+	channelBefore, _ := b.ExecPaths()
 	start := time.Now()
 	sb, err := remote.Acquire(ctx, key, spec)
 	if err != nil {
@@ -45,9 +46,14 @@ func poolStep(ctx context.Context, step func(string, ...any), remote *client.Bac
 	if res.ExitCode != 0 {
 		return fmt.Errorf("exec true: exit %d", res.ExitCode)
 	}
+	first := time.Since(start)
+	path := "through docker exec"
+	if channel, _ := b.ExecPaths(); channel > channelBefore {
+		path = "on the exec channel"
+	}
 	step("pooled acquire of a new key over NATS: %s (a member renamed to the key's name and bound; no create, no start); "+
-		"its first command (exec true) answered %s after the acquire began",
-		acquired.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		"its first command (exec true, %s) answered %s after the acquire began",
+		acquired.Round(time.Millisecond), path, first.Round(time.Millisecond))
 	if f := remote.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
 		return fmt.Errorf("dispose the pooled sandbox: %v", f)
 	}
