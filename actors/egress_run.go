@@ -251,7 +251,7 @@ func (a *containerActor) workloadOpts(ctx context.Context, r *egressRun, imageRe
 	if execd {
 		ep = []string{execwire.Binary}
 	}
-	cmd := append(append([]string{r.gateProxy(), r.token}, ep...), docker.KeepAlive...)
+	cmd := append(append([]string{r.gateProxy(), r.token}, ep...), docker.KeepAlive()...)
 	r.workload = &workloadGate{binary: gate, execd: execd}
 	return append(opts, docker.WithEntrypoint(gatePath), docker.WithCmd(cmd...)), true, nil
 }

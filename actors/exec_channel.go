@@ -157,7 +157,7 @@ func (a *containerActor) supervisorOpts(ctx context.Context, imageRef string) []
 		return nil
 	}
 	a.execChan.install = true
-	return []docker.CreateOpt{docker.WithEntrypoint(execwire.Binary), docker.WithCmd(docker.KeepAlive...)}
+	return []docker.CreateOpt{docker.WithEntrypoint(execwire.Binary), docker.WithCmd(docker.KeepAlive()...)}
 }
 
 // installSupervisor copies the supervisor into a created container before its start.

@@ -30,7 +30,7 @@ func apiCreateOptions(s CreateSpec) (client.ContainerCreateOptions, error) {
 func apiContainerConfig(s CreateSpec) *container.Config {
 	cmd := s.Cmd
 	if cmd == nil {
-		cmd = KeepAlive
+		cmd = KeepAlive()
 	}
 	cfg := &container.Config{
 		Image:  s.Image,

@@ -27,7 +27,7 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 		wantErr error
 	}{
 		{"defaults: no network, keep-alive command", nil, func(t *testing.T, cfg *container.Config, hc *container.HostConfig) {
-			if hc.NetworkMode != "none" || !reflect.DeepEqual(cfg.Cmd, KeepAlive) || cfg.Image != "img" || len(cfg.Env) != 0 {
+			if hc.NetworkMode != "none" || !reflect.DeepEqual(cfg.Cmd, KeepAlive()) || cfg.Image != "img" || len(cfg.Env) != 0 {
 				t.Fatalf("config %+v host %+v", cfg, hc)
 			}
 			if hc.SecurityOpt != nil || hc.PidsLimit != nil || hc.CapDrop != nil || hc.Memory != 0 || hc.NanoCPUs != 0 {

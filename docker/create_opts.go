@@ -10,7 +10,7 @@ import (
 
 // KeepAlive is the command every workload runs: it keeps the container alive, and every piece of
 // work reaches it through exec.
-var KeepAlive = []string{"sleep", "infinity"}
+func KeepAlive() []string { return []string{"sleep", "infinity"} }
 
 // CreateSpec is everything `docker run` is told about one workload container. It is a plain
 // value: [CreateOpt] functions change it and each driver renders it. The zero Network means
@@ -216,7 +216,7 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 	}
 	args = append(args, "--pull", "never", s.Image)
 	if s.Cmd == nil {
-		return append(args, KeepAlive...)
+		return append(args, KeepAlive()...)
 	}
 	return append(args, s.Cmd...)
 }
