@@ -70,31 +70,43 @@ func (r *socketRelay) cut() {
 	r.wg.Wait()
 }
 
-// The daemon's socket made unreachable mid-run: calls fail with the unreachable class —
-// never "absent" — promptly, and nothing is left running on the host side. On the archive
-// plane, where every file call is a daemon call: the host plane reaches a container it
-// proved at acquire through the process's root, not through the daemon.
-func TestDaemonUnreachableMidRun(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+// relayTheDaemon puts a relay of the daemon's socket in DOCKER_HOST for the test.
+func relayTheDaemon(t *testing.T) *socketRelay {
 	relay := newSocketRelay(t, "/var/run/docker.sock", nil)
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
-	// docker exec, the path through the daemon: a command on the exec channel reaches the
-	// proven supervisor without it, and its answer is the program's own
-	// (TestExecChannelAnswersWithTheDaemonGone).
-	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive), actors.WithExecChannel(nil))
-	key := itest.NewKey(t)
-	spec := itest.FilesSpec(t)
+	return relay
+}
+
+// acquireThroughRelay acquires a files sandbox on b (made behind the relay), runs a first
+// command, and disposes of it at the end through a backend on the real socket.
+func acquireThroughRelay(t *testing.T, b *actors.Backend) (sandbox.Key, sandbox.Spec, sandbox.Sandbox) {
+	t.Helper()
+	key, spec := itest.NewKey(t), itest.FilesSpec(t)
 	sb, err := b.Acquire(itest.Context(t), key, spec)
 	t.Cleanup(func() {
-		// The relay is cut: dispose through a backend on the real socket.
-		t.Setenv("DOCKER_HOST", "")
+		t.Setenv("DOCKER_HOST", "") // the relay is cut by then
 		itest.NewBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{})
 	})
 	if err != nil {
 		t.Fatalf("acquire through the relay: %v", err)
 	}
 	itest.Sh(t, sb, "true")
+	return key, spec, sb
+}
+
+// The daemon's socket made unreachable mid-run: calls fail with the unreachable class —
+// never "absent" — promptly, and nothing is left running on the host side. On the archive
+// plane, where every file call is a daemon call: the host plane reaches a container it
+// proved at acquire through the process's root, not through the daemon.
+func TestDaemonUnreachableMidRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	relay := relayTheDaemon(t)
+	// docker exec, the path through the daemon: a command on the exec channel reaches the
+	// proven supervisor without it, and its answer is the program's own
+	// (TestExecChannelAnswersWithTheDaemonGone).
+	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive), actors.WithExecChannel(nil))
+	key, spec, sb := acquireThroughRelay(t, b)
 	// A guest that prints the client's words is still the guest: the daemon answers.
 	forged, err := sb.Exec(itest.Context(t), sandbox.Shell("echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2; exit 1"), ".", 10*time.Second)
 	if err != nil || forged.ExitCode != 1 {
@@ -135,21 +147,9 @@ func TestDaemonUnreachableMidRun(t *testing.T) {
 // own (its output and exit status), while a call that needs the daemon says it is gone.
 func TestExecChannelAnswersWithTheDaemonGone(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	relay := newSocketRelay(t, "/var/run/docker.sock", nil)
-	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
-	t.Setenv("DOCKER_CONTEXT", "")
+	relay := relayTheDaemon(t)
 	b, eng := itest.NewCountingBackend(t, actors.WithFilePlane(actors.FilePlaneArchive), actors.WithExecChannel(itest.ExecSupervisor(t)))
-	key := itest.NewKey(t)
-	spec := itest.FilesSpec(t)
-	sb, err := b.Acquire(itest.Context(t), key, spec)
-	t.Cleanup(func() {
-		t.Setenv("DOCKER_HOST", "")
-		itest.NewBackend(t).Dispose(context.Background(), key, sandbox.DisposeOptions{})
-	})
-	if err != nil {
-		t.Fatalf("acquire through the relay: %v", err)
-	}
-	itest.Sh(t, sb, "true")
+	_, _, sb := acquireThroughRelay(t, b)
 	eng.Reset()
 	relay.cut()
 
