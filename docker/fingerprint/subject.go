@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/internal/observation"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
@@ -74,6 +75,9 @@ type dirMeta struct {
 	typ      docker.EntryType
 	mode     int64
 	uid, gid int
+	// observed: a socket, which the engine's archive stat cannot read (tar has no socket);
+	// only the observer's root walk compares it, by every field.
+	observed bool
 }
 
 var _ sandbox.FingerprintSubject = (*Subject)(nil)
@@ -216,6 +220,9 @@ func (s *Subject) unchangedSince(ctx context.Context, before docker.Confinement,
 		return nil
 	}
 	for p, was := range pre {
+		if was.observed {
+			continue
+		}
 		now, err := s.stat(ctx, before.ID, p)
 		if err != nil {
 			return err
@@ -271,17 +278,31 @@ func (s *Subject) changes(ctx context.Context, id string, skip map[string]dirMet
 	return nil
 }
 
-// preChanged takes the storage base and its ancestors out of the baseline's change list
-// changed, each by its stat, which must be a directory's, and refuses any other changed path:
-// an already changed path can hide a second change to it, and only these are stat'ed again.
+// supervisorPaths are what the engine puts in a sandbox whose commands take the exec channel
+// (cmd/execd, before start: the binary; once it runs: its socket's directory and socket), by
+// the type each must have.
+func supervisorPaths() map[string]docker.EntryType {
+	return map[string]docker.EntryType{execwire.Binary: docker.EntryFile, execwire.SocketDir: docker.EntryDir, execwire.Socket: docker.EntryOther}
+}
+
+// preChanged takes the engine's own paths out of the baseline's change list changed — the
+// storage base and its ancestors, each of which must be a directory, and the exec channel's
+// supervisor paths, each of its own type — recording each by its stat, and refuses any other
+// changed path: an already changed path can hide a second change to it, and only these are
+// stat'ed again (and the observer compares every root-filesystem entry of the baseline with
+// its ctime, so a rewritten supervisor binary is a change too).
 func (s *Subject) preChanged(ctx context.Context, id string, changed map[string]bool) (map[string]dirMeta, error) {
-	allowed := map[string]bool{}
+	allowed := map[string]docker.EntryType{}
 	for p := s.base; p != "" && p != "/"; p = path.Dir(p) {
-		allowed[p] = true
+		allowed[p] = docker.EntryDir
+	}
+	supervisor := supervisorPaths()
+	for p, typ := range supervisor {
+		allowed[p] = typ
 	}
 	var others []string
 	for p := range changed {
-		if !allowed[p] {
+		if _, ok := allowed[p]; !ok {
 			others = append(others, p)
 		}
 	}
@@ -291,14 +312,23 @@ func (s *Subject) preChanged(ctx context.Context, id string, changed map[string]
 	}
 	pre := map[string]dirMeta{}
 	for _, p := range slices.Sorted(maps.Keys(changed)) {
+		if p == execwire.Socket {
+			pre[p] = dirMeta{typ: docker.EntryOther, observed: true}
+			delete(changed, p)
+			continue
+		}
 		m, err := s.stat(ctx, id, p)
 		if err != nil {
 			return nil, err
 		}
-		if m == nil || m.typ != docker.EntryDir {
+		if want := allowed[p]; m == nil || m.typ != want {
 			what := "gone"
 			if m != nil {
 				what = "a " + m.typ.String()
+			}
+			if _, ok := supervisor[p]; ok {
+				return nil, &RefusedError{Reason: fmt.Sprintf("the baseline is not pristine: %s, the exec channel's supervisor path, changed and is %s, not a %s",
+					p, what, want)}
 			}
 			return nil, &RefusedError{Reason: fmt.Sprintf("the baseline is not pristine: %s, on the path of the storage base %s, changed and is %s, not a directory",
 				p, s.base, what)}

@@ -423,3 +423,33 @@ func (p *panicOnRun) Write(_ zapcore.Entry, fields []zapcore.Field) error {
 	}
 	return nil
 }
+
+// TestFingerprintOnTheExecChannel: a sandbox whose commands take the exec channel carries the
+// engine's supervisor (its binary, its socket's directory and socket), which the baseline
+// takes as the engine's own, as it takes the storage base: the clean call passes, and a call
+// that rewrites the supervisor's binary is caught naming it.
+func TestFingerprintOnTheExecChannel(t *testing.T) {
+	b := itest.NewBackend(t, actors.WithExecChannel(itest.ExecSupervisor(t)))
+	for _, tc := range []struct {
+		name, script string
+		want         string
+	}{
+		{name: "the clean call passes", script: "echo x > /tmp/f; rm /tmp/f"},
+		{name: "a rewritten supervisor binary", script: "printf X | dd of=/maf-sandbox-execd bs=1 seek=4096 conv=notrunc 2>/dev/null",
+			want: "/maf-sandbox-execd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noObserverOutlives(t)
+			sb, s := freshSandbox(t, b)
+			results, err := conformance.AssertNothingLeftBehind(itest.Context(t), s, shellCall(sb, tc.script))
+			if tc.want == "" {
+				mustAllPass(t, results, err)
+			} else if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v (results %+v), want a failure naming %s", err, results, tc.want)
+			}
+			if ch, _ := b.ExecPaths(); ch == 0 {
+				t.Fatal("no command took the exec channel")
+			}
+		})
+	}
+}
