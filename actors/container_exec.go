@@ -138,7 +138,9 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log *zap.Logger, req docker.ExecRequest, started func()) execDone {
 	var done execDone
 	if channel != nil {
-		done.out, done.err = runOnChannel(ctx, a.name, channel, req, started, &a.b.channelRoots)
+		cctx, end := a.span(ctx, SpanExecChannel)
+		done.out, done.err = runOnChannel(cctx, a.name, channel, req, started, &a.b.channelRoots)
+		end(done.err)
 		if !errors.Is(done.err, ErrExecChannelUnproven) {
 			a.b.execPaths.channel.Add(1)
 			return done

@@ -22,6 +22,9 @@ const (
 	SpanFilePrefix = "file "
 	// SpanExec is one command run in a container, from its start to its exit.
 	SpanExec = "container exec"
+	// SpanExecChannel is a command's run on the exec channel (exec_channel.go), the child of
+	// SpanExec where a docker exec would have its daemon calls: from the dial to the exit.
+	SpanExecChannel = "exec channel"
 	// SpanSeal is the proof of a new egress network's seal: from the proxy's start (its probe
 	// runs then) to the log read that holds the probe's verdict.
 	SpanSeal = "egress seal"
