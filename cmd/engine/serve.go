@@ -112,7 +112,7 @@ func (v *serveVerb) parse(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	_, v.execChannelAsked = os.LookupEnv("MAF_SANDBOX_EXEC_CHANNEL")
+	v.execChannelAsked = os.Getenv("MAF_SANDBOX_EXEC_CHANNEL") != "" // an empty variable asks for nothing
 	fs.Visit(func(f *flag.Flag) { v.execChannelAsked = v.execChannelAsked || f.Name == "exec-channel" })
 	if err := v.pool.check(); err != nil {
 		return fmt.Errorf("serve: %w", err)

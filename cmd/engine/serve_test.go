@@ -104,6 +104,7 @@ func TestServeExecChannelDefault(t *testing.T) {
 		on, asked bool
 	}{
 		{name: "default", on: true},
+		{name: "empty env", env: ptr(""), on: true},
 		{name: "flag off", args: []string{"--exec-channel=false"}, asked: true},
 		{name: "flag on", args: []string{"--exec-channel"}, on: true, asked: true},
 		{name: "env off", env: ptr("0"), asked: true},
