@@ -216,6 +216,11 @@ func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
 	}
 	resp, err := http.ReadResponse(ex.upBr, hr)
 	if err != nil {
+		// The proxy's stop marks it closed before it closes any connection, so an upstream it
+		// cut is seen here as cut (status 0), whichever connection Close reached first.
+		if ex.p.isClosed() {
+			return false
+		}
 		if ex.answer(statusBadGateway) { // the workload got the 502; a cut client got nothing: 0
 			d.Status = http.StatusBadGateway
 		}
