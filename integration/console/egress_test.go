@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/netip"
@@ -29,7 +28,7 @@ func outboundNetwork(t *testing.T) (string, netip.Prefix) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "maf-console-out-" + hex.EncodeToString(b)
-	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", name) })
+	dockertest.CleanupNetwork(t, name)
 	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(consoleSubnets), 24)
 	if err != nil {
 		t.Fatal(err)

@@ -108,9 +108,9 @@ func TestDisposeAfterACrashMidDisposeRemovesTheNetwork(t *testing.T) {
 			key := itest.NewKey(t)
 			spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
 			n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
+			dockertest.CleanupNetwork(t, docker.NetworkName(n)) // registered first: runs after the containers' removal
 			t.Cleanup(func() {
 				_, _, _ = dockertest.DockerErr(context.Background(), "rm", "--force", n, docker.ProxyName(n))
-				_, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", docker.NetworkName(n))
 			})
 			itest.Acquire(t, egressBackend(t, ""), key, spec)
 			// The layout the crash leaves: the proxy removed, the workload too unless kept, the

@@ -108,7 +108,7 @@ func randomHex(t testing.TB) string {
 func newTestNetwork(t testing.TB, name string, flags ...string) string {
 	t.Helper()
 	args := append(append([]string{"network", "create"}, dockertest.LabelArgs()...), flags...)
-	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", name) })
+	dockertest.CleanupNetwork(t, name)
 	return strings.TrimSpace(dockertest.Docker(t, append(args, name)...))
 }
 

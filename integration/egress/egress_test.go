@@ -65,7 +65,7 @@ func newEgressFixture(t testing.TB) *egressFixture {
 	f := &egressFixture{network: "maf-e2e-egress-" + hex.EncodeToString(b), caB64: base64.StdEncoding.EncodeToString(caPEM),
 		caPEM: caPEM, targets: map[string]string{}, ids: map[string]string{}}
 	// Internal as well as private: the proxy's outbound leg reaches the targets and nothing else.
-	t.Cleanup(func() { _, _, _ = dockertest.DockerErr(context.Background(), "network", "rm", f.network) })
+	dockertest.CleanupNetwork(t, f.network)
 	pool, err := docker.NewSubnetPool(netip.MustParsePrefix(egressSubnet), 24)
 	if err != nil {
 		t.Fatal(err)

@@ -75,11 +75,7 @@ func (f *reapFixture) container(name string, run bool, labelArgs []string, extra
 
 func (f *reapFixture) network(name string, labelArgs []string) string {
 	f.t.Helper()
-	f.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _, _ = dockertest.DockerErr(ctx, "network", "rm", name)
-	})
+	dockertest.CleanupNetwork(f.t, name)
 	args := append([]string{"network", "create"}, labelArgs...)
 	return lastLine(dockertest.Docker(f.t, append(args, name)...))
 }

@@ -2,6 +2,7 @@ package dockertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,20 +54,35 @@ func run(m *testing.M) int {
 	return code
 }
 
-// sweep removes the containers, then the networks (a network in use cannot go), that carry
-// this process's labels, and reports on w what it removed or failed to. Each call to the
-// engine has its own timeout, so a hung daemon cannot stall the sweep.
+// sweep removes the containers, then the networks (a network in use cannot go; an endpoint
+// the daemon kept is disconnected by force, [RemoveNetwork]), that carry this process's
+// labels, and reports on w what it removed or failed to. Each call to the engine has its own
+// timeout, so a hung daemon cannot stall the sweep.
 func sweep(w io.Writer) {
 	filters := []string{
 		"--filter", "label=" + LabelSession + "=" + Session(),
 		"--filter", "label=" + LabelProcess + "=" + Process(),
 	}
+	removeContainers := func(ids []string) error {
+		_, err := call(append([]string{"rm", "--force", "--volumes"}, ids...))
+		return err
+	}
+	removeNetworks := func(ids []string) error {
+		var errs []error
+		for _, id := range ids {
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			errs = append(errs, RemoveNetwork(ctx, id))
+			cancel()
+		}
+		return errors.Join(errs...)
+	}
 	kinds := []struct {
-		what         string
-		list, remove []string
+		what   string
+		list   []string
+		remove func(ids []string) error
 	}{
-		{"container", []string{"ps", "--all", "--quiet", "--no-trunc"}, []string{"rm", "--force", "--volumes"}},
-		{"network", []string{"network", "ls", "--quiet", "--no-trunc"}, []string{"network", "rm"}},
+		{"container", []string{"ps", "--all", "--quiet", "--no-trunc"}, removeContainers},
+		{"network", []string{"network", "ls", "--quiet", "--no-trunc"}, removeNetworks},
 	}
 	for _, k := range kinds {
 		out, err := call(append(k.list, filters...))
@@ -80,7 +96,7 @@ func sweep(w io.Writer) {
 		}
 		fmt.Fprintf(w, "dockertest: session %s leaked %d %s(s), removing: %s\n",
 			Session(), len(ids), k.what, strings.Join(ids, " "))
-		if _, err := call(append(k.remove, ids...)); err != nil {
+		if err := k.remove(ids); err != nil {
 			fmt.Fprintf(w, "dockertest: remove leftover %ss: %v\n", k.what, err)
 		}
 	}

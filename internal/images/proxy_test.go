@@ -83,13 +83,7 @@ func TestProxyImage(t *testing.T) {
 	// The private network. Its removal is registered before it is created, and before any
 	// container, so it runs last.
 	network := name("net")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, _, err := dockertest.DockerErr(ctx, "network", "rm", network); err != nil && !strings.Contains(err.Error(), "No such network") && !strings.Contains(err.Error(), "not found") {
-			t.Errorf("remove network: %v", err)
-		}
-	})
+	dockertest.CleanupNetwork(t, network)
 	dockertest.Docker(t, append(append([]string{"network", "create", "--internal"}, dockertest.LabelArgs()...), network)...)
 	subnet, err := netip.ParsePrefix(dockertest.Docker(t, "network", "inspect", "--format", "{{(index .IPAM.Config 0).Subnet}}", network))
 	if err != nil {

@@ -65,14 +65,7 @@ func Run(t testing.TB, n int, opts ...Option) *Cluster {
 	id := strings.ToLower(nuid.Next()[12:])
 	c := &Cluster{t: t, Network: "maf-natscluster-" + id, Name: "maf-" + id}
 	// Registered first and run last (cleanups are LIFO): the network goes after its containers.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, stderr, err := dockertest.DockerErr(ctx, "network", "rm", c.Network); err != nil &&
-			!strings.Contains(string(stderr), "not found") {
-			t.Errorf("natscluster: remove network: %v", err)
-		}
-	})
+	dockertest.CleanupNetwork(t, c.Network)
 	dockertest.Docker(t, append(append([]string{"network", "create", "--internal"}, dockertest.LabelArgs()...), c.Network)...)
 
 	routes := make([]string, n)
