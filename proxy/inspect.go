@@ -183,6 +183,10 @@ func (ex *exchange) next(rule *inspectRule) bool {
 		d.Decision = sandbox.DecisionWouldDeny
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
+		if ex.p.isClosed() { // the stop cut the handshake: nothing went out, nothing came back
+			_ = ex.p.log.WriteRequest(d)
+			return false
+		}
 		return ex.refuse(d, sandbox.DecisionUnreachable, http.StatusBadGateway, statusBadGateway)
 	}
 	if d.Decision == sandbox.DecisionAllow { // never on a request a shadow rule would refuse

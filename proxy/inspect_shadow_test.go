@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"io"
+	"net"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
@@ -95,5 +99,48 @@ func TestInspectLogsARequestCutAtStop(t *testing.T) {
 	ds, _, err := egresslog.ParseLog(strings.NewReader(tp.log.String()))
 	if err != nil || len(ds) != 1 || ds[0].Decision != sandbox.DecisionAllow || ds[0].Status != 0 || ds[0].BytesOut == 0 {
 		t.Fatalf("decisions %+v (%v): want the ALLOW of the cut request, status 0, its bytes out", ds, err)
+	}
+}
+
+// TestInspectLogsARequestCutInTheHandshakeAtStop: a permitted request whose upstream TLS
+// handshake the proxy's stop cuts got no answer, so it is logged as cut (status 0, nothing
+// relayed), not as an unreachable destination answered 502.
+func TestInspectLogsARequestCutInTheHandshakeAtStop(t *testing.T) {
+	// An origin that takes the connection and never answers the handshake.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	hello := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			close(hello) // the proxy's ClientHello: it is in the handshake
+		}
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	res := &stubResolver{answers: map[string][]netip.Addr{inspectHost: addrs("127.0.0.1")}}
+	tp := startProxy(t, []string{inspectHost}, WithResolver(res), withAdmitLoopback(),
+		withDialPort(ln.Addr().(*net.TCPAddr).Port), WithInspect(acmeReadOnly))
+	conn, err := connectTLS(t, tp, inspectHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(get("/repos/acme/x"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hello:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy never started the upstream handshake")
+	}
+	tp.Close()
+	if log := tp.log.String(); log != "ALLOW example.com:443 GET /repos/acme/x status=0 out=0 in=0 rule=example.com\n" {
+		t.Fatalf("decision log %q: want the permitted request, cut with nothing relayed", log)
 	}
 }
