@@ -122,3 +122,46 @@ func TestOwnerAnnouncesItsLoadAndLeaves(t *testing.T) {
 		t.Fatalf("after stop the members are %+v, %v; want none", ms, err)
 	}
 }
+
+// TestOwnerKeepsALeaseWhoseRenewalItDidNotHear: a renewal the bucket took but whose answer
+// the owner never had (its timeout passed first, as under load) moves the entry's revision
+// under the owner's lease. Made here by a write of the same engine through another store, it
+// must not cost the sandbox: the owner adopts its own write, keeps renewing and serving past
+// several leases, never reports the lease lost, and another engine is still routed to it.
+func TestOwnerKeepsALeaseWhoseRenewalItDidNotHear(t *testing.T) {
+	noLeaks(t)
+	url := embedded(t)
+	const lease = 1500 * time.Millisecond // its renewals time out at a third: long enough for a loaded machine
+	var lost atomic.Int32
+	a := owner(t, "a", placement.WithStore(store(t, url, "a", placement.WithLease(lease))), placement.WithHooks(placement.Hooks{
+		Lost: func(sandbox.Key, string) { lost.Add(1) }}))
+	k := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "x"}
+	if r, err := a.Route(t.Context(), k, "py"); err != nil || !r.Here {
+		t.Fatalf("a routes a new key to %+v, %v; want here", r, err)
+	}
+	// The renewal a never heard of: engine a's own write, on the entry's current revision.
+	unheard := store(t, url, "a", placement.WithLease(lease))
+	for {
+		r, ok, err := unheard.Get(t.Context(), k, "py")
+		if err != nil || !ok {
+			t.Fatalf("read a's entry: %+v %v %v", r, ok, err)
+		}
+		_, err = unheard.Renew(t.Context(), placement.Lease{Entry: placement.EntryKey(k, "py"), Engine: "a", Revision: r.Revision, Instance: r.Instance})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, placement.ErrNotOwner) { // a's renewer moved it first: read again
+			t.Fatal(err)
+		}
+	}
+	ctx, end := a.Fence(t.Context(), k, "py")
+	defer end()
+	time.Sleep(3 * lease) // without the adoption the lease is dropped one lease after the write
+	if n := lost.Load(); n != 0 || !a.Holds(k, "py") || ctx.Err() != nil {
+		t.Fatalf("after a write of its own it did not hear of: lost told %d times, holds %v, fenced call %v", n, a.Holds(k, "py"), context.Cause(ctx))
+	}
+	b := owner(t, "b", placement.WithStore(store(t, url, "b", placement.WithLease(lease))))
+	if r, err := b.Route(t.Context(), k, "py"); err != nil || r.Here || r.Engine != "a" {
+		t.Fatalf("b routes a's key to %+v, %v; want engine a", r, err)
+	}
+}

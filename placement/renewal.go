@@ -49,8 +49,10 @@ func (ow *Owner) renew(h heldLease) {
 	switch {
 	case err == nil:
 		ow.leases.replace(h.lease.Revision, l)
-	case errors.Is(err, ErrNotOwner) && ow.stillOurs(h):
-		// Another write of this engine's (an instance recorded) moved the revision: not lost.
+	case errors.Is(err, ErrNotOwner) && ow.adoptOwnWrite(h):
+		// A write of this engine's own moved the revision: an instance recorded, or an earlier
+		// renewal whose answer timed out after the bucket took it. The lease now holds the
+		// entry's revision, so the next renewal is on the right one.
 	case errors.Is(err, ErrNotOwner):
 		// Only when the lease held is still the one renewed: a claim of this engine's own may
 		// have replaced it meanwhile, moving the revision under this renewal.
@@ -69,12 +71,23 @@ func (ow *Owner) renew(h heldLease) {
 	}
 }
 
-// stillOurs reports whether the bucket's entry of h still names this engine, read after a
-// renewal of h was refused: a write of this engine's own then moved the revision.
-func (ow *Owner) stillOurs(h heldLease) bool {
+// adoptOwnWrite reads the bucket's entry of h after a renewal of h was refused and reports
+// whether it still names this engine, unexpired: then a write of this engine's own moved the
+// revision, and h's lease takes the entry's revision, expiry and instance (unless another of
+// this engine's writes already replaced it). Only this engine writes entries naming it, and
+// it computes each expiry from the time it sent the write, so the adopted expiry fences as a
+// renewal's own does. Without the adoption, a renewal that timed out after the bucket took it
+// left the lease a revision behind: every later renewal was refused, and once the entry
+// expired the sandbox was dropped as lost, though nobody else had written it.
+func (ow *Owner) adoptOwnWrite(h heldLease) bool {
 	p := ow.o.store
 	ctx, cancel := context.WithTimeout(context.Background(), p.Lease()/3)
 	defer cancel()
 	r, ok, err := p.Get(ctx, h.key, h.kind)
-	return err == nil && ok && r.Engine == ow.engine && time.Now().Before(r.Expires)
+	if err != nil || !ok || r.Engine != ow.engine || !time.Now().Before(r.Expires) {
+		return false
+	}
+	ow.leases.replace(h.lease.Revision, Lease{Entry: h.lease.Entry, Engine: ow.engine, Revision: r.Revision,
+		Expires: r.Expires, Instance: r.Instance})
+	return true
 }
