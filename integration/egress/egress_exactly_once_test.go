@@ -44,7 +44,7 @@ import (
 // window, and the dead engine's outbox closed without delivering (what a crash does to
 // memory). Nothing in the engine's own code knows about them.
 
-// eventsWindows is how many windows TestEgressEventsExactlyOnceAcrossFaults runs: 200 (the
+// eventsWindows is how many windows TestEgressAtScale/EventsExactlyOnceAcrossFaults runs: 200 (the
 // cluster issue's target), or MAF_SANDBOX_EVENTS_WINDOWS for a quicker local run.
 func eventsWindows(t *testing.T) int {
 	if s := os.Getenv("MAF_SANDBOX_EVENTS_WINDOWS"); s != "" {
@@ -261,11 +261,10 @@ func (s *countingSink) count(id string) int {
 // in turn another engine's dispose of the key, its purge of the conversation, or a reap of
 // the scope — drains the surviving proxy and publishes its window once, or finds nothing
 // left to drain.
-// Halfway through, the NATS server is shut down and restarted on the same store. It is a
-// heavy test, run once per make test (on the default driver's pass).
-func TestEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
+// Halfway through, the NATS server is shut down and restarted on the same store. It runs
+// with the daemon to itself, under TestEgressAtScale.
+func testEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	n := eventsWindows(t)
-	dockertest.Alone(t) // engines killed and NATS restarted across 200 windows: the heaviest fault test
 	fx := newEgressFixture(t)
 	prefix := "maf.e2e." + randomHex(t)
 	opts := natstest.Options(t.TempDir()) // the store outlives the first server

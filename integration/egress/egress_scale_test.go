@@ -16,7 +16,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// egressScale is how many allowlisted sandboxes TestEgressManyAllowlistedSandboxes holds at
+// egressScale is how many allowlisted sandboxes TestEgressAtScale/ManyAllowlistedSandboxes holds at
 // once: 250 (the egress issue's target), or MAF_SANDBOX_EGRESS_SCALE for a quicker local run.
 func egressScale(t *testing.T) int {
 	if s := os.Getenv("MAF_SANDBOX_EGRESS_SCALE"); s != "" {
@@ -29,14 +29,25 @@ func egressScale(t *testing.T) int {
 	return 250
 }
 
+// TestEgressAtScale runs the package's two heaviest tests with the daemon to themselves
+// (dockertest.Alone): 250 proxies and networks at once, and engines killed and NATS restarted
+// across 200 windows; another package beside either would time out. They share one hold, one
+// after the other, so no other package's binary starts between them: the next test of any
+// other package waits for one hold, not two, and under go test -p 2 the other slot idles
+// while the daemon is held once, not twice (docs/testing.md, "Run times"). They run once per
+// make test, on the default driver's pass.
+func TestEgressAtScale(t *testing.T) {
+	dockertest.Alone(t)
+	t.Run("EventsExactlyOnceAcrossFaults", testEgressEventsExactlyOnceAcrossFaults)
+	t.Run("ManyAllowlistedSandboxes", testEgressManyAllowlistedSandboxes)
+}
+
 // 250 allowlisted sandboxes alive at once on one daemon, far past the ~30 networks of its
 // default address pools: each on a subnet of the egress pool, each proved sealed, each
 // reaching the allowed target through its own proxy; after dispose none of their networks or
-// containers is left. It is the heavy scale test, run once per make test (on the default
-// driver's pass).
-func TestEgressManyAllowlistedSandboxes(t *testing.T) {
+// containers is left.
+func testEgressManyAllowlistedSandboxes(t *testing.T) {
 	n := egressScale(t)
-	dockertest.Alone(t) // 250 proxies and networks at once: another package beside it would time out
 	fx := newEgressFixture(t)
 	b := egressBackend(t, fx.network)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
