@@ -315,14 +315,17 @@ func (a *apiDriver) Start(ctx context.Context, target string) error {
 	})
 }
 
-// Remove implements [Engine]: a forced removal, volumes kept, as `rm -f`.
+// Remove implements [Engine]: a forced removal, volumes kept, as `rm -f`, waiting out one
+// already under way ([removeForced]).
 func (a *apiDriver) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
-	return a.remove(ctx, []string{"rm", "-f", target}, func(ctx context.Context, b *apiBound) error {
-		_, err := b.client.ContainerRemove(ctx, target, client.ContainerRemoveOptions{Force: true})
-		return err
+	return removeForced(ctx, func(ctx context.Context) (RemoveOutcome, error) {
+		return a.remove(ctx, []string{"rm", "-f", target}, func(ctx context.Context, b *apiBound) error {
+			_, err := b.client.ContainerRemove(ctx, target, client.ContainerRemoveOptions{Force: true})
+			return err
+		})
 	})
 }
 

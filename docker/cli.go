@@ -252,6 +252,11 @@ func (c *cliDriver) Remove(ctx context.Context, target string) (RemoveOutcome, e
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
+	return removeForced(ctx, func(ctx context.Context) (RemoveOutcome, error) { return c.removeOnce(ctx, target) })
+}
+
+// removeOnce is one `rm -f` of target.
+func (c *cliDriver) removeOnce(ctx context.Context, target string) (RemoveOutcome, error) {
 	args := []string{"rm", "-f", target}
 	res, err := c.control(ctx, args...)
 	if err != nil {

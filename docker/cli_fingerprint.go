@@ -154,6 +154,24 @@ func RemoveSettled(ctx context.Context, remove func(context.Context) (RemoveOutc
 	}, bo)
 }
 
+// removeForced is a forced removal that waits out one already under way: the daemon refuses a
+// second removal while the first works, and the container is then gone, so it reports
+// [Removed] (it was there, and it is gone) where the retry found it [Absent].
+func removeForced(ctx context.Context, remove func(context.Context) (RemoveOutcome, error)) (RemoveOutcome, error) {
+	waited := false
+	out, err := RemoveSettled(ctx, func(ctx context.Context) (RemoveOutcome, error) {
+		out, err := remove(ctx)
+		if errors.Is(err, errRemovalInProgress) {
+			waited = true
+		}
+		return out, err
+	})
+	if err == nil && waited && out == Absent {
+		out = Removed
+	}
+	return out, err
+}
+
 // remover is the one call [removeObserver] needs.
 type remover interface {
 	Remove(ctx context.Context, target string) (RemoveOutcome, error)

@@ -176,7 +176,7 @@ func TestRemoveOutcomes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newFakeCLI(t, answers("rm", tc.exit, tc.stdout, tc.stderr)...)
-			got, err := c.Remove(context.Background(), "capA")
+			got, err := c.removeOnce(context.Background(), "capA") // one answer; Remove waits out "in progress"
 			if tc.want == 0 && err == nil {
 				t.Fatalf("Remove = %v, want an error", got)
 			}

@@ -6,7 +6,9 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,6 +206,34 @@ func (s *suite) testRemove(t *testing.T) {
 	}
 	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Absent {
 		t.Fatalf("second Remove = %v, %v; want Absent", out, err)
+	}
+}
+
+// testRemoveConcurrent: removals of one container at once (another engine's dispose, a reap,
+// this engine's own) all succeed. The daemon refuses all but the first while it works ("removal
+// of container … is already in progress"); the others wait for it and report the container
+// Removed: it was there, and it is gone.
+func (s *suite) testRemoveConcurrent(t *testing.T) {
+	e := s.newEngine(t)
+	name, _ := Workload(t, e, s.image, Key(t))
+	const n = 6
+	outs := make([]docker.RemoveOutcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { outs[i], errs[i] = e.Remove(ctx(t), name) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || outs[i] == 0 {
+			t.Errorf("Remove %d of %d at once = %v, %v; want Removed or Absent", i+1, n, outs[i], errs[i])
+		}
+	}
+	if !slices.Contains(outs, docker.Removed) {
+		t.Errorf("removals at once = %v: none Removed", outs)
+	}
+	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Absent {
+		t.Fatalf("Remove after them = %v, %v; want Absent", out, err)
 	}
 }
 

@@ -44,6 +44,7 @@ func Run(t *testing.T, name string, newEngine func(t *testing.T) docker.Engine) 
 			{"LabelsSelect", s.testLabelsSelect},
 			{"Absent", s.testAbsent},
 			{"Remove", s.testRemove},
+			{"RemoveConcurrent", s.testRemoveConcurrent},
 			{"StartStopped", s.testStartStopped},
 			{"PauseUnpause", s.testPauseUnpause},
 			{"PauseBusy", s.testPauseBusy},
