@@ -143,11 +143,11 @@ type remover interface {
 
 // removeObserver force-removes the observer name under a context that outlives ctx's end (a
 // cancelled run must still be cleaned up), bounded by the command timeout. Absent is success:
-// --rm or AutoRemove may have been first, or be under way ([RemoveSettled]).
+// --rm or AutoRemove may have been first, and one under way is waited out by Remove.
 func removeObserver(ctx context.Context, r remover, log *zap.Logger, name string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observerRemoveTimeout)
 	defer cancel()
-	if _, err := RemoveSettled(rctx, func(ctx context.Context) (RemoveOutcome, error) { return r.Remove(ctx, name) }); err != nil {
+	if _, err := r.Remove(rctx, name); err != nil {
 		log.Warn("observer container not removed", zap.String("container", name), zap.Error(err))
 		return fmt.Errorf("remove observer %s: %w", name, err)
 	}

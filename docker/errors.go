@@ -30,7 +30,7 @@ var (
 	ErrConflict = errors.New("docker: container name already in use")
 	// errRemovalInProgress: a forced removal refused because the daemon is already removing the
 	// container (its own auto-removal of one that just exited, or another caller's removal);
-	// it will be gone once that removal ends. [RemoveSettled] waits for it.
+	// it will be gone once that removal ends. Both drivers' Remove wait for it (removeForced).
 	errRemovalInProgress = errors.New("docker: removal already in progress")
 	// ErrNetworkExists: network create refused because the network exists.
 	ErrNetworkExists = errors.New("docker: network already exists")

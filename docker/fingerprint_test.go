@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -77,42 +76,5 @@ func TestObserverSpec(t *testing.T) {
 		!slices.Equal(hc.CapAdd, []string{"SYS_PTRACE"}) || string(hc.PidMode) != "container:"+id || hc.Privileged || !hc.AutoRemove ||
 		opts.Config.User != "0:0" || *hc.PidsLimit != 16 || opts.Name != s.Name || opts.Config.Image != image {
 		t.Fatalf("the API create options differ from the CLI's hardening: %+v %+v", opts.Config, hc)
-	}
-}
-
-// A removal the daemon already has under way is asked again until it ends; any other answer
-// comes back at once.
-func TestRemoveSettled(t *testing.T) {
-	inProgress := &CommandError{Args: []string{"rm"}, ExitCode: 1, Class: errRemovalInProgress}
-	refused := &CommandError{Args: []string{"rm"}, ExitCode: 1}
-	cases := []struct {
-		name    string
-		answers []error
-		want    RemoveOutcome
-		wantErr error
-		calls   int
-	}{
-		{"removed at once", []error{nil}, Removed, nil, 1},
-		{"absent after the daemon's own removal ended", []error{inProgress, inProgress, ErrNotFound}, Absent, nil, 3},
-		{"another refusal is not asked again", []error{refused, nil}, 0, refused, 1},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			got, err := RemoveSettled(t.Context(), func(context.Context) (RemoveOutcome, error) {
-				err := tc.answers[calls]
-				calls++
-				switch {
-				case errors.Is(err, ErrNotFound):
-					return Absent, nil
-				case err != nil:
-					return 0, err
-				}
-				return Removed, nil
-			})
-			if got != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || calls != tc.calls {
-				t.Fatalf("got %v, %v after %d calls; want %v, %v after %d", got, err, calls, tc.want, tc.wantErr, tc.calls)
-			}
-		})
 	}
 }

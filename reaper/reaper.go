@@ -532,10 +532,10 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 				return err
 			}
 		}
-		// Settled: an observer that just exited is being removed by the daemon itself, which
-		// refuses a second removal until the first ends.
+		// The driver waits out a removal already under way (the daemon's own, of an observer
+		// that just exited) and then reports the container removed.
 		outcome, err := bounded(ctx, s.o.callTimeout, func(cc context.Context) (docker.RemoveOutcome, error) {
-			return docker.RemoveSettled(cc, func(cc context.Context) (docker.RemoveOutcome, error) { return s.inv.RemoveContainerID(cc, c.res.ID) })
+			return s.inv.RemoveContainerID(cc, c.res.ID)
 		})
 		if ctx.Err() != nil {
 			// Cancelled: the outcome is unknown and the drained window is not published.
