@@ -71,7 +71,7 @@ func apiConfinement(target string, doc container.InspectResponse) (Confinement, 
 	cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
 	cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
 	if doc.Config != nil {
-		cd.Config.Labels = doc.Config.Labels
+		cd.Config.Labels, cd.Config.Entrypoint = doc.Config.Labels, doc.Config.Entrypoint
 	}
 	for _, m := range doc.Mounts {
 		cd.Mounts = append(cd.Mounts, struct {

@@ -36,7 +36,8 @@ type confinementDoc struct {
 		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
 	Config struct {
-		Labels map[string]string `json:"Labels"`
+		Labels     map[string]string `json:"Labels"`
+		Entrypoint []string          `json:"Entrypoint"`
 	} `json:"Config"`
 	HostConfig struct {
 		PidMode    string `json:"PidMode"`
@@ -71,7 +72,8 @@ func (doc confinementDoc) confinement(target string) (Confinement, error) {
 	}
 	out := Confinement{ID: doc.ID, Running: doc.State.Running, StartedAt: doc.State.StartedAt,
 		PidMode: doc.HostConfig.PidMode, Privileged: doc.HostConfig.Privileged,
-		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath, Labels: doc.Config.Labels}
+		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath, Labels: doc.Config.Labels,
+		Entrypoint: doc.Config.Entrypoint}
 	for _, m := range doc.Mounts {
 		out.Mounts = append(out.Mounts, MountPoint{Type: m.Type, Destination: m.Destination, RW: m.RW})
 	}

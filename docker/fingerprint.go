@@ -63,6 +63,9 @@ type Confinement struct {
 	Privileged bool
 	Mounts     []MountPoint
 	Labels     map[string]string // the container's labels
+	// Entrypoint is Config.Entrypoint: the program the container's first process runs when
+	// the container names one (the exec channel's supervisor, for one).
+	Entrypoint []string
 	// The engine-managed files bind-mounted at /etc/hosts, /etc/hostname, /etc/resolv.conf,
 	// as host paths.
 	HostsPath, HostnamePath, ResolvConfPath string

@@ -21,7 +21,8 @@ func (s *suite) testFingerprinting(t *testing.T) {
 	if !ok {
 		t.Fatalf("%T does not implement docker.Fingerprinting", e)
 	}
-	name, id := Workload(t, e, s.image, Key(t))
+	// An entrypoint of its own, so the confinement inspect is seen to read it.
+	name, id := Workload(t, e, s.image, Key(t), docker.WithEntrypoint("sleep"), docker.WithCmd("infinity"))
 	t.Run("changes", func(t *testing.T) { wantChanges(t, e, f, name, id) })
 	t.Run("confinement", func(t *testing.T) { wantConfinement(t, f, name, id) })
 	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", s.image)
@@ -74,7 +75,7 @@ func wantChanges(t *testing.T, e docker.Engine, f docker.Fingerprinting, name, i
 
 // wantConfinement holds the confinement inspect to what a hardened workload shows (its own
 // PID namespace, not privileged, no declared mount, the engine's managed files in its own
-// directory) and to ErrNotFound for an absent container.
+// directory, the entrypoint it was created with) and to ErrNotFound for an absent container.
 func wantConfinement(t *testing.T, f docker.Fingerprinting, name, id string) {
 	t.Helper()
 	c, err := f.InspectConfinement(ctx(t), name)
@@ -82,7 +83,8 @@ func wantConfinement(t *testing.T, f docker.Fingerprinting, name, id string) {
 		t.Fatal(err)
 	}
 	if c.ID != id || !c.Running || c.StartedAt == "" || (c.PidMode != "" && c.PidMode != "private") || c.Privileged ||
-		len(c.Mounts) != 0 || !strings.HasSuffix(c.HostsPath, "/"+id+"/hosts") || c.HostnamePath == "" || c.ResolvConfPath == "" {
+		len(c.Mounts) != 0 || !strings.HasSuffix(c.HostsPath, "/"+id+"/hosts") || c.HostnamePath == "" || c.ResolvConfPath == "" ||
+		!slices.Equal(c.Entrypoint, []string{"sleep"}) {
 		t.Fatalf("confinement %+v", c)
 	}
 	if _, err := f.InspectConfinement(ctx(t), "maf-sandbox-enginetest-absent"); !errors.Is(err, docker.ErrNotFound) {

@@ -138,7 +138,7 @@ func (s *Subject) Fingerprint(ctx context.Context) (sandbox.Fingerprint, error) 
 		return sandbox.Fingerprint{}, err
 	}
 	if first {
-		if pre, err = s.preChanged(ctx, before.ID, changed); err != nil {
+		if pre, err = s.preChanged(ctx, before, changed); err != nil {
 			return sandbox.Fingerprint{}, err
 		}
 	}
@@ -280,8 +280,12 @@ func (s *Subject) changes(ctx context.Context, id string, skip map[string]dirMet
 
 // supervisorPaths are what the engine puts in a sandbox whose commands take the exec channel
 // (cmd/execd, before start: the binary; once it runs: its socket's directory and socket), by
-// the type each must have.
-func supervisorPaths() map[string]docker.EntryType {
+// the type each must have. They are the engine's own only in a container whose entrypoint is
+// the supervisor; in any other they are a guest's files like the rest.
+func supervisorPaths(c docker.Confinement) map[string]docker.EntryType {
+	if !slices.Equal(c.Entrypoint, []string{execwire.Binary}) {
+		return nil
+	}
 	return map[string]docker.EntryType{execwire.Binary: docker.EntryFile, execwire.SocketDir: docker.EntryDir, execwire.Socket: docker.EntryOther}
 }
 
@@ -291,12 +295,13 @@ func supervisorPaths() map[string]docker.EntryType {
 // changed path: an already changed path can hide a second change to it, and only these are
 // stat'ed again (and the observer compares every root-filesystem entry of the baseline with
 // its ctime, so a rewritten supervisor binary is a change too).
-func (s *Subject) preChanged(ctx context.Context, id string, changed map[string]bool) (map[string]dirMeta, error) {
+func (s *Subject) preChanged(ctx context.Context, c docker.Confinement, changed map[string]bool) (map[string]dirMeta, error) {
+	id := c.ID
 	allowed := map[string]docker.EntryType{}
 	for p := s.base; p != "" && p != "/"; p = path.Dir(p) {
 		allowed[p] = docker.EntryDir
 	}
-	supervisor := supervisorPaths()
+	supervisor := supervisorPaths(c)
 	for p, typ := range supervisor {
 		allowed[p] = typ
 	}

@@ -148,6 +148,8 @@ func TestSubjectRefuses(t *testing.T) {
 			outputs: []docker.ObserverOutput{clean}}, sandbox.ErrRefused, "not the sandbox's"},
 		{"a dirty root filesystem", fakeEngine{confs: []docker.Confinement{conf()}, changes: [][]docker.Change{{{Kind: docker.ChangeAdded, Path: "/tmp/x"}}},
 			outputs: []docker.ObserverOutput{clean}}, sandbox.ErrRefused, "not pristine: the root filesystem changed at /tmp/x"},
+		{"the supervisor's binary where no supervisor runs", fakeEngine{confs: []docker.Confinement{conf()}, changes: [][]docker.Change{{{Kind: docker.ChangeAdded, Path: "/maf-sandbox-execd"}}},
+			outputs: []docker.ObserverOutput{clean}}, sandbox.ErrRefused, "not pristine: the root filesystem changed at /maf-sandbox-execd"},
 		{"a dirty tmpfs", fakeEngine{confs: []docker.Confinement{conf()}, changes: [][]docker.Change{nil},
 			outputs: []docker.ObserverOutput{report(map[string]observation.Entry{}, []string{"/dev/shm/x"})}}, sandbox.ErrRefused, "tmpfs holds /dev/shm/x"},
 		{"an exceeded bound", fakeEngine{confs: []docker.Confinement{conf()}, changes: [][]docker.Change{nil},

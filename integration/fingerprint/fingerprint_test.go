@@ -131,6 +131,14 @@ func TestFingerprintRefuses(t *testing.T) {
 		guestSh(t, itest.Context(t), sb, "echo before > /tmp/already-there")
 		assertRefusedBeforeTheCall(t, s, "not pristine", "/tmp/already-there")
 	})
+	t.Run("the supervisor's paths planted where no supervisor runs", func(t *testing.T) {
+		// They are the engine's own only in a sandbox on the exec channel; here a guest made
+		// them, and the baseline holding them is not pristine.
+		noObserverOutlives(t)
+		sb, s := freshSandbox(t, b)
+		guestSh(t, itest.Context(t), sb, "echo planted > /maf-sandbox-execd && mkdir /.maf-sandbox-exec")
+		assertRefusedBeforeTheCall(t, s, "not pristine", "/.maf-sandbox-exec, /maf-sandbox-execd")
+	})
 	t.Run("a dirty tmpfs baseline", func(t *testing.T) {
 		noObserverOutlives(t)
 		sb, s := freshSandbox(t, b)
