@@ -94,8 +94,34 @@ func Run(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := range c.nodes {
 		c.refresh(i)
 	}
+	// Registered after the containers' removal, so it runs before it: a failed test's log
+	// says what each node thought of its streams when the test gave up.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.report()
+		}
+	})
 	c.waitHealthy(c.nodes...)
 	return c
+}
+
+// report logs, for each node, the streams it knows and their leaders (its /jsz) and the
+// tail of its log. A killed node answers neither; its log is what it wrote before the kill.
+func (c *Cluster) report() {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	for _, nd := range c.nodes {
+		jsz := "unanswered"
+		if resp, err := hc.Get("http://" + nd.ip + ":8222/jsz?streams=true&raft=true"); err != nil {
+			jsz = err.Error()
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			jsz = string(b)
+		}
+		out, errOut, _ := dockertest.DockerErr(context.Background(), "logs", "--tail", "40", nd.container)
+		c.t.Logf("natscluster: node %s after the failure: /jsz: %s\nlog:\n%s%s", nd.alias, jsz, out, errOut)
+	}
 }
 
 // Size is the number of nodes.
