@@ -115,10 +115,11 @@ func waitEngines(t *testing.T, c *natscluster.Cluster, ids ...string) {
 
 // TestClusterNodeKillMidTraffic: workers drive sandboxes through three engines, each engine
 // and worker preferring one of three nodes, while the node under one engine and two workers is
-// killed. Every call that is safe to repeat (acquire, write, stat, read) succeeds; every exec
-// either succeeds and ran exactly once, or answers client.ErrOutcomeUnknown and ran at most
-// once; no exec runs twice. The placement and members streams are still there, at 3 replicas,
-// with every key's record naming the engine that served it.
+// killed; it leads the placement and members streams, so both elect a new leader. Every call
+// that is safe to repeat (acquire, write, stat, read) succeeds; every exec either succeeds and
+// ran exactly once, or answers client.ErrOutcomeUnknown and ran at most once; no exec runs
+// twice. The placement and members streams are still there, at 3 replicas, with every key's
+// record naming the engine that served it.
 func TestClusterNodeKillMidTraffic(t *testing.T) {
 	c := natscluster.Run(t, 3)
 	var fakes []*sandboxtest.Backend
@@ -219,6 +220,10 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 		go work(w)
 	}
 	time.Sleep(2 * time.Second) // traffic under way on every node
+	// The killed node leads both streams, so each must elect a new leader on the survivors.
+	for _, bucket := range []string{placement.DefaultBucket, placement.DefaultMembersBucket} {
+		c.Lead("KV_"+bucket, 0)
+	}
 	c.Kill(0)
 	killed := time.Now()
 	time.Sleep(5 * time.Second) // and on, through the reconnects

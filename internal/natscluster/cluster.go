@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/mafsandbox/engine/internal/dockertest"
@@ -165,6 +166,53 @@ func (c *Cluster) Start(i int) {
 	dockertest.Docker(c.t, "start", c.nodes[i].container)
 	c.refresh(i)
 	c.waitHealthy(c.nodes[i])
+}
+
+// Lead makes node i the leader of the named stream: it asks the stream's leader to step down
+// in favour of node i (a no-op error when node i leads already) until the stream's info names
+// node i. A test that kills node i after it knows the survivors must elect a new leader.
+// It calls t.Fatal when node i does not lead within readyTimeout.
+func (c *Cluster) Lead(stream string, i int) {
+	c.t.Helper()
+	nc := c.Connect(c.t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.t.Fatalf("natscluster: jetstream: %v", err)
+	}
+	want := c.nodes[i].alias
+	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, want)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		leader, err := streamLeader(ctx, js, stream)
+		if err == nil && leader != want {
+			_, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(req))
+		}
+		cancel()
+		if err == nil && leader == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("natscluster: %s still led by %q, not %s: %v", stream, leader, want, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// streamLeader names the stream's leader, "" while it has none.
+func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) (string, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	if info.Cluster == nil {
+		return "", nil
+	}
+	return info.Cluster.Leader, nil
 }
 
 // refresh reads node i's address on the network.

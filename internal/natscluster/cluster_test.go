@@ -91,12 +91,15 @@ func TestClusterKeepsR3StreamThroughNodeKill(t *testing.T) {
 	}
 }
 
-// waitInfo polls the stream's info until ok accepts it.
+// waitInfo polls the stream's info until ok accepts it. Each request gets 5 s: only the
+// stream's leader answers, so one sent while the survivors elect a leader is never answered.
 func waitInfo(ctx context.Context, t *testing.T, s jetstream.Stream, ok func(*jetstream.StreamInfo) bool) *jetstream.StreamInfo {
 	t.Helper()
 	var last error
 	for ctx.Err() == nil {
-		in, err := s.Info(ctx)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		in, err := s.Info(actx)
+		cancel()
 		if err == nil && ok(in) {
 			return in
 		}
