@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -169,12 +170,13 @@ func (c *Cluster) Start(i int) {
 }
 
 // Lead makes node i the leader of the named stream: it asks the stream's leader to step down
-// in favour of node i (a no-op error when node i leads already) until the stream's info names
-// node i. A test that kills node i after it knows the survivors must elect a new leader.
-// It calls t.Fatal when node i does not lead within readyTimeout.
+// in favour of node i, and asks again until the stream's info names node i. A test that then
+// kills node i knows the survivors must elect a new leader. It calls t.Fatal when node i does
+// not lead within readyTimeout.
 func (c *Cluster) Lead(stream string, i int) {
 	c.t.Helper()
 	nc := c.Connect(c.t)
+	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		c.t.Fatalf("natscluster: jetstream: %v", err)
@@ -183,17 +185,24 @@ func (c *Cluster) Lead(stream string, i int) {
 	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, want)
 	deadline := time.Now().Add(readyTimeout)
 	for {
+		// Each request gets 5 s: only the stream's leader answers, so one sent while the
+		// group elects a leader is never answered.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		leader, err := streamLeader(ctx, js, stream)
-		if err == nil && leader != want {
+		if err == nil && leader == want {
+			cancel()
+			return
+		}
+		last := "led by " + strconv.Quote(leader)
+		if err == nil {
 			_, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(req))
 		}
 		cancel()
-		if err == nil && leader == want {
-			return
+		if err != nil {
+			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("natscluster: %s still led by %q, not %s: %v", stream, leader, want, err)
+			c.t.Fatalf("natscluster: %s not led by %s within %s: %s", stream, want, readyTimeout, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
