@@ -261,13 +261,13 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	// A stream's info is answered by its leader alone: a request sent while the survivors
-	// elect one is not answered at all, so each is asked again until a minute has passed
-	// (seen: the members stream led again 8 s after the kill, its first request unanswered).
+	// A request sent while the survivors elect a leader is never answered, so each stream's
+	// info is asked again until a minute has passed (seen: the members stream led again 8 s
+	// after the kill, its first request unanswered).
 	deadline := time.Now().Add(time.Minute)
 	for _, bucket := range []string{placement.DefaultBucket, placement.DefaultMembersBucket} {
 		for {
-			info, err := streamInfo(ctx, js, "KV_"+bucket)
+			info, err := natscluster.StreamInfo(ctx, js, "KV_"+bucket)
 			if err == nil && info.Config.Replicas != 3 {
 				t.Fatalf("the %s stream after the kill has %d replicas, want 3", bucket, info.Config.Replicas)
 			}
@@ -303,17 +303,6 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 			t.Errorf("the record of %v after the kill: %+v, %v, %v; want it on %s", key, r, ok, err, engine)
 		}
 	}
-}
-
-// streamInfo asks for the named stream's info once, giving the answer 5 s.
-func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (*jetstream.StreamInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return s.Info(ctx)
 }
 
 func countRan(texts map[string]bool, ran map[string]int) int {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,21 +184,23 @@ func (c *Cluster) Lead(stream string, i int) {
 	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, want)
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		// Each request gets 5 s: only the stream's leader answers, so one sent while the
-		// group elects a leader is never answered.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		leader, err := streamLeader(ctx, js, stream)
-		if err == nil && leader == want {
-			cancel()
-			return
-		}
-		last := "led by " + strconv.Quote(leader)
-		if err == nil {
-			_, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(req))
-		}
-		cancel()
-		if err != nil {
+		var last string
+		info, err := StreamInfo(context.Background(), js, stream)
+		switch {
+		case err != nil:
 			last = err.Error()
+		case info.Cluster != nil && info.Cluster.Leader == want:
+			return
+		default:
+			last = "no leader"
+			if info.Cluster != nil && info.Cluster.Leader != "" {
+				last = "led by " + info.Cluster.Leader
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if _, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(req)); err != nil {
+				last += "; step down: " + err.Error()
+			}
+			cancel()
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("natscluster: %s not led by %s within %s: %s", stream, want, readyTimeout, last)
@@ -208,20 +209,17 @@ func (c *Cluster) Lead(stream string, i int) {
 	}
 }
 
-// streamLeader names the stream's leader, "" while it has none.
-func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) (string, error) {
+// StreamInfo asks once for the named stream's info and gives the answer 5 s. Only the
+// stream's leader answers, so a request sent while its group elects a leader is never
+// answered: a caller riding out a node kill asks again rather than wait longer.
+func StreamInfo(ctx context.Context, js jetstream.JetStream, stream string) (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return "", err
-	}
-	if info.Cluster == nil {
-		return "", nil
-	}
-	return info.Cluster.Leader, nil
+	return s.Info(ctx)
 }
 
 // refresh reads node i's address on the network.

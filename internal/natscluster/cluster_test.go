@@ -67,7 +67,7 @@ func TestClusterKeepsR3StreamThroughNodeKill(t *testing.T) {
 	c.Kill(leader)
 	publish(100, 200)
 
-	info = waitInfo(ctx, t, s, func(in *jetstream.StreamInfo) bool {
+	info = waitInfo(ctx, t, js, "R3", func(in *jetstream.StreamInfo) bool {
 		return in.Cluster != nil && in.Cluster.Leader != "" && in.Cluster.Leader != fmt.Sprintf("n%d", leader+1)
 	})
 	if info.State.Msgs != 200 {
@@ -75,7 +75,7 @@ func TestClusterKeepsR3StreamThroughNodeKill(t *testing.T) {
 	}
 
 	c.Start(leader)
-	waitInfo(ctx, t, s, func(in *jetstream.StreamInfo) bool {
+	waitInfo(ctx, t, js, "R3", func(in *jetstream.StreamInfo) bool {
 		if in.Cluster == nil || len(in.Cluster.Replicas) != 2 {
 			return false
 		}
@@ -91,15 +91,13 @@ func TestClusterKeepsR3StreamThroughNodeKill(t *testing.T) {
 	}
 }
 
-// waitInfo polls the stream's info until ok accepts it. Each request gets 5 s: only the
-// stream's leader answers, so one sent while the survivors elect a leader is never answered.
-func waitInfo(ctx context.Context, t *testing.T, s jetstream.Stream, ok func(*jetstream.StreamInfo) bool) *jetstream.StreamInfo {
+// waitInfo polls the stream's info ([natscluster.StreamInfo]: 5 s a request) until ok
+// accepts it.
+func waitInfo(ctx context.Context, t *testing.T, js jetstream.JetStream, stream string, ok func(*jetstream.StreamInfo) bool) *jetstream.StreamInfo {
 	t.Helper()
 	var last error
 	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		in, err := s.Info(actx)
-		cancel()
+		in, err := natscluster.StreamInfo(ctx, js, stream)
 		if err == nil && ok(in) {
 			return in
 		}
