@@ -8,7 +8,7 @@ FUZZTIME ?= 5m
 
 # Targets run one after another, in the order given, even under make -j.
 .NOTPARALLEL:
-.PHONY: run console-screenshot test test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
+.PHONY: run console-screenshot test scale test-times fmt-check vet staticcheck cyclo jaeger images fuzz bench engine install
 
 # make run plays a scripted agent against the local Docker engine (engine demo), printing the
 # operator console's URL first; the console stays up CONSOLE_LINGER after the agent is done.
@@ -34,6 +34,15 @@ test: fmt-check vet staticcheck cyclo jaeger images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
 	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
+
+# scale is the release check (docs/testing.md, "make scale"): the two heaviest egress tests in
+# full, with the daemon to themselves (250 allowlisted sandboxes at once; 200 egress windows
+# across engine deaths and a NATS restart; make test runs both at a size that still proves
+# each one's property), then engine bench's scale curve.
+SCALE_TIMEOUT ?= 90m
+scale: images
+	MAF_SANDBOX_SCALE=full $(GO) test -race -count=1 -timeout $(SCALE_TIMEOUT) -v -run 'TestEgressAtScale$$' ./integration/egress
+	$(GO) run ./cmd/engine bench --scale
 
 # console-screenshot refreshes docs/console.png: the operator console under a little load, in
 # headless chromium (integration/console, TestConsoleScreenshot; needs Docker and chromium).

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,17 +42,12 @@ import (
 // window, and the dead engine's outbox closed without delivering (what a crash does to
 // memory). Nothing in the engine's own code knows about them.
 
-// eventsWindows is how many windows TestEgressAtScale/EventsExactlyOnceAcrossFaults runs: 200 (the
-// cluster issue's target), or MAF_SANDBOX_EVENTS_WINDOWS for a quicker local run.
+// eventsWindows is how many windows TestEgressAtScale/EventsExactlyOnceAcrossFaults runs.
 func eventsWindows(t *testing.T) int {
-	if s := os.Getenv("MAF_SANDBOX_EVENTS_WINDOWS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("MAF_SANDBOX_EVENTS_WINDOWS=%q: not a positive count", s)
-		}
-		return n
+	if fullScale(t) {
+		return fullWindows
 	}
-	return 200
+	return scaleWindows
 }
 
 // eventsParallel is how many windows run at once: an allowlisted acquire mostly waits on the
@@ -253,7 +246,7 @@ func (s *countingSink) count(id string) int {
 	return s.published[id]
 }
 
-// 200 allowlisted windows across engine deaths and a NATS restart → each in the stream once.
+// Allowlisted windows (eventsWindows) across engine deaths and a NATS restart → each in the stream once.
 // A quarter of the windows are disposed cleanly by one engine; a quarter by an engine that
 // dies after the drain and before the proxy's removal (nothing published: the stopped proxy
 // survives); a quarter by one that dies after the removal and the stream's acknowledgement
@@ -262,7 +255,7 @@ func (s *countingSink) count(id string) int {
 // the scope — drains the surviving proxy and publishes its window once, or finds nothing
 // left to drain.
 // Halfway through, the NATS server is shut down and restarted on the same store. It runs
-// with the daemon to itself, under TestEgressAtScale.
+// under TestEgressAtScale.
 func testEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	n := eventsWindows(t)
 	fx := newEgressFixture(t)
