@@ -6,9 +6,11 @@
 // A frame is one type byte, a big-endian uint32 payload length and the payload. The
 // supervisor speaks first (Hello, payload [Version]); the engine then sends one Run; the
 // supervisor answers Started or NotStarted, then Stdout and Stderr frames as the program
-// writes, then Exit. The engine may send Kill at any time after Run: that alone kills the
-// command's process group. Closing the connection does not: a caller that stops waiting
-// leaves the command running, as a docker exec client that goes away does (revision 2).
+// writes, then Exit: once the program has ended and both output pipes have closed, or
+// [PipeGrace] after its end when a process it left running holds them open. The engine may
+// send Kill at any time after Run: that alone kills the command's process group. Closing the
+// connection does not: a caller that stops waiting leaves the command running, as a docker
+// exec client that goes away does.
 package execwire
 
 import (
@@ -16,12 +18,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Version is the protocol's name and revision, sent in the supervisor's Hello. The engine
 // also looks for it in the supervisor binary before it copies it into a sandbox, so the two
-// change together.
-const Version = "maf-sandbox-exec/2"
+// change together. Revision 2 stopped killing on a closed connection; revision 3 answers a
+// command whose background child holds its output after [PipeGrace].
+const Version = "maf-sandbox-exec/3"
+
+// PipeGrace is how long the supervisor waits, after a command's own process has ended, for
+// its output pipes to close. A process it left running (a server started with `&`) may hold
+// them open for as long as it runs; once the grace is spent the supervisor sends what the
+// command wrote before it ended, then Exit, and discards whatever comes after, leaving that
+// process running. docker exec answers alike after its daemon's 2 s; a command that leaves
+// nothing behind never waits for it.
+const PipeGrace = 500 * time.Millisecond
 
 // Paths inside the sandbox: the supervisor binary (the container's entrypoint), and its socket
 // in a directory the supervisor creates with mode 0700.
