@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
@@ -78,21 +79,24 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	if err == nil {
 		err = paths.CheckGrammar(a.workingDir(m.WorkDir))
 	}
-	if err != nil {
-		reply(&execResponse{Err: err})
-		return
-	}
 	argv := m.Command.Argv
 	if m.Command.Shell != "" {
 		argv = []string{"sh", "-c", m.Command.Shell}
+	}
+	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
+	if err == nil {
+		err = checkExecSize(argv, dir)
+	}
+	if err != nil {
+		reply(&execResponse{Err: err})
+		return
 	}
 	limit := m.MaxOutputBytes
 	if limit == 0 {
 		limit = DefaultExecOutputLimit
 	}
 	deadline := time.Now().Add(m.Timeout)
-	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
-	seq := a.beginExec()           // a freeze waits for its start (freeze.go)
+	seq := a.beginExec() // a freeze waits for its start (freeze.go)
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
 	sctx, end := a.span(ctx, SpanExec, semconv.ProcessExecutableName(argv[0]))
@@ -183,6 +187,22 @@ func checkExecText(cmd sandbox.Command) error {
 		return &sandbox.InvalidArgumentError{Reason: "the shell string contains a NUL byte, which no program argument can hold"}
 	}
 	return nil
+}
+
+// checkExecSize refuses a command line longer than one exec carries: the exec channel's Run
+// frame holds at most [execwire.MaxPayload] bytes of argv and working directory, encoded, and
+// docker exec is held to the same bound, so that both paths refuse it alike before anything
+// is sent (the daemon's own bound, its 4 MiB message to containerd, would come back as exit
+// 126; the kernel's, 128 KiB an argument and a quarter of the stack in all, is lower still).
+func checkExecSize(argv []string, dir string) error {
+	_, err := execwire.EncodeRun(execwire.Request{Argv: argv, Dir: dir})
+	var big *execwire.RequestTooLargeError
+	if errors.As(err, &big) {
+		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+			"the command line is %d bytes as an exec carries it (its arguments, or its shell string, and working directory, JSON-encoded), over the limit of %d bytes (4 MiB)",
+			big.Size, execwire.MaxPayload)}
+	}
+	return err
 }
 
 // finishExec judges an exec's outcome on the actor: the caller's cancellation, the caller's

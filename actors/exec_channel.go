@@ -272,8 +272,8 @@ func runOnChannel(ctx context.Context, container string, route *channelRoute, re
 	if err != nil || typ != execwire.Hello || string(p) != execwire.Version {
 		return docker.ExecOutput{}, fmt.Errorf("%w: no %s greeting (%q, %v)", ErrExecChannelUnproven, execwire.Version, p, err)
 	}
-	run, err := json.Marshal(execwire.Request{Argv: req.Argv, Dir: req.WorkDir})
-	if err != nil {
+	run, err := execwire.EncodeRun(execwire.Request{Argv: req.Argv, Dir: req.WorkDir})
+	if err != nil { // nothing was sent (the exec checked the size before: checkExecSize)
 		return docker.ExecOutput{}, fmt.Errorf("%w: %w", ErrExecChannelUnproven, err)
 	}
 	_ = c.SetReadDeadline(time.Time{})

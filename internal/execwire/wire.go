@@ -15,6 +15,7 @@ package execwire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,29 @@ type StartFailure struct {
 
 // ErrFrameTooLarge is a frame whose announced payload is over [MaxPayload].
 var ErrFrameTooLarge = errors.New("execwire: frame payload over the limit")
+
+// RequestTooLargeError is a [Request] whose Run payload would be over [MaxPayload]: no frame
+// can carry it. It matches [ErrFrameTooLarge].
+type RequestTooLargeError struct{ Size int }
+
+func (e *RequestTooLargeError) Error() string {
+	return fmt.Sprintf("execwire: the request is %d bytes encoded, over the limit of %d", e.Size, MaxPayload)
+}
+
+// Is reports ErrFrameTooLarge.
+func (e *RequestTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
+// EncodeRun is a Run frame's payload for req, or a [*RequestTooLargeError].
+func EncodeRun(req Request) ([]byte, error) {
+	p, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("execwire: encode the request: %w", err)
+	}
+	if len(p) > MaxPayload {
+		return nil, &RequestTooLargeError{Size: len(p)}
+	}
+	return p, nil
+}
 
 // Write sends one frame.
 func Write(w io.Writer, typ byte, payload []byte) error {
