@@ -209,15 +209,15 @@ func checkExecSize(argv []string, dir string) error {
 // timeout (which removes the container: no handle reaches the process inside), or the
 // output cap (the plain cap discards the sandbox like a timeout).
 func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
-	var limitErr *docker.OutputLimitError
+	var (
+		limitErr *docker.OutputLimitError
+		startErr *docker.ExecStartError
+	)
 	switch {
-	case errors.Is(d.err, docker.ErrExecNotStarted):
-		// The runtime's refusal is not the program's result: nothing ran (issue 29).
-		program := "sh"
-		if len(m.Command.Argv) > 0 {
-			program = m.Command.Argv[0]
-		}
-		return sandbox.ExecResult{}, notStarted(d.err, program, a.workingDir(m.WorkDir))
+	case errors.As(d.err, &startErr):
+		// Nothing ran: answered as docker exec answers, 126 or 127 with the runtime's words,
+		// on stderr (never as the program's stdout), and the cause typed.
+		return sandbox.NotStartedResult(startErr.Cause, startErr.Message), nil
 	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):
 		return sandbox.ExecResult{}, unavailable(fmt.Errorf("exec in %s: %w", a.name, docker.ErrUnreachable))
 	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
@@ -239,14 +239,4 @@ func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target 
 		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit, Discarded: m.MaxOutputBytes == 0}
 	}
 	return sandbox.ExecResult{}, a.vanished(target, fmt.Errorf("exec in %s: %w", a.name, d.err))
-}
-
-// notStarted types a driver's report that the runtime could not start a process
-// ([docker.ExecStartError]) as [*sandbox.ProcessNotStartedError]; any other error passes.
-func notStarted(err error, program, wd string) error {
-	var se *docker.ExecStartError
-	if !errors.As(err, &se) {
-		return err
-	}
-	return &sandbox.ProcessNotStartedError{Program: program, WorkDir: wd, Cause: se.Cause, Message: se.Message}
 }

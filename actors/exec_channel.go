@@ -382,10 +382,8 @@ func (f *channelFollower) notStarted(p []byte) error {
 	if err := json.Unmarshal(p, &sf); err != nil {
 		return &ExecChannelError{Container: f.container, Err: fmt.Errorf("malformed start failure: %w", err)}
 	}
-	cause := sandbox.StartFailure(sf.Cause)
-	switch cause {
-	case sandbox.StartWorkDir, sandbox.StartNoProgram, sandbox.StartPermission:
-	default:
+	cause, err := sandbox.ParseStartFailure(sf.Cause)
+	if err != nil {
 		cause = sandbox.StartRuntime
 	}
 	return &docker.ExecStartError{Args: append([]string{"exec-channel"}, f.req.Argv...), Cause: cause, Message: sf.Message}
