@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
@@ -78,21 +79,24 @@ func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRe
 	if err == nil {
 		err = paths.CheckGrammar(a.workingDir(m.WorkDir))
 	}
-	if err != nil {
-		reply(&execResponse{Err: err})
-		return
-	}
 	argv := m.Command.Argv
 	if m.Command.Shell != "" {
 		argv = []string{"sh", "-c", m.Command.Shell}
+	}
+	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
+	if err == nil {
+		err = checkExecSize(argv, dir)
+	}
+	if err != nil {
+		reply(&execResponse{Err: err})
+		return
 	}
 	limit := m.MaxOutputBytes
 	if limit == 0 {
 		limit = DefaultExecOutputLimit
 	}
 	deadline := time.Now().Add(m.Timeout)
-	dir := a.workingDir(m.WorkDir) // on the actor: the goroutine below must not read its state
-	seq := a.beginExec()           // a freeze waits for its start (freeze.go)
+	seq := a.beginExec() // a freeze waits for its start (freeze.go)
 	f := actor.NewFuture(actx.ActorSystem(), -1)
 	root, self := actx.ActorSystem().Root, actx.Self()
 	sctx, end := a.span(ctx, SpanExec, semconv.ProcessExecutableName(argv[0]))
@@ -185,19 +189,35 @@ func checkExecText(cmd sandbox.Command) error {
 	return nil
 }
 
+// checkExecSize refuses a command line longer than one exec carries: the exec channel's Run
+// frame holds at most [execwire.MaxPayload] bytes of argv and working directory, encoded, and
+// docker exec is held to the same bound, so that both paths refuse it alike before anything
+// is sent (the daemon's own bound, its 4 MiB message to containerd, would come back as exit
+// 126; the kernel's, 128 KiB an argument and a quarter of the stack in all, is lower still).
+func checkExecSize(argv []string, dir string) error {
+	_, err := execwire.EncodeRun(execwire.Request{Argv: argv, Dir: dir})
+	var big *execwire.RequestTooLargeError
+	if errors.As(err, &big) {
+		return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+			"the command line is %d bytes as an exec carries it (its arguments, or its shell string, and working directory, JSON-encoded), over the limit of %d bytes (4 MiB)",
+			big.Size, execwire.MaxPayload)}
+	}
+	return err
+}
+
 // finishExec judges an exec's outcome on the actor: the caller's cancellation, the caller's
 // timeout (which removes the container: no handle reaches the process inside), or the
 // output cap (the plain cap discards the sandbox like a timeout).
 func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target string, deadline time.Time, limit int64, d *execDone) (sandbox.ExecResult, error) {
-	var limitErr *docker.OutputLimitError
+	var (
+		limitErr *docker.OutputLimitError
+		startErr *docker.ExecStartError
+	)
 	switch {
-	case errors.Is(d.err, docker.ErrExecNotStarted):
-		// The runtime's refusal is not the program's result: nothing ran (issue 29).
-		program := "sh"
-		if len(m.Command.Argv) > 0 {
-			program = m.Command.Argv[0]
-		}
-		return sandbox.ExecResult{}, notStarted(d.err, program, a.workingDir(m.WorkDir))
+	case errors.As(d.err, &startErr):
+		// Nothing ran: answered as docker exec answers, 126 or 127 with the runtime's words,
+		// on stderr (never as the program's stdout), and the cause typed.
+		return sandbox.NotStartedResult(startErr.Cause, startErr.Message), nil
 	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):
 		return sandbox.ExecResult{}, unavailable(fmt.Errorf("exec in %s: %w", a.name, docker.ErrUnreachable))
 	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
@@ -219,14 +239,4 @@ func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target 
 		return sandbox.ExecResult{}, &sandbox.ExecOutputLimitExceededError{Budget: limit, Discarded: m.MaxOutputBytes == 0}
 	}
 	return sandbox.ExecResult{}, a.vanished(target, fmt.Errorf("exec in %s: %w", a.name, d.err))
-}
-
-// notStarted types a driver's report that the runtime could not start a process
-// ([docker.ExecStartError]) as [*sandbox.ProcessNotStartedError]; any other error passes.
-func notStarted(err error, program, wd string) error {
-	var se *docker.ExecStartError
-	if !errors.As(err, &se) {
-		return err
-	}
-	return &sandbox.ProcessNotStartedError{Program: program, WorkDir: wd, Cause: se.Cause, Message: se.Message}
 }

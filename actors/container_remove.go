@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -265,4 +266,15 @@ func (a *containerActor) runRemoval(ctx context.Context, target string, argv []s
 		res.detail += " (as root: " + rootStderr + ")"
 	}
 	return res, nil
+}
+
+// notStarted types a driver's report that the runtime could not start a program an operation
+// runs for its own work ([docker.ExecStartError]) as [*sandbox.ProcessNotStartedError]; any
+// other error passes. (An Exec's own command answers a result instead: finishExec.)
+func notStarted(err error, program, wd string) error {
+	var se *docker.ExecStartError
+	if !errors.As(err, &se) {
+		return err
+	}
+	return &sandbox.ProcessNotStartedError{Program: program, WorkDir: wd, Cause: se.Cause, Message: se.Message}
 }

@@ -272,8 +272,8 @@ func runOnChannel(ctx context.Context, container string, route *channelRoute, re
 	if err != nil || typ != execwire.Hello || string(p) != execwire.Version {
 		return docker.ExecOutput{}, fmt.Errorf("%w: no %s greeting (%q, %v)", ErrExecChannelUnproven, execwire.Version, p, err)
 	}
-	run, err := json.Marshal(execwire.Request{Argv: req.Argv, Dir: req.WorkDir})
-	if err != nil {
+	run, err := execwire.EncodeRun(execwire.Request{Argv: req.Argv, Dir: req.WorkDir})
+	if err != nil { // nothing was sent (the exec checked the size before: checkExecSize)
 		return docker.ExecOutput{}, fmt.Errorf("%w: %w", ErrExecChannelUnproven, err)
 	}
 	_ = c.SetReadDeadline(time.Time{})
@@ -382,10 +382,8 @@ func (f *channelFollower) notStarted(p []byte) error {
 	if err := json.Unmarshal(p, &sf); err != nil {
 		return &ExecChannelError{Container: f.container, Err: fmt.Errorf("malformed start failure: %w", err)}
 	}
-	cause := sandbox.StartFailure(sf.Cause)
-	switch cause {
-	case sandbox.StartWorkDir, sandbox.StartNoProgram, sandbox.StartPermission:
-	default:
+	cause, err := sandbox.ParseStartFailure(sf.Cause)
+	if err != nil {
 		cause = sandbox.StartRuntime
 	}
 	return &docker.ExecStartError{Args: append([]string{"exec-channel"}, f.req.Argv...), Cause: cause, Message: sf.Message}

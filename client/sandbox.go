@@ -144,7 +144,14 @@ func (s *Sandbox) result(ctx context.Context, r messages.APIExecResult) (sandbox
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return sandbox.ExecResult{StdoutBytes: stdout, StderrBytes: stderr, ExitCode: r.ExitCode, ProducerOwnsStderr: r.ProducerOwnsStderr}, nil
+	res := sandbox.ExecResult{StdoutBytes: stdout, StderrBytes: stderr, ExitCode: r.ExitCode, ProducerOwnsStderr: r.ProducerOwnsStderr}
+	if r.NotStarted != "" {
+		// A cause this client does not know (a newer engine's) still says nothing ran.
+		if res.NotStarted, err = sandbox.ParseStartFailure(r.NotStarted); err != nil {
+			res.NotStarted = sandbox.StartRuntime
+		}
+	}
+	return res, nil
 }
 
 // RunCode evaluates code in the guest runtime.

@@ -123,6 +123,9 @@ type AuditExec struct {
 	ExitCode      *int   `json:"exitCode,omitempty"`
 	StdoutBytes   int    `json:"stdoutBytes"`
 	StderrBytes   int    `json:"stderrBytes"`
+	// NotStarted is the cause when the runtime could not start the command's process (the
+	// reply's not_started): nothing ran, and ExitCode is the 126 or 127 reported for it.
+	NotStarted string `json:"notStarted,omitempty"`
 }
 
 // AuditFile is a file crossing's detail: the guest path as asked, the size and SHA-256 of

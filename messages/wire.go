@@ -250,6 +250,10 @@ type APIExecResult struct {
 	Stdout             APIBlob `json:"stdout"`
 	Stderr             APIBlob `json:"stderr"`
 	ProducerOwnsStderr bool    `json:"producer_owns_stderr,omitempty"`
+	// NotStarted is set when the container runtime could not start the command's process
+	// (sandbox.ExecResult.NotStarted): work_dir, program, not_executable, user or runtime.
+	// ExitCode is then 127 (program) or 126, and Stderr holds the runtime's words.
+	NotStarted string `json:"not_started,omitempty"`
 	// Chunks is how many [APIExecChunk] messages went to stream_to before this response.
 	Chunks int `json:"chunks,omitempty"`
 	// ExecID is the engine's ID of this command, the one its chunks carry.

@@ -395,22 +395,11 @@ func (e *ProgramTimeoutError) Error() string {
 // Is reports the timeout and OS families.
 func (e *ProgramTimeoutError) Is(target error) bool { return isAny(target, ErrTimeout, ErrOS) }
 
-// StartFailure says why a backend's runtime could not start a command's process.
-type StartFailure string
-
-// The start failures a runtime reports.
-const (
-	StartWorkDir    StartFailure = "work_dir"       // the working directory is missing or unusable
-	StartNoProgram  StartFailure = "program"        // the program does not exist or is not on PATH
-	StartPermission StartFailure = "not_executable" // the program may not be executed (a directory, no x bit)
-	StartUser       StartFailure = "user"           // the user to run as is unknown to the image
-	StartRuntime    StartFailure = "runtime"        // any other refusal of the runtime
-)
-
-// ProcessNotStartedError says the backend's runtime could not start the command's process:
-// nothing ran in the sandbox, so there is no exit code to report. Message is the runtime's
-// own words (for Docker, runc's "OCI runtime exec failed: …"). A program that ran and exited
-// 126 or 127 (a shell's "not found", say) is a result, never this error.
+// ProcessNotStartedError says the backend's runtime could not start a program that an
+// operation runs in the sandbox for its own work (the Docker backend's Remove runs the
+// image's rm): nothing ran, and the operation failed. Message is the runtime's own words (for
+// Docker, runc's "OCI runtime exec failed: …"). Exec never returns it: a command the runtime
+// could not start is a result, with [ExecResult.NotStarted] set.
 type ProcessNotStartedError struct {
 	Program string // the command's first argument
 	WorkDir string // the absolute working directory the exec asked for

@@ -15,6 +15,55 @@ type ExecResult struct {
 	// ProducerOwnsStderr means stderr holds the producer's diagnostics and the program's own
 	// stderr was moved into stdout.
 	ProducerOwnsStderr bool
+	// NotStarted, when set, says the backend's runtime could not start the command's process,
+	// and why: nothing ran. The result is then what docker exec answers for it (Docker
+	// backend §11.1): ExitCode 127 for [StartNoProgram], 126 for any other cause, the
+	// runtime's own words on StderrBytes, nothing on StdoutBytes ([NotStartedResult]). Empty
+	// for a program that ran, whatever it answered: one that exits 126 or 127 itself (a
+	// shell's "not found") leaves it empty.
+	NotStarted StartFailure
+}
+
+// StartFailure says why a backend's runtime could not start a command's process.
+type StartFailure string
+
+// The start failures a runtime reports.
+const (
+	StartWorkDir    StartFailure = "work_dir"       // the working directory is missing or unusable
+	StartNoProgram  StartFailure = "program"        // the program does not exist or is not on PATH
+	StartPermission StartFailure = "not_executable" // the program may not be executed (a directory, no x bit)
+	StartUser       StartFailure = "user"           // the user to run as is unknown to the image
+	StartRuntime    StartFailure = "runtime"        // any other refusal of the runtime
+)
+
+// StartFailures lists every start failure.
+func StartFailures() []StartFailure {
+	return []StartFailure{StartWorkDir, StartNoProgram, StartPermission, StartUser, StartRuntime}
+}
+
+// ParseStartFailure parses a start failure's string form; an unknown one is an
+// [*InvalidArgumentError].
+func ParseStartFailure(s string) (StartFailure, error) {
+	return parseEnum("start failure", s, StartFailures())
+}
+
+// ExitCode is the exit status a command that failed so reports: 127 when the program was not
+// found, 126 when it could not be invoked, as shells and docker exec say.
+func (f StartFailure) ExitCode() int {
+	if f == StartNoProgram {
+		return 127
+	}
+	return 126
+}
+
+// NotStartedResult is the result of a command whose process the runtime could not start for
+// cause: exit [StartFailure.ExitCode], message (the runtime's words) as one line of stderr.
+func NotStartedResult(cause StartFailure, message string) ExecResult {
+	msg := strings.TrimRight(message, "\r\n")
+	if msg == "" {
+		msg = "the runtime could not start the process (" + string(cause) + ")"
+	}
+	return ExecResult{StderrBytes: []byte(msg + "\n"), ExitCode: cause.ExitCode(), NotStarted: cause}
 }
 
 // ExecResultFromText builds a result from text, encoded as UTF-8.

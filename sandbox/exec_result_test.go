@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"unicode/utf8"
 )
@@ -67,4 +68,39 @@ func FuzzDecodeReplace(f *testing.F) {
 			t.Fatalf("valid input changed: %q", b)
 		}
 	})
+}
+
+func TestNotStartedResult(t *testing.T) {
+	cases := []struct {
+		name    string
+		cause   StartFailure
+		message string
+		code    int
+		stderr  string
+	}{
+		{"no program", StartNoProgram, "exec: \"x\": executable file not found in $PATH", 127, "exec: \"x\": executable file not found in $PATH\n"},
+		{"work dir, CRLF", StartWorkDir, "chdir to cwd failed\r\n", 126, "chdir to cwd failed\n"},
+		{"not executable", StartPermission, "permission denied", 126, "permission denied\n"},
+		{"user", StartUser, "unable to find user", 126, "unable to find user\n"},
+		{"no words", StartRuntime, "", 126, "the runtime could not start the process (runtime)\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NotStartedResult(tc.cause, tc.message)
+			if r.ExitCode != tc.code || string(r.StderrBytes) != tc.stderr || len(r.StdoutBytes) != 0 || r.NotStarted != tc.cause {
+				t.Fatalf("NotStartedResult = %+v; want exit %d, stderr %q, cause %s", r, tc.code, tc.stderr, tc.cause)
+			}
+		})
+	}
+}
+
+func TestParseStartFailure(t *testing.T) {
+	for _, f := range StartFailures() {
+		if got, err := ParseStartFailure(string(f)); err != nil || got != f {
+			t.Fatalf("ParseStartFailure(%q) = %q, %v", f, got, err)
+		}
+	}
+	if _, err := ParseStartFailure("elsewhere"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an unknown cause: %v; want an invalid argument", err)
+	}
 }

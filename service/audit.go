@@ -177,6 +177,7 @@ func auditExecResult(a *events.AuditEvent, r *messages.APIExecResult) {
 	code := r.ExitCode
 	a.Exec.ExitCode = &code
 	a.Exec.StdoutBytes, a.Exec.StderrBytes = int(r.Stdout.Size), int(r.Stderr.Size)
+	a.Exec.NotStarted = r.NotStarted
 }
 
 func failureCode(f *messages.APIDisposalFailure) string {

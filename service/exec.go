@@ -114,7 +114,8 @@ func (s *Service) execResult(ctx context.Context, h *handle, res sandbox.ExecRes
 	if err != nil {
 		return messages.APIExecResult{}, err
 	}
-	r := messages.APIExecResult{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, ProducerOwnsStderr: res.ProducerOwnsStderr, ExecID: execID}
+	r := messages.APIExecResult{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, ProducerOwnsStderr: res.ProducerOwnsStderr,
+		NotStarted: string(res.NotStarted), ExecID: execID}
 	if st != nil {
 		r.Chunks = st.count()
 		if err := s.nc.Flush(); err != nil {

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mafsandbox/engine/internal/execwire"
 )
@@ -147,9 +150,13 @@ func (s *supervisor) start(req execwire.Request) (*process, error) {
 }
 
 // follow reports the start, streams the output, and reports the exit once the process ended
-// and both pipes closed. A Kill frame kills the process group while the command has not
-// ended; an engine that closes the connection without one stopped waiting, and the command
-// runs on with its output discarded, as a docker exec whose client went away does.
+// and both pipes closed, or [execwire.PipeGrace] after its end if a process it left running
+// (a server started in the background) still holds them open: docker exec answers so too, with
+// its own grace. What the command wrote before it ended is sent before the Exit; the pipes are
+// then read on and discarded, so the process holding them is neither blocked nor SIGPIPEd, and
+// it runs on. A Kill frame kills the process group while the command has not ended; an engine
+// that closes the connection without one stopped waiting, and the command runs on with its
+// output discarded, as a docker exec whose client went away does.
 func (s *supervisor) follow(c *conn, p *process) {
 	var (
 		mu    sync.Mutex
@@ -174,34 +181,92 @@ func (s *supervisor) follow(c *conn, p *process) {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	for _, st := range []struct {
-		f   *os.File
-		typ byte
-	}{{p.out, execwire.Stdout}, {p.err, execwire.Stderr}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer st.f.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := st.f.Read(buf)
-				if n > 0 && c.send(st.typ, buf[:n]) != nil {
-					_, _ = io.Copy(io.Discard, st.f) // the engine stopped waiting: drain so the program is not held
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
+	outs := []*output{{f: p.out, typ: execwire.Stdout}, {f: p.err, typ: execwire.Stderr}}
+	done := make(chan struct{}, len(outs))
+	for _, o := range outs {
+		go o.pump(c.send, done)
 	}
 	ws := <-p.status
 	mu.Lock()
 	ended = true
 	mu.Unlock()
-	wg.Wait()
+	grace := time.NewTimer(execwire.PipeGrace)
+	defer grace.Stop()
+	for range outs {
+		select {
+		case <-done:
+		case <-grace.C:
+			for _, o := range outs {
+				o.cut()
+			}
+			<-done
+		}
+	}
 	_ = c.send(execwire.Exit, []byte(strconv.Itoa(exitCode(ws))))
+}
+
+// output is one of a command's output pipes: the read end and the frame type it is sent as.
+type output struct {
+	f   *os.File
+	typ byte
+}
+
+// pump sends what the pipe delivers until it closes, or until cut once the command's grace
+// is spent; it reports either on done. After a cut it sends what the pipe still held, then
+// reads on to io.Discard until the last writer closes. Once a send fails (the engine stopped
+// waiting) it only reads, so the program is never held.
+func (o *output) pump(send func(byte, []byte) error, done chan<- struct{}) {
+	defer o.f.Close()
+	buf := make([]byte, 32<<10)
+	sending := true
+	for {
+		n, err := o.f.Read(buf)
+		if n > 0 && sending && send(o.typ, buf[:n]) != nil {
+			sending = false
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && sending {
+			o.flush(buf, send)
+		}
+		done <- struct{}{}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			_ = o.f.SetReadDeadline(time.Time{})
+			_, _ = io.Copy(io.Discard, o.f)
+		}
+		return
+	}
+}
+
+// cut ends the pump's wait for the pipe: its next (or current) read fails with
+// os.ErrDeadlineExceeded.
+func (o *output) cut() { _ = o.f.SetReadDeadline(time.Now()) }
+
+// flush sends what the pipe holds at a cut, read without waiting: a read past its deadline
+// fails before it reads, and the bytes the command wrote before it ended may still be in the
+// pipe (a pump slowed by a slow engine). What the pipe holds is counted first (TIOCINQ, which
+// is FIONREAD), so a child that keeps writing cannot keep the flush going.
+func (o *output) flush(buf []byte, send func(byte, []byte) error) {
+	rc, err := o.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	held := 0
+	_ = rc.Control(func(fd uintptr) { held, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	for err == nil && held > 0 {
+		n := 0
+		_ = rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), buf[:min(held, len(buf))]) })
+		if errors.Is(err, unix.EINTR) {
+			err = nil
+			continue
+		}
+		if err != nil || n <= 0 {
+			return
+		}
+		held -= n
+		err = send(o.typ, buf[:n])
+	}
 }
 
 // lookPath finds file as runc does for an exec's process: a name with a slash is taken as

@@ -103,15 +103,15 @@ func TestExecChannelReportsWhatDockerExecReports(t *testing.T) {
 		cmd   sandbox.Command
 		wd    string
 		cause sandbox.StartFailure
+		code  int
 	}{
-		{sandbox.Argv("no-such-program"), "", sandbox.StartNoProgram},
-		{sandbox.Argv("/etc/passwd"), "", sandbox.StartPermission},
-		{sandbox.Argv("true"), "/no/such/dir", sandbox.StartWorkDir},
+		{sandbox.Argv("no-such-program"), "", sandbox.StartNoProgram, 127},
+		{sandbox.Argv("/etc/passwd"), "", sandbox.StartPermission, 126},
+		{sandbox.Argv("true"), "/no/such/dir", sandbox.StartWorkDir, 126},
 	} {
-		_, err := sb.Exec(itest.Context(t), c.cmd, c.wd, 30e9)
-		var ns *sandbox.ProcessNotStartedError
-		if !asNotStarted(err, &ns) || ns.Cause != c.cause {
-			t.Errorf("%v in %q: got %v, want a ProcessNotStartedError of cause %s", c.cmd, c.wd, err, c.cause)
+		r, err := sb.Exec(itest.Context(t), c.cmd, c.wd, 30e9)
+		if err != nil || r.NotStarted != c.cause || r.ExitCode != c.code || len(r.StdoutBytes) != 0 || len(r.StderrBytes) == 0 {
+			t.Errorf("%v in %q: got %+v, %v; want exit %d with the supervisor's words on stderr, not started (%s)", c.cmd, c.wd, r, err, c.code, c.cause)
 		}
 	}
 	onChannel(t, eng)

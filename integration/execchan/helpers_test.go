@@ -1,7 +1,6 @@
 package execchan
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -55,8 +54,4 @@ func onDockerExec(t *testing.T, eng *itest.CountingEngine) {
 	if !slices.Contains(eng.Seen(), "exec") {
 		t.Fatalf("no command went through docker exec (%v): the channel was used", eng.Seen())
 	}
-}
-
-func asNotStarted(err error, target **sandbox.ProcessNotStartedError) bool {
-	return errors.As(err, target)
 }

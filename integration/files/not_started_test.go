@@ -1,18 +1,18 @@
 package files
 
 import (
-	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mafsandbox/engine/integration/internal/itest"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// What the runtime could not start is a typed error on every driver, never an exit code with
-// the runtime's words as output; what a program that ran answered, 126 and 127 included,
-// stays its result (issue 29, item 1).
+// What the runtime could not start answers as docker exec answers it, on every driver: exit
+// 127 (no program) or 126 (any other cause), the runtime's words on stderr and never on
+// stdout, and the cause typed in the result; what a program that ran answered, 126 and 127
+// included, stays its result with no cause.
 func TestExecTheRuntimeCouldNotStart(t *testing.T) {
 	b := itest.NewBackend(t)
 	sb := itest.Acquire(t, b, itest.NewKey(t), itest.BusyboxSpec(t))
@@ -22,19 +22,20 @@ func TestExecTheRuntimeCouldNotStart(t *testing.T) {
 		cmd  sandbox.Command
 		wd   string
 		want sandbox.StartFailure
+		code int
 	}{
-		{"missing working directory", sandbox.Argv("echo", "ok"), "no/such/dir", sandbox.StartWorkDir},
-		{"missing program", sandbox.Argv("no-such-program"), ".", sandbox.StartNoProgram},
-		{"missing program by path", sandbox.Argv("/no/such/program"), ".", sandbox.StartNoProgram},
+		{"missing working directory", sandbox.Argv("echo", "ok"), "no/such/dir", sandbox.StartWorkDir, 126},
+		{"missing program", sandbox.Argv("no-such-program"), ".", sandbox.StartNoProgram, 127},
+		{"missing program by path", sandbox.Argv("/no/such/program"), ".", sandbox.StartNoProgram, 127},
+		{"not executable", sandbox.Argv("/etc/passwd"), ".", sandbox.StartPermission, 126},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := sb.Exec(ctx, tc.cmd, tc.wd, time.Minute)
-			var ns *sandbox.ProcessNotStartedError
-			if !errors.As(err, &ns) || ns.Cause != tc.want || !errors.Is(err, sandbox.ErrOS) {
-				t.Fatalf("exec = %+v, %v; want a ProcessNotStartedError (%s)", res, err, tc.want)
+			if err != nil || res.NotStarted != tc.want || res.ExitCode != tc.code {
+				t.Fatalf("exec = %+v, %v; want the result %d, not started (%s)", res, err, tc.code, tc.want)
 			}
-			if code := messages.EncodeError(err).Code; code != messages.CodeProcessNotStarted {
-				t.Fatalf("wire code %s", code)
+			if len(res.StdoutBytes) != 0 || !strings.HasSuffix(res.Stderr(), "\n") || strings.Count(res.Stderr(), "\n") != 1 {
+				t.Fatalf("stdout %q, stderr %q; want the runtime's words as one line of stderr, nothing on stdout", res.StdoutBytes, res.StderrBytes)
 			}
 		})
 	}
@@ -49,8 +50,8 @@ func TestExecTheRuntimeCouldNotStart(t *testing.T) {
 	} {
 		t.Run(tc.name+" stays a result", func(t *testing.T) {
 			res, err := sb.Exec(ctx, sandbox.Shell(tc.shell), ".", time.Minute)
-			if err != nil || res.ExitCode != tc.code {
-				t.Fatalf("exec = %+v, %v; want the result %d", res, err, tc.code)
+			if err != nil || res.ExitCode != tc.code || res.NotStarted != "" {
+				t.Fatalf("exec = %+v, %v; want the program's result %d", res, err, tc.code)
 			}
 		})
 	}

@@ -6,22 +6,35 @@
 // A frame is one type byte, a big-endian uint32 payload length and the payload. The
 // supervisor speaks first (Hello, payload [Version]); the engine then sends one Run; the
 // supervisor answers Started or NotStarted, then Stdout and Stderr frames as the program
-// writes, then Exit. The engine may send Kill at any time after Run: that alone kills the
-// command's process group. Closing the connection does not: a caller that stops waiting
-// leaves the command running, as a docker exec client that goes away does (revision 2).
+// writes, then Exit: once the program has ended and both output pipes have closed, or
+// [PipeGrace] after its end when a process it left running holds them open. The engine may
+// send Kill at any time after Run: that alone kills the command's process group. Closing the
+// connection does not: a caller that stops waiting leaves the command running, as a docker
+// exec client that goes away does.
 package execwire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Version is the protocol's name and revision, sent in the supervisor's Hello. The engine
 // also looks for it in the supervisor binary before it copies it into a sandbox, so the two
-// change together.
-const Version = "maf-sandbox-exec/2"
+// change together. Revision 2 stopped killing on a closed connection; revision 3 answers a
+// command whose background child holds its output after [PipeGrace].
+const Version = "maf-sandbox-exec/3"
+
+// PipeGrace is how long the supervisor waits, after a command's own process has ended, for
+// its output pipes to close. A process it left running (a server started with `&`) may hold
+// them open for as long as it runs; once the grace is spent the supervisor sends what the
+// command wrote before it ended, then Exit, and discards whatever comes after, leaving that
+// process running. docker exec answers alike after its daemon's 2 s; a command that leaves
+// nothing behind never waits for it.
+const PipeGrace = 500 * time.Millisecond
 
 // Paths inside the sandbox: the supervisor binary (the container's entrypoint), and its socket
 // in a directory the supervisor creates with mode 0700.
@@ -63,6 +76,29 @@ type StartFailure struct {
 
 // ErrFrameTooLarge is a frame whose announced payload is over [MaxPayload].
 var ErrFrameTooLarge = errors.New("execwire: frame payload over the limit")
+
+// RequestTooLargeError is a [Request] whose Run payload would be over [MaxPayload]: no frame
+// can carry it. It matches [ErrFrameTooLarge].
+type RequestTooLargeError struct{ Size int }
+
+func (e *RequestTooLargeError) Error() string {
+	return fmt.Sprintf("execwire: the request is %d bytes encoded, over the limit of %d", e.Size, MaxPayload)
+}
+
+// Is reports ErrFrameTooLarge.
+func (e *RequestTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
+// EncodeRun is a Run frame's payload for req, or a [*RequestTooLargeError].
+func EncodeRun(req Request) ([]byte, error) {
+	p, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("execwire: encode the request: %w", err)
+	}
+	if len(p) > MaxPayload {
+		return nil, &RequestTooLargeError{Size: len(p)}
+	}
+	return p, nil
+}
 
 // Write sends one frame.
 func Write(w io.Writer, typ byte, payload []byte) error {

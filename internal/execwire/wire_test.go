@@ -44,3 +44,14 @@ func TestTruncatedFrameIsUnexpectedEOF(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestEncodeRunRefusesWhatNoFrameCarries(t *testing.T) {
+	if p, err := EncodeRun(Request{Argv: []string{"true"}, Dir: "/"}); err != nil || string(p) != `{"argv":["true"],"dir":"/"}` {
+		t.Fatalf("EncodeRun = %s, %v", p, err)
+	}
+	_, err := EncodeRun(Request{Argv: []string{"echo", string(bytes.Repeat([]byte("x"), MaxPayload))}, Dir: "/"})
+	var big *RequestTooLargeError
+	if !errors.As(err, &big) || !errors.Is(err, ErrFrameTooLarge) || big.Size <= MaxPayload {
+		t.Fatalf("EncodeRun of an argv over the limit: %v; want a RequestTooLargeError", err)
+	}
+}
