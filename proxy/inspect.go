@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,10 +18,6 @@ import (
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
-
-// maxRequestPath bounds the raw path (query excluded) of an inspected request; longer is
-// refused.
-const maxRequestPath = 4096
 
 var errSNIMismatch = errors.New("the TLS ClientHello names another host than the CONNECT request")
 
@@ -165,21 +160,22 @@ func (ex *exchange) next(rule *inspectRule) bool {
 		return false
 	}
 	_ = ex.client.SetReadDeadline(time.Time{})
-	path, raw, normal := requestPath(hr.RequestURI)
+	path, raw, class := requestPath(hr.RequestURI)
 	method := hr.Method
 	if !upperToken(method) {
 		method = "INVALID" // refused below; the line names no guest text the grammar refuses
 	}
 	d := sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: ex.req.host, Port: ex.req.port,
 		Method: method, Path: loggable(raw), Rule: rule.pattern}
-	// A request the enforcer refuses whatever the rule is refused in shadow too; only the
-	// rule's own narrowing is shadowed.
+	// What the enforcer refuses whatever the rule is refused in shadow too; what the rule
+	// would deny (its methods and paths, a path that is not normal) a shadow rule passes.
 	switch {
-	case !normal || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
+	case class == pathMalformed || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
 		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
-	case !rule.permits(hr.Method, path) && !rule.shadow:
+	case class == pathNormal && rule.permits(hr.Method, path):
+	case !rule.shadow:
 		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
-	case !rule.permits(hr.Method, path):
+	default:
 		d.Decision = sandbox.DecisionWouldDeny
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
@@ -276,36 +272,6 @@ func (ex *exchange) answer(status string) bool {
 	return err == nil
 }
 
-// requestPath normalises an origin-form request target: it returns the decoded path
-// without its query, the raw path as sent, and false for a target a rule must not be asked
-// about: not starting with '/', a fragment, longer than maxRequestPath, a percent-encoded
-// slash, backslash, dot or NUL, an undecodable escape, an empty segment ('//'), a '.' or
-// '..' segment, a backslash or a control byte.
-func requestPath(target string) (path, raw string, ok bool) {
-	raw, _, _ = strings.Cut(target, "?")
-	if !strings.HasPrefix(raw, "/") || strings.Contains(target, "#") || len(raw) > maxRequestPath {
-		return "", raw, false
-	}
-	lower := strings.ToLower(raw)
-	for _, enc := range []string{"%2f", "%5c", "%2e", "%00"} {
-		if strings.Contains(lower, enc) {
-			return "", raw, false
-		}
-	}
-	path, err := url.PathUnescape(raw)
-	if err != nil || strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
-		return "", raw, false
-	}
-	if path != "/" {
-		for _, seg := range strings.Split(path[1:], "/") {
-			if seg == "" || seg == "." || seg == ".." {
-				return "", raw, false
-			}
-		}
-	}
-	return path, raw, true
-}
-
 // sameHost reports whether a Host header names the CONNECT host (on port 443 or none).
 func sameHost(header, host string) bool {
 	h := header
@@ -324,21 +290,6 @@ func upperToken(m string) bool {
 	return m != "" && len(m) <= 32 && !strings.ContainsFunc(m, func(r rune) bool {
 		return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 	})
-}
-
-// loggable is a raw path the decision log accepts: bytes outside 0x21–0x7E become '?', and
-// a path that does not start with '/' gets one.
-func loggable(raw string) string {
-	b := []byte(raw)
-	for i, c := range b {
-		if c < 0x21 || c > 0x7e {
-			b[i] = '?'
-		}
-	}
-	if len(b) == 0 || b[0] != '/' {
-		return "/" + string(b)
-	}
-	return string(b)
 }
 
 // compileInspect compiles the inspecting rules and, when there are any, makes the CA.
