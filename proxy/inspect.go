@@ -202,51 +202,6 @@ func (ex *exchange) refuse(d sandbox.EgressDecision, code sandbox.EgressDecision
 	return false
 }
 
-// relay sends a permitted request upstream in one framing, whatever the client sent, and its
-// response back, counting both into d.
-func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
-	hr.Header.Del("Proxy-Connection")
-	hr.Header.Del("Proxy-Authorization")
-	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	up := &countWriter{w: ex.upTLS}
-	err := hr.Write(up)
-	d.BytesOut = up.n
-	if err != nil {
-		return false
-	}
-	resp, err := http.ReadResponse(ex.upBr, hr)
-	if err != nil {
-		// The proxy's stop marks it closed before it closes any connection, so an upstream it
-		// cut is seen here as cut (status 0), whichever connection Close reached first.
-		if ex.p.isClosed() {
-			return false
-		}
-		if ex.answer(statusBadGateway) { // the workload got the 502; a cut client got nothing: 0
-			d.Status = http.StatusBadGateway
-		}
-		return false
-	}
-	defer resp.Body.Close()
-	d.Status = resp.StatusCode
-	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	down := &countWriter{w: ex.client}
-	err = resp.Write(down)
-	d.BytesIn = down.n
-	return err == nil && !hr.Close && !resp.Close
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
-}
-
 // openUpstream starts TLS to the CONNECT host over the dialled connection, verifying its
 // certificate for that name against the configured roots.
 func (ex *exchange) openUpstream() bool {

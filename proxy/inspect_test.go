@@ -33,6 +33,14 @@ type recordingTarget struct {
 	mu        sync.Mutex
 	seen      []string
 	onRequest func(auth, other string) // sees the Authorization and X-Other headers
+	answer    http.HandlerFunc         // answers instead of "origin saw …" when set
+}
+
+// serve makes f answer every request the target records.
+func (rt *recordingTarget) serve(f http.HandlerFunc) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.answer = f
 }
 
 func (rt *recordingTarget) hook(f func(auth, other string)) {
@@ -47,10 +55,14 @@ func startRecordingTarget(t *testing.T) *recordingTarget {
 	rt.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt.mu.Lock()
 		rt.seen = append(rt.seen, r.Method+" "+r.RequestURI)
-		hook := rt.onRequest
+		hook, answer := rt.onRequest, rt.answer
 		rt.mu.Unlock()
 		if hook != nil {
 			hook(r.Header.Get("Authorization"), r.Header.Get("X-Other"))
+		}
+		if answer != nil {
+			answer(w, r)
+			return
 		}
 		_, _ = io.WriteString(w, "origin saw "+r.Method+" "+r.RequestURI)
 	}))
