@@ -44,10 +44,14 @@ func (r *inspectRule) permits(method, path string) bool {
 
 // swap replaces, in the header of each credential of the rule whose methods and paths match
 // the request, the credential's placeholder by its secret. Only a permitted request reaches
-// it, so a refused one is never sent anywhere with a secret in it.
+// it, so a refused one is never sent anywhere with a secret in it; nor is a TRACE or TRACK,
+// which would echo it back, whatever the credential lists.
 func (r *inspectRule) swap(hr *http.Request, path string) {
+	if sandbox.EchoMethod(hr.Method) {
+		return
+	}
 	for _, c := range r.creds {
-		if len(c.Methods) > 0 && !slices.Contains(c.Methods, hr.Method) {
+		if !slices.Contains(c.Methods, hr.Method) {
 			continue
 		}
 		if len(c.Paths) > 0 && !slices.ContainsFunc(c.Paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) }) {
@@ -255,6 +259,16 @@ func (p *Proxy) compileInspect() error {
 		}
 		return nil
 	}
+	for _, c := range p.opts.credentials {
+		switch {
+		case !slices.ContainsFunc(p.opts.inspect, func(r sandbox.EgressRule) bool { return strings.EqualFold(r.Host, c.Host) }):
+			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
+		case strings.ContainsAny(c.Host, "*?["):
+			return fmt.Errorf("%w: a credential for %q, a host pattern: the workload would pick where it goes", ErrInvalidConfig, c.Host)
+		case len(c.Methods) == 0:
+			return fmt.Errorf("%w: a credential for %q without a method list", ErrInvalidConfig, c.Host)
+		}
+	}
 	for _, r := range p.opts.inspect {
 		rule := inspectRule{pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow}
 		for _, c := range p.opts.credentials {
@@ -263,11 +277,6 @@ func (p *Proxy) compileInspect() error {
 			}
 		}
 		p.inspected = append(p.inspected, rule)
-	}
-	for _, c := range p.opts.credentials {
-		if !slices.ContainsFunc(p.inspected, func(r inspectRule) bool { return strings.EqualFold(r.pattern, c.Host) }) {
-			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
-		}
 	}
 	ca, err := newAuthority(time.Now())
 	if err != nil {
