@@ -29,6 +29,7 @@ type inspectRule struct {
 	paths   []string
 	shadow  bool
 	creds   []egresslog.Credential
+	redact  *redactor // the creds' secrets, masked in responses; nil without creds
 }
 
 // permits reports whether the rule lets method reach path (a normalised, decoded path).
@@ -192,7 +193,7 @@ func (ex *exchange) next(rule *inspectRule) bool {
 	if d.Decision == sandbox.DecisionAllow { // never on a request a shadow rule would refuse
 		rule.swap(hr, path)
 	}
-	ok := ex.relay(hr, &d)
+	ok := ex.relay(hr, rule, &d)
 	_ = ex.p.log.WriteRequest(d)
 	return ok
 }
@@ -271,11 +272,14 @@ func (p *Proxy) compileInspect() error {
 	}
 	for _, r := range p.opts.inspect {
 		rule := inspectRule{pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow}
+		var secrets []string
 		for _, c := range p.opts.credentials {
 			if strings.EqualFold(c.Host, r.Host) {
 				rule.creds = append(rule.creds, c)
+				secrets = append(secrets, c.Secret)
 			}
 		}
+		rule.redact = newRedactor(secrets)
 		p.inspected = append(p.inspected, rule)
 	}
 	ca, err := newAuthority(time.Now())

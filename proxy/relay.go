@@ -15,19 +15,23 @@ import (
 
 // relay sends a permitted request upstream in one framing, whatever the client sent, and its
 // responses back: every informational (1xx) one as it comes, then the final one, whose status
-// d records; the bytes each way count into d. It reports whether the connection can carry
-// another request.
+// d records; the bytes each way count into d. Under a rule with credentials the request asks
+// for an unencoded response and what comes back is redacted (redact.go). It reports whether
+// the connection can carry another request.
 //
 // The request is written while its response is read: a client that sent `Expect:
 // 100-continue` sends its body only once the origin's 100 Continue has reached it, and an
 // origin may answer before it has read the body. A final response that comes before the
 // whole body ends the connection, since what the client sends next could not be framed.
-func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
+func (ex *exchange) relay(hr *http.Request, rule *inspectRule, d *sandbox.EgressDecision) bool {
 	hr.Header.Del("Proxy-Connection")
 	hr.Header.Del("Proxy-Authorization")
+	if rule.redact != nil {
+		hr.Header.Set("Accept-Encoding", "identity") // a compressed echo could not be redacted
+	}
 	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
 	u := ex.send(hr)
-	keep := u.failed() == nil && ex.respond(hr, d)
+	keep := u.failed() == nil && ex.respond(hr, rule, d)
 	keep = u.finish(ex, keep) && keep
 	d.BytesOut = u.up.n
 	return keep && !hr.Close
@@ -96,8 +100,9 @@ func (b *bodyEnd) Read(p []byte) (int, error) {
 // respond relays the origin's informational responses and then its final one, and reports
 // whether the connection can carry another request. An HTTP/1.0 client is sent no
 // informational response (RFC 9110 §15.2). A 101 is never expected (an upgrade is refused
-// before anything is sent) and, like a response the proxy cannot read, is answered 502.
-func (ex *exchange) respond(hr *http.Request, d *sandbox.EgressDecision) bool {
+// before anything is sent) and, like a response the proxy cannot read or redact, is
+// answered 502.
+func (ex *exchange) respond(hr *http.Request, rule *inspectRule, d *sandbox.EgressDecision) bool {
 	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
 	down := &countWriter{w: ex.client}
 	defer func() { d.BytesIn = down.n }()
@@ -113,20 +118,20 @@ func (ex *exchange) respond(hr *http.Request, d *sandbox.EgressDecision) bool {
 		}
 		informational := resp.StatusCode >= 100 && resp.StatusCode < 200
 		switch {
-		case resp.StatusCode == http.StatusSwitchingProtocols:
+		case resp.StatusCode == http.StatusSwitchingProtocols || !rule.redact.readable(resp):
 			resp.Body.Close()
 			ex.badGateway(d)
 			return false
 		case informational && !hr.ProtoAtLeast(1, 1):
 			continue
 		case informational:
-			if writeInformational(down, resp) != nil {
+			if writeInformational(down, resp, rule.redact) != nil {
 				return false
 			}
 			continue
 		}
 		d.Status = resp.StatusCode
-		err = resp.Write(down)
+		err = rule.redact.response(resp).Write(down)
 		resp.Body.Close()
 		return err == nil && !resp.Close
 	}
@@ -140,9 +145,9 @@ func (ex *exchange) badGateway(d *sandbox.EgressDecision) {
 	}
 }
 
-// writeInformational writes a 1xx response's head: its status line and header fields, and no
-// Content-Length, which a 1xx never has.
-func writeInformational(w io.Writer, resp *http.Response) error {
+// writeInformational writes a 1xx response's head, redacted: its status line and header
+// fields, and no Content-Length, which a 1xx never has.
+func writeInformational(w io.Writer, resp *http.Response, red *redactor) error {
 	text := strings.TrimPrefix(strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)), " ")
 	if text == "" {
 		text = http.StatusText(resp.StatusCode)
@@ -150,8 +155,9 @@ func writeInformational(w io.Writer, resp *http.Response) error {
 	h := resp.Header.Clone()
 	h.Del("Content-Length")
 	h.Del("Transfer-Encoding")
+	red.header(h)
 	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP/1.1 %03d %s\r\n", resp.StatusCode, text)
+	fmt.Fprintf(&b, "HTTP/1.1 %03d %s\r\n", resp.StatusCode, red.string(text))
 	_ = h.Write(&b)
 	b.WriteString("\r\n")
 	_, err := io.WriteString(w, b.String())
