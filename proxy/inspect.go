@@ -264,7 +264,7 @@ func (p *Proxy) compileInspect() error {
 		switch {
 		case !slices.ContainsFunc(p.opts.inspect, func(r sandbox.EgressRule) bool { return strings.EqualFold(r.Host, c.Host) }):
 			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
-		case strings.ContainsAny(c.Host, "*?["):
+		case sandbox.HostPattern(c.Host):
 			return fmt.Errorf("%w: a credential for %q, a host pattern: the workload would pick where it goes", ErrInvalidConfig, c.Host)
 		case len(c.Methods) == 0:
 			return fmt.Errorf("%w: a credential for %q without a method list", ErrInvalidConfig, c.Host)

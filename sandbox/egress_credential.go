@@ -69,7 +69,7 @@ func normalizeCredentials(r EgressRule) ([]EgressCredential, error) {
 		return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
 			"egress rule for %q has a credential but inspects nothing: give it methods or paths (every path: [\"/**\"])", r.Host)}
 	}
-	if strings.ContainsAny(r.Host, hostWildcards) {
+	if HostPattern(r.Host) {
 		return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
 			"egress rule for %q has a credential but its host is a pattern: a credential binds to one exact host name", r.Host)}
 	}
@@ -117,8 +117,9 @@ func credentialFault(c EgressCredential) string {
 	return ""
 }
 
-// hostWildcards are the bytes that make a host entry an fnmatch pattern.
-const hostWildcards = "*?["
+// HostPattern reports whether a host entry is an fnmatch pattern (it holds *, ? or [)
+// rather than one exact name.
+func HostPattern(host string) bool { return strings.ContainsAny(host, "*?[") }
 
 // EchoMethod reports TRACE and TRACK, which answer with the request they received, headers
 // included: a credential is never bound to them, and the enforcer never swaps one into them.
