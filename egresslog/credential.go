@@ -9,7 +9,8 @@ import (
 )
 
 // Credential is one credential as the proxy gets it: on requests to Host (an inspecting
-// rule's host pattern) whose method and path match, occurrences of Placeholder in the header
+// rule's host, one exact name) whose method is one of Methods (never empty: the credential's
+// own list, or its rule's) and whose path matches, occurrences of Placeholder in the header
 // Header become Secret.
 type Credential struct {
 	Host        string   `json:"host"`
@@ -30,8 +31,12 @@ func FormatCredentials(rules []sandbox.EgressRule, placeholder func(env string) 
 	var out []Credential
 	for _, r := range rules {
 		for _, c := range r.Credentials {
+			methods := c.Methods
+			if len(methods) == 0 {
+				methods = r.Methods
+			}
 			out = append(out, Credential{Host: r.Host, Header: c.Header, Placeholder: placeholder(c.Env),
-				Secret: string(c.Secret), Methods: c.Methods, Paths: c.Paths})
+				Secret: string(c.Secret), Methods: methods, Paths: c.Paths})
 		}
 	}
 	if len(out) == 0 {
@@ -45,8 +50,8 @@ func FormatCredentials(rules []sandbox.EgressRule, placeholder func(env string) 
 }
 
 // ParseCredentials reads [EnvCredentials]'s value. It fails with [ErrInvalidInspect] for a
-// value that is not that form or a credential the grammar refuses; the error never quotes
-// the value, which holds secrets.
+// value that is not that form or a credential the grammar refuses (a host pattern, no
+// method list, TRACE); the error never quotes the value, which holds secrets.
 func ParseCredentials(s string) ([]Credential, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -62,7 +67,7 @@ func ParseCredentials(s string) ([]Credential, error) {
 		rule := sandbox.EgressRule{Host: c.Host, Paths: []string{"/**"}, Credentials: []sandbox.EgressCredential{{
 			Header: c.Header, Env: "X", Secret: sandbox.Secret(c.Secret), Methods: c.Methods, Paths: c.Paths}}}
 		if err := sandbox.CheckEgressRules([]sandbox.EgressRule{rule}); err != nil {
-			return nil, fmt.Errorf("%w: credential %d for %q: header, secret, methods or paths refused", ErrInvalidInspect, i, c.Host)
+			return nil, fmt.Errorf("%w: credential %d for %q: host, header, secret, methods or paths refused", ErrInvalidInspect, i, c.Host)
 		}
 	}
 	return cs, nil

@@ -57,7 +57,7 @@ func TestCredentialsEnvRoundTrips(t *testing.T) {
 	}
 	got, err := ParseCredentials(v)
 	want := []Credential{{Host: "api.example", Header: "Authorization", Placeholder: "placeholder-of-TOKEN-0123456789",
-		Secret: "Bearer s3cret", Paths: []string{"/v1/**"}}}
+		Secret: "Bearer s3cret", Methods: []string{"GET"}, Paths: []string{"/v1/**"}}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("ParseCredentials = %+v (%v), want %+v", got, err, want)
 	}
@@ -65,7 +65,10 @@ func TestCredentialsEnvRoundTrips(t *testing.T) {
 		t.Fatalf("the inspect value holds a credential: %q", FormatInspect(rules))
 	}
 	for _, bad := range []string{`[{"host":"api.example","header":"Authorization","placeholder":"short","secret":"s3cret"}]`,
-		`[{"host":"api.example","header":"Host","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret"}]`, `s3cret`} {
+		`[{"host":"api.example","header":"Host","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret","methods":["GET"]}]`,
+		`[{"host":"api.example","header":"Authorization","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret"}]`,
+		`[{"host":"api-*.example","header":"Authorization","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret","methods":["GET"]}]`,
+		`[{"host":"api.example","header":"Authorization","placeholder":"placeholder-of-TOKEN-0123456789","secret":"s3cret","methods":["TRACE"]}]`, `s3cret`} {
 		if _, err := ParseCredentials(bad); !errors.Is(err, ErrInvalidInspect) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("ParseCredentials(%q) = %v, want ErrInvalidInspect without the secret", bad, err)
 		}

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 const (
@@ -35,7 +37,7 @@ func TestInspectSwapsCredentials(t *testing.T) {
 	hl := &headerLog{}
 	rt.hook(func(auth, other string) { hl.add(auth + " | " + other) })
 	cred := egresslog.Credential{Host: inspectHost, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret,
-		Paths: []string{"/repos/acme/private/**"}}
+		Methods: []string{"GET", "POST"}, Paths: []string{"/repos/acme/private/**"}}
 	tp := startInspectingProxy(t, rt, acmeReadOnly, WithUpstreamRoots(rt.roots()), WithCredentials(cred))
 	conn, err := connectTLS(t, tp, inspectHost)
 	if err != nil {
@@ -68,7 +70,8 @@ func TestInspectNoSwapInShadow(t *testing.T) {
 	rt := startRecordingTarget(t)
 	hl := &headerLog{}
 	rt.hook(func(auth, _ string) { hl.add(auth) })
-	cred := egresslog.Credential{Host: inspectHost, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret}
+	cred := egresslog.Credential{Host: inspectHost, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret,
+		Methods: []string{"GET", "POST"}}
 	tp := startInspectingProxy(t, rt, rule, WithUpstreamRoots(rt.roots()), WithCredentials(cred))
 	conn, err := connectTLS(t, tp, inspectHost)
 	if err != nil {
@@ -83,13 +86,45 @@ func TestInspectNoSwapInShadow(t *testing.T) {
 	}
 }
 
-// TestCredentialsNeedTheirRule: a credential for a host no inspecting rule names is a
-// configuration error, never a credential silently dropped.
+// TestCredentialsNeedTheirRule: a credential for a host no inspecting rule names, for a host
+// pattern (the workload would pick the name it is sent to) or without a method list is a
+// configuration error, never a credential silently dropped or sent anywhere.
 func TestCredentialsNeedTheirRule(t *testing.T) {
-	cred := egresslog.Credential{Host: "other.example", Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret}
-	for _, opts := range [][]Option{{WithCredentials(cred)}, {WithInspect(acmeReadOnly), WithCredentials(cred)}} {
-		if _, err := New([]string{inspectHost, "other.example"}, opts...); err == nil {
-			t.Fatalf("New accepted a credential without its rule")
+	get := []string{"GET"}
+	cred := egresslog.Credential{Host: "other.example", Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret, Methods: get}
+	wildRule := sandbox.EgressRule{Host: "api-*.example", Methods: get}
+	wild := egresslog.Credential{Host: wildRule.Host, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret, Methods: get}
+	noMethods := egresslog.Credential{Host: inspectHost, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret}
+	for _, opts := range [][]Option{{WithCredentials(cred)}, {WithInspect(acmeReadOnly), WithCredentials(cred)},
+		{WithInspect(wildRule), WithCredentials(wild)}, {WithInspect(acmeReadOnly), WithCredentials(noMethods)}} {
+		if _, err := New([]string{inspectHost, "other.example", wildRule.Host}, opts...); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("New = %v, want ErrInvalidConfig", err)
 		}
+	}
+}
+
+// TestInspectNeverSwapsIntoTrace: TRACE and TRACK echo the request back, so the proxy sends
+// them with the placeholder as the workload sent it, even for a credential (built past the
+// grammar, which refuses it) that lists them.
+func TestInspectNeverSwapsIntoTrace(t *testing.T) {
+	rule := sandbox.EgressRule{Host: inspectHost, Methods: []string{"GET", "TRACE", "TRACK"}, Paths: []string{"/**"}}
+	rt := startRecordingTarget(t)
+	hl := &headerLog{}
+	rt.hook(func(auth, _ string) { hl.add(auth) })
+	cred := egresslog.Credential{Host: inspectHost, Header: "Authorization", Placeholder: testPlaceholder, Secret: testSecret,
+		Methods: []string{"GET", "TRACE", "TRACK"}}
+	tp := startInspectingProxy(t, rt, rule, WithUpstreamRoots(rt.roots()), WithCredentials(cred))
+	conn, err := connectTLS(t, tp, inspectHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(method string) string {
+		return method + " /x HTTP/1.1\r\nHost: example.com\r\nAuthorization: " + testPlaceholder + "\r\n\r\n"
+	}
+	if got := send(t, conn, req("TRACE")+req("TRACK")+req("GET"), 3); len(got) != 3 || !strings.HasPrefix(got[2], "200") {
+		t.Fatalf("answers %q", got)
+	}
+	if seen := hl.all(); strings.Join(seen, " ") != testPlaceholder+" "+testPlaceholder+" "+testSecret {
+		t.Fatalf("the origin saw %q, want the placeholder on TRACE and TRACK, the secret on GET", seen)
 	}
 }

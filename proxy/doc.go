@@ -27,18 +27,24 @@
 // a leaf for exactly the CONNECT host, refusing a ClientHello that names another (domain
 // fronting), and offers only HTTP/1.1 by ALPN (a client that offers h2 falls back). It then
 // reads one request at a time, its head bounded by 64 KiB, and decides each: a target that is
-// not a normal origin-form path (`..`, `.`, `//`, percent-encoded `/`, `\`, `.` or NUL, a
-// fragment, over 4 KiB), a Host header for another host, an Upgrade (WebSocket), or a method
-// or path the rule does not permit is answered 403 and ends the connection, and nothing of it
-// goes upstream. A permitted request is re-serialised (one framing, whatever the client sent)
-// to the host over TLS verified against the system roots or [WithUpstreamRoots], never
-// skipped (an unverifiable host is 502, UNREACHABLE). Each request is one decision line with
-// its method and path; a refused handshake is one "DENY host:port" line. Before its readiness
-// line such a proxy writes its CA certificate ([egresslog.FormatCA]). Not yet: the engine does
-// not set the inspecting variables on a proxy container, the CA does not reach the
-// workload's trust store, and the memory budget below does not count inspected connections
-// (measured instead: 100 held open after a request each, clients and origin in the same
-// process, stay under 9 MiB live with the race detector on, TestInspectMemoryOf100Connections).
+// not an origin-form path (or has a fragment, is over 4 KiB, or an escape that does not
+// decode), a Host header for another host, an Upgrade (WebSocket), a path that is not normal
+// (path.go: `.` or `..` however spelled, `//` but a trailing slash, an encoded slash beside
+// an empty or dot piece, a backslash, NUL, double encoding, bytes that are not UTF-8), or a
+// method or path the rule does not permit is answered 403 and ends the connection, and
+// nothing of it goes upstream; under a shadow rule the last two pass as WOULD-DENY. A
+// permitted request is re-serialised (one framing, whatever the client sent) to the host
+// over TLS verified against the system roots or [WithUpstreamRoots], never skipped (an
+// unverifiable host is 502, UNREACHABLE), written while its responses are read: every
+// informational one is relayed, then the final one. Under a rule with credentials
+// ([WithCredentials]: one exact host, a method list, never TRACE or TRACK), every form of
+// their secrets is masked in all that is relayed back (redact.go). Each request is one
+// decision line with its method, path and final status; a refused handshake is one "DENY
+// host:port" line. Before its readiness line such a proxy writes its CA certificate
+// ([egresslog.FormatCA]). Not yet: the memory budget below does not count inspected
+// connections (measured instead: 100 held open after a request each, clients and origin in
+// the same process, stay under 9 MiB live with the race detector on,
+// TestInspectMemoryOf100Connections).
 //
 // # Memory
 //

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,10 +18,6 @@ import (
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
 )
-
-// maxRequestPath bounds the raw path (query excluded) of an inspected request; longer is
-// refused.
-const maxRequestPath = 4096
 
 var errSNIMismatch = errors.New("the TLS ClientHello names another host than the CONNECT request")
 
@@ -34,6 +29,7 @@ type inspectRule struct {
 	paths   []string
 	shadow  bool
 	creds   []egresslog.Credential
+	redact  *redactor // the creds' secrets, masked in responses; nil without creds
 }
 
 // permits reports whether the rule lets method reach path (a normalised, decoded path).
@@ -49,10 +45,14 @@ func (r *inspectRule) permits(method, path string) bool {
 
 // swap replaces, in the header of each credential of the rule whose methods and paths match
 // the request, the credential's placeholder by its secret. Only a permitted request reaches
-// it, so a refused one is never sent anywhere with a secret in it.
+// it, so a refused one is never sent anywhere with a secret in it; nor is a TRACE or TRACK,
+// which would echo it back, whatever the credential lists.
 func (r *inspectRule) swap(hr *http.Request, path string) {
+	if sandbox.EchoMethod(hr.Method) {
+		return
+	}
 	for _, c := range r.creds {
-		if len(c.Methods) > 0 && !slices.Contains(c.Methods, hr.Method) {
+		if !slices.Contains(c.Methods, hr.Method) {
 			continue
 		}
 		if len(c.Paths) > 0 && !slices.ContainsFunc(c.Paths, func(p string) bool { return sandbox.MatchEgressPath(p, path) }) {
@@ -165,21 +165,22 @@ func (ex *exchange) next(rule *inspectRule) bool {
 		return false
 	}
 	_ = ex.client.SetReadDeadline(time.Time{})
-	path, raw, normal := requestPath(hr.RequestURI)
+	path, raw, class := requestPath(hr.RequestURI)
 	method := hr.Method
 	if !upperToken(method) {
 		method = "INVALID" // refused below; the line names no guest text the grammar refuses
 	}
 	d := sandbox.EgressDecision{Decision: sandbox.DecisionAllow, Host: ex.req.host, Port: ex.req.port,
 		Method: method, Path: loggable(raw), Rule: rule.pattern}
-	// A request the enforcer refuses whatever the rule is refused in shadow too; only the
-	// rule's own narrowing is shadowed.
+	// What the enforcer refuses whatever the rule is refused in shadow too; what the rule
+	// would deny (its methods and paths, a path that is not normal) a shadow rule passes.
 	switch {
-	case !normal || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
+	case class == pathMalformed || !upperToken(hr.Method) || !sameHost(hr.Host, ex.req.host) || hr.Header.Get("Upgrade") != "":
 		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
-	case !rule.permits(hr.Method, path) && !rule.shadow:
+	case class == pathNormal && rule.permits(hr.Method, path):
+	case !rule.shadow:
 		return ex.refuse(d, sandbox.DecisionDeny, http.StatusForbidden, statusForbidden)
-	case !rule.permits(hr.Method, path):
+	default:
 		d.Decision = sandbox.DecisionWouldDeny
 	}
 	if ex.upTLS == nil && !ex.openUpstream() {
@@ -192,7 +193,7 @@ func (ex *exchange) next(rule *inspectRule) bool {
 	if d.Decision == sandbox.DecisionAllow { // never on a request a shadow rule would refuse
 		rule.swap(hr, path)
 	}
-	ok := ex.relay(hr, &d)
+	ok := ex.relay(hr, rule, &d)
 	_ = ex.p.log.WriteRequest(d)
 	return ok
 }
@@ -204,51 +205,6 @@ func (ex *exchange) refuse(d sandbox.EgressDecision, code sandbox.EgressDecision
 	_ = ex.p.log.WriteRequest(d)
 	ex.answer(line)
 	return false
-}
-
-// relay sends a permitted request upstream in one framing, whatever the client sent, and its
-// response back, counting both into d.
-func (ex *exchange) relay(hr *http.Request, d *sandbox.EgressDecision) bool {
-	hr.Header.Del("Proxy-Connection")
-	hr.Header.Del("Proxy-Authorization")
-	_ = ex.upTLS.SetDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	up := &countWriter{w: ex.upTLS}
-	err := hr.Write(up)
-	d.BytesOut = up.n
-	if err != nil {
-		return false
-	}
-	resp, err := http.ReadResponse(ex.upBr, hr)
-	if err != nil {
-		// The proxy's stop marks it closed before it closes any connection, so an upstream it
-		// cut is seen here as cut (status 0), whichever connection Close reached first.
-		if ex.p.isClosed() {
-			return false
-		}
-		if ex.answer(statusBadGateway) { // the workload got the 502; a cut client got nothing: 0
-			d.Status = http.StatusBadGateway
-		}
-		return false
-	}
-	defer resp.Body.Close()
-	d.Status = resp.StatusCode
-	_ = ex.client.SetWriteDeadline(time.Now().Add(ex.p.opts.idleTimeout))
-	down := &countWriter{w: ex.client}
-	err = resp.Write(down)
-	d.BytesIn = down.n
-	return err == nil && !hr.Close && !resp.Close
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
 }
 
 // openUpstream starts TLS to the CONNECT host over the dialled connection, verifying its
@@ -276,36 +232,6 @@ func (ex *exchange) answer(status string) bool {
 	return err == nil
 }
 
-// requestPath normalises an origin-form request target: it returns the decoded path
-// without its query, the raw path as sent, and false for a target a rule must not be asked
-// about: not starting with '/', a fragment, longer than maxRequestPath, a percent-encoded
-// slash, backslash, dot or NUL, an undecodable escape, an empty segment ('//'), a '.' or
-// '..' segment, a backslash or a control byte.
-func requestPath(target string) (path, raw string, ok bool) {
-	raw, _, _ = strings.Cut(target, "?")
-	if !strings.HasPrefix(raw, "/") || strings.Contains(target, "#") || len(raw) > maxRequestPath {
-		return "", raw, false
-	}
-	lower := strings.ToLower(raw)
-	for _, enc := range []string{"%2f", "%5c", "%2e", "%00"} {
-		if strings.Contains(lower, enc) {
-			return "", raw, false
-		}
-	}
-	path, err := url.PathUnescape(raw)
-	if err != nil || strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
-		return "", raw, false
-	}
-	if path != "/" {
-		for _, seg := range strings.Split(path[1:], "/") {
-			if seg == "" || seg == "." || seg == ".." {
-				return "", raw, false
-			}
-		}
-	}
-	return path, raw, true
-}
-
 // sameHost reports whether a Host header names the CONNECT host (on port 443 or none).
 func sameHost(header, host string) bool {
 	h := header
@@ -326,21 +252,6 @@ func upperToken(m string) bool {
 	})
 }
 
-// loggable is a raw path the decision log accepts: bytes outside 0x21–0x7E become '?', and
-// a path that does not start with '/' gets one.
-func loggable(raw string) string {
-	b := []byte(raw)
-	for i, c := range b {
-		if c < 0x21 || c > 0x7e {
-			b[i] = '?'
-		}
-	}
-	if len(b) == 0 || b[0] != '/' {
-		return "/" + string(b)
-	}
-	return string(b)
-}
-
 // compileInspect compiles the inspecting rules and, when there are any, makes the CA.
 func (p *Proxy) compileInspect() error {
 	if len(p.opts.inspect) == 0 {
@@ -349,19 +260,27 @@ func (p *Proxy) compileInspect() error {
 		}
 		return nil
 	}
+	for _, c := range p.opts.credentials {
+		switch {
+		case !slices.ContainsFunc(p.opts.inspect, func(r sandbox.EgressRule) bool { return strings.EqualFold(r.Host, c.Host) }):
+			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
+		case sandbox.HostPattern(c.Host):
+			return fmt.Errorf("%w: a credential for %q, a host pattern: the workload would pick where it goes", ErrInvalidConfig, c.Host)
+		case len(c.Methods) == 0:
+			return fmt.Errorf("%w: a credential for %q without a method list", ErrInvalidConfig, c.Host)
+		}
+	}
 	for _, r := range p.opts.inspect {
 		rule := inspectRule{pattern: r.Host, host: compilePattern(strings.ToLower(r.Host)), methods: r.Methods, paths: r.Paths, shadow: r.Shadow}
+		var secrets []string
 		for _, c := range p.opts.credentials {
 			if strings.EqualFold(c.Host, r.Host) {
 				rule.creds = append(rule.creds, c)
+				secrets = append(secrets, c.Secret)
 			}
 		}
+		rule.redact = newRedactor(secrets)
 		p.inspected = append(p.inspected, rule)
-	}
-	for _, c := range p.opts.credentials {
-		if !slices.ContainsFunc(p.inspected, func(r inspectRule) bool { return strings.EqualFold(r.pattern, c.Host) }) {
-			return fmt.Errorf("%w: a credential for %q, which no inspecting rule names", ErrInvalidConfig, c.Host)
-		}
 	}
 	ca, err := newAuthority(time.Now())
 	if err != nil {

@@ -14,10 +14,10 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// TestInspectShadowPassesAndSays: under a shadow rule a request the rule does not permit
-// reaches the origin and its decision says WOULD-DENY with the origin's status and the bytes
-// each way; a request the enforcer refuses whatever the rule (a Host header for another host)
-// is still refused; a permitted one is an ordinary ALLOW.
+// TestInspectShadowPassesAndSays: under a shadow rule a request the rule does not permit,
+// or whose path is not normal, reaches the origin and its decision says WOULD-DENY with the
+// origin's status and the bytes each way; a request the enforcer refuses whatever the rule (a
+// Host header for another host) is still refused; a permitted one is an ordinary ALLOW.
 func TestInspectShadowPassesAndSays(t *testing.T) {
 	rule := acmeReadOnly
 	rule.Shadow = true
@@ -28,17 +28,27 @@ func TestInspectShadowPassesAndSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := send(t, conn, get("/repos/acme/a")+"POST /admin HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\n{}"+
-		"GET /repos/acme/a HTTP/1.1\r\nHost: other.example\r\n\r\n", 3)
-	if len(got) != 3 || !strings.HasPrefix(got[0], "200 OK") || !strings.HasPrefix(got[1], "200 OK") || !strings.HasPrefix(got[2], "403") {
-		t.Fatalf("answers %q, want 200, 200 (shadow), 403", got)
+		get("/repos/acme/%2e%2e/admin")+get("/repos//acme")+"GET /repos/acme/a HTTP/1.1\r\nHost: other.example\r\n\r\n", 5)
+	if len(got) != 5 || !strings.HasPrefix(got[0], "200 OK") || !strings.HasPrefix(got[1], "200 OK") || !strings.HasPrefix(got[2], "200 OK") ||
+		!strings.HasPrefix(got[3], "200 OK") || !strings.HasPrefix(got[4], "403") {
+		t.Fatalf("answers %q, want 200, then 200 three times (shadow), 403", got)
 	}
-	if seen := rt.requests(); !slices.Equal(seen, []string{"GET /repos/acme/a", "POST /admin"}) {
+	if seen := rt.requests(); !slices.Equal(seen, []string{"GET /repos/acme/a", "POST /admin", "GET /repos/acme/%2e%2e/admin", "GET /repos//acme"}) {
 		t.Fatalf("the origin saw %q", seen)
 	}
+	// A target the log and the upstream could not carry as sent is refused in shadow too.
+	malformed, err := connectTLS(t, tp, inspectHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, malformed, get("/repos/acme/a#frag"), 1); !strings.HasPrefix(got[0], "403") {
+		t.Fatalf("a fragment under a shadow rule: %q, want 403", got)
+	}
+	malformed.Close()
 	conn.Close()
 	tp.Close()
 	ds, _, err := egresslog.ParseLog(strings.NewReader(tp.log.String()))
-	if err != nil || len(ds) != 3 {
+	if err != nil || len(ds) != 6 {
 		t.Fatalf("decisions %+v (%v) from %q", ds, err, tp.log.String())
 	}
 	for i, want := range []struct {
@@ -46,7 +56,8 @@ func TestInspectShadowPassesAndSays(t *testing.T) {
 		method string
 		status int
 		sent   bool
-	}{{sandbox.DecisionAllow, "GET", 200, true}, {sandbox.DecisionWouldDeny, "POST", 200, true}, {sandbox.DecisionDeny, "GET", 403, false}} {
+	}{{sandbox.DecisionAllow, "GET", 200, true}, {sandbox.DecisionWouldDeny, "POST", 200, true}, {sandbox.DecisionWouldDeny, "GET", 200, true},
+		{sandbox.DecisionWouldDeny, "GET", 200, true}, {sandbox.DecisionDeny, "GET", 403, false}, {sandbox.DecisionDeny, "GET", 403, false}} {
 		d := ds[i]
 		if d.Decision != want.code || d.Method != want.method || d.Status != want.status || d.Rule != inspectHost ||
 			(d.BytesOut > 0) != want.sent || (d.BytesIn > 0) != want.sent {

@@ -33,6 +33,14 @@ type recordingTarget struct {
 	mu        sync.Mutex
 	seen      []string
 	onRequest func(auth, other string) // sees the Authorization and X-Other headers
+	answer    http.HandlerFunc         // answers instead of "origin saw …" when set
+}
+
+// serve makes f answer every request the target records.
+func (rt *recordingTarget) serve(f http.HandlerFunc) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.answer = f
 }
 
 func (rt *recordingTarget) hook(f func(auth, other string)) {
@@ -47,10 +55,14 @@ func startRecordingTarget(t *testing.T) *recordingTarget {
 	rt.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt.mu.Lock()
 		rt.seen = append(rt.seen, r.Method+" "+r.RequestURI)
-		hook := rt.onRequest
+		hook, answer := rt.onRequest, rt.answer
 		rt.mu.Unlock()
 		if hook != nil {
 			hook(r.Header.Get("Authorization"), r.Header.Get("X-Other"))
+		}
+		if answer != nil {
+			answer(w, r)
+			return
 		}
 		_, _ = io.WriteString(w, "origin saw "+r.Method+" "+r.RequestURI)
 	}))
@@ -151,6 +163,16 @@ func TestInspectAllowsAndDenies(t *testing.T) {
 		{"dot-dot", get("/repos/acme/../admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/../admin"},
 		{"encoded dots", get("/repos/acme/%2e%2e/admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/%2e%2e/admin"},
 		{"encoded slash", get("/repos/acme%2Fx"), "403 Forbidden", "DENY example.com:443 GET /repos/acme%2Fx"},
+		{"encoded slash out of the prefix", get("/repos/acme%2F..%2Fother"), "403 Forbidden", "DENY example.com:443 GET /repos/acme%2F..%2Fother"},
+		{"encoded slash and dot-dot under the prefix", get("/repos/acme/x%2F..%2F..%2Fadmin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/x%2F..%2F..%2Fadmin"},
+		{"encoded slash inside a segment", get("/repos/acme/group%2Fproject/issues"), "200 OK", "ALLOW example.com:443 GET /repos/acme/group%2Fproject/issues status=200"},
+		{"trailing slash", get("/repos/acme/x/"), "200 OK", "ALLOW example.com:443 GET /repos/acme/x/ status=200"},
+		{"encoded dot in a file name", get("/repos/acme/report%2Etxt"), "200 OK", "ALLOW example.com:443 GET /repos/acme/report%2Etxt status=200"},
+		{"mixed encoded dots", get("/repos/acme/.%2E/admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/.%2E/admin"},
+		{"double-encoded dots", get("/repos/acme/%252e%252e/admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/%252e%252e/admin"},
+		{"dot-dot with a path parameter", get("/repos/acme/..;/admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/..;/admin"},
+		{"overlong UTF-8 dots", get("/repos/acme/%c0%ae%c0%ae/admin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/%c0%ae%c0%ae/admin"},
+		{"encoded backslash", get("/repos/acme/..%5cadmin"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/..%5cadmin"},
 		{"double slash", get("/repos//acme/x"), "403 Forbidden", "DENY example.com:443 GET /repos//acme/x"},
 		{"fragment", get("/repos/acme/x#y"), "403 Forbidden", "DENY example.com:443 GET /repos/acme/x#y"},
 		{"very long path", get("/repos/acme/" + strings.Repeat("a", maxRequestPath)), "403 Forbidden", "DENY example.com:443 GET /repos/acme/aaa"},
@@ -176,6 +198,8 @@ func TestInspectAllowsAndDenies(t *testing.T) {
 			seen := rt.requests()
 			if allowed := tc.want == "200 OK"; allowed != (len(seen) == 1) {
 				t.Fatalf("the origin saw %q", seen)
+			} else if allowed && "GET "+strings.Fields(tc.raw)[1] != seen[0] {
+				t.Fatalf("the origin saw %q, want the target as sent", seen)
 			}
 			conn.Close()
 			tp.Close() // waits for the handler: an allowed request's line follows its response

@@ -190,9 +190,11 @@ func WithInspect(rules ...sandbox.EgressRule) Option {
 }
 
 // WithCredentials swaps each credential's placeholder for its secret in its header, on the
-// requests to its host that its inspecting rule passes and its methods and paths match. Its
-// host must be an inspecting rule's host pattern ([WithInspect]); [New] refuses one that is
-// not. The proxy never writes a secret anywhere.
+// requests to its host that its inspecting rule passes and its methods and paths match,
+// never on a TRACE or TRACK; and it masks every form of the secrets in what comes back from
+// that host. Its host must be an inspecting rule's host ([WithInspect]), one exact name, and
+// its method list must not be empty; [New] refuses one that is not. The proxy never writes
+// a secret anywhere.
 func WithCredentials(creds ...egresslog.Credential) Option {
 	return func(o *options) error {
 		o.credentials = slices.Clone(creds)

@@ -15,7 +15,11 @@ import (
 //
 // # Grammar
 //
-// It belongs to an inspecting [EgressRule] (the enforcer must terminate TLS to swap anything).
+// It belongs to an inspecting [EgressRule] (the enforcer must terminate TLS to swap anything)
+// whose Host is one exact name, never a pattern: with `api-*.example`, the workload would
+// pick the name the secret is sent to. It is bound to a method list, its own or, when it
+// names none, its rule's; an empty one (every method) is refused, and so is one naming TRACE
+// or TRACK, which echo the request, secret and all, back to the workload.
 // Header is a field name of 1 to 64 letters, digits and hyphens, never one that frames or
 // routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE,
 // Trailer, Keep-Alive, Proxy-Authorization, Proxy-Connection). Env is an upper-case variable
@@ -65,9 +69,17 @@ func normalizeCredentials(r EgressRule) ([]EgressCredential, error) {
 		return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
 			"egress rule for %q has a credential but inspects nothing: give it methods or paths (every path: [\"/**\"])", r.Host)}
 	}
+	if HostPattern(r.Host) {
+		return nil, &InvalidArgumentError{Reason: fmt.Sprintf(
+			"egress rule for %q has a credential but its host is a pattern: a credential binds to one exact host name", r.Host)}
+	}
 	out := make([]EgressCredential, 0, len(r.Credentials))
 	for _, c := range r.Credentials {
-		if reason := credentialFault(c); reason != "" {
+		reason := credentialFault(c)
+		if reason == "" {
+			reason = credentialMethodsFault(c, r)
+		}
+		if reason != "" {
 			return nil, &InvalidArgumentError{Reason: fmt.Sprintf("egress credential for %q (variable %q): %s", r.Host, c.Env, reason)}
 		}
 		methods, err := normalizeMethods(EgressRule{Host: r.Host, Methods: c.Methods})
@@ -101,6 +113,31 @@ func credentialFault(c EgressCredential) string {
 		return fmt.Sprintf("the secret is empty or longer than %d bytes", maxCredentialSecret)
 	case strings.ContainsFunc(string(c.Secret), func(r rune) bool { return (r < 0x20 || r > 0x7e) && r != '\t' }):
 		return "the secret holds a byte a header value cannot (a line break, a control or non-ASCII byte)"
+	}
+	return ""
+}
+
+// HostPattern reports whether a host entry is an fnmatch pattern (it holds *, ? or [)
+// rather than one exact name.
+func HostPattern(host string) bool { return strings.ContainsAny(host, "*?[") }
+
+// EchoMethod reports TRACE and TRACK, which answer with the request they received, headers
+// included: a credential is never bound to them, and the enforcer never swaps one into them.
+func EchoMethod(m string) bool { return m == "TRACE" || m == "TRACK" }
+
+// credentialMethodsFault says what is wrong with the methods c is bound to in r, or "".
+func credentialMethodsFault(c EgressCredential, r EgressRule) string {
+	methods := c.Methods
+	if len(methods) == 0 {
+		methods = r.Methods
+	}
+	if len(methods) == 0 {
+		return "no method list, its own or its rule's: a credential is bound to the methods it may be sent with"
+	}
+	for _, m := range methods {
+		if EchoMethod(m) {
+			return fmt.Sprintf("method %s echoes the request, secret and all, back to the workload", m)
+		}
 	}
 	return ""
 }

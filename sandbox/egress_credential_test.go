@@ -32,6 +32,13 @@ func TestEgressCredentialRefusals(t *testing.T) {
 		{"secret with a line break", EgressRule{Host: "a.example", Methods: get, Credentials: with(func(c *EgressCredential) { c.Secret = secret + "\r\nX: y" })}, "line break"},
 		{"bad method", EgressRule{Host: "a.example", Methods: get, Credentials: with(func(c *EgressCredential) { c.Methods = []string{"get"} })}, "upper-case HTTP tokens"},
 		{"bad path", EgressRule{Host: "a.example", Methods: get, Credentials: with(func(c *EgressCredential) { c.Paths = []string{"/a/../b"} })}, "'..' segments"},
+		{"wildcard host", EgressRule{Host: "api-*.example", Methods: get, Credentials: []EgressCredential{ok}}, "binds to one exact host name"},
+		{"one-character wildcard host", EgressRule{Host: "api-?.example", Methods: get, Credentials: []EgressCredential{ok}}, "binds to one exact host name"},
+		{"class wildcard host", EgressRule{Host: "api-[ab].example", Methods: get, Credentials: []EgressCredential{ok}}, "binds to one exact host name"},
+		{"no method list", EgressRule{Host: "a.example", Paths: []string{"/**"}, Credentials: []EgressCredential{ok}}, "no method list"},
+		{"TRACE of its own", EgressRule{Host: "a.example", Paths: []string{"/**"}, Credentials: with(func(c *EgressCredential) { c.Methods = []string{"GET", "TRACE"} })}, "TRACE echoes"},
+		{"TRACE of its rule", EgressRule{Host: "a.example", Methods: []string{"GET", "TRACE"}, Credentials: []EgressCredential{ok}}, "TRACE echoes"},
+		{"TRACK", EgressRule{Host: "a.example", Methods: []string{"TRACK"}, Credentials: []EgressCredential{ok}}, "TRACK echoes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,5 +65,20 @@ func TestEgressCredentialIdentity(t *testing.T) {
 	}
 	if s := fmt.Sprintf("%v %+v %#v %s", r, r, r, r.Credentials[0].Secret); strings.Contains(s, "one") {
 		t.Fatalf("the secret printed: %s", s)
+	}
+}
+
+// TestEgressCredentialMethodLists: a credential's method list is its own or its rule's, and
+// a rule may allow TRACE while its credential is bound to other methods.
+func TestEgressCredentialMethodLists(t *testing.T) {
+	c := EgressCredential{Header: "Authorization", Env: "T", Secret: "s3cret-value"}
+	for _, r := range []EgressRule{
+		{Host: "a.example", Methods: []string{"GET"}, Credentials: []EgressCredential{c}},
+		{Host: "a.example", Paths: []string{"/**"}, Credentials: []EgressCredential{{Header: c.Header, Env: c.Env, Secret: c.Secret, Methods: []string{"GET"}}}},
+		{Host: "a.example", Methods: []string{"GET", "TRACE"}, Credentials: []EgressCredential{{Header: c.Header, Env: c.Env, Secret: c.Secret, Methods: []string{"GET"}}}},
+	} {
+		if _, err := NewSpec("k", WithAllowlist(r)); err != nil {
+			t.Errorf("%+v refused: %v", r, err)
+		}
 	}
 }

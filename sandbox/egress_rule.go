@@ -28,24 +28,29 @@ import (
 // Paths are patterns over the request path without its query, each 1024 bytes at most:
 //
 //	pattern = "/" / 1*( "/" segment ) [ "/**" ] / "/**"
-//	segment = "*" / 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "!" / "$" / "&" / "'" /
-//	                   "(" / ")" / "+" / "=" / ":" / "@" )
+//	segment = "*" / piece *( "%2F" piece )
+//	piece   = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "!" / "$" / "&" / "'" /
+//	              "(" / ")" / "+" / "=" / ":" / "@" )
 //
 // A literal segment matches itself (case-sensitive); `*` matches exactly one non-empty
-// segment; a final `**` matches the path named before it and everything under it, at a
-// segment boundary (`/repos/acme/**` matches `/repos/acme` and `/repos/acme/x/y`, never
-// `/repos/acmex`). [NewSpec] refuses an empty segment (`//`, a trailing `/`), a `.` or `..`
-// segment, a `*` inside a segment, a `**` anywhere but last, and `%`, `?`, `#`, `\`,
+// segment that holds no encoded slash; a final `**` matches the path named before it and
+// everything under it, at a segment boundary (`/repos/acme/**` matches `/repos/acme`,
+// `/repos/acme/` and `/repos/acme/x/y`, never `/repos/acmex`). `%2F` (either case) is the
+// one escape a pattern may hold: a slash inside a segment, as GitLab's API spells a project
+// (`/api/v4/projects/acme%2Fwidgets/**`); the pieces around it are neither empty nor `.` or
+// `..`. [NewSpec] refuses an empty segment (`//`, a trailing `/`), a `.` or `..` segment, a
+// `*` inside a segment, a `**` anywhere but last, any other `%`, and `?`, `#`, `\`,
 // whitespace, control and non-ASCII bytes: patterns are written against the normalised,
-// decoded path, and the enforcer refuses requests whose path is not already normal.
-// [MatchEgressPath] is the matching rule.
+// decoded path ([MatchEgressPath] says what that is, and docs/operations.md which request
+// paths the enforcer normalises and which it refuses).
 //
 // Shadow makes an inspecting entry report instead of enforce: a request its methods or
-// paths do not permit passes, and its decision says WOULD-DENY, so a policy author can replay
-// windows before enforcing. Only the rule's own narrowing is shadowed: a request the
-// enforcer refuses whatever the rule (a path that is not normal, a Host header naming
-// another host, an upgrade) is refused in shadow too. [NewSpec] refuses Shadow on an entry
-// without methods or paths, which would shadow nothing.
+// paths do not permit, or whose path is not normal, passes, and its decision says
+// WOULD-DENY, so a policy author can replay windows before enforcing. What the enforcer
+// refuses whatever the rule is still refused in shadow: a target that is not an origin-form
+// path (or carries a fragment, or is over 4 KiB, or holds an undecodable escape), a Host
+// header naming another host, an upgrade. [NewSpec] refuses Shadow on an entry without
+// methods or paths, which would shadow nothing.
 //
 // Equivalent entries collapse (hosts compared case-insensitively, methods and paths as sets);
 // one host given two different method or path sets is refused. An inspecting entry adds
@@ -289,7 +294,7 @@ func normalizePaths(r EgressRule) ([]string, error) {
 		if reason := pathPatternFault(p); reason != "" {
 			return nil, &InvalidArgumentError{Reason: fmt.Sprintf("egress rule for %q has path %q: %s", r.Host, p, reason)}
 		}
-		ps = append(ps, p)
+		ps = append(ps, encodedSlashUpper(p))
 	}
 	slices.Sort(ps)
 	return slices.Compact(ps), nil
@@ -330,6 +335,19 @@ func segmentFault(s string, last bool) string {
 		}
 		return "'**' is allowed only as the last segment"
 	}
+	pieces := strings.Split(encodedSlashUpper(s), EncodedSlash)
+	for _, p := range pieces {
+		if len(pieces) > 1 && (p == "" || p == "." || p == "..") {
+			return "an encoded slash ('%2F') has an empty, '.' or '..' piece beside it"
+		}
+		if f := pieceFault(p); f != "" {
+			return f
+		}
+	}
+	return ""
+}
+
+func pieceFault(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -337,7 +355,7 @@ func segmentFault(s string, last bool) string {
 		case c == '*':
 			return "'*' stands for a whole segment, never part of one"
 		case c == '%':
-			return "percent-encoding is refused: write the decoded path"
+			return "percent-encoding is refused but for '%2F': write the decoded path"
 		case c == '?' || c == '#':
 			return "a query or fragment is not part of a path pattern"
 		default:
@@ -347,9 +365,18 @@ func segmentFault(s string, last bool) string {
 	return ""
 }
 
+// EncodedSlash is how a normalised path, and a path pattern, spell a slash inside a segment.
+const EncodedSlash = "%2F"
+
+// encodedSlashUpper spells every "%2f" of s as [EncodedSlash].
+func encodedSlashUpper(s string) string { return strings.ReplaceAll(s, "%2f", EncodedSlash) }
+
 // MatchEgressPath reports whether path, a normalised request path without its query,
 // matches pattern, one that [NewSpec] accepted: literal segments match themselves, `*`
-// matches one non-empty segment, and a final `**` matches zero or more segments.
+// matches one non-empty segment without an encoded slash, and a final `**` matches zero or
+// more segments. A normalised path is the request path split at its slashes, each segment
+// percent-decoded, a slash decoded inside a segment spelled [EncodedSlash] again, joined
+// by "/"; a trailing slash is an empty last segment, which only a final `**` matches.
 func MatchEgressPath(pattern, path string) bool {
 	if !strings.HasPrefix(path, "/") || !strings.HasPrefix(pattern, "/") {
 		return false
@@ -365,7 +392,11 @@ func MatchEgressPath(pattern, path string) bool {
 		if p == "**" && i == len(pat)-1 {
 			return true
 		}
-		if i >= len(segs) || segs[i] == "" || (p != "*" && p != segs[i]) {
+		if i >= len(segs) || segs[i] == "" {
+			return false
+		}
+		// A server that decodes an encoded slash sees two segments where `*` stands for one.
+		if p == "*" && strings.Contains(segs[i], EncodedSlash) || p != "*" && p != segs[i] {
 			return false
 		}
 	}

@@ -49,7 +49,12 @@ func TestEgressRuleRefusals(t *testing.T) {
 		{"dot-dot segment", EgressRule{Host: "a.example", Paths: []string{"/repos/../admin"}}, "'..' segments"},
 		{"star inside segment", EgressRule{Host: "a.example", Paths: []string{"/repos/ac*"}}, "whole segment"},
 		{"double star not last", EgressRule{Host: "a.example", Paths: []string{"/repos/**/issues"}}, "only as the last"},
-		{"percent-encoded", EgressRule{Host: "a.example", Paths: []string{"/repos%2Facme"}}, "percent-encoding"},
+		{"percent-encoded", EgressRule{Host: "a.example", Paths: []string{"/repos%41cme"}}, "percent-encoding"},
+		{"encoded dot", EgressRule{Host: "a.example", Paths: []string{"/a%2Eb"}}, "percent-encoding"},
+		{"encoded slash alone", EgressRule{Host: "a.example", Paths: []string{"/repos/%2F"}}, "empty, '.' or '..' piece"},
+		{"encoded slash at a segment's end", EgressRule{Host: "a.example", Paths: []string{"/repos/acme%2F"}}, "empty, '.' or '..' piece"},
+		{"encoded slash and dot-dot", EgressRule{Host: "a.example", Paths: []string{"/repos/acme%2F..%2Fadmin"}}, "empty, '.' or '..' piece"},
+		{"encoded slash with a star", EgressRule{Host: "a.example", Paths: []string{"/repos/*%2Fx"}}, "whole segment"},
 		{"query", EgressRule{Host: "a.example", Paths: []string{"/search?q=1"}}, "query or fragment"},
 		{"fragment", EgressRule{Host: "a.example", Paths: []string{"/a#b"}}, "query or fragment"},
 		{"backslash", EgressRule{Host: "a.example", Paths: []string{"/a\\b"}}, "not allowed"},
@@ -78,6 +83,7 @@ func TestEgressRuleAccepts(t *testing.T) {
 		{Host: "api.github.com", Methods: []string{"GET", "HEAD", "PROPFIND", "M-SEARCH", "X_Y.1~"}},
 		{Host: "api.github.com", Paths: []string{"/", "/**", "/repos/acme/**", "/repos/*/issues", "/v1/a:b@c", "/v1/~user/(x)+'=!$&"}},
 		{Host: "api.github.com", Methods: []string{"GET"}, Paths: []string{"/repos/" + strings.Repeat("a", 1016)}},
+		{Host: "gitlab.example", Methods: []string{"GET"}, Paths: []string{"/api/v4/projects/acme%2Fwidgets/**", "/p/a%2fb%2Fc"}},
 	} {
 		if _, err := NewSpec("k", WithAllowlist(r)); err != nil {
 			t.Errorf("%+v refused: %v", r, err)
@@ -95,6 +101,10 @@ func TestEgressRuleNormalisesAndConflicts(t *testing.T) {
 	}
 	if len(s.EgressAllow) != 1 || strings.Join(s.EgressAllow[0].Paths, " ") != "/a /b/**" {
 		t.Fatalf("equivalent entries must collapse with sorted paths: %+v", s.EgressAllow)
+	}
+	s, err = NewSpec("k", WithAllowlist(EgressRule{Host: "a", Paths: []string{"/p/acme%2fx"}}, EgressRule{Host: "a", Paths: []string{"/p/acme%2Fx"}}))
+	if err != nil || strings.Join(s.EgressAllow[0].Paths, " ") != "/p/acme%2Fx" {
+		t.Fatalf("an encoded slash is spelled %%2F whatever its case: %+v (%v)", s.EgressAllow, err)
 	}
 	if !s.RequiredCapabilities().Has(EgressMethods) {
 		t.Fatal("an inspecting rule requires egress_methods")
@@ -169,6 +179,13 @@ func TestMatchEgressPath(t *testing.T) {
 		{"/v1/models", "/v1/model", false},
 		{"/v1/models", "v1/models", false},
 		{"/v1/models", "", false},
+		{"/repos/acme/**", "/repos/acme%2Fx", false},
+		{"/repos/acme/**", "/repos/acme/x%2Fy/z", true},
+		{"/repos/*/issues", "/repos/acme%2Fx/issues", false},
+		{"/repos/acme%2Fx/issues", "/repos/acme%2Fx/issues", true},
+		{"/repos/acme%2Fx/issues", "/repos/acme/x/issues", false},
+		{"/repos/acme/x/issues", "/repos/acme%2Fx/issues", false},
+		{"/repos/*", "/repos/acme%2Fx", false},
 	}
 	for _, tc := range cases {
 		if got := MatchEgressPath(tc.pattern, tc.path); got != tc.want {

@@ -3,13 +3,18 @@ package egress
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -76,6 +81,34 @@ func TestEgressCredentialSwappedAtTheBoundary(t *testing.T) {
 	if all := strings.Join(echoes, "\n"); strings.Contains(all, secret) || !strings.Contains(all, "X-Echo: "+placeholder) {
 		t.Fatalf("the responses the workload read: %q", all)
 	}
+	// An endpoint that echoes every request header, Authorization included, in several
+	// encodings and across a read boundary: what the workload reads back, as root, as uid 1000,
+	// and over one connection with a lower-case field name, two Authorization fields and a
+	// pipelined request, holds the secret in no form, and the echo is there, masked.
+	echo := "https://" + allowedHost + "/allowed/echo?e2e=echo"
+	sendEcho := `maf-e2e send GET ` + echo + ` "Authorization: Bearer $TARGET_TOKEN"`
+	echoed := map[string]string{
+		"as root":     run(sendEcho),
+		"as uid 1000": strings.TrimSpace(dockertest.Docker(t, "exec", "-u", "1000", n, "sh", "-c", sendEcho)),
+	}
+	pipelined := "GET /allowed/echo?e2e=echo HTTP/1.1\r\nHost: " + allowedHost + "\r\nauthorization: Bearer " + placeholder + "\r\n\r\n" +
+		"GET /allowed/echo?e2e=echo HTTP/1.1\r\nHost: " + allowedHost + "\r\nAuthorization: Bearer " + placeholder +
+		"\r\nAuthorization: token " + placeholder + "\r\nConnection: close\r\n\r\n"
+	echoed["pipelined, lower-case, two fields"] = w.run(t, "maf-e2e", "rawall", allowedHost, allowedHost, "http/1.1",
+		base64.StdEncoding.EncodeToString([]byte(pipelined)))
+	masked := strings.Repeat("*", len(secret))
+	for how, out := range echoed {
+		if where := revealed(out, secret); where != "" {
+			t.Errorf("%s: the workload read the secret (%s) in %q", how, where, out)
+		}
+		if !strings.HasPrefix(out, "code=200") && !strings.HasPrefix(out, "alpn=http/1.1\nHTTP/1.1 200") || !strings.Contains(out, "Authorization: Bearer "+masked) {
+			t.Errorf("%s: %q: want the echo, masked", how, out)
+		}
+	}
+	if out := echoed["pipelined, lower-case, two fields"]; strings.Count(out, "HTTP/1.1 200") != 2 ||
+		!strings.Contains(out, "X-Echo-Authorization: Bearer "+masked) || !strings.Contains(out, "X-Echo-Authorization: token "+masked) {
+		t.Errorf("the pipelined echoes: %q", out)
+	}
 	// Everywhere the workload, or its owner through Docker, can look.
 	places := map[string]string{
 		"environment":             run(`env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'`),
@@ -97,10 +130,48 @@ func TestEgressCredentialSwappedAtTheBoundary(t *testing.T) {
 	if len(ws) != 1 || strings.Contains(fmt.Sprintf("%+v", ws[0]), secret) {
 		t.Fatalf("windows %+v: want one, without the secret", ws)
 	}
+	// A credential on a host pattern would go to whatever name the workload picks: a spec
+	// changed after NewSpec to hold one is refused at acquire, before anything is made.
+	wild := w.spec
+	wild.EgressAllow = []sandbox.EgressRule{{Host: "*.maf-e2e.example", Methods: []string{"GET"},
+		Credentials: []sandbox.EgressCredential{{Header: "Authorization", Env: "TARGET_TOKEN", Secret: sandbox.Secret(secret)}}}}
+	wildKey := itest.NewKey(t)
+	_, err := b.Acquire(ctx, wildKey, wild)
+	if err == nil {
+		t.Cleanup(func() { _ = b.Dispose(ctx, wildKey, sandbox.DisposeOptions{}) })
+	}
+	if !errors.As(err, new(*sandbox.InvalidArgumentError)) {
+		t.Fatalf("acquire with a credential on a host pattern: %v, want an *InvalidArgumentError", err)
+	}
+	wildName := docker.ContainerName(wildKey, wild.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(wild.EgressAllow)))
+	if left := leftovers(t, wildName); left != "" {
+		t.Fatalf("a refused acquire left %s", left)
+	}
 	if err := b.AwaitTeardowns(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if left := leftovers(t, n); left != "" {
 		t.Fatalf("left behind: %s", left)
 	}
+}
+
+// revealed says in which form out holds secret: as is, or once a line or a word of it is
+// decoded from base64 (either alphabet) or percent-encoding; "" when in none.
+func revealed(out, secret string) string {
+	if strings.Contains(out, secret) {
+		return "as is"
+	}
+	for _, line := range strings.Split(out, "\n") {
+		for _, word := range append(strings.Fields(line), line) {
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+				if b, err := enc.DecodeString(word); err == nil && strings.Contains(string(b), secret) {
+					return "base64"
+				}
+			}
+			if u, err := url.QueryUnescape(word); err == nil && strings.Contains(u, secret) {
+				return "percent-encoded"
+			}
+		}
+	}
+	return ""
 }

@@ -68,6 +68,25 @@ func TestEgressInspectAttacks(t *testing.T) {
 			want: "alpn=http/1.1\nstatus=403"},
 		{name: "WebSocket upgrade on an allowed path", payload: get("/allowed/ws", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"),
 			want: "alpn=http/1.1\nstatus=403"},
+		// Informational responses reach the workload as such, each before its request's final
+		// response, and a pipelined request gets its own.
+		{name: "100 Continue, then a pipelined request",
+			payload: "GET /allowed/x HTTP/1.1\r\n" + h + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello" + get("/allowed/y", closing),
+			want:    "alpn=http/1.1\nstatus=100\nstatus=200\nstatus=200", reached: []string{"request GET /allowed/x", "request GET /allowed/y"}},
+		{name: "103 Early Hints, then a pipelined request", payload: get("/allowed/x?e2e=hints", "") + get("/allowed/y", closing),
+			want: "alpn=http/1.1\nstatus=103\nstatus=200\nstatus=200", reached: []string{"request GET /allowed/x", "request GET /allowed/y"}},
+		// What the proxy normalises: a trailing slash, an encoded slash inside a segment, an
+		// encoded dot inside a name; each reaches the target as sent.
+		{name: "trailing slash", payload: get("/allowed/x/", closing), want: "alpn=http/1.1\nstatus=200", reached: []string{"request GET /allowed/x/"}},
+		{name: "encoded slash inside a segment", payload: get("/allowed/acme%2Fwidgets/issues", closing), want: "alpn=http/1.1\nstatus=200",
+			reached: []string{"request GET /allowed/acme%2Fwidgets/issues"}},
+		{name: "encoded dot in a file name", payload: get("/allowed/report%2Etxt", closing), want: "alpn=http/1.1\nstatus=200",
+			reached: []string{"request GET /allowed/report%2Etxt"}},
+		// What it refuses, since a server may read it as another path.
+		{name: "encoded slash and dot-dot under the prefix", payload: get("/allowed/x%2F..%2F..%2Fdenied", ""), want: "alpn=http/1.1\nstatus=403"},
+		{name: "dot-dot with a path parameter", payload: get("/allowed/..;/denied", ""), want: "alpn=http/1.1\nstatus=403"},
+		{name: "double-encoded dots", payload: get("/allowed/%252e%252e/denied", ""), want: "alpn=http/1.1\nstatus=403"},
+		{name: "overlong UTF-8 dots", payload: get("/allowed/%c0%ae%c0%ae/denied", ""), want: "alpn=http/1.1\nstatus=403"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

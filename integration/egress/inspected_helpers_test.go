@@ -20,6 +20,7 @@ type inspected struct {
 	sink *recordingSink
 	key  sandbox.Key
 	name string // the workload's container name, for leftovers
+	spec sandbox.Spec
 	sb   sandbox.Sandbox
 }
 
@@ -32,6 +33,7 @@ func acquireInspected(t *testing.T, rules ...sandbox.EgressRule) *inspected {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.spec = spec
 	w.name = docker.ContainerName(w.key, spec.Kind, docker.EgressID(images.ProxyTag, sandbox.EgressIdentities(spec.EgressAllow)))
 	w.sb = itest.Acquire(t, w.b, w.key, spec)
 	return w

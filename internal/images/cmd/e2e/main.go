@@ -1,9 +1,13 @@
 // Command e2e is the offline fixture's static program (egress-and-reap.md §5.4): "serve" is
 // the HTTPS target server (any request → 200, certificate from the environment, each request
-// logged as "request METHOD PATH"), and the client verbs run inside a workload: "get" fetches
-// a URL through the proxy the environment names and prints "code=NNN", "send" does the same
-// with any method and the roots the environment names (SSL_CERT_FILE), "dial" opens a raw TCP connection, "udp" sends one datagram and
-// waits a second for any answer, "resolve" looks a name up.
+// logged as "request METHOD PATH", its body read, so a client that expects 100 Continue gets
+// it; the query "e2e=hints" answers a 103 Early Hints first, "e2e=echo" echoes every header,
+// credentials included, in several encodings: see serve), and the client verbs run inside a
+// workload: "get" fetches a URL through the proxy the environment names and prints
+// "code=NNN", "send" does the same with any method and the roots the environment names
+// (SSL_CERT_FILE), "raw" and "rawall" write raw requests over TLS through the proxy, "dial"
+// opens a raw TCP connection, "udp" sends one datagram and waits a second for any answer,
+// "resolve" looks a name up.
 // "dns" is the canary DNS server of §5.3: it prints every query it receives and answers
 // each with NXDOMAIN, so a leak shows in its log and nothing is ever resolved through it.
 package main
@@ -16,11 +20,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -29,7 +35,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | send METHOD URL [HEADER…] | raw HOST SNI ALPN PAYLOAD_B64 | dial HOST:PORT | udp HOST:PORT | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: e2e serve | dns | get URL CA_B64 | send METHOD URL [HEADER…] | raw|rawall HOST SNI ALPN PAYLOAD_B64 | dial HOST:PORT | udp HOST:PORT | resolve NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -41,8 +47,8 @@ func main() {
 		get(os.Args[2], os.Args[3])
 	case "send":
 		send(os.Args[2], os.Args[3], os.Args[4:]...)
-	case "raw":
-		raw(os.Args[2], os.Args[3], os.Args[4], os.Args[5])
+	case "raw", "rawall":
+		raw(os.Args[2], os.Args[3], os.Args[4], os.Args[5], os.Args[1] == "rawall")
 	case "dial":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -112,6 +118,15 @@ func serve() {
 			} else {
 				fmt.Printf("request %s %s\n", r.Method, r.URL.EscapedPath())
 			}
+			_, _ = io.Copy(io.Discard, r.Body) // Go's server sends 100 Continue to a client that expects it
+			switch r.URL.Query().Get("e2e") {
+			case "hints":
+				w.Header().Set("Link", "</style.css>; rel=preload")
+				w.WriteHeader(http.StatusEarlyHints)
+			case "echo":
+				echo(w, r)
+				return
+			}
 			fmt.Fprintln(w, "ok")
 			for name, vs := range r.Header {
 				if name != "Authorization" {
@@ -124,6 +139,35 @@ func serve() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// echo answers with every header of r, credentials included, as a header-reflecting endpoint
+// does: as response fields (X-Echo-Name), and in the body as "Name: value" lines, each line
+// again in base64 (standard and URL alphabets) and percent-encoded, and all as JSON. The body
+// goes in two writes 50 ms apart, the first ending in the middle of the Authorization value,
+// so that a proxy reads it across a boundary.
+func echo(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	for name, vs := range r.Header {
+		for _, v := range vs {
+			w.Header().Add("X-Echo-"+name, v)
+			line := name + ": " + v
+			fmt.Fprintf(&b, "%s\n%s\n%s\n%s\n", line, base64.StdEncoding.EncodeToString([]byte(line)),
+				base64.URLEncoding.EncodeToString([]byte(line)), url.QueryEscape(line))
+		}
+	}
+	js, _ := json.Marshal(r.Header)
+	b.Write(js)
+	b.WriteString("\n")
+	text := b.String()
+	half := len(text) / 2
+	if i := strings.Index(text, "Authorization: "); i >= 0 {
+		half = i + len("Authorization: ") + len(r.Header.Get("Authorization"))/2
+	}
+	_, _ = io.WriteString(w, text[:half])
+	w.(http.Flusher).Flush()
+	time.Sleep(50 * time.Millisecond)
+	_, _ = io.WriteString(w, text[half:])
 }
 
 func get(url, caB64 string) {
@@ -149,8 +193,15 @@ func get(url, caB64 string) {
 // the system roots: on Linux Go reads them from SSL_CERT_FILE when it is set. A response
 // prints "code=NNN", no response "code=000 err=…". With headers ("Name: value"), it sends
 // them and prints the response's body after the code.
+//
+// With E2E_BODY set, it sends that as the body, and a request with "Expect: 100-continue"
+// sends it only once the 100 Continue has come (or 10 s have passed).
 func send(method, url string, headers ...string) {
-	req, err := http.NewRequest(method, url, nil)
+	var payload io.Reader
+	if b, ok := os.LookupEnv("E2E_BODY"); ok {
+		payload = strings.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, payload)
 	if err != nil {
 		fmt.Println("code=000 bad request:", err)
 		os.Exit(2)
@@ -159,7 +210,7 @@ func send(method, url string, headers ...string) {
 		name, value, _ := strings.Cut(h, ":")
 		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
-	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ExpectContinueTimeout: 10 * time.Second}}
 	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Printf("code=000 err=%v\n", err)

@@ -17,9 +17,10 @@ import (
 // raw is the attack client: it opens a CONNECT to host:443 through the proxy HTTPS_PROXY
 // names, starts TLS naming sni and offering alpn ("" offers none), trusting the system roots
 // (SSL_CERT_FILE), writes the base64-decoded payload in one write and prints "alpn=P" and
-// then "status=NNN" for each response status line it reads until the connection ends. A
-// refused CONNECT prints "connect=<status line>", a failed handshake "handshake=failed".
-func raw(host, sni, alpn, payloadB64 string) {
+// then "status=NNN" for each response status line it reads until the connection ends, or
+// with all, every line it reads. A refused CONNECT prints "connect=<status line>", a failed
+// handshake "handshake=failed".
+func raw(host, sni, alpn, payloadB64 string, all bool) {
 	payload, err := base64.StdEncoding.DecodeString(payloadB64)
 	if err != nil {
 		fmt.Println("bad payload")
@@ -64,7 +65,9 @@ func raw(host, sni, alpn, payloadB64 string) {
 	rd := bufio.NewReader(tc)
 	for {
 		l, err := rd.ReadString('\n')
-		if strings.HasPrefix(l, "HTTP/1.1 ") && len(l) >= 12 {
+		if all {
+			fmt.Print(l)
+		} else if strings.HasPrefix(l, "HTTP/1.1 ") && len(l) >= 12 {
 			fmt.Printf("status=%s\n", l[9:12])
 		}
 		if err == io.EOF || err != nil {
