@@ -217,9 +217,27 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, m Message) error {
 			p.ensured = false
 			p.mu.Unlock()
 		}
+		if streamRefuses(err) {
+			return fmt.Errorf("events: publish %s: %w: %w", m.Subject, ErrStreamRefused, err)
+		}
 		return fmt.Errorf("events: publish %s: %w", m.Subject, err)
 	}
 	return nil
+}
+
+// The JetStream API errors with which a stream refuses a message it was sent: it failed to
+// store it (its limits reached under the discard-new policy, or its store failing), or the
+// server's JetStream resources are exhausted.
+const (
+	jsErrStreamStoreFailed     jetstream.ErrorCode = 10077
+	jsErrInsufficientResources jetstream.ErrorCode = 10023
+)
+
+// streamRefuses reports an answer of the stream that only an operator's act ends: the
+// message is fine, the stream will not take it.
+func streamRefuses(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStreamStoreFailed || apiErr.ErrorCode == jsErrInsufficientResources)
 }
 
 // permanentNATS are the client's answers that no retry of the same message can change.

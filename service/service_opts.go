@@ -35,6 +35,7 @@ type options struct {
 	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  HostToolSink       // nil: no host-tool events
 	audit           *events.AuditSink  // audit.go; nil: no audit stream
+	eventStats      EventStats         // health.go; nil: health reports no events
 	daemonProbe     time.Duration      // audit.go: how often the daemon is asked, for its transitions; 0: only on health calls
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
@@ -234,6 +235,21 @@ func WithHostToolEvents(sink HostToolSink) Option {
 func WithAudit(sink *events.AuditSink) Option {
 	return func(o *options) error {
 		o.audit = sink
+		return nil
+	}
+}
+
+// EventStats is what health reports of the engine's events: [events.Events] has it.
+type EventStats interface {
+	Stats() events.OutboxStats
+}
+
+// WithEventStats makes health report the events' outboxes (messages.APIEventsHealth): what
+// they hold, what a stream refuses to store, what they dropped; nil, the default, reports
+// none.
+func WithEventStats(s EventStats) Option {
+	return func(o *options) error {
+		o.eventStats = s
 		return nil
 	}
 }
