@@ -186,6 +186,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
 		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
+	opts = append(opts, v.limits.serviceOptions()...)
 	if ev != nil {
 		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()), service.WithEventStats(ev))
 	}
