@@ -20,7 +20,8 @@ import (
 // long as NATS is unreachable — so an event outlives a NATS outage and arrives when NATS
 // returns. An event is never dropped silently: when the outbox is full Enqueue refuses it,
 // logs at Error and counts the refusal; a message the server refuses for good (its payload is
-// too large, its subject invalid) is logged at Error and counted as failed; messages still
+// too large for the server or its stream, its subject invalid) is logged at Error and counted
+// as failed; messages still
 // held when Close gives up are logged at Error with their IDs. A stream that refuses to store
 // the head ([ErrStreamRefused]: its limits reached with discard new) holds it and everything
 // behind it until an operator acts: the outbox says so at Error once, counts it
@@ -310,7 +311,7 @@ func (b *Outbox) unblocked(m Message) {
 
 // permanent is the outbox's one classifier: only answers that no retry can change.
 func permanent(err error) bool {
-	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
+	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...) || overStreamMax(err)
 }
 
 // EnqueueWindow builds w's event for the engine engineID, stamped now, encodes it for prefix

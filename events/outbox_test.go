@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -352,5 +353,36 @@ func TestOutboxHeldByAFullStream(t *testing.T) {
 		if err := json.Unmarshal(m.Data(), &a); err != nil || a.RequestID != fmt.Sprintf("req-%d", i) {
 			t.Errorf("event %d: %s (%v), want req-%d's", i, m.Data(), err, i)
 		}
+	}
+}
+
+// An event larger than its stream's max_msg_size is refused for good: counted failed and
+// logged, and the events behind it are delivered instead of waiting behind it for ever.
+func TestOutboxEventOverTheStreamsMaxSize(t *testing.T) {
+	srv := runNATS(t, -1, t.TempDir())
+	nc := connect(t, srv.ClientURL())
+	ev, err := New(t.Context(), nc, WithOutbox(WithBackoff(5*time.Millisecond, 20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(t.Context()) })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgSize = 1024
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ev.Audit().Record(AuditEvent{Type: AuditFileWritten, Outcome: OutcomeOK, File: &AuditFile{Direction: "in", Path: strings.Repeat("p", 2048)}})
+	ev.Audit().Record(AuditEvent{Type: AuditExecFinished, Outcome: OutcomeOK})
+	waitFor(t, "the small event delivered past the large one", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 1 })
+	if st := ev.AuditStats(); st.Failed != 1 || st.Blocked != 0 {
+		t.Fatalf("stats %+v, want the large event failed, nothing blocked", st)
 	}
 }

@@ -227,10 +227,12 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, m Message) error {
 
 // The JetStream API errors with which a stream refuses a message it was sent: it failed to
 // store it (its limits reached under the discard-new policy, or its store failing), or the
-// server's JetStream resources are exhausted.
+// server's JetStream resources are exhausted; or the message is larger than the stream's
+// max_msg_size, which no retry of it changes.
 const (
 	jsErrStreamStoreFailed     jetstream.ErrorCode = 10077
 	jsErrInsufficientResources jetstream.ErrorCode = 10023
+	jsErrMessageOverStreamMax  jetstream.ErrorCode = 10054
 )
 
 // streamRefuses reports an answer of the stream that only an operator's act ends: the
@@ -242,6 +244,12 @@ func streamRefuses(err error) bool {
 
 // permanentNATS are the client's answers that no retry of the same message can change.
 var permanentNATS = []error{nats.ErrMaxPayload, nats.ErrBadSubject, nats.ErrInvalidMsg, nats.ErrHeadersNotSupported}
+
+// overStreamMax reports a message larger than its stream takes: a refusal for good.
+func overStreamMax(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMessageOverStreamMax
+}
 
 func errorsIsAny(err error, targets ...error) bool {
 	for _, t := range targets {
