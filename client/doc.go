@@ -8,7 +8,9 @@
 // work as they do in process. Calls that no engine could take fail with a
 // [*messages.EngineUnavailableError] (errors.Is(err, messages.ErrUnavailable)); cold calls are
 // retried for a while first, so a client waiting through an engine restart gets an answer.
-// Every call is bounded: by ctx's deadline, or else by the call timeout.
+// A call over its account's bound on an engine serving several tenants fails at once with a
+// [*messages.BusyError] (errors.Is(err, messages.ErrBusy)), not retried: nothing ran, and the
+// account is served again once one of its calls has finished. Every call is bounded: by ctx's deadline, or else by the call timeout.
 //
 // A call cut off by a connection drop (this client's, or its engine's: a NATS node killed
 // under either) is sent again when running it twice does what running it once does — stat,

@@ -46,8 +46,8 @@ func (b *Backend) do(ctx context.Context, c call) error {
 		defer cancel()
 	}
 	if id, _ := ctx.Value(requestIDKey{}).(string); id == "" {
-		// Every attempt of one call carries one request ID, so the engine's audit event of a
-		// call repeated after a drop keeps its ID and the stream keeps one (docs/events.md).
+		// Every attempt of one call carries one request ID, so the engine's log lines and audit
+		// events of a call repeated after a drop join under it (docs/events.md).
 		ctx = ContextWithRequestID(ctx, nuid.Next())
 	}
 	exp := backoff.NewExponentialBackOff()

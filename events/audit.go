@@ -71,7 +71,7 @@ const (
 // AuditEvent is the payload of every audit event (schema [SchemaAudit]).
 type AuditEvent struct {
 	Schema string    `json:"schema"`
-	ID     string    `json:"id"` // the same for every repeat of one act: retries carry it unchanged
+	ID     string    `json:"id"` // one per act ([AuditID]): the publish's retries carry it unchanged
 	Type   string    `json:"type"`
 	Time   time.Time `json:"time"`
 	// Engine is the Docker daemon's ID; Service the engine process's ID on the API.
@@ -166,15 +166,15 @@ func CommandSHA256(argv []string, text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// AuditID is an audit event's ID for a call: a digest of the engine, the call's request ID
-// and the event's type and sandbox, so a client's retry of one request (same request ID)
-// produces the same ID and the stream's duplicate window keeps one. With no request ID it is
-// fresh.
-func AuditID(engine, requestID, typ, sandbox string) string {
-	if requestID == "" {
-		return "aud_" + nuid.Next()
-	}
-	sum := sha256.Sum256([]byte(engine + "\x00" + requestID + "\x00" + typ + "\x00" + sandbox))
+// AuditID is the ID of one act's audit event: "aud_" and 40 hex digits of SHA-256 over the
+// engine, the caller's account ("" for the engine's own acts and a single-tenant engine) and
+// act, a token minted for that act alone. [AuditSink.Record] mints the token once per event,
+// so every retry of the event's publish carries the one ID (the stream's duplicate window drops
+// a publish repeated after a lost acknowledgement), while no two acts share an ID whatever
+// request ID their calls carried, and no caller chooses an input that would let it take the ID
+// of another's act. The request ID is a correlation field of the event, nothing more.
+func AuditID(engine, account, act string) string {
+	sum := sha256.Sum256([]byte(engine + "\x00" + account + "\x00" + act))
 	return "aud_" + hex.EncodeToString(sum[:20])
 }
 
@@ -218,7 +218,8 @@ type AuditSink struct {
 	log              *zap.Logger
 }
 
-// Record stamps ev (schema, engine, backend; time and ID when unset) and enqueues it. A full
+// Record stamps ev (schema, engine, backend; time and, when unset, an ID of its own, [AuditID])
+// and enqueues it. A full
 // outbox has already said so at Error and counted it; an event that cannot be encoded is
 // logged here.
 func (s *AuditSink) Record(ev AuditEvent) {
@@ -230,7 +231,7 @@ func (s *AuditSink) Record(ev AuditEvent) {
 		ev.Time = time.Now().UTC()
 	}
 	if ev.ID == "" {
-		ev.ID = AuditID(s.engineID, ev.RequestID, ev.Type, ev.Sandbox)
+		ev.ID = AuditID(s.engineID, ev.Account, nuid.Next())
 	}
 	m, err := AuditMessage(s.prefix, ev)
 	if err == nil {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,10 +9,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 )
 
 func TestAuditMessage(t *testing.T) {
@@ -41,22 +44,94 @@ func TestAuditMessage(t *testing.T) {
 	}
 }
 
-// A retried request (same request ID) keeps its event's ID; another request, type or sandbox
-// changes it; no request ID gets a fresh one each time.
+// An audit ID is bound to the engine, the caller's account and the act: change any and it
+// changes; the same three give the same ID (what the outbox's retries rely on).
 func TestAuditID(t *testing.T) {
-	a := AuditID("e", "req-1", AuditExecFinished, "h1")
-	if a != AuditID("e", "req-1", AuditExecFinished, "h1") {
-		t.Fatal("the same call's ID changed")
+	a := AuditID("e", "tenant-a", "act-1")
+	if a != AuditID("e", "tenant-a", "act-1") || !strings.HasPrefix(a, "aud_") || len(a) != 44 {
+		t.Fatalf("AuditID %q: want aud_ and 40 hex digits, the same for the same inputs", a)
 	}
-	for _, other := range []string{AuditID("e", "req-2", AuditExecFinished, "h1"), AuditID("e", "req-1", AuditFileRead, "h1"),
-		AuditID("e", "req-1", AuditExecFinished, "h2"), AuditID("f", "req-1", AuditExecFinished, "h1")} {
+	for _, other := range []string{AuditID("f", "tenant-a", "act-1"), AuditID("e", "tenant-b", "act-1"), AuditID("e", "tenant-a", "act-2"),
+		AuditID("e", "tenant-a\x00act", "-1")} {
 		if other == a {
 			t.Fatalf("two acts share the ID %s", a)
 		}
 	}
-	first, second := AuditID("e", "", AuditEngineStarted, ""), AuditID("e", "", AuditEngineStarted, "")
-	if first == second {
-		t.Fatal("two acts without a request ID share an ID")
+}
+
+// Record gives every event an ID of its own, even two events alike in every field a caller
+// sets (the request ID included), and keeps an ID already set.
+func TestAuditRecordMintsOneIDPerAct(t *testing.T) {
+	srv := runNATS(t, -1, t.TempDir())
+	nc := connect(t, srv.ClientURL())
+	ev, err := New(t.Context(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(t.Context()) })
+	same := AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Account: "tenant-a", Outcome: OutcomeOK}
+	ev.Audit().Record(same)
+	ev.Audit().Record(same)
+	set := same
+	set.ID = "aud_given"
+	ev.Audit().Record(set)
+	waitFor(t, "three events delivered", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 3 })
+	msgs := streamMessages(t, nc, StreamAudit)
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		ids[m.Headers().Get(HeaderMsgID)] = true
+	}
+	if len(msgs) != 3 || len(ids) != 3 || !ids["aud_given"] {
+		t.Fatalf("the stream holds %d events with IDs %v, want 3 distinct, aud_given among them", len(msgs), ids)
+	}
+}
+
+// lostAck publishes through pub but answers the first attempt of each message with an error,
+// as a publish whose acknowledgement was lost on the way back: the stream has it, the outbox
+// does not know and publishes it again.
+type lostAck struct {
+	pub  Publisher
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *lostAck) Publish(ctx context.Context, m Message) error {
+	if err := l.pub.Publish(ctx, m); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.seen[m.ID] {
+		l.seen[m.ID] = true
+		return fmt.Errorf("%w: the acknowledgement was lost", ErrNotConnected)
+	}
+	return nil
+}
+
+// The outbox's retry of an audit event is the same event: it keeps its ID, so the stream's
+// duplicate window keeps one copy of each act even when every first acknowledgement is lost.
+func TestAuditRetryKeepsTheID(t *testing.T) {
+	srv := runNATS(t, -1, t.TempDir())
+	nc := connect(t, srv.ClientURL())
+	js, err := NewJetStreamPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := NewOutbox(&lostAck{pub: js, seen: map[string]bool{}}, WithBackoff(time.Millisecond, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close(context.Background()) })
+	sink := &AuditSink{box: box, prefix: DefaultSubjectPrefix, engineID: "e", log: zap.NewNop()}
+	for range 3 {
+		sink.Record(AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Outcome: OutcomeOK})
+	}
+	waitFor(t, "three events delivered", func() bool { st := box.Stats(); return st.Pending == 0 && st.Delivered == 3 })
+	if st := box.Stats(); st.Attempts != 6 {
+		t.Fatalf("%d attempts, want 6: each event published twice", st.Attempts)
+	}
+	if msgs := streamMessages(t, nc, StreamAudit); len(msgs) != 3 {
+		t.Fatalf("the stream holds %d events, want 3: a retry was stored as another act", len(msgs))
 	}
 }
 

@@ -33,14 +33,15 @@
 // JetStream streams [StreamEgress] and [StreamOps] ([JetStreamPublisher], which creates them
 // and waits for each acknowledgement). An [Outbox] in front of a publisher keeps events in a
 // bounded in-memory queue and retries them, in order and with the same ID, for as long as
-// NATS is away. Egress windows are recorded in the [PendingStore] before their proxy's
+// NATS is away or a stream refuses to store them (counted as blocked). Egress windows are recorded in the [PendingStore] before their proxy's
 // removal and forgotten once the stream acknowledged them; the recovery ([Events.Recover])
 // publishes a record whose proxy the daemon confirms absent. Audit events have an outbox of
 // their own ([WithAuditOutbox]), so they never crowd a window out. Host-tool calls go out on
 // core NATS at best effort.
 //
 // Refusals of the event itself match [ErrInvalidEvent] with errors.Is; the errors of delivery
-// are [ErrNotConnected], [ErrOutboxFull], [ErrOutboxClosed] and [ErrUndelivered].
+// are [ErrNotConnected], [ErrStreamRefused], [ErrOutboxFull], [ErrOutboxClosed] and
+// [ErrUndelivered].
 //
 // # Why a separate package
 //

@@ -14,6 +14,11 @@ var (
 	ErrOutboxFull = errors.New("events: outbox full, event refused")
 	// ErrOutboxClosed: the outbox is closed and takes nothing more.
 	ErrOutboxClosed = errors.New("events: outbox closed")
+	// ErrStreamRefused: the stream refused to store the event: its limits are reached and it
+	// discards new messages, its store is failing, or the server's JetStream resources are
+	// exhausted. Only an operator's act (or old messages ageing out) ends it; an [Outbox] holds
+	// the event, retries it, and counts and reports the stall ([OutboxStats.Blocked]).
+	ErrStreamRefused = errors.New("events: the stream refuses to store the event")
 	// ErrUndelivered: [Events.Close] gave up with events still held; they are lost.
 	ErrUndelivered = errors.New("events: events not delivered")
 )

@@ -136,7 +136,8 @@ func (e *Events) Outbox() *Outbox { return e.box }
 func (e *Events) Stats() OutboxStats {
 	a, b := e.box.Stats(), e.auditBox.Stats()
 	return OutboxStats{Pending: a.Pending + b.Pending, Delivered: a.Delivered + b.Delivered, Refused: a.Refused + b.Refused,
-		Failed: a.Failed + b.Failed, Attempts: a.Attempts + b.Attempts}
+		Failed: a.Failed + b.Failed, Attempts: a.Attempts + b.Attempts, Blocked: a.Blocked + b.Blocked,
+		StreamRefusals: a.StreamRefusals + b.StreamRefusals}
 }
 
 // AuditStats counts the audit outbox alone.

@@ -20,8 +20,12 @@ import (
 // long as NATS is unreachable — so an event outlives a NATS outage and arrives when NATS
 // returns. An event is never dropped silently: when the outbox is full Enqueue refuses it,
 // logs at Error and counts the refusal; a message the server refuses for good (its payload is
-// too large, its subject invalid) is logged at Error and counted as failed; messages still
-// held when Close gives up are logged at Error with their IDs.
+// too large for the server or its stream, its subject invalid) is logged at Error and counted
+// as failed; messages still
+// held when Close gives up are logged at Error with their IDs. A stream that refuses to store
+// the head ([ErrStreamRefused]: its limits reached with discard new) holds it and everything
+// behind it until an operator acts: the outbox says so at Error once, counts it
+// ([OutboxStats.Blocked], [OutboxStats.StreamRefusals]) and keeps retrying.
 //
 // The outbox lives in memory: a crash loses what it holds (§3.6 allows that; a persisted
 // outbox would be the next step).
@@ -36,7 +40,10 @@ type Outbox struct {
 	done chan struct{}
 	shut bool
 
-	delivered, refused, failed, attempts atomic.Int64
+	delivered, refused, failed, attempts, streamRefusals atomic.Int64
+	// blocked is set while the head's last attempt was refused by the stream
+	// ([ErrStreamRefused]): everything held waits behind it.
+	blocked atomic.Bool
 }
 
 // OutboxStats counts what an outbox did.
@@ -46,6 +53,13 @@ type OutboxStats struct {
 	Refused   int64 // refused by Enqueue because the outbox was full
 	Failed    int64 // refused for good by the server
 	Attempts  int64 // publish attempts, retries included
+	// Blocked is the events held now behind one the stream refuses to store
+	// ([ErrStreamRefused]: its limits reached with discard new): all of Pending while the
+	// head's last attempt was so refused, else 0. It lasts until an operator frees room in the
+	// stream or raises its limits; meanwhile the outbox fills and then refuses new events.
+	Blocked int
+	// StreamRefusals counts the publish attempts the stream refused to store.
+	StreamRefusals int64
 }
 
 // entry is one held message and, for [Outbox.EnqueueWait], who waits for its outcome.
@@ -127,8 +141,12 @@ func (b *Outbox) Stats() OutboxStats {
 	b.mu.Lock()
 	pending := len(b.q)
 	b.mu.Unlock()
-	return OutboxStats{Pending: pending, Delivered: b.delivered.Load(), Refused: b.refused.Load(),
-		Failed: b.failed.Load(), Attempts: b.attempts.Load()}
+	st := OutboxStats{Pending: pending, Delivered: b.delivered.Load(), Refused: b.refused.Load(),
+		Failed: b.failed.Load(), Attempts: b.attempts.Load(), StreamRefusals: b.streamRefusals.Load()}
+	if b.blocked.Load() {
+		st.Blocked = pending
+	}
+	return st
 }
 
 // Close stops taking messages and keeps delivering what is held until it is empty or ctx
@@ -237,6 +255,7 @@ func (b *Outbox) deliver(m Message) (bool, error) {
 		cancel()
 		if err == nil {
 			b.delivered.Add(1)
+			b.unblocked(m)
 			if attempt > 1 {
 				b.log.Info("event delivered after retries", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
 					zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(start)))
@@ -245,14 +264,18 @@ func (b *Outbox) deliver(m Message) (bool, error) {
 		}
 		if permanent(err) {
 			b.failed.Add(1)
+			b.unblocked(m)
 			b.log.Error("event refused by the server and NOT delivered", zap.String("subject", m.Subject),
 				zap.String("event_id", m.ID), zap.Error(err))
 			return true, err
 		}
-		if attempt == 1 {
+		switch {
+		case errors.Is(err, ErrStreamRefused):
+			b.streamBlocked(m, err)
+		case attempt == 1:
 			b.log.Warn("event not delivered yet; kept and retried", zap.String("subject", m.Subject),
 				zap.String("event_id", m.ID), zap.Error(err))
-		} else {
+		default:
 			b.log.Debug("event retry failed", zap.String("event_id", m.ID), zap.Int("attempt", attempt), zap.Error(err))
 		}
 		select {
@@ -263,9 +286,32 @@ func (b *Outbox) deliver(m Message) (bool, error) {
 	}
 }
 
+// streamBlocked counts an attempt the stream refused to store and says so at Error once per
+// run of refusals: it lasts until an operator acts, and everything held waits behind it.
+func (b *Outbox) streamBlocked(m Message, err error) {
+	n := b.streamRefusals.Add(1)
+	if b.blocked.Swap(true) {
+		b.log.Debug("the stream still refuses the event", zap.String("event_id", m.ID), zap.Int64("stream_refusals_total", n), zap.Error(err))
+		return
+	}
+	b.mu.Lock()
+	held := len(b.q)
+	b.mu.Unlock()
+	b.log.Error("the stream refuses to store events: they are held and retried, and the outbox refuses new ones once full; free room in the stream or raise its limits",
+		zap.String("subject", m.Subject), zap.String("event_id", m.ID), zap.Int("held", held), zap.Int("capacity", b.o.capacity), zap.Error(err))
+}
+
+// unblocked ends a run of stream refusals once the head has left the queue.
+func (b *Outbox) unblocked(m Message) {
+	if b.blocked.Swap(false) {
+		b.log.Info("the stream takes events again", zap.String("subject", m.Subject), zap.String("event_id", m.ID),
+			zap.Int64("stream_refusals_total", b.streamRefusals.Load()))
+	}
+}
+
 // permanent is the outbox's one classifier: only answers that no retry can change.
 func permanent(err error) bool {
-	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...)
+	return errors.Is(err, ErrInvalidEvent) || errorsIsAny(err, permanentNATS...) || overStreamMax(err)
 }
 
 // EnqueueWindow builds w's event for the engine engineID, stamped now, encodes it for prefix

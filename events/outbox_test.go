@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -289,5 +291,98 @@ func TestEnqueueWindowWaitWaitsForTheAck(t *testing.T) {
 	b.Close(ctx)
 	if err := <-done; !errors.Is(err, ErrOutboxClosed) {
 		t.Fatalf("waiter at close: %v", err)
+	}
+}
+
+// A stream at its limits that discards new messages refuses the audit events: the outbox
+// holds them, says so at Error once, counts the refusals and reports them held as blocked;
+// once the operator raises the limit they land, in order, and the block is over.
+func TestOutboxHeldByAFullStream(t *testing.T) {
+	srv := runNATS(t, -1, t.TempDir())
+	nc := connect(t, srv.ClientURL())
+	core, logs := observer.New(zapcore.DebugLevel)
+	ev, err := New(t.Context(), nc, WithLogger(zap.New(core)), WithOutbox(WithBackoff(5*time.Millisecond, 20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(t.Context()) })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func(maxMsgs int64) {
+		t.Helper()
+		st, err := js.Stream(t.Context(), StreamAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.CachedInfo().Config
+		cfg.MaxMsgs, cfg.Discard = maxMsgs, jetstream.DiscardNew
+		if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit(2) // an operator's tiny limit, discarding new messages
+	for i := range 5 {
+		ev.Audit().Record(AuditEvent{Type: AuditExecFinished, RequestID: fmt.Sprintf("req-%d", i), Outcome: OutcomeOK})
+	}
+	waitFor(t, "the stream's refusal counted", func() bool { st := ev.AuditStats(); return st.Delivered == 2 && st.StreamRefusals >= 2 })
+	st, all := ev.AuditStats(), ev.Stats()
+	if st.Pending != 3 || st.Blocked != 3 || all.Blocked != 3 || all.StreamRefusals != st.StreamRefusals || st.Failed != 0 {
+		t.Fatalf("with the stream full: audit %+v, all %+v; want 3 held and blocked, none failed", st, all)
+	}
+	loud := logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("the stream refuses to store events").All()
+	if len(loud) != 1 || loud[0].ContextMap()["held"] != int64(3) {
+		t.Fatalf("error lines about the full stream: %+v, want one naming 3 held", loud)
+	}
+
+	limit(-1) // the operator lifts it
+	waitFor(t, "the held events delivered", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 5 })
+	if st := ev.AuditStats(); st.Blocked != 0 {
+		t.Fatalf("after the limit is lifted: %+v, want nothing blocked", st)
+	}
+	if n := logs.FilterMessageSnippet("the stream takes events again").Len(); n != 1 {
+		t.Fatalf("%d lines saying the stream takes events again, want 1", n)
+	}
+	msgs := streamMessages(t, nc, StreamAudit)
+	if len(msgs) != 5 {
+		t.Fatalf("the stream holds %d events, want 5", len(msgs))
+	}
+	for i, m := range msgs {
+		var a AuditEvent
+		if err := json.Unmarshal(m.Data(), &a); err != nil || a.RequestID != fmt.Sprintf("req-%d", i) {
+			t.Errorf("event %d: %s (%v), want req-%d's", i, m.Data(), err, i)
+		}
+	}
+}
+
+// An event larger than its stream's max_msg_size is refused for good: counted failed and
+// logged, and the events behind it are delivered instead of waiting behind it for ever.
+func TestOutboxEventOverTheStreamsMaxSize(t *testing.T) {
+	srv := runNATS(t, -1, t.TempDir())
+	nc := connect(t, srv.ClientURL())
+	ev, err := New(t.Context(), nc, WithOutbox(WithBackoff(5*time.Millisecond, 20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ev.Close(t.Context()) })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgSize = 1024
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ev.Audit().Record(AuditEvent{Type: AuditFileWritten, Outcome: OutcomeOK, File: &AuditFile{Direction: "in", Path: strings.Repeat("p", 2048)}})
+	ev.Audit().Record(AuditEvent{Type: AuditExecFinished, Outcome: OutcomeOK})
+	waitFor(t, "the small event delivered past the large one", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 1 })
+	if st := ev.AuditStats(); st.Failed != 1 || st.Blocked != 0 {
+		t.Fatalf("stats %+v, want the large event failed, nothing blocked", st)
 	}
 }

@@ -217,13 +217,39 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, m Message) error {
 			p.ensured = false
 			p.mu.Unlock()
 		}
+		if streamRefuses(err) {
+			return fmt.Errorf("events: publish %s: %w: %w", m.Subject, ErrStreamRefused, err)
+		}
 		return fmt.Errorf("events: publish %s: %w", m.Subject, err)
 	}
 	return nil
 }
 
+// The JetStream API errors with which a stream refuses a message it was sent: it failed to
+// store it (its limits reached under the discard-new policy, or its store failing), or the
+// server's JetStream resources are exhausted; or the message is larger than the stream's
+// max_msg_size, which no retry of it changes.
+const (
+	jsErrStreamStoreFailed     jetstream.ErrorCode = 10077
+	jsErrInsufficientResources jetstream.ErrorCode = 10023
+	jsErrMessageOverStreamMax  jetstream.ErrorCode = 10054
+)
+
+// streamRefuses reports an answer of the stream that only an operator's act ends: the
+// message is fine, the stream will not take it.
+func streamRefuses(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStreamStoreFailed || apiErr.ErrorCode == jsErrInsufficientResources)
+}
+
 // permanentNATS are the client's answers that no retry of the same message can change.
 var permanentNATS = []error{nats.ErrMaxPayload, nats.ErrBadSubject, nats.ErrInvalidMsg, nats.ErrHeadersNotSupported}
+
+// overStreamMax reports a message larger than its stream takes: a refusal for good.
+func overStreamMax(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMessageOverStreamMax
+}
 
 func errorsIsAny(err error, targets ...error) bool {
 	for _, t := range targets {

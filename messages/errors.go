@@ -69,6 +69,7 @@ const (
 	CodeEngineUnavailable = "engine_unavailable"
 	CodeInterrupted       = "interrupted"
 	CodeForbidden         = "forbidden"
+	CodeBusy              = "busy"
 	CodeInternal          = "internal"
 
 	// Codes of sentinels: sandbox's families, and the standard errors a cause may be.
@@ -164,6 +165,7 @@ var errorCodes = []errorCode{
 	alias[*sandbox.BackendUnavailableError](CodeEngineUnavailable), // the daemon cannot be reached
 	typed[*InterruptedError](CodeInterrupted),
 	typed[*ForbiddenError](CodeForbidden),
+	typed[*BusyError](CodeBusy),
 	typed[*InternalError](CodeInternal),
 
 	sentinel(CodeFamilyNoBackend, sandbox.ErrNoBackend),
@@ -305,6 +307,26 @@ func (e *ForbiddenError) Error() string { return "forbidden: " + e.Reason }
 
 // Is reports the refused family.
 func (e *ForbiddenError) Is(target error) bool { return target == sandbox.ErrRefused }
+
+// ErrBusy matches a [*BusyError] with errors.Is.
+var ErrBusy = errors.New("service: busy")
+
+// BusyError says the caller's NATS account has its limit of calls in flight on the engine
+// that answered (an engine serving several tenants bounds each account, so that one cannot
+// starve the others). Nothing ran; the engine serves the account again as soon as one of its
+// calls has finished, and other accounts meanwhile. The Go client does not repeat the call:
+// pace the calls, or retry after a pause.
+type BusyError struct {
+	Account string
+	Limit   int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("busy: account %q has its limit of %d calls in flight on this engine; retry once one has finished", e.Account, e.Limit)
+}
+
+// Is reports [ErrBusy].
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // InternalError is a failure the table has no code for; Message is its text.
 type InternalError struct {

@@ -575,7 +575,8 @@ type APIHealthRequest struct {
 // backend cannot reach the Docker daemon (daemon says why); or "draining" while it shuts
 // down. Daemon is the answer of the round trip this request made to the daemon (absent for a
 // backend that cannot be asked); LastError the last call that failed on the engine's side
-// (codes internal, engine_unavailable, image_missing), absent when none has.
+// (codes internal, engine_unavailable, image_missing), absent when none has; Events the
+// engine's event outboxes, absent on an engine that publishes none.
 type APIHealthResponse struct {
 	APIResponse
 	Engine    string            `json:"engine"`
@@ -587,6 +588,19 @@ type APIHealthResponse struct {
 	Backends  []string          `json:"backends"`
 	Daemon    *APIDaemonHealth  `json:"daemon,omitempty"`
 	LastError *APIHealthFailure `json:"last_error,omitempty"`
+	Events    *APIEventsHealth  `json:"events,omitempty"`
+}
+
+// APIEventsHealth is what the engine's event outboxes hold and did (docs/events.md): the
+// events held now, those of them blocked behind one a stream refuses to store (its limits
+// reached with discard new: they wait for an operator), and since the start those dropped
+// because an outbox was full, those refused for good, and the publishes a stream refused.
+type APIEventsHealth struct {
+	Pending        int   `json:"pending"`
+	Blocked        int   `json:"blocked"`
+	Dropped        int64 `json:"dropped"`
+	Failed         int64 `json:"failed"`
+	StreamRefusals int64 `json:"stream_refusals"`
 }
 
 // APIDaemonHealth is whether the daemon answered a health request's round trip, and the

@@ -39,6 +39,7 @@ type call struct {
 	span        trace.Span         // ended by reply
 	audit       *events.AuditEvent // audit.go: the event the call becomes; nil for none
 	identity    *Identity          // tenancy.go: the caller, on an engine with tenancy; else nil
+	account     string             // admission.go: the account the call counts against
 }
 
 // newCall reads m's correlation headers and derives the call's logger.

@@ -79,3 +79,13 @@ func (s *Service) daemonHealth(ctx context.Context) *messages.APIDaemonHealth {
 	s.daemonState(true, "")
 	return &messages.APIDaemonHealth{Reachable: true}
 }
+
+// eventsHealth is the events' outboxes as health reports them; nil without [WithEventStats].
+func (s *Service) eventsHealth() *messages.APIEventsHealth {
+	if s.o.eventStats == nil {
+		return nil
+	}
+	st := s.o.eventStats.Stats()
+	return &messages.APIEventsHealth{Pending: st.Pending, Blocked: st.Blocked, Dropped: st.Refused, Failed: st.Failed,
+		StreamRefusals: st.StreamRefusals}
+}

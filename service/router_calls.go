@@ -177,7 +177,8 @@ func health(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	s.mu.Unlock()
 	out := &messages.APIHealthResponse{Engine: s.id, Version: s.o.version, Status: status, StartedAt: s.started,
-		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}, Daemon: daemon, LastError: s.failures.get()}
+		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}, Daemon: daemon, LastError: s.failures.get(),
+		Events: s.eventsHealth()}
 	if b := s.router.Backend(); b != nil {
 		out.Backends = append(out.Backends, b.Name())
 	}

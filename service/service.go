@@ -50,7 +50,8 @@ type Service struct {
 	failures  lastFailure // the last engine failure, for health
 
 	mu       sync.Mutex
-	inFlight int
+	inFlight int           // every call being handled, health's included
+	admitted *admission    // admission.go: the bounds on calls in flight, guarded by mu
 	idle     chan struct{} // closed when inFlight reaches 0, while Stop waits
 	draining bool
 	lameDuck bool // lameduck.go: no new sandboxes
@@ -119,6 +120,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		log:  o.logger.With(zap.String("engine", o.engineID)),
 		life: life, abort: abort,
 		handles:     newHandles(),
+		admitted:    newAdmission(o.maxInFlight, o.maxPerAccount),
 		transfers:   newTransfers(o.chunkSize, o.maxFileBytes, o.transferMemory, o.transferTTL),
 		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
 		subs: nc.NumSubscriptions(),
@@ -264,23 +266,25 @@ func (s *Service) inFlightNow() int {
 	return s.inFlight
 }
 
-// begin admits one request, or says why not: the engine has stopped, or is at its bound.
-func (s *Service) begin(subject string) error {
+// begin admits one request, or says why not: the engine has stopped, or the caller's account
+// or the engine is at its bound (admission.go).
+func (s *Service) begin(c *call) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return &messages.EngineUnavailableError{Subject: subject, Reason: "the engine has stopped"}
-	case s.inFlight >= s.o.maxInFlight:
-		return &messages.EngineUnavailableError{Subject: subject, Reason: fmt.Sprintf("the engine is handling its limit of %d calls", s.o.maxInFlight)}
+	if s.closed {
+		return &messages.EngineUnavailableError{Subject: c.msg.Subject, Reason: "the engine has stopped"}
+	}
+	if err := s.admitted.admit(c.msg.Subject, c.account, c.op.name == "health"); err != nil {
+		return err
 	}
 	s.inFlight++
 	return nil
 }
 
-func (s *Service) end() {
+func (s *Service) end(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.admitted.release(c.account, c.op.name == "health")
 	s.inFlight--
 	if s.inFlight == 0 && s.idle != nil {
 		close(s.idle)
@@ -405,12 +409,13 @@ func (s *Service) unsubscribe() {
 func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		c := s.newCall(m, e, op)
-		if err := s.begin(m.Subject); err != nil {
+		c.account = s.admissionAccount(m.Header) // admission.go
+		if err := s.begin(c); err != nil {
 			s.reply(c, nil, err)
 			return
 		}
 		go func() {
-			defer s.end()
+			defer s.end(c)
 			resp, err := s.call(c)
 			s.failures.note(op.name, err)
 			s.reply(c, resp, err)

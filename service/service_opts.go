@@ -27,6 +27,7 @@ type options struct {
 	version         string
 	reaper          Reaper
 	maxInFlight     int
+	maxPerAccount   int // admission.go; 0: the default, with tenancy
 	maxRequestBytes int
 	chunkSize       int
 	maxFileBytes    int64
@@ -35,6 +36,7 @@ type options struct {
 	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
 	hostToolEvents  HostToolSink       // nil: no host-tool events
 	audit           *events.AuditSink  // audit.go; nil: no audit stream
+	eventStats      EventStats         // health.go; nil: health reports no events
 	daemonProbe     time.Duration      // audit.go: how often the daemon is asked, for its transitions; 0: only on health calls
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
@@ -52,7 +54,7 @@ func defaultOptions() options {
 		logger:         zap.NewNop(),
 		prefix:         messages.DefaultPrefix,
 		version:        "0.0.0-dev",
-		maxInFlight:    256,
+		maxInFlight:    DefaultMaxInFlight,
 		maxFileBytes:   MaxFileBytes,
 		transferMemory: 512 * sandbox.MiB,
 		transferTTL:    2 * time.Minute,
@@ -90,8 +92,14 @@ func WithPrefix(prefix string) Option {
 }
 
 // settle checks the options that depend on each other: the placement store's engine ID
-// against WithEngineID.
+// against WithEngineID; the per-account bound, which only tenancy gives an account to.
 func (o *options) settle() error {
+	switch {
+	case o.tenancy == nil:
+		o.maxPerAccount = 0 // one tenant: the engine's bound is its bound
+	case o.maxPerAccount == 0:
+		o.maxPerAccount = DefaultMaxInFlightPerAccount(o.maxInFlight)
+	}
 	if p := o.placement; p != nil {
 		switch o.engineID {
 		case "":
@@ -157,14 +165,39 @@ func WithReaper(r Reaper) Option {
 	return func(o *options) error { o.reaper = r; return nil }
 }
 
-// WithMaxInFlight bounds the requests handled at once (default 256); a request over the
-// bound is answered at once with an [*EngineUnavailableError], and did not run.
+// DefaultMaxInFlight is the engine's bound on calls in flight.
+const DefaultMaxInFlight = 256
+
+// WithMaxInFlight bounds the requests handled at once (default [DefaultMaxInFlight]); a
+// request over the bound is answered at once with a [*messages.EngineUnavailableError], and
+// did not run. Health calls have a bound of their own of the same size: they never wait
+// behind the others (admission.go).
 func WithMaxInFlight(n int) Option {
 	return func(o *options) error {
 		if n <= 0 {
 			return errOption("max in flight must be positive, got %d", n)
 		}
 		o.maxInFlight = n
+		return nil
+	}
+}
+
+// DefaultMaxInFlightPerAccount is an account's bound on an engine with tenancy when
+// [WithMaxInFlightPerAccount] gives none: a quarter of the engine's (at least 1), so one
+// tenant flooding the engine leaves three quarters of it to the others.
+func DefaultMaxInFlightPerAccount(maxInFlight int) int { return max(1, maxInFlight/4) }
+
+// WithMaxInFlightPerAccount bounds, on an engine with tenancy ([WithTenancy]), the requests
+// of one NATS account handled at once (default [DefaultMaxInFlightPerAccount]); a request
+// over its account's bound is answered at once with a [*messages.BusyError] and did not run,
+// while other accounts are served. The account's health calls are bounded apart from its
+// other calls. Without tenancy there is no account and only [WithMaxInFlight] bounds.
+func WithMaxInFlightPerAccount(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return errOption("max in flight per account must be positive, got %d", n)
+		}
+		o.maxPerAccount = n
 		return nil
 	}
 }
@@ -234,6 +267,21 @@ func WithHostToolEvents(sink HostToolSink) Option {
 func WithAudit(sink *events.AuditSink) Option {
 	return func(o *options) error {
 		o.audit = sink
+		return nil
+	}
+}
+
+// EventStats is what health reports of the engine's events: [events.Events] has it.
+type EventStats interface {
+	Stats() events.OutboxStats
+}
+
+// WithEventStats makes health report the events' outboxes (messages.APIEventsHealth): what
+// they hold, what a stream refuses to store, what they dropped; nil, the default, reports
+// none.
+func WithEventStats(s EventStats) Option {
+	return func(o *options) error {
+		o.eventStats = s
 		return nil
 	}
 }

@@ -19,6 +19,8 @@ const (
 	NameDaemonDuration = "maf_sandbox.docker.call.duration"
 	NameEventsPending  = "maf_sandbox.events.pending"
 	NameEventsCount    = "maf_sandbox.events"
+	NameEventsBlocked  = "maf_sandbox.events.blocked"
+	NameStreamRefusals = "maf_sandbox.events.stream_refusals"
 	NameFreezeDuration = "maf_sandbox.freeze.duration"
 	NameEgressDecision = "maf_sandbox.egress.decisions"
 	NameLeases         = "maf_sandbox.placement.leases"
@@ -67,18 +69,31 @@ type Metrics struct {
 	egress   metric.Int64Counter
 	leases   metric.Int64Counter
 	meter    metric.Meter
+	// kinds and scopes bound the caller-chosen labels (labels.go).
+	kinds, scopes *boundedLabel
 
 	poolOnce sync.Once // pool.go: made on first use
 	pool     *poolInstruments
 	poolErr  error
 }
 
-// NewMetrics makes the instruments from mp's meter for this module.
-func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+// NewMetrics makes the instruments from mp's meter for this module. [ErrOption] for a nil mp
+// or a bad option.
+func NewMetrics(mp metric.MeterProvider, opts ...MetricsOpt) (*Metrics, error) {
 	if mp == nil {
 		return nil, errNoProvider
 	}
-	m := &Metrics{meter: mp.Meter("github.com/mafsandbox/engine")}
+	o := defaultMetricsOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{meter: mp.Meter("github.com/mafsandbox/engine"),
+		kinds: newBoundedLabel(o.kinds, o.labelCap), scopes: newBoundedLabel(nil, o.labelCap)}
 	var err error
 	if m.calls, err = m.meter.Float64Histogram(NameCallDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of the engine's NATS API calls, from the request's arrival to the reply."),
@@ -132,12 +147,13 @@ func (m *Metrics) Call(ctx context.Context, op string, d time.Duration, code str
 	m.calls.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
 }
 
-// Acquired counts one acquire of kind: created or reused, or refused with code.
+// Acquired counts one acquire of kind (bounded: labels.go): created or reused, or refused
+// with code.
 func (m *Metrics) Acquired(ctx context.Context, kind, outcome, code string) {
 	if m == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{KeyKind.String(kind), KeyOutcome.String(outcome)}
+	attrs := []attribute.KeyValue{KeyKind.String(m.kinds.value(kind)), KeyOutcome.String(outcome)}
 	if code != "" {
 		attrs = append(attrs, KeyErrorType.String(code))
 	}
@@ -157,8 +173,8 @@ func (m *Metrics) DaemonCall(ctx context.Context, op string, d time.Duration, er
 	m.daemon.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
 }
 
-// ObserveSandboxes reports the live sandboxes by kind, as count returns them, at each
-// collection. The returned function stops the reporting.
+// ObserveSandboxes reports the live sandboxes by kind (bounded as [Metrics.Acquired]'s), as
+// count returns them, at each collection. The returned function stops the reporting.
 func (m *Metrics) ObserveSandboxes(count func() map[string]int) (stop func() error, err error) {
 	if m == nil {
 		return func() error { return nil }, nil
@@ -169,7 +185,7 @@ func (m *Metrics) ObserveSandboxes(count func() map[string]int) (stop func() err
 		return nil, fmt.Errorf("telemetry: %s: %w", NameSandboxes, err)
 	}
 	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for kind, n := range count() {
+		for kind, n := range m.kinds.fold(count()) {
 			o.ObserveInt64(g, int64(n), metric.WithAttributes(KeyKind.String(kind)))
 		}
 		return nil
@@ -180,17 +196,19 @@ func (m *Metrics) ObserveSandboxes(count func() map[string]int) (stop func() err
 	return reg.Unregister, nil
 }
 
-// EventCounts is what the engine's event outbox has done: the events it holds now, and since
-// it started those delivered, those dropped because it was full, and those the server refused
-// for good.
+// EventCounts is what the engine's event outbox has done: the events it holds now (Blocked of
+// them behind one a stream refuses to store), and since it started those delivered, those
+// dropped because it was full, those the server refused for good, and the publishes a stream
+// refused to store.
 type EventCounts struct {
-	Pending                    int
-	Delivered, Dropped, Failed int64
+	Pending, Blocked                           int
+	Delivered, Dropped, Failed, StreamRefusals int64
 }
 
 // ObserveEvents reports the outbox's counts, as count returns them, at each collection:
-// maf_sandbox.events.pending, and maf_sandbox.events by result (delivered, dropped, failed).
-// The returned function stops the reporting.
+// maf_sandbox.events.pending, maf_sandbox.events.blocked, maf_sandbox.events by result
+// (delivered, dropped, failed) and maf_sandbox.events.stream_refusals. The returned function
+// stops the reporting.
 func (m *Metrics) ObserveEvents(count func() EventCounts) (stop func() error, err error) {
 	if m == nil {
 		return func() error { return nil }, nil
@@ -200,19 +218,31 @@ func (m *Metrics) ObserveEvents(count func() EventCounts) (stop func() error, er
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", NameEventsPending, err)
 	}
+	blocked, err := m.meter.Int64ObservableGauge(NameEventsBlocked, metric.WithUnit("{event}"),
+		metric.WithDescription("Events held now behind one a stream refuses to store (its limits reached with discard new): they wait for an operator."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameEventsBlocked, err)
+	}
 	total, err := m.meter.Int64ObservableCounter(NameEventsCount, metric.WithUnit("{event}"),
 		metric.WithDescription("Events by result: delivered, dropped (the outbox was full), failed (refused for good by the server)."))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", NameEventsCount, err)
 	}
+	refusals, err := m.meter.Int64ObservableCounter(NameStreamRefusals, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Publish attempts a stream refused to store; each refused event is held and retried."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameStreamRefusals, err)
+	}
 	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		c := count()
 		o.ObserveInt64(pending, int64(c.Pending))
+		o.ObserveInt64(blocked, int64(c.Blocked))
 		o.ObserveInt64(total, c.Delivered, metric.WithAttributes(KeyResult.String("delivered")))
 		o.ObserveInt64(total, c.Dropped, metric.WithAttributes(KeyResult.String("dropped")))
 		o.ObserveInt64(total, c.Failed, metric.WithAttributes(KeyResult.String("failed")))
+		o.ObserveInt64(refusals, c.StreamRefusals)
 		return nil
-	}, pending, total)
+	}, pending, blocked, total, refusals)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: events callback: %w", err)
 	}
@@ -227,12 +257,13 @@ func (m *Metrics) Froze(ctx context.Context, d time.Duration) {
 	m.freezes.Record(ctx, d.Seconds())
 }
 
-// EgressDecisions counts one drained window's decisions for a sandbox of scope: how many
-// of each decision code it holds.
+// EgressDecisions counts one drained window's decisions for a sandbox of scope (bounded:
+// labels.go): how many of each decision code it holds.
 func (m *Metrics) EgressDecisions(ctx context.Context, scope string, counts map[string]int) {
 	if m == nil {
 		return
 	}
+	scope = m.scopes.value(scope)
 	for decision, n := range counts {
 		m.egress.Add(ctx, int64(n), metric.WithAttributes(KeyScope.String(scope), KeyDecision.String(decision)))
 	}

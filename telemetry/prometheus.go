@@ -27,8 +27,9 @@ type Prometheus struct {
 }
 
 // NewPrometheus listens on addr (host:port; port 0 picks one) and serves /metrics there until
-// Close. The listener is bound before it returns, so [Prometheus.Addr] is scrapeable at once.
-func NewPrometheus(addr string, log *zap.Logger) (*Prometheus, error) {
+// Close, its instruments made with opts ([NewMetrics]). The listener is bound before it
+// returns, so [Prometheus.Addr] is scrapeable at once.
+func NewPrometheus(addr string, log *zap.Logger, opts ...MetricsOpt) (*Prometheus, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -38,7 +39,7 @@ func NewPrometheus(addr string, log *zap.Logger) (*Prometheus, error) {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	m, err := NewMetrics(mp)
+	m, err := NewMetrics(mp, opts...)
 	if err != nil {
 		_ = mp.Shutdown(context.Background())
 		return nil, err

@@ -3,12 +3,15 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 
 	"github.com/mafsandbox/engine/telemetry"
@@ -122,4 +125,78 @@ func TestPrometheusRefusesABusyAddress(t *testing.T) {
 		_ = q.Close(context.Background())
 		t.Fatalf("a second endpoint on %s started", p.Addr())
 	}
+}
+
+// TestCallerLabelsAreBounded: kinds and scopes are the caller's strings, so each is bounded.
+// With kind python listed and a cap of 2, ten kinds and ten scopes a caller made up give three
+// and two series of their own plus "other", and every count is kept (under "other").
+func TestCallerLabelsAreBounded(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p, err := telemetry.NewPrometheus("127.0.0.1:0", nil, telemetry.WithKinds("python"), telemetry.WithLabelCap(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	m := p.Metrics()
+	ctx := context.Background()
+	held := map[string]int{}
+	for i := range 10 {
+		kind := fmt.Sprintf("made-up-%d", i)
+		m.Acquired(ctx, kind, telemetry.OutcomeRefused, "image_missing")
+		m.EgressDecisions(ctx, fmt.Sprintf("scope-%d", i), map[string]int{"DENY": 1})
+		held[kind] = 1
+	}
+	m.Acquired(ctx, "python", telemetry.OutcomeCreated, "") // listed: its own series, whatever came first
+	held["python"] = 5
+	stop, err := m.ObserveSandboxes(func() map[string]int { return held })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	text := scrape(t, p)
+	series := func(metric, label string) map[string]float64 {
+		out := map[string]float64{}
+		for _, line := range strings.Split(text, "\n") {
+			if !strings.HasPrefix(line, metric+"{") {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, label+`="`)
+			value, _, _ := strings.Cut(rest, `"`)
+			var n float64
+			if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &n); err != nil {
+				t.Fatalf("sample %q: %v", line, err)
+			}
+			out[value] += n
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		metric, label string
+		want          map[string]float64
+	}{
+		{"maf_sandbox_acquires_total", "maf_sandbox_kind", map[string]float64{"python": 1, "made-up-0": 1, "made-up-1": 1, telemetry.LabelOther: 8}},
+		{"maf_sandbox_sandboxes", "maf_sandbox_kind", map[string]float64{"python": 5, "made-up-0": 1, "made-up-1": 1, telemetry.LabelOther: 8}},
+		{"maf_sandbox_egress_decisions_total", "maf_sandbox_scope", map[string]float64{"scope-0": 1, "scope-1": 1, telemetry.LabelOther: 8}},
+	} {
+		if got := series(tc.metric, tc.label); !maps.Equal(got, tc.want) {
+			t.Errorf("%s by %s: %v, want %v", tc.metric, tc.label, got, tc.want)
+		}
+	}
+	if _, err := telemetry.NewMetrics(sdkmetric.NewMeterProvider(), telemetry.WithLabelCap(-1)); !errors.Is(err, telemetry.ErrOption) {
+		t.Errorf("a negative cap: %v, want ErrOption", err)
+	}
+}
+
+func scrape(t *testing.T, p *telemetry.Prometheus) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

@@ -67,8 +67,9 @@ type serveVerb struct {
 	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
-	execChannel, execChannelAsked                               bool      // asked: set by flag or env, so a missing supervisor fails the start
-	pool                                                        poolFlags // serve_pool.go
+	execChannel, execChannelAsked                               bool       // asked: set by flag or env, so a missing supervisor fails the start
+	pool                                                        poolFlags  // serve_pool.go
+	limits                                                      limitFlags // serve_limits.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -107,6 +108,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.pool.register(fs)
+	v.limits.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +117,9 @@ func (v *serveVerb) parse(args []string) error {
 	v.execChannelAsked = os.Getenv("MAF_SANDBOX_EXEC_CHANNEL") != "" // an empty variable asks for nothing
 	fs.Visit(func(f *flag.Flag) { v.execChannelAsked = v.execChannelAsked || f.Name == "exec-channel" })
 	if err := v.pool.check(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := v.limits.check(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if fs.NArg() != 0 {
@@ -181,8 +186,9 @@ func (v *serveVerb) run(ctx context.Context) error {
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
 		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
+	opts = append(opts, v.limits.serviceOptions()...)
 	if ev != nil {
-		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
+		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()), service.WithEventStats(ev))
 	}
 	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "")
 	if err != nil {
@@ -342,7 +348,8 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 	// Reported until the meter provider shuts down, after the events close: no unregister.
 	if _, err := metrics.ObserveEvents(func() telemetry.EventCounts {
 		st := ev.Stats()
-		return telemetry.EventCounts{Pending: st.Pending, Delivered: st.Delivered, Dropped: st.Refused, Failed: st.Failed}
+		return telemetry.EventCounts{Pending: st.Pending, Blocked: st.Blocked, Delivered: st.Delivered, Dropped: st.Refused,
+			Failed: st.Failed, StreamRefusals: st.StreamRefusals}
 	}); err != nil {
 		_ = ev.Close(ctx)
 		return nil, fmt.Errorf("serve: %w", err)

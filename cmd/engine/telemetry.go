@@ -14,9 +14,9 @@ import (
 )
 
 // serveMetrics starts the Prometheus endpoint at listen (a bare ":port" binds loopback: an
-// operator opens metrics to the network by naming an address). With listen empty it returns a
-// nil endpoint, whose nil instruments record nothing.
-func serveMetrics(listen string, log *zap.Logger) (*telemetry.Prometheus, error) {
+// operator opens metrics to the network by naming an address), its instruments made with
+// opts. With listen empty it returns a nil endpoint, whose nil instruments record nothing.
+func serveMetrics(listen string, log *zap.Logger, opts ...telemetry.MetricsOpt) (*telemetry.Prometheus, error) {
 	if listen == "" {
 		return nil, nil
 	}
@@ -27,7 +27,7 @@ func serveMetrics(listen string, log *zap.Logger) (*telemetry.Prometheus, error)
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	p, err := telemetry.NewPrometheus(net.JoinHostPort(host, port), log.Named("metrics"))
+	p, err := telemetry.NewPrometheus(net.JoinHostPort(host, port), log.Named("metrics"), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
@@ -68,7 +68,7 @@ func closeTraces(t *telemetry.Tracing, log *zap.Logger) {
 // telemetry starts the metrics endpoint and the trace exporter the flags ask for and returns
 // the instruments and tracer provider (no-ops for what is off) and one closer for both.
 func (v *serveVerb) telemetry(ctx context.Context, log *zap.Logger) (*telemetry.Metrics, trace.TracerProvider, func(), error) {
-	prom, err := serveMetrics(v.metricsListen, log)
+	prom, err := serveMetrics(v.metricsListen, log, v.limits.metricsOptions()...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -440,4 +441,98 @@ func TestAuditUntrustedInstanceReplaced(t *testing.T) {
 	if a.Outcome != events.OutcomeReplaced || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
 		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), events.OutcomeReplaced, old.InstanceID(), sb.InstanceID())
 	}
+}
+
+// TestAuditOneRequestIDManyActs: a host that sets one request ID per agent turn
+// (client.ContextWithRequestID) makes nine calls with it — two acquires, three execs, two
+// writes, two disposes, all answered ok — and the audit stream keeps nine events, each with an
+// ID of its own and that one request ID: the request ID correlates, it does not identify.
+func TestAuditOneRequestIDManyActs(t *testing.T) {
+	srv := natstest.Run(t)
+	evNC := natstest.Connect(t, srv)
+	ev, err := events.New(itest.Context(t), evNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ev.Close(ctx)
+	})
+	e := &itest.NATSEngine{Server: srv, Backend: itest.NewBackend(t)}
+	itest.ServeBackend(t, srv, e.Backend, service.WithAudit(ev.Audit()))
+	c := e.Remote(t)
+	key := itest.NewKey(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if f := e.Backend.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Errorf("dispose %s: %v", key, f)
+		}
+	})
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn))
+	const turn = "agent-turn-7"
+	ctx := client.ContextWithRequestID(itest.Context(t), turn)
+
+	var sb sandbox.Sandbox
+	for i := range 2 {
+		if sb, err = c.Acquire(ctx, key, spec); err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		if res, err := sb.Exec(ctx, sandbox.Argv("echo", fmt.Sprint(i)), ".", time.Minute); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d: %+v, %v", i, res, err)
+		}
+	}
+	for i := range 2 {
+		if err := sb.WriteFile(ctx, fmt.Sprintf("f%d.txt", i), []byte("x"), "."); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for i := range 2 {
+		if f := c.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Fatalf("dispose %d: %v", i, f)
+		}
+	}
+	// Every event is handed to the stream before the count is read: what the stream holds
+	// then is what it kept.
+	waitUntil(t, "the nine acts' events and engine.started delivered", func() bool {
+		st := ev.AuditStats()
+		return st.Pending == 0 && st.Delivered >= 10
+	})
+	got := fetchAllNow(t, evNC, events.DefaultSubjectPrefix+".audit."+events.Token(key.Scope)+".>")
+	ids := map[string]bool{}
+	byType := map[string]int{}
+	for _, m := range got {
+		var a events.AuditEvent
+		if err := json.Unmarshal(m.Data(), &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.RequestID != turn || a.Outcome == events.OutcomeRefused {
+			t.Errorf("event %s: request %q outcome %s, want %s and served", a.Type, a.RequestID, a.Outcome, turn)
+		}
+		ids[a.ID] = true
+		byType[a.Type]++
+	}
+	want := map[string]int{events.AuditSandboxAcquired: 2, events.AuditExecFinished: 3, events.AuditFileWritten: 2, events.AuditSandboxDisposed: 2}
+	if len(got) != 9 || len(ids) != 9 || !maps.Equal(byType, want) {
+		t.Fatalf("the stream kept %d events with %d distinct IDs, by type %v; want 9, each its own ID, %v", len(got), len(ids), byType, want)
+	}
+}
+
+// fetchAllNow reads every event the audit stream holds on filter now.
+func fetchAllNow(t *testing.T, nc *nats.Conn, filter string) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(itest.Context(t), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, events.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fetchAll(ctx, t, st, filter)
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
@@ -28,12 +31,14 @@ type tenantPool struct {
 	a, b, ops string // account names, which are also the tenants' scopes (same-name default)
 	conns     map[string]*nats.Conn
 	engine    string
+	ev        *events.Events // the audit's events, when on
+	evNC      *nats.Conn     // the engine account's connection the events publish on
 }
 
 func startTenantPool(t *testing.T) *tenantPool { return startTenantPoolWith(t, false) }
 
 // startTenantPoolWith is [startTenantPool], with the engine's audit stream on when audit.
-func startTenantPoolWith(t *testing.T, audit bool) *tenantPool {
+func startTenantPoolWith(t *testing.T, audit bool, extra ...service.Option) *tenantPool {
 	t.Helper()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -43,7 +48,8 @@ func startTenantPoolWith(t *testing.T, audit bool) *tenantPool {
 	b := itest.NewBackend(t)
 	opts := []service.Option{service.WithTenancy(&service.Tenancy{SameName: true, Operators: []string{p.ops}})}
 	if audit {
-		ev, err := events.New(itest.Context(t), natstest.ConnectAs(t, srv, "engine"))
+		p.evNC = natstest.ConnectAs(t, srv, "engine")
+		ev, err := events.New(itest.Context(t), p.evNC)
 		if err != nil {
 			t.Fatalf("events: %v", err)
 		}
@@ -53,8 +59,9 @@ func startTenantPoolWith(t *testing.T, audit bool) *tenantPool {
 			_ = ev.Close(ctx)
 		})
 		opts = append(opts, service.WithAudit(ev.Audit()))
+		p.ev = ev
 	}
-	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b, opts...)
+	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b, append(opts, extra...)...)
 	p.engine = svc.EngineID()
 	for _, acc := range []string{p.a, p.b, p.ops} {
 		p.conns[acc] = natstest.ConnectAs(t, srv, acc)
@@ -341,6 +348,152 @@ func TestTenancyEvents(t *testing.T) {
 		if own < 2 {
 			t.Errorf("%s saw %d of its own audit events, want at least 2 (acquire, exec)", acc, own)
 		}
+	}
+}
+
+// TestTenancyAuditIDs: tenant A cannot occupy tenant B's audit IDs. A knows (or guesses) the
+// request ID B's host will send and sends it first: on a dispose of B's key (refused,
+// forbidden) and on acts of its own (acquire, exec, write, dispose). B's acts with that
+// request ID all land in the audit stream, each under an ID of its own, carrying B's account.
+func TestTenancyAuditIDs(t *testing.T) {
+	p := startTenantPoolWith(t, true)
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn))
+	const shared = "req-guessed-by-a"
+	keyA := sandbox.Key{Scope: p.a, ThreadID: "t", AgentID: "a"}
+	keyB := sandbox.Key{Scope: p.b, ThreadID: "t", AgentID: "a"}
+	acts := func(acc string, key sandbox.Key) {
+		t.Helper()
+		c := p.remote(t, acc)
+		ctx := client.ContextWithRequestID(itest.Context(t), shared)
+		sb, err := c.Acquire(ctx, key, spec)
+		if err != nil {
+			t.Fatalf("%s acquires: %v", acc, err)
+		}
+		if _, err := sb.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
+			t.Fatalf("%s execs: %v", acc, err)
+		}
+		if err := sb.WriteFile(ctx, "f.txt", []byte(acc), "."); err != nil {
+			t.Fatalf("%s writes: %v", acc, err)
+		}
+		if f := c.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+			t.Fatalf("%s disposes: %v", acc, f)
+		}
+	}
+	attacker := client.ContextWithRequestID(itest.Context(t), shared)
+	if f := p.remote(t, p.a).Dispose(attacker, keyB, sandbox.DisposeOptions{}); f == nil {
+		t.Fatal("A disposed B's key")
+	}
+	acts(p.a, keyA)
+	acts(p.b, keyB)
+
+	waitUntil(t, "every audit event handed to the stream", func() bool {
+		st := p.ev.AuditStats()
+		return st.Pending == 0 && st.Delivered >= 10 // engine.started, A's refusal and four acts, B's four
+	})
+	got := fetchAllNow(t, p.evNC, events.DefaultSubjectPrefix+".audit.>")
+	ids := map[string]string{}
+	ofB := map[string]int{}
+	for _, m := range got {
+		var a events.AuditEvent
+		if err := json.Unmarshal(m.Data(), &a); err != nil {
+			t.Fatal(err)
+		}
+		if prev, dup := ids[a.ID]; dup {
+			t.Errorf("two events share the ID %s: %s and %s", a.ID, prev, a.Type)
+		}
+		ids[a.ID] = a.Account + " " + a.Type
+		if a.Key != nil && a.Key.Scope == p.b {
+			if a.Account != p.b {
+				t.Errorf("an event of B's scope carries account %q: %s", a.Account, m.Data())
+			}
+			ofB[a.Type]++
+		}
+	}
+	want := map[string]int{events.AuditSandboxAcquired: 1, events.AuditExecFinished: 1, events.AuditFileWritten: 1, events.AuditSandboxDisposed: 1}
+	if !maps.Equal(ofB, want) {
+		t.Fatalf("B's events in the stream by type %v, want %v: A's calls with B's request ID suppressed them", ofB, want)
+	}
+}
+
+// TestTenancyAccountBound: tenant A floods the engine with long commands and cannot starve
+// tenant B. With 6 calls at once for the engine and 2 per account, A sends 6 execs that wait
+// for a file: 2 run and 4 are refused at once, busy (a *messages.BusyError through the Go
+// client), for A alone. While A's 2 still run, B's health, acquire and exec are served, A's
+// own health answers too, and A's next exec is busy again. Once the file appears A's 2
+// finish and A is served again.
+func TestTenancyAccountBound(t *testing.T) {
+	const perAccount, flood = 2, 6
+	p := startTenantPoolWith(t, false, service.WithMaxInFlight(flood), service.WithMaxInFlightPerAccount(perAccount))
+	ctx := itest.Context(t)
+	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec))
+	noRetry := func(acc string) *client.Backend {
+		c, err := client.New(ctx, p.conns[acc], client.WithRetryWait(0))
+		if err != nil {
+			t.Fatalf("client as %s: %v", acc, err)
+		}
+		return c
+	}
+	a, b := noRetry(p.a), noRetry(p.b)
+	sbA, err := a.Acquire(ctx, sandbox.Key{Scope: p.a, ThreadID: "t", AgentID: "a"}, spec)
+	if err != nil {
+		t.Fatalf("A acquires: %v", err)
+	}
+	wait := sandbox.Shell("while [ ! -e /tmp/go ]; do sleep 0.1; done; echo released")
+	results := make(chan error, flood)
+	for range flood {
+		go func() {
+			res, err := sbA.Exec(ctx, wait, ".", 2*time.Minute)
+			if err == nil && res.Stdout() != "released\n" {
+				err = fmt.Errorf("exec answered %+v", res)
+			}
+			results <- err
+		}()
+	}
+	var busy *messages.BusyError
+	deadline := time.After(30 * time.Second)
+	for i := range flood - perAccount {
+		select {
+		case err := <-results:
+			if !errors.As(err, &busy) || !errors.Is(err, messages.ErrBusy) || busy.Account != p.a || busy.Limit != perAccount {
+				t.Fatalf("A's exec %d over its bound: %v, want busy for account %s at %d", i, err, p.a, perAccount)
+			}
+		case <-deadline:
+			t.Fatalf("after 30 s only %d of A's %d execs over its bound of %d were refused", i, flood-perAccount, perAccount)
+		}
+	}
+	// A's two admitted execs are running: the engine is busy for A, not for B.
+	for _, acc := range []string{p.b, p.a} {
+		c := map[string]*client.Backend{p.a: a, p.b: b}[acc]
+		h, err := c.Health(ctx)
+		if err != nil || h.Status != service.HealthOK || h.InFlight < perAccount {
+			t.Fatalf("%s's health while A floods: %+v, %v; want ok, with A's %d calls in flight", acc, h, err, perAccount)
+		}
+	}
+	keyB := sandbox.Key{Scope: p.b, ThreadID: "t", AgentID: "a"}
+	sbB, err := b.Acquire(ctx, keyB, spec)
+	if err != nil {
+		t.Fatalf("B acquires while A floods: %v", err)
+	}
+	if res, err := sbB.Exec(ctx, sandbox.Argv("echo", "served"), ".", time.Minute); err != nil || res.Stdout() != "served\n" {
+		t.Fatalf("B execs while A floods: %+v, %v", res, err)
+	}
+	if _, err := sbA.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); !errors.As(err, &busy) {
+		t.Fatalf("A's exec while at its bound: %v, want busy", err)
+	}
+	select {
+	case err := <-results:
+		t.Fatalf("one of A's waiting execs ended before its file appeared: %v", err)
+	default:
+	}
+
+	dockertest.Docker(t, "exec", sbA.InstanceID(), "touch", "/tmp/go")
+	for i := range perAccount {
+		if err := <-results; err != nil {
+			t.Fatalf("A's admitted exec %d: %v", i, err)
+		}
+	}
+	if _, err := sbA.Exec(ctx, sandbox.Argv("true"), ".", time.Minute); err != nil {
+		t.Fatalf("A's exec once its calls finished: %v", err)
 	}
 }
 
