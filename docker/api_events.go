@@ -10,9 +10,10 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Events implements [Engine]. The subscription is live when Events returns (the engine has
-// answered the request); it also asks from the moment of the call (since), like the CLI.
-func (a *apiDriver) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
+// Events implements [Containers]. The subscription is live when Events returns (the engine has
+// answered the request); it also asks from the moment of the call (since), as `docker events`
+// does.
+func (a *Engine) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
 	if err := checkFilters(filter.Labels); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

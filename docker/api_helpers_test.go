@@ -24,10 +24,10 @@ import (
 // newFakeAPI writes the fake client of cli_helpers_test.go and returns an API binding through
 // it. env entries (K=V) are set in the process environment before construction, so they land in
 // the API's snapshot.
-func newFakeAPI(t *testing.T, env ...string) (*apiDriver, string) {
+func newFakeAPI(t *testing.T, env ...string) (*Engine, string) {
 	t.Helper()
 	cfg, logPath := fakeClient(t, env...)
-	a, err := newAPIDriver(cfg)
+	a, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

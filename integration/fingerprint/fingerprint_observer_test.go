@@ -233,12 +233,12 @@ func observerKillChild(t *testing.T, id string) {
 	if err := json.Unmarshal([]byte(os.Getenv(observerKillLabelsEnv)), &labels); err != nil {
 		t.Fatal(err)
 	}
-	e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: labels, CommandTimeout: 30 * time.Second})
+	e, err := docker.NewEngine(docker.Config{Labels: labels, CommandTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s, err := fingerprint.New(ctx, e.(fingerprint.Engine), container{name: id, id: id},
+	s, err := fingerprint.New(ctx, e, container{name: id, id: id},
 		fingerprint.WithObserverImage(observerImage(t)), fingerprint.WithStorageBase(fingerprintWorkDir))
 	if err != nil {
 		t.Fatal(err)

@@ -388,12 +388,12 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 			existed = err == nil
 			panic("boom in the middle of an observer run")
 		}}
-		e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
+		e, err := docker.NewEngine(docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
 			docker.WithLogger(zap.New(core)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := e.(fingerprint.Engine)
+		var fe fingerprint.Engine = e
 		func() {
 			defer func() {
 				if v := recover(); v == nil {
