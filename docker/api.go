@@ -80,11 +80,12 @@ func (a *Engine) control(ctx context.Context, args []string, fn func(ctx context
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.cfg.CommandTimeout, errControlBudget)
 	defer cancel()
+	cctx, witness := withSSHWitness(cctx)
 	b, err := a.ready(cctx)
 	if err == nil {
 		err = fn(cctx, b)
 	}
-	err = a.settle(ctx, cctx, args, err)
+	err = a.settle(ctx, cctx, args, witness.settle(args[0], err))
 	end(err)
 	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
 		zap.Duration("elapsed", time.Since(start)), zap.Error(err))

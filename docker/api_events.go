@@ -31,6 +31,7 @@ func (a *Engine) Events(ctx context.Context, filter EventFilter) (<-chan Event, 
 		f.Add("event", act)
 	}
 	since := time.Now()
+	ctx, witness := withSSHWitness(ctx)
 	res := b.client.Events(ctx, client.EventsListOptions{
 		Since:   strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond()),
 		Filters: f,
@@ -68,7 +69,7 @@ func (a *Engine) Events(ctx context.Context, filter EventFilter) (<-chan Event, 
 					end = fmt.Errorf("%w: %w", class, end)
 				}
 				select {
-				case events <- Event{Err: end}:
+				case events <- Event{Err: witness.settle("events", end)}:
 				case <-ctx.Done():
 				}
 				return

@@ -66,6 +66,12 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 	if err := a.control(ctx, args, func(_ context.Context, bb *apiBound) error { b = bb; return nil }); err != nil {
 		return ExecOutput{}, err
 	}
+	ctx, witness := withSSHWitness(ctx)
+	defer func() {
+		if ctx.Err() == nil {
+			err = witness.settle("exec", err)
+		}
+	}()
 	cancelled := func(err error) (ExecOutput, error) {
 		if ctx.Err() != nil {
 			return ExecOutput{}, fmt.Errorf("docker exec: %w", ctx.Err())

@@ -165,10 +165,12 @@ func (a *Engine) RunObserver(ctx context.Context, spec ObserverSpec) (out Observ
 	start := time.Now()
 	rctx, cancel := context.WithTimeoutCause(ctx, spec.Timeout, errObserverBudget)
 	defer cancel()
+	rctx, witness := withSSHWitness(rctx)
 	b, err := a.ready(rctx)
 	if err == nil {
 		out, err = b.runObserver(rctx, args, opts, spec.MaxOutputBytes)
 	}
+	err = witness.settle("run", err)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("docker run: %w", ctx.Err())

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,6 +47,13 @@ func fakeClient(t *testing.T, env ...string) (Config, string) {
 		t.Setenv(k, v)
 	}
 	return Config{DockerPath: bin, CommandTimeout: 10 * time.Second}, logPath
+}
+
+// testCtx is a context for one call, ended with the test.
+func testCtx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
 }
 
 func readLog(t *testing.T, path string) []string {

@@ -75,6 +75,49 @@ func (e *SSHError) Is(target error) bool {
 	return target == ErrUnreachable || (target == ErrClientNotFound && e.ExitCode == sshExitNoCommand)
 }
 
+// sshWitness keeps the ssh failure of the connections one call made. The Moby client replaces
+// some connection errors with a message of its own (it matches "connection refused" or "dial
+// unix" in the error's text, which ssh and the remote docker write), so the [*SSHError] can be
+// lost before the call returns; the call's own error is then settled from the witness
+// ([sshWitness.settle]). It rides in the call's context, which the HTTP transport hands the
+// dialer.
+type sshWitness struct {
+	mu  sync.Mutex
+	err *SSHError
+}
+
+type witnessKey struct{}
+
+// withSSHWitness returns ctx carrying a fresh witness, and the witness.
+func withSSHWitness(ctx context.Context) (context.Context, *sshWitness) {
+	w := &sshWitness{}
+	return context.WithValue(ctx, witnessKey{}, w), w
+}
+
+func (w *sshWitness) note(e *SSHError) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = e
+	}
+}
+
+// settle returns err, or, when a connection of the call ended on an ssh failure that err no
+// longer carries, that failure under op: it is why the call failed.
+func (w *sshWitness) settle(op string, err error) error {
+	w.mu.Lock()
+	se := w.err
+	w.mu.Unlock()
+	var carried *SSHError
+	if err == nil || se == nil || errors.As(err, &carried) {
+		return err
+	}
+	return fmt.Errorf("docker %s: %w", op, se)
+}
+
 // sshDialer starts one ssh process per connection: the binary found on the captured PATH at
 // binding, the captured environment, and the arguments of the endpoint.
 type sshDialer struct {
@@ -153,6 +196,7 @@ func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: ssh %s: %w", ErrUnreachable, d.host, err)
 	}
 	c := &sshConn{host: d.host, w: inW, r: outR, stderr: &tailBuffer{max: sshStderrMax}, exited: make(chan struct{})}
+	c.witness, _ = ctx.Value(witnessKey{}).(*sshWitness)
 	cmd := exec.Command(d.bin, d.args...)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = d.env, inR, outW, c.stderr
 	// A session of its own: ssh has no terminal to prompt on, and its group (a ProxyCommand
@@ -179,11 +223,12 @@ func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 // When the stream ends on a failure of ssh or of the remote command, reads and writes return
 // its [*SSHError].
 type sshConn struct {
-	host   string
-	cmd    *exec.Cmd
-	w      *os.File // ssh's stdin
-	r      *os.File // ssh's stdout
-	stderr *tailBuffer
+	host    string
+	witness *sshWitness // the call's, or nil
+	cmd     *exec.Cmd
+	w       *os.File // ssh's stdin
+	r       *os.File // ssh's stdout
+	stderr  *tailBuffer
 
 	exited  chan struct{} // closed once ssh is reaped; waitErr is set then
 	waitErr error
@@ -216,7 +261,9 @@ func (c *sshConn) ended(err error) error {
 	if !errors.As(c.waitErr, &exit) {
 		return err
 	}
-	return &SSHError{Host: c.host, ExitCode: exit.ExitCode(), Stderr: c.stderr.bytes()}
+	se := &SSHError{Host: c.host, ExitCode: exit.ExitCode(), Stderr: c.stderr.bytes()}
+	c.witness.note(se)
+	return se
 }
 
 // Read reads from ssh's stdout.
