@@ -61,21 +61,7 @@ func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // endpoint.
 func unixDaemon(t *testing.T) (*fakeDaemon, string) {
 	t.Helper()
-	d := &fakeDaemon{}
-	dir, err := os.MkdirTemp("", "api-sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "d.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: d}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return d, "unix://" + sock
+	return daemonAt(t, "d.sock")
 }
 
 // tlsDaemon serves a fakeDaemon over TLS on 127.0.0.1, requiring a client certificate signed by
