@@ -27,7 +27,7 @@ type sshKeys struct {
 	userKey, otherUserKey, authorizedKey string // files
 }
 
-func newSSHKeys(t *testing.T) sshKeys {
+func newSSHKeys(t testing.TB) sshKeys {
 	t.Helper()
 	dir := t.TempDir()
 	gen := func(name string) string {
@@ -46,7 +46,7 @@ func newSSHKeys(t *testing.T) sshKeys {
 // startSSHD runs a container of the sshd image with keys' host key and the user's key
 // authorized for root, extra docker run flags added, and returns its ID and address once sshd
 // accepts connections.
-func startSSHD(t *testing.T, image string, keys sshKeys, extra ...string) (id, addr string) {
+func startSSHD(t testing.TB, image string, keys sshKeys, extra ...string) (id, addr string) {
 	t.Helper()
 	args := append([]string{"-v", keys.hostKey + ":/etc/ssh/ssh_host_ed25519_key:ro",
 		"-v", keys.authorizedKey + ":/root/.ssh/authorized_keys:ro"}, extra...)
@@ -67,7 +67,7 @@ func startSSHD(t *testing.T, image string, keys sshKeys, extra ...string) (id, a
 }
 
 // sshdLog is what sshd wrote (to stderr, with -e).
-func sshdLog(t *testing.T, id string) string {
+func sshdLog(t testing.TB, id string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -83,13 +83,14 @@ func sshdLog(t *testing.T, id string) string {
 type sshClient struct {
 	identity   string
 	knownHosts string
+	extra      string // more ssh_config lines, each "  Key value\n"
 }
 
 // sshEngine returns an engine built with a docker context named "remote" whose endpoint is
 // ssh://root@addr, and the system's ssh configured as c (through a wrapper named ssh first on
 // PATH): DOCKER_CONFIG, DOCKER_CONTEXT and PATH are set while the engine captures the
 // environment, and put back right after, so the engine works only from what it captured.
-func sshEngine(t *testing.T, addr string, c sshClient) *docker.Engine {
+func sshEngine(t testing.TB, addr string, c sshClient) *docker.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	cfgDir := filepath.Join(dir, "docker")
@@ -107,7 +108,7 @@ func sshEngine(t *testing.T, addr string, c sshClient) *docker.Engine {
 	}
 	write(known, c.knownHosts, 0o600)
 	write(sshConfig, "Host *\n  IdentityFile "+c.identity+"\n  IdentitiesOnly yes\n  UserKnownHostsFile "+known+
-		"\n  GlobalKnownHostsFile /dev/null\n  LogLevel ERROR\n", 0o600)
+		"\n  GlobalKnownHostsFile /dev/null\n  LogLevel ERROR\n"+c.extra, 0o600)
 	bin := filepath.Join(dir, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func sshEngine(t *testing.T, addr string, c sshClient) *docker.Engine {
 }
 
 // withEnv runs fn with env set in the process environment, then puts the earlier values back.
-func withEnv(t *testing.T, env map[string]string, fn func()) {
+func withEnv(t testing.TB, env map[string]string, fn func()) {
 	t.Helper()
 	before := map[string]string{}
 	for k, v := range env {
@@ -134,7 +135,7 @@ func withEnv(t *testing.T, env map[string]string, fn func()) {
 }
 
 // knownHost is the known-hosts line of the key in the .pub file pub for addr.
-func knownHost(t *testing.T, addr, pub string) string {
+func knownHost(t testing.TB, addr, pub string) string {
 	t.Helper()
 	b, err := os.ReadFile(pub)
 	if err != nil {
@@ -267,4 +268,48 @@ func TestEngineOverSSH(t *testing.T) {
 			t.Fatal("the exec still waits a minute after its connection dropped")
 		}
 	})
+}
+
+// BenchmarkInspectOverSSH measures one control call (an inspect of a running container) over
+// the daemon's unix socket, over ssh:// with a fresh ssh connection per call (the engine's
+// default), and over ssh:// with the user's ssh multiplexing one connection (ControlMaster).
+// Run with
+//
+//	go test -run '^$' -bench InspectOverSSH -benchtime 50x ./docker
+func BenchmarkInspectOverSSH(b *testing.B) {
+	image := dockertest.SSHD(b)
+	busybox := dockertest.Busybox(b)
+	local := newEngine(b)
+	bnd, err := local.Bind(context.Background())
+	sock, ok := strings.CutPrefix(bnd.Endpoint, "unix://")
+	if err != nil || !ok {
+		b.Skipf("the daemon is at %s (%v), not on a local socket", bnd.Endpoint, err)
+	}
+	keys := newSSHKeys(b)
+	_, addr := startSSHD(b, image, keys, "-v", sock+":/var/run/docker.sock")
+	trusted := sshClient{identity: keys.userKey, knownHosts: knownHost(b, addr, keys.hostPub)}
+	name, _ := workload(b, local, busybox, testKey(b))
+	control := filepath.Join(b.TempDir(), "cm")
+	muxed := trusted
+	muxed.extra = "  ControlMaster auto\n  ControlPath " + control + "\n  ControlPersist 30s\n"
+	b.Cleanup(func() { _ = exec.Command("ssh", "-o", "ControlPath="+control, "-O", "exit", "root@"+addr).Run() })
+	for _, tc := range []struct {
+		name string
+		e    *docker.Engine
+	}{
+		{"unix", local},
+		{"ssh", sshEngine(b, addr, trusted)},
+		{"ssh_controlmaster", sshEngine(b, addr, muxed)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if _, err := tc.e.Inspect(context.Background(), name); err != nil { // bound, negotiated
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := tc.e.Inspect(context.Background(), name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

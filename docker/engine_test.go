@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { dockertest.Main(m) }
 
 // newEngine returns the engine, built as NewEngine builds it, putting the test session's
 // labels on everything it creates.
-func newEngine(t *testing.T, mods ...func(*docker.Config)) *docker.Engine {
+func newEngine(t testing.TB, mods ...func(*docker.Config)) *docker.Engine {
 	t.Helper()
 	cfg := docker.Config{Labels: dockertest.Labels()}
 	for _, m := range mods {
