@@ -21,9 +21,9 @@ import (
 	"time"
 )
 
-// newFakeAPI writes the fake client of cli_helpers_test.go and returns an API binding through
-// it. env entries (K=V) are set in the process environment before construction, so they land in
-// the API's snapshot.
+// newFakeAPI writes the fake client of binding_helpers_test.go and returns an engine binding
+// through it. env entries (K=V) are set in the process environment before construction, so
+// they land in the engine's snapshot.
 func newFakeAPI(t *testing.T, env ...string) (*Engine, string) {
 	t.Helper()
 	cfg, logPath := fakeClient(t, env...)

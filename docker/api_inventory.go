@@ -123,7 +123,7 @@ func (a *Engine) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome,
 	return out, nil
 }
 
-// EngineID returns the daemon's ID (system info's ID), as [cliDriver.EngineID] does; see [Driver].
+// EngineID returns the daemon's ID (system info's ID); see [Driver].
 func (a *Engine) EngineID(ctx context.Context) (string, error) {
 	answer, err := query(ctx, a, []string{"info", "--format", "{{.ID}}"},
 		func(ctx context.Context, c *client.Client) (client.SystemInfoResult, error) {
@@ -136,7 +136,7 @@ func (a *Engine) EngineID(ctx context.Context) (string, error) {
 	return engineID(answer)
 }
 
-// SecurityOptions implements [SecurityOptionser].
+// SecurityOptions implements [Driver].
 func (a *Engine) SecurityOptions(ctx context.Context) ([]string, error) {
 	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
 	var opts []string

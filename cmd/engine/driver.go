@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// envDriver is the variable that chose between the engine's two drivers when it had two.
+// envDriver is the variable the daemon-driving verbs refuse, as they refuse --driver.
 const envDriver = "MAF_SANDBOX_DRIVER"
 
 // errDriverGone is the refusal of a --driver flag or of envDriver: the engine has one driver.
@@ -14,13 +14,13 @@ var errDriverGone = errors.New("the engine has one driver, the Docker Engine API
 	"a docker context names: unix sockets, tcp:// with the context's TLS material, and ssh:// through " +
 	`"docker system dial-stdio" on the remote host`)
 
-// drivesTheDaemon are the verbs that took --driver and envDriver.
+// drivesTheDaemon are the verbs that refuse --driver and envDriver.
 var drivesTheDaemon = map[string]bool{"serve": true, "reap": true, "bench": true}
 
 // refuseDriver refuses, for a verb that drives the daemon, a --driver flag in args (any
-// spelling, before a "--") or envDriver set in the environment (lookup), saying what replaced
-// them, so that a deployment that asked for the CLI driver learns it is gone instead of
-// meeting "flag provided but not defined".
+// spelling, before a "--") or envDriver set in the environment (lookup), saying how the
+// engine reaches the daemon, so that a deployment that passes either learns what to drop
+// instead of meeting "flag provided but not defined" or a setting silently ignored.
 func refuseDriver(verb string, args []string, lookup func(string) (string, bool)) error {
 	if !drivesTheDaemon[verb] {
 		return nil

@@ -9,8 +9,8 @@ import (
 )
 
 // TestDriverRefused: --driver, in any spelling, and MAF_SANDBOX_DRIVER are refused by the verbs
-// that took them, before any other work, with a message that says what replaced the CLI
-// driver; other verbs and a "--driver" after "--" are not concerned.
+// that drive the daemon, before any other work, with a message that says how the engine
+// reaches it; other verbs and a "--driver" after "--" are not concerned.
 func TestDriverRefused(t *testing.T) {
 	noEnv := func(string) (string, bool) { return "", false }
 	cliEnv := func(k string) (string, bool) { return "cli", k == envDriver }
