@@ -4,5 +4,4 @@
 // ([StartServe]), a relay in front of the daemon's socket ([Relay]), an engine wrapper that
 // counts calls ([NewCountingBackend]) and derived images ([DerivedImage]). It is test code;
 // only the integration tests import it.
-
 package itest
