@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
@@ -63,6 +65,7 @@ func TestSSHDialer(t *testing.T) {
 	t.Run("a working stream", func(t *testing.T) {
 		e, logPath := sshEngine(t, "ssh://me@remote.example:2222", "bridge")
 		t.Setenv("PATH", "/nonexistent") // after construction: not followed
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		ctx := testCtx(t)
 		if osName, err := e.ServerOS(ctx); err != nil || osName != "linux" {
 			t.Fatalf("ServerOS over ssh = %q, %v", osName, err)
