@@ -50,7 +50,7 @@ func TestEngineExec(t *testing.T) {
 		})
 	}
 	// What the runtime could not start is an ExecStartError, never a result; what a program
-	// that ran answered, 126 and 127 included, stays a result (issue 29).
+	// that ran answered, 126 and 127 included, stays a result.
 	notStarted := []struct {
 		name string
 		req  docker.ExecRequest
