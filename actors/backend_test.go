@@ -376,13 +376,11 @@ func TestObserveEgress(t *testing.T) {
 	var _ sandbox.EgressObserver = b
 }
 
-// starterEngine reports an exec's start before it ends, as the API driver does.
+// starterEngine reports an exec's start before it ends, as the engine does.
 type starterEngine struct {
 	*fakeEngine
 	release chan struct{}
 }
-
-func (s starterEngine) ExecStarter() (docker.ExecStarter, bool) { return s, true }
 
 func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
 	s.log("exec %s", strings.Join(req.Argv, " "))

@@ -16,27 +16,16 @@ const (
 	DefaultCommandTimeout   = 60 * time.Second
 	defaultImagePullTimeout = 600 * time.Second
 	defaultPidsLimit        = 512
-	DefaultDriver           = DriverAPI
-)
-
-// Drivers: the two implementations of the [Engine] seam that [NewEngine] can select.
-const (
-	// DriverCLI runs one docker client process per engine call (the CLI driver).
-	DriverCLI = "cli"
-	// DriverAPI speaks the Docker Engine API over the bound endpoint (the API driver).
-	DriverAPI = "api"
 )
 
 // Config is the driver's configuration. It reads no environment variables and carries no image,
 // work directory, allowlist or transfer cap: those belong to each sandbox's spec. A driver keeps
 // its own copy, so changing a Config after construction changes nothing.
 type Config struct {
-	// Driver selects the engine seam implementation [NewEngine] builds: [DriverCLI] or
-	// [DriverAPI]. Empty means [DefaultDriver]. Both bind the same way (section 3 of the spec):
-	// the API driver still resolves its context through the client binary at DockerPath.
-	Driver string
 	// DockerPath is the Docker CLI binary, a name looked up on PATH or a path. Default "docker".
-	// The Podman CLI is not supported: binding reads Docker's context-inspect JSON.
+	// Binding runs it once, to resolve the client's context (section 3 of the spec); every
+	// call after that speaks the Engine API. The Podman CLI is not supported: binding reads
+	// Docker's context-inspect JSON.
 	DockerPath string
 	// EgressProxyImage opts in to allowlisted egress. Empty means no proxy is configured.
 	EgressProxyImage string
@@ -73,9 +62,6 @@ func DefaultConfig() Config { return Config{}.withDefaults() }
 // withDefaults returns a copy of c with zero fields set to their defaults and its map and slices
 // copied, so the caller's later edits cannot reach it.
 func (c Config) withDefaults() Config {
-	if c.Driver == "" {
-		c.Driver = DefaultDriver
-	}
 	if c.DockerPath == "" {
 		c.DockerPath = DefaultDockerPath
 	}
@@ -103,8 +89,6 @@ func (c Config) withDefaults() Config {
 // validate refuses a configuration no command could honour.
 func (c Config) validate() error {
 	switch {
-	case c.Driver != DriverCLI && c.Driver != DriverAPI:
-		return fmt.Errorf("config: %w: Driver %q is neither %q nor %q", ErrInvalid, c.Driver, DriverCLI, DriverAPI)
 	case c.CommandTimeout < 0:
 		return fmt.Errorf("config: %w: CommandTimeout is negative", ErrInvalid)
 	case c.ImagePullTimeout < 0:

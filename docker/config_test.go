@@ -12,7 +12,7 @@ func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.DockerPath != "docker" || c.OutboundNetwork != "bridge" || c.CommandTimeout != 60*time.Second ||
 		c.ImagePullTimeout != 600*time.Second || c.PidsLimit != 512 || c.CapDropAll || c.Memory != "" ||
-		c.CPUs != nil || c.EgressProxyImage != "" || c.Driver != DefaultDriver {
+		c.CPUs != nil || c.EgressProxyImage != "" {
 		t.Fatalf("DefaultConfig() = %+v", c)
 	}
 }
@@ -36,9 +36,6 @@ func TestConfigValidate(t *testing.T) {
 		wantErr error
 	}{
 		{"defaults", DefaultConfig(), nil},
-		{"cli driver", Config{Driver: DriverCLI}, nil},
-		{"api driver", Config{Driver: DriverAPI}, nil},
-		{"unknown driver", Config{Driver: "podman"}, ErrInvalid},
 		{"session label", Config{Labels: map[string]string{"maf-sandbox-test.session": "abc"}}, nil},
 		{"reserved label", Config{Labels: map[string]string{"maf-sandbox.scope": "x"}}, ErrInvalid},
 		{"negative timeout", Config{CommandTimeout: -time.Second}, ErrInvalid},
@@ -54,9 +51,9 @@ func TestConfigValidate(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("validate() = %v, want %v", err, tc.wantErr)
 			}
-			_, err = newCLIDriver(tc.cfg)
+			_, err = NewEngine(tc.cfg)
 			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("newCLIDriver() = %v, want %v", err, tc.wantErr)
+				t.Fatalf("NewEngine() = %v, want %v", err, tc.wantErr)
 			}
 		})
 	}

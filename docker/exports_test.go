@@ -23,6 +23,11 @@ var unspelled = map[string]string{
 	"ChangeDeleted":  "a value of Change.Kind: a caller of Changes meets all three",
 	"ChangeModified": "a value of Change.Kind: a caller of Changes meets all three",
 	"ErrCapExceeded": "the class *CapExceededError reports, for errors.Is",
+	"Engine":         "the type NewEngine returns",
+	"Containers":     "the container part of Driver, embedded in it: its methods are the seam's",
+	"DefaultConfig":  "an embedder's starting configuration, every default filled in",
+	"ErrNotRunning":  "a class Containers.Pause names: a caller that pauses a stopped container meets it",
+	"SSHError":       "the type of an ssh:// endpoint's failure, for errors.As: its exit status and ssh's words",
 }
 
 // TestExportsHaveUsers holds the package to its rule: a top-level name is exported only when

@@ -12,9 +12,8 @@ import (
 
 // Fingerprinting is the seam the fingerprint subject needs (docker-backend §12.5): the
 // engine's root-filesystem change list, the facts a measurement refuses on, the observer
-// image's ID, and one run of the observer container. It is separate from [Engine] (nothing in
-// the serving path needs it); both drivers implement it, and a consumer type-asserts
-// for it. Every method binds first and fails as [Engine]'s methods do ([ErrUnreachable],
+// image's ID, and one run of the observer container. It is separate from [Containers] (nothing in
+// the serving path needs it); [*Engine] implements it. Every method binds first and fails as [Containers]'s methods do ([ErrUnreachable],
 // [ErrTimeout], the context's error, [*CommandError]).
 type Fingerprinting interface {
 	// Changes lists the changes to the root filesystem of the container with this full ID
@@ -122,7 +121,7 @@ var (
 	observerNm = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 )
 
-// withLabels checks the spec both drivers are given and returns it with the configuration's
+// withLabels checks the spec the engine is given and returns it with the configuration's
 // labels merged in and its timeout resolved.
 func (spec ObserverSpec) withLabels(extra map[string]string, commandTimeout time.Duration) (ObserverSpec, error) {
 	if !observerNm.MatchString(spec.Name) {

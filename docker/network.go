@@ -61,8 +61,9 @@ type ProxySpec struct {
 	Image   string
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
-	// SecretEnv are K=V set after Env and kept off every command line: the CLI driver passes
-	// `-e K` and the value in the client's own environment, so no process listing shows it.
+	// SecretEnv are K=V set after Env and kept off every command line: the rendering names
+	// `-e K` alone, and the value goes only into the create request, so no process listing or
+	// error shows it.
 	SecretEnv []string
 	Labels    []Label // in command-line order; Config.Labels are appended
 	Sealed    bool    // the workload's seal constraints (sealCapDrop, sealSysctls) apply
@@ -174,7 +175,7 @@ func parseNetworkInspect(ref string, out []byte) (NetworkInfo, error) {
 	return info, nil
 }
 
-// withLabels checks the spec both drivers are given and returns it with the configuration's
+// withLabels checks the spec the engine is given and returns it with the configuration's
 // extra labels merged in: names, image and network must be neither empty nor dash-led, and
 // every label must pass the label rules.
 func (spec ProxySpec) withLabels(extra map[string]string) (ProxySpec, error) {

@@ -160,7 +160,7 @@ func (m *Metrics) Acquired(ctx context.Context, kind, outcome, code string) {
 	m.acquires.Add(ctx, 1, metric.WithAttributes(attrs...))
 }
 
-// DaemonCall records one call to the Docker daemon: the operation as the CLI names it
+// DaemonCall records one call to the Docker daemon: the operation as the docker command names it
 // (create, start, exec, ...), its duration, and whether it failed.
 func (m *Metrics) DaemonCall(ctx context.Context, op string, d time.Duration, err error) {
 	if m == nil {

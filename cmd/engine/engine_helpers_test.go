@@ -77,10 +77,9 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// serveEngine starts "bin serve" on an embedded NATS server on a free loopback port, on the
-// driver MAF_SANDBOX_TEST_DRIVER names (default the API driver), with the test labels on
-// every container, and returns the URL clients use and its JSON log. Cleanup stops it with
-// SIGTERM.
+// serveEngine starts "bin serve" on an embedded NATS server on a free loopback port, with the
+// test labels on every container, and returns the URL clients use and its JSON log. Cleanup
+// stops it with SIGTERM.
 func serveEngine(t *testing.T, bin string) (url string, log *lockedBuffer) {
 	t.Helper()
 	return serveEngineArgs(t, bin)
@@ -107,9 +106,6 @@ func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log
 	}
 	serve := exec.Command(bin, args...)
 	serve.Env = os.Environ()
-	if d := os.Getenv("MAF_SANDBOX_TEST_DRIVER"); d != "" {
-		serve.Env = append(serve.Env, "MAF_SANDBOX_DRIVER="+d)
-	}
 	log = &lockedBuffer{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {

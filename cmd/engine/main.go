@@ -78,6 +78,9 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 		fmt.Print(usage)
 		return 0, nil
 	}
+	if err := refuseDriver(args[0], args[1:], os.LookupEnv); err != nil {
+		return 0, err
+	}
 	switch args[0] {
 	case "serve":
 		return 0, serveCmd(ctx, args[1:])

@@ -28,7 +28,7 @@ var errReapFailures = errors.New("the sweep reported failures")
 type reapVerb struct {
 	olderThan, callTimeout, natsWait  time.Duration
 	natsDupes                         time.Duration
-	scope, dockerPath, driver         string
+	scope, dockerPath                 string
 	dryRun, asJSON, verbose, natsCore bool
 	natsURL, natsPrefix               string
 }
@@ -49,7 +49,6 @@ func (v *reapVerb) parse(args []string) error {
 	fs.BoolVar(&v.dryRun, "dry-run", false, "take the inventory and decide, remove nothing")
 	fs.BoolVar(&v.asJSON, "json", false, "print the result as JSON instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
-	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.DurationVar(&v.callTimeout, "call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	fs.BoolVar(&v.verbose, "v", false, "log the sweep's work to stderr")
 	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+events.SchemaReapCompleted+") and the windows of the egress proxies it removes ("+events.SchemaEgressObserved+") to this NATS server")
@@ -83,7 +82,7 @@ func (v *reapVerb) run(ctx context.Context) error {
 	if v.verbose {
 		log, _ = zap.NewDevelopment()
 	}
-	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
+	cfg := docker.Config{DockerPath: v.dockerPath}
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)

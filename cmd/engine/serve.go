@@ -59,7 +59,7 @@ Flags:
 type serveVerb struct {
 	conn                                                        natsFlags
 	logs                                                        logFlags
-	listen, dataDir, readyFile, engineID, dockerPath, driver    string
+	listen, dataDir, readyFile, engineID, dockerPath            string
 	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
 	upstreamCAs                                                 string // a PEM file inspecting proxies verify hosts against
 	observerImage, metricsListen, otlpEndpoint                  string
@@ -89,7 +89,6 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.readyFile, "ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
 	fs.StringVar(&v.engineID, "engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
 	fs.StringVar(&v.dockerPath, "docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
-	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.StringVar(&v.observerImage, "observer-image", envOr("MAF_SANDBOX_DOCKER_OBSERVER_IMAGE", images.ObserverTag),
 		"fingerprint observer image, resolved to its ID per baseline (env MAF_SANDBOX_DOCKER_OBSERVER_IMAGE; engine images build makes the default)")
 	fs.StringVar(&v.proxyImage, "egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
@@ -260,7 +259,7 @@ func (v *serveVerb) config() (docker.Config, error) {
 	if err != nil {
 		return docker.Config{}, fmt.Errorf("serve: --egress-private-cidrs: %w", err)
 	}
-	return docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
+	return docker.Config{DockerPath: v.dockerPath, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
 		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
 }
 
@@ -554,11 +553,7 @@ func fingerprinter(cfg docker.Config, observerImage string, log *zap.Logger) (se
 	if err != nil {
 		return nil, err
 	}
-	fe, ok := eng.(fingerprint.Engine)
-	if !ok {
-		return nil, fmt.Errorf("the %s driver cannot fingerprint", cfg.Driver)
-	}
-	f, err := fingerprint.NewFactory(fe, fingerprint.WithObserverImage(observerImage), fingerprint.WithLogger(log.Named("fingerprint")))
+	f, err := fingerprint.NewFactory(eng, fingerprint.WithObserverImage(observerImage), fingerprint.WithLogger(log.Named("fingerprint")))
 	if err != nil {
 		return nil, err
 	}

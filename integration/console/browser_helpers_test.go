@@ -69,7 +69,7 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()))
 	} else {
 		c := *cfg
-		c.Driver, c.Labels, c.CommandTimeout = itest.Driver(), dockertest.Labels(), 30*time.Second
+		c.Labels, c.CommandTimeout = dockertest.Labels(), 30*time.Second
 		var err error
 		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t)), actors.WithEgressSink(ev.Windows())); err != nil {
 			t.Fatalf("create backend: %v", err)

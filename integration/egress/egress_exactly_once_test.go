@@ -205,7 +205,7 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub event
 // the daemon's identity, as engine serve and engine reap scope theirs.
 func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *events.PendingStore {
 	t.Helper()
-	drv, err := docker.NewEngine(docker.Config{Driver: itest.Driver()})
+	drv, err := docker.NewEngine(docker.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *events.Pend
 }
 
 func eventsConfig(fx *egressFixture) docker.Config {
-	return docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+	return docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
 		OutboundNetwork: fx.network, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
 }
 
@@ -640,7 +640,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 		}
 		want[proxyID] = first
 		time.Sleep(1100 * time.Millisecond) // older than the sweep's cutoff
-		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json", "--driver", itest.Driver(),
+		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json",
 			"--nats-url", srv.ClientURL(), "--nats-prefix", prefix).CombinedOutput()
 		if err != nil {
 			t.Fatalf("engine reap: %v\n%s", err, out)

@@ -125,7 +125,7 @@ func (s *recordingSink) got() []actors.EgressWindow {
 func egressBackend(t testing.TB, outbound string, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
-	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
 		OutboundNetwork: outbound, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)

@@ -223,7 +223,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 		out, _, err := dockertest.DockerErr(itest.Context(t), "inspect", "--format",
 			`{{.State.Running}}|{{.HostConfig.NetworkMode}}|{{.HostConfig.ReadonlyRootfs}}|{{json .HostConfig.CapDrop}}|{{json .HostConfig.CapAdd}}|{{.HostConfig.PidMode}}|{{.HostConfig.Privileged}}|{{.Config.User}}|{{json .HostConfig.SecurityOpt}}`, name)
 		if err == nil && strings.HasPrefix(string(out), "true|") {
-			// The API driver's daemon writes capabilities with their CAP_ prefix, the CLI's without.
+			// The daemon writes capabilities with their CAP_ prefix when they came through the API.
 			got = strings.ReplaceAll(strings.TrimSpace(string(out)), `"CAP_`, `"`)
 			break
 		}
@@ -352,7 +352,7 @@ func plainContainer(t *testing.T, flags ...string) container {
 // The observer container is removed when its run outlives its timeout, and when the calling
 // goroutine panics after the container ran (a logger core panics on the run's own log line,
 // which comes before the removal; the run has timed out, so the container, auto-removed only
-// when it exits, is still running then, on both drivers).
+// when it exits, is still running then).
 func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 	c := plainContainer(t)
 	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", fingerprintWorkload(t))
@@ -388,12 +388,12 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 			existed = err == nil
 			panic("boom in the middle of an observer run")
 		}}
-		e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
+		e, err := docker.NewEngine(docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
 			docker.WithLogger(zap.New(core)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := e.(fingerprint.Engine)
+		var fe fingerprint.Engine = e
 		func() {
 			defer func() {
 				if v := recover(); v == nil {

@@ -97,7 +97,7 @@ func TestBusyDaemonAtAcquireIsRetryable(t *testing.T) {
 	t.Cleanup(s.free) // before the relay's cut, which waits for its connections
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
-	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 15 * time.Second}
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 15 * time.Second}
 	b, err := actors.Create(context.Background(), cfg, actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(actors.FilePlaneArchive))
 	if err != nil {
 		t.Fatal(err)

@@ -302,7 +302,7 @@ func TestAuditDaemonAwayAndBack(t *testing.T) {
 	fwd := newDaemonSocket(t)
 	t.Setenv("DOCKER_HOST", "unix://"+fwd.path)
 	t.Setenv("DOCKER_CONTEXT", "")
-	b, err := actors.Create(itest.Context(t), docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 5 * time.Second},
+	b, err := actors.Create(itest.Context(t), docker.Config{Labels: dockertest.Labels(), CommandTimeout: 5 * time.Second},
 		actors.WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatalf("create backend: %v", err)

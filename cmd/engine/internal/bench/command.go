@@ -21,7 +21,7 @@ import (
 
 // verb is "engine bench": every operation measured against the local Docker daemon.
 type verb struct {
-	image, dockerPath, driver, only   string
+	image, dockerPath, only           string
 	reps, parallel, pool              int
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
@@ -45,7 +45,6 @@ func (v *verb) parse(args []string) error {
 	fs.IntVar(&v.reps, "reps", 20, "timed repetitions of each row, after one warm-up")
 	fs.BoolVar(&v.asJSON, "json", false, "print one JSON line per row instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
-	fs.StringVar(&v.driver, "driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
 	fs.BoolVar(&v.trace, "trace", false, "instead of the rows, trace --reps cold acquires: every engine call's start and duration")
 	fs.BoolVar(&v.scale, "scale", false, "instead of the rows, hold --sizes live sandboxes in turn and measure how the costs grow (not for CI)")
 	fs.StringVar(&v.sizes, "sizes", "1,100,400", "with --scale: comma-separated, ascending counts of live sandboxes")
@@ -80,11 +79,12 @@ func (v *verb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
-	driver, err := docker.NewEngine(cfg)
+	cfg := docker.Config{DockerPath: v.dockerPath}
+	eng, err := docker.NewEngine(cfg)
 	if err != nil {
 		return err
 	}
+	var driver docker.Driver = eng
 	var tracer *Tracer
 	if v.trace || v.scale {
 		tracer = NewTracer(driver)

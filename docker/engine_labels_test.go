@@ -1,21 +1,23 @@
-package enginetest
+package docker_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 )
 
-// testLabelsSelect pins both directions of the label contract: a long scope's label is
+// TestEngineLabelsSelect pins both directions of the label contract: a long scope's label is
 // label.Value of it, and a real listing by that value selects the container.
-func (s *suite) testLabelsSelect(t *testing.T) {
-	e := s.newEngine(t)
-	key := Key(t)
+func TestEngineLabelsSelect(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	key := testKey(t)
 	key.Scope = strings.Repeat("scope/with separators and length ", 4)
 	key.CallID = "call 1"
-	name, _ := Workload(t, e, s.image, key)
-	info, err := e.Inspect(ctx(t), name)
+	name, _ := workload(t, e, image, key)
+	info, err := e.Inspect(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func (s *suite) testLabelsSelect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := e.ListNames(ctx(t), tc.filters, tc.nameF)
+			got, err := e.ListNames(testCtx(t), tc.filters, tc.nameF)
 			if err != nil {
 				t.Fatal(err)
 			}

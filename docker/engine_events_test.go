@@ -1,4 +1,4 @@
-package enginetest
+package docker_test
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 )
 
-func (s *suite) testEvents(t *testing.T) {
-	e := s.newEngine(t)
-	key := Key(t)
+func TestEngineEvents(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	key := testKey(t)
 	streamCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events, err := e.Events(streamCtx, docker.EventFilter{
@@ -21,7 +23,7 @@ func (s *suite) testEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, id := Workload(t, e, s.image, key, docker.WithCmd("true"))
+	name, id := workload(t, e, image, key, docker.WithCmd("true"))
 	seen := map[string]bool{}
 	timeout := time.After(30 * time.Second)
 	for !seen["start"] || !seen["die"] {

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +11,10 @@ import (
 	"time"
 )
 
-// fakeDocker is a shell script standing in for the docker client. It answers the binding call
-// from FAKE_CONTEXT_JSON (exit FAKE_CONTEXT_EXIT), logs every invocation with the DOCKER_HOST it
-// saw to FAKE_LOG, and after "--context <name>" acts out the subcommand it is given.
+// fakeDocker is a shell script standing in for the docker client at binding. It answers
+// `context inspect` from FAKE_CONTEXT_JSON (exit FAKE_CONTEXT_EXIT, after FAKE_CONTEXT_DELAY
+// seconds, with FAKE_CONTEXT_STDERR on stderr) and logs every invocation, with the DOCKER_HOST
+// it saw, to FAKE_LOG.
 const fakeDocker = `#!/bin/sh
 [ -n "$FAKE_LOG" ] && echo "DOCKER_HOST=$DOCKER_HOST $*" >> "$FAKE_LOG"
 if [ "$1" = context ]; then
@@ -21,26 +23,7 @@ if [ "$1" = context ]; then
 	[ -n "$FAKE_CONTEXT_STDERR" ] && printf '%s\n' "$FAKE_CONTEXT_STDERR" >&2
 	exit "${FAKE_CONTEXT_EXIT:-0}"
 fi
-[ "$1" = --context ] && shift 2
-case "$1" in
-bytes) printf '\377\000\r\nA'; printf 'e\377' >&2; exit 3 ;;
-stdin) cat; exit 0 ;;
-sleep) sleep 30.123; exit 0 ;;
-small) printf abc; exit 4 ;;
-big) head -c 1048576 /dev/zero; exit 5 ;;
-spam-stderr) head -c 1048576 /dev/zero >&2; printf ok; exit 0 ;;
-orphan) sleep 30.123 & printf x; exit 0 ;;
-answer) printf '%s' "$FAKE_STDOUT"; printf '%s' "$FAKE_STDERR" >&2; exit "${FAKE_EXIT:-0}" ;;
-esac
-# Any other subcommand answers from FAKE_<sub>_EXIT, FAKE_<sub>_STDOUT and FAKE_<sub>_STDERR.
-sub=$1
-eval "code=\${FAKE_${sub}_EXIT:-}"
-if [ -n "$code" ]; then
-	eval "printf '%s' \"\${FAKE_${sub}_STDOUT:-}\""
-	eval "printf '%s' \"\${FAKE_${sub}_STDERR:-}\"" >&2
-	exit "$code"
-fi
-echo "fake docker: unknown subcommand $1" >&2
+echo "fake docker: the engine ran $1" >&2
 exit 99
 `
 
@@ -48,7 +31,7 @@ const defaultContextJSON = `{"Name":"fake","Endpoints":{"docker":{"Host":"unix:/
 
 // fakeClient writes the fake client and returns the config that names it and the path of its
 // call log. env entries (K=V) are set in the process environment first, so they land in the
-// snapshot of a driver built from the config.
+// snapshot of an engine built from the config.
 func fakeClient(t *testing.T, env ...string) (Config, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -66,15 +49,11 @@ func fakeClient(t *testing.T, env ...string) (Config, string) {
 	return Config{DockerPath: bin, CommandTimeout: 10 * time.Second}, logPath
 }
 
-// newFakeCLI returns a CLI bound to the fake client (see fakeClient).
-func newFakeCLI(t *testing.T, env ...string) (*cliDriver, string) {
-	t.Helper()
-	cfg, logPath := fakeClient(t, env...)
-	c, err := newCLIDriver(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, logPath
+// testCtx is a context for one call, ended with the test.
+func testCtx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
 }
 
 func readLog(t *testing.T, path string) []string {

@@ -1,21 +1,27 @@
-package enginetest
+package docker_test
 
 // The tar plane: copy in, the no-follow stat, reads and their cap.
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-func (s *suite) testCopyInStatRead(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
-	c := ctx(t)
+func TestEngineCopyInStatRead(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
+	c := testCtx(t)
 	content := []byte("\x00\xff\xfe not UTF-8 \r\n")
 	long := "/maf-sandbox/work/" + strings.Repeat("d", 120) + "/" + strings.Repeat("f", 120)
 	entries := append(docker.DirChain([]string{"/maf-sandbox", "/maf-sandbox/work"}, 10001, 20001),
@@ -41,7 +47,7 @@ func (s *suite) testCopyInStatRead(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := e.Stat(ctx(t), name, tc.path)
+			got, err := e.Stat(testCtx(t), name, tc.path)
 			if err != nil || got == nil {
 				t.Fatalf("Stat = %v, %v", got, err)
 			}
@@ -61,12 +67,13 @@ func (s *suite) testCopyInStatRead(t *testing.T) {
 	}
 }
 
-// testStatKinds holds the no-follow stat to each kind of entry and to absence, and the read
+// TestEngineStatKinds holds the no-follow stat to each kind of entry and to absence, and the read
 // of what has no body to its header alone.
-func (s *suite) testStatKinds(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
-	c := ctx(t)
+func TestEngineStatKinds(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
+	c := testCtx(t)
 	out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c",
 		"mkdir -p /t/d && echo x > /t/d/f && ln -s /etc/passwd /t/lnk && mkfifo /t/fifo && ln /t/d/f /t/hard"}})
 	if err != nil || out.ExitCode != 0 {
@@ -81,7 +88,7 @@ func (s *suite) testStatKinds(t *testing.T) {
 		{"path with a space, absent", "/t/a b", true, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := e.Stat(ctx(t), name, tc.path)
+			got, err := e.Stat(testCtx(t), name, tc.path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +96,7 @@ func (s *suite) testStatKinds(t *testing.T) {
 		})
 	}
 	t.Run("path under a file is a failure, not absence", func(t *testing.T) {
-		got, err := e.Stat(ctx(t), name, "/t/d/f/x")
+		got, err := e.Stat(testCtx(t), name, "/t/d/f/x")
 		if err == nil || errors.Is(err, docker.ErrPathAbsent) {
 			t.Fatalf("Stat = %+v, %v", got, err)
 		}
@@ -126,31 +133,32 @@ func (k statKind) check(t *testing.T, got *docker.Entry) {
 
 // readsWithoutBody holds Read to the header alone for a directory and a symlink (never
 // followed) in testStatKinds' tree, and to ErrPathAbsent for an absent path.
-func readsWithoutBody(t *testing.T, e docker.Engine, name string) {
+func readsWithoutBody(t *testing.T, e docker.Containers, name string) {
 	t.Run("read of a directory has no body", func(t *testing.T) {
-		ent, body, err := e.Read(ctx(t), name, "/t/d", 1<<20)
+		ent, body, err := e.Read(testCtx(t), name, "/t/d", 1<<20)
 		if err != nil || ent.Type != docker.EntryDir || body != nil {
 			t.Fatalf("Read = %+v, %d bytes, %v", ent, len(body), err)
 		}
 	})
 	t.Run("read of a symlink does not follow it", func(t *testing.T) {
-		ent, body, err := e.Read(ctx(t), name, "/t/lnk", 1<<20)
+		ent, body, err := e.Read(testCtx(t), name, "/t/lnk", 1<<20)
 		if err != nil || ent.Type != docker.EntrySymlink || body != nil {
 			t.Fatalf("Read = %+v, %q, %v", ent, body, err)
 		}
 	})
 	t.Run("read of an absent path", func(t *testing.T) {
-		_, _, err := e.Read(ctx(t), name, "/t/none", 10)
+		_, _, err := e.Read(testCtx(t), name, "/t/none", 10)
 		if !errors.Is(err, docker.ErrPathAbsent) {
 			t.Fatalf("Read = %v, want ErrPathAbsent", err)
 		}
 	})
 }
 
-func (s *suite) testReadCap(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
-	c := ctx(t)
+func TestEngineReadCap(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
+	c := testCtx(t)
 	if out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"dd", "if=/dev/zero", "of=/big", "bs=1024", "count=1024"}}); err != nil || out.ExitCode != 0 {
 		t.Fatalf("setup: %+v, %v", out, err)
 	}
@@ -169,5 +177,107 @@ func (s *suite) testReadCap(t *testing.T) {
 	ent, body, err = e.Read(c, name, "/big", 1<<20)
 	if err != nil || len(body) != 1<<20 || ent.Size != 1<<20 {
 		t.Fatalf("Read at the cap = %d bytes, %v", len(body), err)
+	}
+}
+
+// TestEngineBoundedReadsUnderLoad runs 200 bounded reads and stats next to a 1 MiB file, eight
+// at a time: none may hang, every one must answer as expected, and no goroutine of the engine
+// may outlive its call.
+func TestEngineBoundedReadsUnderLoad(t *testing.T) {
+	image := dockertest.Busybox(t)
+	c := newEngine(t)
+	name, _ := workload(t, c, image, testKey(t))
+	mustExec(t, c, name, "sh", "-c", "dd if=/dev/zero of=/big bs=1024 count=1024 2>/dev/null && printf small > /small")
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	type op struct {
+		what string
+		do   func(ctx context.Context) error
+	}
+	ops := []op{
+		{"stat big", func(ctx context.Context) error {
+			e, err := c.Stat(ctx, name, "/big")
+			if err == nil && (e == nil || e.Size != 1<<20) {
+				err = errors.New("wrong entry")
+			}
+			return err
+		}},
+		{"read big over cap", func(ctx context.Context) error {
+			_, _, err := c.Read(ctx, name, "/big", 1024)
+			if errors.Is(err, docker.ErrCapExceeded) {
+				return nil
+			}
+			return errors.Join(errors.New("cap not refused"), err)
+		}},
+		{"read small", func(ctx context.Context) error {
+			_, b, err := c.Read(ctx, name, "/small", 1024)
+			if err == nil && string(b) != "small" {
+				err = errors.New("wrong bytes")
+			}
+			return err
+		}},
+		{"stat root", func(ctx context.Context) error {
+			e, err := c.Stat(ctx, name, "/")
+			if err == nil && (e == nil || e.Type != docker.EntryDir) {
+				err = errors.New("wrong entry")
+			}
+			return err
+		}},
+		{"stat absent", func(ctx context.Context) error {
+			e, err := c.Stat(ctx, name, "/absent")
+			if err == nil && e != nil {
+				err = errors.New("absent path described")
+			}
+			return err
+		}},
+	}
+	const total, workers = 200, 8
+	jobs := make(chan int)
+	var (
+		mu      sync.Mutex
+		fails   []error
+		slowest time.Duration
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				o := ops[i%len(ops)]
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				t0 := time.Now()
+				err := o.do(ctx)
+				el := time.Since(t0)
+				cancel()
+				mu.Lock()
+				if el > slowest {
+					slowest = el
+				}
+				if err != nil {
+					fails = append(fails, errors.Join(errors.New(o.what), err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < total; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range fails {
+		t.Error(err)
+	}
+	t.Logf("%d operations, %d at a time: %s in all, %s each on average, slowest %s",
+		total, workers, time.Since(start).Round(time.Millisecond), (time.Since(start) / total).Round(time.Millisecond), slowest.Round(time.Millisecond))
+}
+
+func mustExec(t *testing.T, c *docker.Engine, name string, argv ...string) {
+	t.Helper()
+	out, err := c.Exec(testCtx(t), docker.ExecRequest{Target: name, Argv: argv})
+	if err != nil || out.ExitCode != 0 {
+		t.Fatalf("exec %v: %+v, %v", argv, out, err)
 	}
 }

@@ -1,4 +1,4 @@
-package enginetest
+package docker_test
 
 import (
 	"bytes"
@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-func (s *suite) testExec(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
+func TestEngineExec(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
 	cases := []struct {
 		name       string
 		req        docker.ExecRequest
@@ -38,7 +40,7 @@ func (s *suite) testExec(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req.Target = name
-			out, err := e.Exec(ctx(t), tc.req)
+			out, err := e.Exec(testCtx(t), tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +50,7 @@ func (s *suite) testExec(t *testing.T) {
 		})
 	}
 	// What the runtime could not start is an ExecStartError, never a result; what a program
-	// that ran answered, 126 and 127 included, stays a result (issue 29).
+	// that ran answered, 126 and 127 included, stays a result.
 	notStarted := []struct {
 		name string
 		req  docker.ExecRequest
@@ -62,7 +64,7 @@ func (s *suite) testExec(t *testing.T) {
 	for _, tc := range notStarted {
 		t.Run(tc.name+" is not started", func(t *testing.T) {
 			tc.req.Target = name
-			out, err := e.Exec(ctx(t), tc.req)
+			out, err := e.Exec(testCtx(t), tc.req)
 			var se *docker.ExecStartError
 			if !errors.As(err, &se) || !errors.Is(err, docker.ErrExecNotStarted) || se.Cause != tc.want {
 				t.Fatalf("Exec = %+v, %v; want an ExecStartError (%s)", out, err, tc.want)
@@ -80,7 +82,7 @@ func (s *suite) testExec(t *testing.T) {
 		{"the runtime's words printed", `printf 'OCI runtime exec failed: exec failed: unable to start container process: exec: "x": executable file not found in $PATH: unknown\n'; exit 126`, 126},
 	} {
 		t.Run(tc.name+" is a result", func(t *testing.T) {
-			out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", tc.script}})
+			out, err := e.Exec(testCtx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", tc.script}})
 			if err != nil || out.ExitCode != tc.code {
 				t.Fatalf("Exec = %+v, %v; want the result %d", out, err, tc.code)
 			}
@@ -88,12 +90,13 @@ func (s *suite) testExec(t *testing.T) {
 	}
 }
 
-func (s *suite) testExecOutputLimit(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
+func TestEngineExecOutputLimit(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
 	for _, script := range []string{"yes", "yes >&2"} {
 		start := time.Now()
-		_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", script}, MaxOutputBytes: 4096})
+		_, err := e.Exec(testCtx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", script}, MaxOutputBytes: 4096})
 		var le *docker.OutputLimitError
 		if !errors.As(err, &le) || !errors.Is(err, docker.ErrOutputLimit) || le.Limit != 4096 {
 			t.Fatalf("%s: err = %v, want an output limit error", script, err)
@@ -104,9 +107,10 @@ func (s *suite) testExecOutputLimit(t *testing.T) {
 	}
 }
 
-func (s *suite) testExecCancel(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
+func TestEngineExecCancel(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
 	c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -119,12 +123,13 @@ func (s *suite) testExecCancel(t *testing.T) {
 	}
 }
 
-// testExecOutput proves that ExecRequest.Output is live without timing anything: the command
+// TestEngineExecOutput proves that ExecRequest.Output is live without timing anything: the command
 // prints, then waits for a file that a second exec creates only once the first chunk came in,
 // so the exec can end only if its output arrived while it ran.
-func (s *suite) testExecOutput(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
+func TestEngineExecOutput(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
 	t.Run("arrives while the command runs", func(t *testing.T) {
 		var (
 			mu             sync.Mutex
@@ -168,10 +173,10 @@ func (s *suite) testExecOutput(t *testing.T) {
 			// Noted before the touch: the command cannot end before the file exists, but the
 			// touch's own Exec may return after it has.
 			note("touching")
-			_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"touch", "/tmp/stream-go"}})
+			_, err := e.Exec(testCtx(t), docker.ExecRequest{Target: name, Argv: []string{"touch", "/tmp/stream-go"}})
 			touched <- err
 		}()
-		out, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Output: output,
+		out, err := e.Exec(testCtx(t), docker.ExecRequest{Target: name, Output: output,
 			Argv: []string{"sh", "-c", `echo a; echo e >&2; while [ ! -e /tmp/stream-go ]; do sleep 0.05; done; echo b`}})
 		mu.Lock()
 		returned = true
@@ -197,7 +202,7 @@ func (s *suite) testExecOutput(t *testing.T) {
 	})
 	t.Run("stays within the output budget", func(t *testing.T) {
 		var n atomic.Int64
-		_, err := e.Exec(ctx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "yes"}, MaxOutputBytes: 4096,
+		_, err := e.Exec(testCtx(t), docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "yes"}, MaxOutputBytes: 4096,
 			Output: func(_ int, p []byte) { n.Add(int64(len(p))) }})
 		if !errors.Is(err, docker.ErrOutputLimit) {
 			t.Fatalf("err = %v, want an output limit error", err)

@@ -1,4 +1,4 @@
-package enginetest
+package docker_test
 
 import (
 	"context"
@@ -12,26 +12,24 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-// testFingerprinting holds the driver to the fingerprint seam: the change list, the
+// TestEngineFingerprinting holds the engine to the fingerprint seam: the change list, the
 // confinement inspect, the image ID, and the observer run with its exit code, separate
 // streams, output bound and removal.
-func (s *suite) testFingerprinting(t *testing.T) {
-	e := s.newEngine(t)
-	f, ok := e.(docker.Fingerprinting)
-	if !ok {
-		t.Fatalf("%T does not implement docker.Fingerprinting", e)
-	}
+func TestEngineFingerprinting(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	var f docker.Fingerprinting = e
 	// An entrypoint of its own, so the confinement inspect is seen to read it.
-	name, id := Workload(t, e, s.image, Key(t), docker.WithEntrypoint("sleep"), docker.WithCmd("infinity"))
+	name, id := workload(t, e, image, testKey(t), docker.WithEntrypoint("sleep"), docker.WithCmd("infinity"))
 	t.Run("changes", func(t *testing.T) { wantChanges(t, e, f, name, id) })
 	t.Run("confinement", func(t *testing.T) { wantConfinement(t, f, name, id) })
-	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", s.image)
+	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", image)
 	t.Run("image", func(t *testing.T) {
-		rec, err := f.InspectImage(ctx(t), s.image)
+		rec, err := f.InspectImage(testCtx(t), image)
 		if err != nil || rec.ID != imageID || len(rec.Volumes) != 0 {
 			t.Fatalf("image %+v, %v; want %s and no volumes", rec, err, imageID)
 		}
-		if _, err := f.InspectImage(ctx(t), "maf-sandbox-test/absent:never"); !errors.Is(err, docker.ErrNotFound) {
+		if _, err := f.InspectImage(testCtx(t), "maf-sandbox-test/absent:never"); !errors.Is(err, docker.ErrNotFound) {
 			t.Fatalf("an absent image: %v, want ErrNotFound", err)
 		}
 	})
@@ -52,23 +50,23 @@ func (s *suite) testFingerprinting(t *testing.T) {
 
 // wantChanges holds the change list to a fresh container's (empty), to a planted file, and
 // to the refusals of an absent container and of a name where a full ID is due.
-func wantChanges(t *testing.T, e docker.Engine, f docker.Fingerprinting, name, id string) {
+func wantChanges(t *testing.T, e docker.Containers, f docker.Fingerprinting, name, id string) {
 	t.Helper()
-	if cs, err := f.Changes(ctx(t), id); err != nil || len(cs) != 0 {
+	if cs, err := f.Changes(testCtx(t), id); err != nil || len(cs) != 0 {
 		t.Fatalf("a fresh container's changes: %v, %v; want none", cs, err)
 	}
-	res, err := e.Exec(ctx(t), docker.ExecRequest{Target: id, Argv: []string{"sh", "-c", "echo x > /tmp/planted"}})
+	res, err := e.Exec(testCtx(t), docker.ExecRequest{Target: id, Argv: []string{"sh", "-c", "echo x > /tmp/planted"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("plant: %v %+v", err, res)
 	}
-	cs, err := f.Changes(ctx(t), id)
+	cs, err := f.Changes(testCtx(t), id)
 	if err != nil || !slices.Contains(cs, docker.Change{Kind: docker.ChangeAdded, Path: "/tmp/planted"}) {
 		t.Fatalf("changes %v, %v; want A /tmp/planted among them", cs, err)
 	}
-	if _, err := f.Changes(ctx(t), strings.Repeat("f", 64)); !errors.Is(err, docker.ErrNotFound) {
+	if _, err := f.Changes(testCtx(t), strings.Repeat("f", 64)); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("changes of an absent container: %v, want ErrNotFound", err)
 	}
-	if _, err := f.Changes(ctx(t), name); !errors.Is(err, docker.ErrInvalid) {
+	if _, err := f.Changes(testCtx(t), name); !errors.Is(err, docker.ErrInvalid) {
 		t.Fatalf("changes by name: %v, want ErrInvalid", err)
 	}
 }
@@ -78,7 +76,7 @@ func wantChanges(t *testing.T, e docker.Engine, f docker.Fingerprinting, name, i
 // directory, the entrypoint it was created with) and to ErrNotFound for an absent container.
 func wantConfinement(t *testing.T, f docker.Fingerprinting, name, id string) {
 	t.Helper()
-	c, err := f.InspectConfinement(ctx(t), name)
+	c, err := f.InspectConfinement(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +85,7 @@ func wantConfinement(t *testing.T, f docker.Fingerprinting, name, id string) {
 		!slices.Equal(c.Entrypoint, []string{"sleep"}) {
 		t.Fatalf("confinement %+v", c)
 	}
-	if _, err := f.InspectConfinement(ctx(t), "maf-sandbox-enginetest-absent"); !errors.Is(err, docker.ErrNotFound) {
+	if _, err := f.InspectConfinement(testCtx(t), "maf-sandbox-enginetest-absent"); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("inspect of an absent container: %v, want ErrNotFound", err)
 	}
 }
@@ -105,7 +103,7 @@ func (o observer) run(t *testing.T, suffix string, max int64, script string) (do
 	t.Helper()
 	spec := docker.ObserverSpec{Name: "maf-fingerprint-enginetest-" + suffix + "-" + dockertest.Process(), Image: o.image,
 		Target: o.target, Args: []string{"sh", "-c", script}, MaxOutputBytes: max, Timeout: time.Minute}
-	out, err := o.f.RunObserver(ctx(t), spec)
+	out, err := o.f.RunObserver(testCtx(t), spec)
 	left, _, lerr := dockertest.DockerErr(context.Background(), "ps", "-a", "-q", "--filter", "name=^/"+spec.Name+"$")
 	if lerr != nil || strings.TrimSpace(string(left)) != "" {
 		t.Fatalf("observer %s outlived its run: %q %v", spec.Name, left, lerr)

@@ -1,4 +1,4 @@
-package enginetest
+package docker_test
 
 // The container lifecycle: binding, the daemon, images, run and inspect, absence, removal,
 // start, pause.
@@ -18,40 +18,41 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-func (s *suite) testBind(t *testing.T) {
-	e := s.newEngine(t)
-	b, err := e.Bind(ctx(t))
+func TestEngineBind(t *testing.T) {
+	e := newEngine(t)
+	b, err := e.Bind(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Context == "" || b.Endpoint == "" {
 		t.Fatalf("binding %+v", b)
 	}
-	if again, err := e.Bind(ctx(t)); err != nil || again != b {
+	if again, err := e.Bind(testCtx(t)); err != nil || again != b {
 		t.Fatalf("second Bind = %+v, %v; want %+v", again, err, b)
 	}
 }
 
-func (s *suite) testServerOS(t *testing.T) {
-	os, err := s.newEngine(t).ServerOS(ctx(t))
+func TestEngineServerOS(t *testing.T) {
+	os, err := newEngine(t).ServerOS(testCtx(t))
 	if err != nil || os != "linux" {
 		t.Fatalf("ServerOS = %q, %v", os, err)
 	}
 }
 
-func (s *suite) testImageExists(t *testing.T) {
-	e := s.newEngine(t)
+func TestEngineImageExists(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
 	cases := []struct {
 		name  string
 		image string
 		want  bool
 	}{
-		{"present", s.image, true},
+		{"present", image, true},
 		{"absent", "maf-sandbox-test/absent:none", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := e.ImageExists(ctx(t), tc.image)
+			got, err := e.ImageExists(testCtx(t), tc.image)
 			if err != nil || got != tc.want {
 				t.Fatalf("ImageExists(%s) = %v, %v; want %v", tc.image, got, err, tc.want)
 			}
@@ -63,14 +64,15 @@ func (s *suite) testImageExists(t *testing.T) {
 // the field itself since no caller outside package docker needs the option.
 func capDropAll(s *docker.CreateSpec) { s.CapDropAll = true }
 
-// testRunInspect runs a workload and holds the inspect to it: who it is, the labels it
+// TestEngineRunInspect runs a workload and holds the inspect to it: who it is, the labels it
 // carries and the hardening it runs under.
-func (s *suite) testRunInspect(t *testing.T) {
-	e := s.newEngine(t)
-	key := Key(t)
+func TestEngineRunInspect(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	key := testKey(t)
 	before := time.Now().Add(-time.Minute)
-	name, id := Workload(t, e, s.image, key, capDropAll)
-	info, err := e.Inspect(ctx(t), name)
+	name, id := workload(t, e, image, key, capDropAll)
+	info, err := e.Inspect(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func (s *suite) testRunInspect(t *testing.T) {
 	wantWorkloadLabels(t, info, key)
 	wantHardened(t, info, before)
 	wantProvable(t, e, info)
-	byID, err := e.Inspect(ctx(t), id)
+	byID, err := e.Inspect(testCtx(t), id)
 	if err != nil || byID.Name != name {
 		t.Fatalf("inspect by ID = %+v, %v", byID, err)
 	}
@@ -119,43 +121,41 @@ func wantHardened(t *testing.T, info docker.ContainerInfo, before time.Time) {
 // wantProvable fails t unless info names the running init's pid and start and the engine
 // reports the daemon's security options: what the host file plane proves a container's
 // process with (actors/hostfs).
-func wantProvable(t *testing.T, e docker.Engine, info docker.ContainerInfo) {
+func wantProvable(t *testing.T, e *docker.Engine, info docker.ContainerInfo) {
 	t.Helper()
 	if info.Pid <= 0 || info.StartedAt.Before(info.Created) || info.StartedAt.After(time.Now().Add(time.Minute)) {
 		t.Fatalf("pid %d started %v (created %v): want the running init's pid and start", info.Pid, info.StartedAt, info.Created)
 	}
-	so, ok := e.(docker.SecurityOptionser)
-	if !ok {
-		t.Fatalf("%T does not report the daemon's security options", e)
-	}
-	if opts, err := so.SecurityOptions(ctx(t)); err != nil || len(opts) == 0 {
+	if opts, err := e.SecurityOptions(testCtx(t)); err != nil || len(opts) == 0 {
 		t.Fatalf("security options = %v, %v", opts, err)
 	}
 }
 
-func (s *suite) testRunConflict(t *testing.T) {
-	e := s.newEngine(t)
-	key := Key(t)
-	name, _ := Workload(t, e, s.image, key)
-	_, err := e.Run(ctx(t), docker.NewCreateSpec(name, s.image))
+func TestEngineRunConflict(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	key := testKey(t)
+	name, _ := workload(t, e, image, key)
+	_, err := e.Run(testCtx(t), docker.NewCreateSpec(name, image))
 	if !errors.Is(err, docker.ErrConflict) {
 		t.Fatalf("second run = %v, want ErrConflict", err)
 	}
 }
 
-// testRename: a rename moves the name (the old one is free, the ID stays), a taken name is
+// TestEngineRename: a rename moves the name (the old one is free, the ID stays), a taken name is
 // ErrConflict and an absent target ErrNotFound (the warm pool's hand-out relies on all three).
-func (s *suite) testRename(t *testing.T) {
-	e := s.newEngine(t)
-	from, id := Workload(t, e, s.image, Key(t))
-	taken, _ := Workload(t, e, s.image, Key(t))
-	to := docker.ContainerName(Key(t), "busybox", "")
+func TestEngineRename(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	from, id := workload(t, e, image, testKey(t))
+	taken, _ := workload(t, e, image, testKey(t))
+	to := docker.ContainerName(testKey(t), "busybox", "")
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		_, _ = e.Remove(c, to)
 	})
-	c := ctx(t)
+	c := testCtx(t)
 	if err := e.Rename(c, from, taken); !errors.Is(err, docker.ErrConflict) {
 		t.Fatalf("Rename to a taken name = %v, want ErrConflict", err)
 	}
@@ -170,10 +170,10 @@ func (s *suite) testRename(t *testing.T) {
 	}
 }
 
-func (s *suite) testAbsent(t *testing.T) {
-	e := s.newEngine(t)
-	missing := docker.ContainerName(Key(t), "busybox", "")
-	c := ctx(t)
+func TestEngineAbsent(t *testing.T) {
+	e := newEngine(t)
+	missing := docker.ContainerName(testKey(t), "busybox", "")
+	c := testCtx(t)
 	if _, err := e.Inspect(c, missing); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("Inspect = %v, want ErrNotFound", err)
 	}
@@ -198,30 +198,32 @@ func (s *suite) testAbsent(t *testing.T) {
 	}
 }
 
-func (s *suite) testRemove(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
-	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Removed {
+func TestEngineRemove(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
+	if out, err := e.Remove(testCtx(t), name); err != nil || out != docker.Removed {
 		t.Fatalf("Remove = %v, %v; want Removed", out, err)
 	}
-	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Absent {
+	if out, err := e.Remove(testCtx(t), name); err != nil || out != docker.Absent {
 		t.Fatalf("second Remove = %v, %v; want Absent", out, err)
 	}
 }
 
-// testRemoveConcurrent: removals of one container at once (another engine's dispose, a reap,
+// TestEngineRemoveConcurrent: removals of one container at once (another engine's dispose, a reap,
 // this engine's own) all succeed. The daemon refuses all but the first while it works ("removal
 // of container … is already in progress"); the others wait for it and report the container
 // Removed: it was there, and it is gone.
-func (s *suite) testRemoveConcurrent(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
+func TestEngineRemoveConcurrent(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
 	const n = 6
 	outs := make([]docker.RemoveOutcome, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { outs[i], errs[i] = e.Remove(ctx(t), name) })
+		wg.Go(func() { outs[i], errs[i] = e.Remove(testCtx(t), name) })
 	}
 	wg.Wait()
 	for i := range n {
@@ -232,29 +234,30 @@ func (s *suite) testRemoveConcurrent(t *testing.T) {
 	if !slices.Contains(outs, docker.Removed) {
 		t.Errorf("removals at once = %v: none Removed", outs)
 	}
-	if out, err := e.Remove(ctx(t), name); err != nil || out != docker.Absent {
+	if out, err := e.Remove(testCtx(t), name); err != nil || out != docker.Absent {
 		t.Fatalf("Remove after them = %v, %v; want Absent", out, err)
 	}
 }
 
-func (s *suite) testStartStopped(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t), docker.WithCmd("true"))
+func TestEngineStartStopped(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t), docker.WithCmd("true"))
 	waitStatus(t, e, name, "exited")
-	if err := e.Pause(ctx(t), name); !errors.Is(err, docker.ErrNotRunning) {
+	if err := e.Pause(testCtx(t), name); !errors.Is(err, docker.ErrNotRunning) {
 		t.Fatalf("Pause of a stopped container = %v, want ErrNotRunning", err)
 	}
-	if err := e.Start(ctx(t), name); err != nil {
+	if err := e.Start(testCtx(t), name); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, e, name, "exited")
 }
 
-func waitStatus(t *testing.T, e docker.Engine, name, status string) {
+func waitStatus(t *testing.T, e docker.Containers, name, status string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		info, err := e.Inspect(ctx(t), name)
+		info, err := e.Inspect(testCtx(t), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,10 +271,11 @@ func waitStatus(t *testing.T, e docker.Engine, name, status string) {
 	}
 }
 
-func (s *suite) testPauseUnpause(t *testing.T) {
-	e := s.newEngine(t)
-	name, id := Workload(t, e, s.image, Key(t))
-	c := ctx(t)
+func TestEnginePauseUnpause(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, id := workload(t, e, image, testKey(t))
+	c := testCtx(t)
 	if err := e.Pause(c, name); err != nil {
 		t.Fatal(err)
 	}
@@ -303,14 +307,15 @@ func (s *suite) testPauseUnpause(t *testing.T) {
 	}
 }
 
-// testPauseBusy freezes a guest busy forking and writing, over and over: cgroup v1's freezer
+// TestEnginePauseBusy freezes a guest busy forking and writing, over and over: cgroup v1's freezer
 // then gives up now and again ("unable to freeze"). Every refusal must be ErrFreezeFailed,
 // and after it an Unpause leaves the guest running. The refusal is load-dependent, so a run
 // that sees none says so and passes on what it did see.
-func (s *suite) testPauseBusy(t *testing.T) {
-	e := s.newEngine(t)
-	name, _ := Workload(t, e, s.image, Key(t))
-	c := ctx(t)
+func TestEnginePauseBusy(t *testing.T) {
+	image := dockertest.Busybox(t)
+	e := newEngine(t)
+	name, _ := workload(t, e, image, testKey(t))
+	c := testCtx(t)
 	// Forking loops only: a guest's sync would flush the host's filesystems and stall every
 	// other test sharing the daemon.
 	busy := "for i in 1 2 3 4 5 6 7 8; do (while :; do /bin/true; done) >/dev/null 2>&1 & done"
@@ -353,12 +358,12 @@ func (s *suite) testPauseBusy(t *testing.T) {
 
 // thawed unpauses name until the daemon agrees it is running and not paused: on 20.10 an
 // unpause can be answered "not paused" while a late event is about to mark it paused.
-func thawed(t *testing.T, e docker.Engine, name string, i int) {
+func thawed(t *testing.T, e docker.Containers, name string, i int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		uerr := e.Unpause(ctx(t), name)
-		info, ierr := e.Inspect(ctx(t), name)
+		uerr := e.Unpause(testCtx(t), name)
+		info, ierr := e.Inspect(testCtx(t), name)
 		if uerr == nil && ierr == nil && info.Running && !info.Paused {
 			return
 		}
