@@ -182,6 +182,7 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	}
 	if doc.HostConfig != nil {
 		info.CapDrop = doc.HostConfig.CapDrop
+		info.CapAdd = doc.HostConfig.CapAdd
 	}
 	if doc.NetworkSettings != nil {
 		for name, n := range doc.NetworkSettings.Networks {

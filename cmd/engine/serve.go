@@ -67,8 +67,9 @@ type serveVerb struct {
 	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
-	execChannel, execChannelAsked                               bool      // asked: set by flag or env, so a missing supervisor fails the start
-	pool                                                        poolFlags // serve_pool.go
+	execChannel, execChannelAsked                               bool       // asked: set by flag or env, so a missing supervisor fails the start
+	pool                                                        poolFlags  // serve_pool.go
+	limits                                                      limitFlags // serve_limits.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -107,6 +108,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.otlpEndpoint, "otlp-endpoint", envOr("MAF_SANDBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP to this base URL (http://collector:4318): a span per API call, continuing the request's traceparent, with a child per Docker daemon call; empty exports none (env MAF_SANDBOX_OTLP_ENDPOINT)")
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.pool.register(fs)
+	v.limits.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -254,8 +256,15 @@ func (v *serveVerb) config() (docker.Config, error) {
 	if err != nil {
 		return docker.Config{}, fmt.Errorf("serve: --egress-private-cidrs: %w", err)
 	}
-	return docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
-		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
+	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
+		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}
+	if err := v.limits.apply(&cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	if err := docker.CheckConfig(cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	return cfg, nil
 }
 
 // backend creates the Docker backend on drv, its egress windows handed to ev when

@@ -59,17 +59,13 @@ func (s *suite) testImageExists(t *testing.T) {
 	}
 }
 
-// capDropAll adds --cap-drop ALL, as Config.CapDropAll does for every workload; the suite sets
-// the field itself since no caller outside package docker needs the option.
-func capDropAll(s *docker.CreateSpec) { s.CapDropAll = true }
-
 // testRunInspect runs a workload and holds the inspect to it: who it is, the labels it
 // carries and the hardening it runs under.
 func (s *suite) testRunInspect(t *testing.T) {
 	e := s.newEngine(t)
 	key := Key(t)
 	before := time.Now().Add(-time.Minute)
-	name, id := Workload(t, e, s.image, key, capDropAll)
+	name, id := Workload(t, e, s.image, key) // the configuration's defaults drop every capability
 	info, err := e.Inspect(ctx(t), name)
 	if err != nil {
 		t.Fatal(err)
