@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
@@ -51,13 +52,13 @@ func (v *imagesVerb) parse(args []string) error {
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || args[0] != "build" {
-		fs.Usage()
 		if len(args) > 0 && isHelp(args[0]) {
+			fs.Usage()
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("images: want the verb build")
+		return fmt.Errorf("images: want the verb build\n(run \"engine images build -h\" for its flags)")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := settings.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

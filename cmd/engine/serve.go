@@ -111,7 +111,7 @@ func (v *serveVerb) parse(args []string) error {
 	v.limits.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	v.execChannelAsked = os.Getenv("MAF_SANDBOX_EXEC_CHANNEL") != "" // an empty variable asks for nothing
@@ -483,6 +483,33 @@ func (c *natsFlags) connect(name string, log *zap.Logger) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// engineURL is the URL a client verb connects to: --nats-url, or the embedded server's.
+func (c *natsFlags) engineURL() string {
+	if c.url == "" {
+		return defaultNATSURL
+	}
+	return c.url
+}
+
+// noEngine explains a client verb's failure to reach any engine: nothing listens at the URL
+// (no NATS server, so no engine either), or a NATS server answers and no engine serves the
+// prefix there. Each says how to start one. Other errors pass unchanged.
+func (c *natsFlags) noEngine(err error) error {
+	var unavailable *messages.EngineUnavailableError
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		hint := "start one with \"engine serve\" (its embedded NATS server listens on " + defaultListen + ")"
+		if c.url != "" && c.url != defaultNATSURL {
+			hint = "start one with \"engine serve --nats-url " + c.url + "\" once that server runs, or point --nats-url at the pool's server"
+		}
+		return fmt.Errorf("no engine answers on %s: nothing listens there; %s: %w", c.engineURL(), hint, err)
+	case errors.As(err, &unavailable):
+		return fmt.Errorf("no engine answers on %s: a NATS server does, but no engine serves the prefix %q there; start one with "+
+			"\"engine serve --nats-url %s\" (and --prefix, when the pool uses another): %w", c.engineURL(), c.prefix, c.engineURL(), err)
+	}
+	return err
 }
 
 // logFlags choose the log format and level.

@@ -55,7 +55,7 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if v.reps < 1 {
