@@ -347,6 +347,9 @@ func (a *apiDriver) remove(ctx context.Context, args []string, call func(context
 			// A forced removal conflicts only with a removal already under way (20.10's
 			// ContainerRm: "removal of container … is already in progress").
 			return apiError(args, err, errRemovalInProgress)
+		case args[0] == "rm" && isAnswer(err) && cerrdefs.IsInternal(err):
+			// The daemon's own failure to release the container's layer: worth asking again.
+			return apiError(args, err, errRemovalIncomplete)
 		}
 		return apiError(args, err, nil)
 	})
