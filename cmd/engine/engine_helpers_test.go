@@ -96,6 +96,12 @@ func serveEngineArgs(t *testing.T, bin string, extra ...string) (url string, log
 // serveEngineProc is [serveEngineArgs] that also returns the process, for signals.
 func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
 	t.Helper()
+	return serveEngineEnv(t, bin, nil, extra...)
+}
+
+// serveEngineEnv is [serveEngineProc] with env added to the test's environment.
+func serveEngineEnv(t *testing.T, bin string, env []string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
+	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
@@ -106,7 +112,7 @@ func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log
 		args = append(args, "--label", k+"="+v)
 	}
 	serve := exec.Command(bin, args...)
-	serve.Env = os.Environ()
+	serve.Env = append(os.Environ(), env...)
 	if d := os.Getenv("MAF_SANDBOX_TEST_DRIVER"); d != "" {
 		serve.Env = append(serve.Env, "MAF_SANDBOX_DRIVER="+d)
 	}

@@ -164,6 +164,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	daemonUp := checkDaemon(ctx, drv, v.dockerPath, log) // serve_daemon.go
 	ev, err := v.events(ctx, eventsNC, drv, metrics, log)
 	if err != nil {
 		return err
@@ -208,7 +209,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("engine ready", zap.String("version", version.Build()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
-		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode),
+		zap.Bool("daemon_reachable", daemonUp))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
@@ -495,9 +497,9 @@ func (c *natsFlags) engineURL() string {
 
 // noEngine explains a client verb's failure to reach any engine: nothing listens at the URL
 // (no NATS server, so no engine either), or a NATS server answers and no engine serves the
-// prefix there. Each says how to start one. Other errors pass unchanged.
+// prefix there. Each says how to start one. Other errors pass unchanged, an engine's own
+// engine_unavailable (its daemon out of reach) among them.
 func (c *natsFlags) noEngine(err error) error {
-	var unavailable *messages.EngineUnavailableError
 	switch {
 	case errors.Is(err, nats.ErrNoServers):
 		hint := "start one with \"engine serve\" (its embedded NATS server listens on " + defaultListen + ")"
@@ -505,7 +507,7 @@ func (c *natsFlags) noEngine(err error) error {
 			hint = "start one with \"engine serve --nats-url " + c.url + "\" once that server runs, or point --nats-url at the pool's server"
 		}
 		return fmt.Errorf("no engine answers on %s: nothing listens there; %s: %w", c.engineURL(), hint, err)
-	case errors.As(err, &unavailable):
+	case errors.Is(err, nats.ErrNoResponders): // the client's mark of a call no engine took
 		return fmt.Errorf("no engine answers on %s: a NATS server does, but no engine serves the prefix %q there; start one with "+
 			"\"engine serve --nats-url %s\" (and --prefix, when the pool uses another): %w", c.engineURL(), c.prefix, c.engineURL(), err)
 	}
