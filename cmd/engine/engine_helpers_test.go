@@ -102,6 +102,12 @@ func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log
 // serveEngineEnv is [serveEngineProc] with env added to the test's environment.
 func serveEngineEnv(t *testing.T, bin string, env []string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
 	t.Helper()
+	return serveEngineIn(t, "", bin, env, extra...)
+}
+
+// serveEngineIn is [serveEngineEnv] run in the working directory dir ("": the test's).
+func serveEngineIn(t *testing.T, workDir, bin string, env []string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
+	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
@@ -112,6 +118,7 @@ func serveEngineEnv(t *testing.T, bin string, env []string, extra ...string) (ur
 		args = append(args, "--label", k+"="+v)
 	}
 	serve := exec.Command(bin, args...)
+	serve.Dir = workDir
 	serve.Env = append(os.Environ(), env...)
 	if d := os.Getenv("MAF_SANDBOX_TEST_DRIVER"); d != "" {
 		serve.Env = append(serve.Env, "MAF_SANDBOX_DRIVER="+d)

@@ -16,8 +16,9 @@ Builds, on the local Docker daemon, the images the engine and its tests use, pul
 the busybox workload image (from Debian's busybox-static at /bin/busybox), the egress proxy
 image and the fingerprint observer image (each FROM scratch around one static binary). An
 engine built with "make engine" carries those binaries for the daemon's platform, so it
-needs neither the source tree nor a Go toolchain; any other build compiles them from the
-source tree it is run in. This one embeds the proxy for: %s; the observer for: %s.
+needs neither the source tree nor a Go toolchain; any other build (go build, go install)
+compiles them with the Go toolchain from the source it was built from, wherever it is run.
+This one embeds the proxy for: %s; the observer for: %s.
 An image that is already current is left alone unless --force.
 
 Flags:

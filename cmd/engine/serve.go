@@ -296,7 +296,8 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		case v.execChannelAsked:
 			return nil, nil, fmt.Errorf("serve: --exec-channel: %w", err)
 		default: // the default, not a request: serve with docker exec and say why
-			log.Warn("exec channel off: no supervisor binary for the daemon's platform (build the engine with make engine); commands take docker exec", zap.Error(err))
+			log.Warn("exec channel off: no supervisor binary for the daemon's platform (this engine embeds none and could not build one: "+
+				"build it with make engine, or install the Go toolchain where it runs); commands take docker exec", zap.Error(err))
 		}
 	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)

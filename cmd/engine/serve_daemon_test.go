@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/service"
 )
@@ -98,4 +100,20 @@ func relay(t *testing.T, from, to string) {
 			}()
 		}
 	}()
+}
+
+// A binary from a plain go build, started outside the source tree, still gives closed
+// sandboxes the exec channel's supervisor: it finds the source it was built from and builds
+// the supervisor there, where it used to warn that the channel was off.
+func TestPlainBuildServesTheExecChannelAnywhere(t *testing.T) {
+	bin := buildEngine(t)
+	url, log, _ := serveEngineIn(t, t.TempDir(), bin, nil)
+	if strings.Contains(log.String(), "exec channel off") {
+		t.Fatalf("serve outside the tree turned the exec channel off:\n%s", log.String())
+	}
+	r := runEngine(t, bin, nil, "run", "--nats-url", url, "--image", dockertest.Busybox(t), "--scope", "cmd-plain-build-"+dockertest.Process(),
+		"--shell", "tr '\\0' ' ' < /proc/1/cmdline")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, execwire.Binary+" ") {
+		t.Fatalf("engine run: exit %d, pid 1 %q (stderr %s); want the supervisor %s as pid 1", r.code, r.stdout, r.stderr, execwire.Binary)
+	}
 }
