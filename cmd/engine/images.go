@@ -75,7 +75,7 @@ func (v *imagesVerb) run(ctx context.Context) error {
 		ensure, always func(context.Context, string, string) error
 	}
 	for _, b := range []build{
-		{v.busyboxTag, images.EnsureBusybox, images.BuildBusybox},
+		{v.busyboxTag, func(ctx context.Context, docker, tag string) error { return images.EnsureBusybox(ctx, docker, tag) }, images.BuildBusybox},
 		{v.proxyTag, images.EnsureProxy, images.BuildProxy},
 		{v.observerTag, images.EnsureObserver, images.BuildObserver},
 	} {

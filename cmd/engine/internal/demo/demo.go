@@ -72,8 +72,9 @@ func step(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 // run starts the engine, then plays the agent against it.
 func (v *verb) run(ctx context.Context) error {
 	if v.image == images.BusyboxTag {
-		step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
-		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
+		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image, images.WithBuildNotice(func() {
+			step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
+		})); err != nil {
 			return err
 		}
 	}
