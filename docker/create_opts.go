@@ -158,12 +158,6 @@ func (s CreateSpec) validate() error {
 		return fmt.Errorf("create spec: %w: the spec names neither image nor image_id", ErrInvalid)
 	case strings.HasPrefix(s.Image, "-"):
 		return fmt.Errorf("create spec: %w: image starts with '-'", ErrInvalid)
-	case s.PidsLimit < 0:
-		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
-	case len(s.CapAdd) > 0 && !s.CapDropAll:
-		return fmt.Errorf("create spec: %w: capabilities are only added back after --cap-drop ALL", ErrInvalid)
-	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
-		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
 	case s.attached() && s.ProxyURL == "":
 		return fmt.Errorf("create spec: %w: network %s without a proxy", ErrInvalid, s.Network)
 	case s.IPv4.IsValid() && (!s.IPv4.Is4() || !s.attached()):
@@ -173,13 +167,31 @@ func (s CreateSpec) validate() error {
 	case !s.trustFileValid():
 		return fmt.Errorf("create spec: %w: a trust file needs a network and an absolute path", ErrInvalid)
 	}
-	if err := checkCapAdd(s.CapAdd); err != nil {
-		return fmt.Errorf("create spec: %w", err)
+	if err := s.validateLimits(); err != nil {
+		return err
 	}
 	for _, l := range s.Labels {
 		if err := checkLabel(l); err != nil {
 			return fmt.Errorf("create spec: %w", err)
 		}
+	}
+	return nil
+}
+
+// validateLimits refuses limits and capabilities no create could take: a negative pids limit,
+// CPUs that are not a positive finite number, a capability outside the allow-list or one
+// given back without every other dropped first.
+func (s CreateSpec) validateLimits() error {
+	switch {
+	case s.PidsLimit < 0:
+		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
+	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
+		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
+	case len(s.CapAdd) > 0 && !s.CapDropAll:
+		return fmt.Errorf("create spec: %w: capabilities are only added back after --cap-drop ALL", ErrInvalid)
+	}
+	if err := checkCapAdd(s.CapAdd); err != nil {
+		return fmt.Errorf("create spec: %w", err)
 	}
 	return nil
 }
