@@ -62,6 +62,27 @@ func TestWorkloadsHoldNoCapability(t *testing.T) {
 	}
 }
 
+// A capability an operator gives back (--cap-add KILL) reaches the container, and is the only
+// one a command in it holds: its bounding set is that one bit (CAP_KILL, bit 5).
+func TestACapabilityGivenBackIsTheOnlyOne(t *testing.T) {
+	dockertest.Require(t)
+	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, CapAdd: []string{"KILL"}}
+	b, err := actors.Create(context.Background(), cfg, actors.WithLogger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	sb := itest.Acquire(t, b, itest.NewKey(t), itest.BusyboxSpec(t))
+	name := sb.(*actors.Sandbox).ContainerName()
+	got := strings.TrimSpace(dockertest.Docker(t, "inspect", "--format", "{{json .HostConfig.CapDrop}} {{json .HostConfig.CapAdd}}", name))
+	if got != `["ALL"] ["KILL"]` && got != `["ALL"] ["CAP_KILL"]` { // 20.10 records the kernel's spelling
+		t.Fatalf("created with CapDrop CapAdd %s, want ALL dropped and KILL given back", got)
+	}
+	if out := itest.Sh(t, sb, "grep ^CapBnd /proc/self/status"); !strings.Contains(out, "0000000000000020") {
+		t.Fatalf("bounding set %q, want CAP_KILL alone", out)
+	}
+}
+
 // A spec asks for less memory, CPU and processes than the operator's bounds and gets exactly
 // that; one that asks for more is refused over NATS with the typed error, before anything is
 // created; one that asks nothing gets the operator's bounds.
