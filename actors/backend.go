@@ -216,17 +216,27 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	}
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
 		sandbox.HostTools, sandbox.Reclaim)
+	scopes := []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}
+	if len(b.cfg.CapAdd) > 0 {
+		// A guest given capabilities back can own, enter or rewrite what the removal rules
+		// read as out of its reach: no deletion, no reclaim, and no sandbox outlives a call.
+		delete(caps, sandbox.FilesDelete)
+		delete(caps, sandbox.Reclaim)
+		scopes = []sandbox.IsolationScope{sandbox.ScopeCall}
+	}
 	var methods []string
 	if b.servesAllowlist() { // the proxy inspects (egress_inspect.go)
 		caps[sandbox.EgressMethods] = struct{}{}
 		methods = append([]string(nil), inspectedMethods...)
 	}
+	bounds := b.cfg.Bounds()
 	return sandbox.Declarations{
 		Capabilities:    caps,
 		Limits:          &sandbox.SandboxLimits{FilesIn: ceiling, FilesOut: ceiling},
+		Resources:       &sandbox.Resources{MemoryBytes: bounds.MemoryBytes, CPUs: bounds.CPUs, Pids: int64(bounds.Pids)},
 		EgressModes:     modes,
 		OSFamilies:      append([]sandbox.OSFamily(nil), b.osFamilies...),
-		IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
+		IsolationScopes: scopes,
 		ObservesEgress:  b.servesAllowlist(),
 		// Request-level egress: the proxy decides these methods and path patterns per request.
 		EgressMethodTokens: methods,

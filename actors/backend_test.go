@@ -128,6 +128,56 @@ func TestDeclarations(t *testing.T) {
 	if newTestBackend(t, f).Isolation() != sandbox.IsolationContainer {
 		t.Error("isolation is container, always")
 	}
+	if d.Resources == nil || *d.Resources != (sandbox.Resources{Pids: 512}) {
+		t.Errorf("resources = %+v, want the default pids bound alone", d.Resources)
+	}
+	if !slices.Equal(d.IsolationScopes, []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}) {
+		t.Errorf("scopes = %v", d.IsolationScopes)
+	}
+}
+
+// TestDeclarationsWithCapabilitiesAdded: a workload given capabilities back loses deletion,
+// reclaim and every scope but one call; the configuration's bounds are what specs may ask.
+func TestDeclarationsWithCapabilitiesAdded(t *testing.T) {
+	cpus := 2.0
+	b, err := NewBackend(docker.Config{CapAdd: []string{"KILL"}, Memory: "1g", CPUs: &cpus, PidsLimit: 100}, WithEngine(newFakeEngine()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	d := b.Declarations()
+	if d.Capabilities.Has(sandbox.FilesDelete) || d.Capabilities.Has(sandbox.Reclaim) || !d.Capabilities.Has(sandbox.Exec) {
+		t.Errorf("capabilities = %v: files_delete and reclaim withheld, the rest kept", d.Capabilities.Sorted())
+	}
+	if !slices.Equal(d.IsolationScopes, []sandbox.IsolationScope{sandbox.ScopeCall}) {
+		t.Errorf("scopes = %v, want call alone", d.IsolationScopes)
+	}
+	if want := (sandbox.Resources{MemoryBytes: 1 << 30, CPUs: 2, Pids: 100}); d.Resources == nil || *d.Resources != want {
+		t.Errorf("resources = %+v, want %+v", d.Resources, want)
+	}
+}
+
+// TestAcquireDropsEveryCapabilityAndNarrowsToTheSpec: the workload is created with no
+// capability and the spec's resource asks in place of the configuration's.
+func TestAcquireDropsEveryCapabilityAndNarrowsToTheSpec(t *testing.T) {
+	f := newFakeEngine()
+	b, err := NewBackend(docker.Config{Memory: "1g"}, WithEngine(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	_, err = b.Acquire(context.Background(), testKey, testSpec(t, sandbox.WithRequires(),
+		sandbox.WithResources(sandbox.Resources{MemoryBytes: 256 << 20, Pids: 64})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got docker.CreateSpec
+	for _, c := range f.containers {
+		got = c.spec
+	}
+	if !got.CapDropAll || len(got.CapAdd) != 0 || got.Memory != "268435456" || got.PidsLimit != 64 || got.CPUs != nil {
+		t.Fatalf("created with %+v", got)
+	}
 }
 
 // The cold path prepares the storage base before the container starts, with no freeze; the

@@ -40,6 +40,7 @@ type fakeContainer struct {
 	exited  *int // the exit code once its first process ended
 	labels  map[string]string
 	dirs    map[string]bool
+	spec    docker.CreateSpec // what it was created with
 }
 
 func newFakeEngine() *fakeEngine {
@@ -132,7 +133,7 @@ func (f *fakeEngine) Create(_ context.Context, spec docker.CreateSpec) (string, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := fmt.Sprintf("%064d", len(f.containers)+1)
-	f.containers[spec.Name] = &fakeContainer{id: id, name: spec.Name, labels: labels, dirs: map[string]bool{"/": true}}
+	f.containers[spec.Name] = &fakeContainer{id: id, name: spec.Name, labels: labels, dirs: map[string]bool{"/": true}, spec: spec}
 	return id, nil
 }
 

@@ -30,7 +30,8 @@ type Console struct {
 	mu      sync.Mutex
 	actions map[string]string         // action → allowed, denied or unknown
 	denials map[*denialWatch]struct{} // requests waiting on a permissions violation
-	listed  map[string]time.Time      // engine → when its sandboxes were last listed
+	listed  map[string]time.Time      // engine → when its sandboxes were last listed, or refused
+	refused map[string]bool           // engine → its last list_sandboxes was refused
 	silent  map[string]int            // engine → polls it did not answer
 
 	stop chan struct{}
@@ -77,7 +78,7 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 	}
 	c := &Console{nc: nc, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
 		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown}, denials: map[*denialWatch]struct{}{},
-		listed: map[string]time.Time{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+		listed: map[string]time.Time{}, refused: map[string]bool{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
 	scoped := ">" // every scope's events, or the one scope's: <prefix>.audit.<scope>.>
 	if o.scope != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -107,7 +108,13 @@ func (c *Console) poll(ctx context.Context) {
 		e := &Engine{ID: id, Version: st.Version, StartedAt: st.Started, Status: "ok", LastSeen: time.Now()}
 		for _, ep := range st.Endpoints {
 			e.Requests += ep.NumRequests
-			e.Errors += ep.NumErrors
+			failures := ep.NumErrors // an engine that does not set them apart: every error its own
+			var data messages.EndpointStatsData
+			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &data) == nil {
+				failures = data.EngineFailures
+			}
+			e.Errors += failures
+			e.Refused += ep.NumErrors - failures
 		}
 		var h messages.APIHealthResponse
 		hreq := messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
@@ -136,7 +143,7 @@ func (c *Console) poll(ctx context.Context) {
 			if c.silent[id]++; c.silent[id] >= silentPolls {
 				forget = append(forget, id)
 				delete(c.silent, id)
-				delete(c.listed, id)
+				delete(c.listed, id) // its refusal stays: said and logged once until a listing succeeds
 			}
 		}
 	}
@@ -191,7 +198,7 @@ func (c *Console) list(ctx context.Context, engine string) {
 	for {
 		var resp messages.APIListSandboxesResponse
 		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
-			c.log.Warn("list sandboxes", zap.String("engine", engine), zap.Error(err))
+			c.listFailed(engine, asked, err)
 			return
 		}
 		all = append(all, resp.Sandboxes...)
@@ -202,6 +209,46 @@ func (c *Console) list(ctx context.Context, engine string) {
 	}
 	c.mu.Lock()
 	c.listed[engine] = asked
+	delete(c.refused, engine)
+	clear := len(c.refused) == 0
 	c.mu.Unlock()
 	c.state.listed(engine, asked, all)
+	if clear {
+		c.state.setNotice("")
+	}
+}
+
+// listFailed takes a failed listing of engine's sandboxes. A refusal is not asked again
+// before the next reconcile, is logged once until a listing succeeds, and is said on the page
+// with the engine's reason and what to change: it will not pass by itself. Anything else (an
+// engine that did not answer) is asked again at the next poll.
+func (c *Console) listFailed(engine string, asked time.Time, err error) {
+	if !errors.Is(err, ErrForbidden) {
+		c.log.Debug("list sandboxes", zap.String("engine", engine), zap.Error(err))
+		return
+	}
+	c.mu.Lock()
+	c.listed[engine] = asked
+	first := !c.refused[engine]
+	c.refused[engine] = true
+	c.mu.Unlock()
+	if first {
+		c.log.Warn("the engine refuses to list sandboxes to this console", zap.String("engine", engine), zap.Error(err))
+	}
+	c.state.setNotice(c.refusalNotice(err))
+}
+
+// refusalNotice is what the page says when the engines refuse to list sandboxes: why, in the
+// engine's words when it gave a reason, and what to change.
+func (c *Console) refusalNotice(err error) string {
+	why := "the NATS server refused the request (the identity may not publish to the engines' list_sandboxes subjects)"
+	if f := (*messages.ForbiddenError)(nil); errors.As(err, &f) && f.Reason != "" {
+		why = "the engine refused it: " + f.Reason
+	}
+	fix := "run the console as an identity the engines let list sandboxes: an operator, or a tenant of an engine with tenancy, " +
+		"which lists the tenant's own scopes (with --scope naming one of them, or none)"
+	if c.o.scope != "" {
+		fix = fmt.Sprintf("--scope %q may not be one of this identity's scopes: give one that is, or none (a tenant then sees all of its own)", c.o.scope)
+	}
+	return "No sandboxes can be listed: " + why + ". To see them, " + fix + "."
 }

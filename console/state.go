@@ -21,7 +21,8 @@ type Engine struct {
 	Sandboxes int       `json:"sandboxes"`
 	InFlight  int       `json:"in_flight"`
 	Requests  int       `json:"requests"`
-	Errors    int       `json:"errors"`
+	Errors    int       `json:"errors"`  // calls that failed by the engine's fault (internal, engine_unavailable, image_missing)
+	Refused   int       `json:"refused"` // calls refused for the caller's reasons (bad_request, forbidden, …), the console's probes among them
 	LastSeen  time.Time `json:"last_seen"`
 }
 
@@ -56,6 +57,7 @@ type state struct {
 	audit     ring[json.RawMessage]
 	egress    ring[json.RawMessage]
 	reaps     ring[json.RawMessage]
+	notice    string // what the page says is missing, "" when nothing is
 	hub       *hub
 }
 
@@ -77,6 +79,7 @@ type snapshot struct {
 	Audit     []json.RawMessage          `json:"audit"`
 	Egress    []json.RawMessage          `json:"egress"`
 	Reaps     []json.RawMessage          `json:"reaps"`
+	Notice    string                     `json:"notice,omitempty"`
 }
 
 // watch registers a browser and returns its snapshot, taken under the same lock as every
@@ -85,7 +88,7 @@ func (s *state) watch(identity string, actions map[string]string) (snapshot, *wa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Identity: identity, Actions: actions, Engines: s.engineList(), Sandboxes: s.sandboxList(),
-		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all()}
+		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Notice: s.notice}
 	return snap, s.hub.add()
 }
 
@@ -117,6 +120,18 @@ func (s *state) setEngines(found map[string]*Engine) {
 	defer s.mu.Unlock()
 	s.engines = found
 	s.hub.send(update{"engines", s.engineList()})
+}
+
+// setNotice sets what the page says is missing ("" clears it), telling the browsers when it
+// changed.
+func (s *state) setNotice(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notice == text {
+		return
+	}
+	s.notice = text
+	s.hub.send(update{"notice", text})
 }
 
 // forgetEngine drops the sandboxes of an engine that no longer answers.

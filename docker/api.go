@@ -174,6 +174,7 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	}
 	if doc.HostConfig != nil {
 		info.CapDrop = doc.HostConfig.CapDrop
+		info.CapAdd = doc.HostConfig.CapAdd
 	}
 	if doc.NetworkSettings != nil {
 		for name, n := range doc.NetworkSettings.Networks {
@@ -340,6 +341,9 @@ func (a *Engine) remove(ctx context.Context, args []string, call func(context.Co
 			// A forced removal conflicts only with a removal already under way (20.10's
 			// ContainerRm: "removal of container … is already in progress").
 			return apiError(args, err, errRemovalInProgress)
+		case args[0] == "rm" && isAnswer(err) && cerrdefs.IsInternal(err):
+			// The daemon's own failure to release the container's layer: worth asking again.
+			return apiError(args, err, errRemovalIncomplete)
 		}
 		return apiError(args, err, nil)
 	})

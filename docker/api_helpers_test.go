@@ -38,12 +38,17 @@ func newFakeAPI(t *testing.T, env ...string) (*Engine, string) {
 // counts the requests it served.
 type fakeDaemon struct {
 	requests atomic.Int64
+	// handle, when set, answers a request first; it reports whether it did.
+	handle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.requests.Add(1)
 	w.Header().Set("Api-Version", "1.41")
 	w.Header().Set("Ostype", "linux")
+	if d.handle != nil && d.handle(w, r) {
+		return
+	}
 	switch {
 	case r.URL.Path == "/_ping":
 		_, _ = w.Write([]byte("OK"))

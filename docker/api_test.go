@@ -46,8 +46,18 @@ func TestCreateOptions(t *testing.T) {
 			}
 		}, nil},
 		{"cap drop all", []CreateOpt{withCapDropAll()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
-			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) {
-				t.Fatalf("CapDrop %v", hc.CapDrop)
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
+			}
+		}, nil},
+		{"the configuration's defaults drop every capability", DefaultConfig().WorkloadOpts(), func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
+			}
+		}, nil},
+		{"capabilities given back", Config{CapAdd: []string{"SETUID", "setgid"}}.WorkloadOpts(), func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || !reflect.DeepEqual(hc.CapAdd, []string{"SETUID", "SETGID"}) {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
 			}
 		}, nil},
 		{"memory parsed as the client parses it", []CreateOpt{withMemory("512m")}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {

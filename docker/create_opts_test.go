@@ -12,7 +12,7 @@ import (
 
 func TestCLICreateArgs(t *testing.T) {
 	got := strings.Join(cliCreateArgs(NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...)), " ")
-	if want := "create --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"; got != want {
+	if want := "create --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --network none --pull never img sleep infinity"; got != want {
 		t.Fatalf("create argv:\n got %s\nwant %s", got, want)
 	}
 }
@@ -24,8 +24,17 @@ func TestCLIRunArgs(t *testing.T) {
 		spec CreateSpec
 		want string
 	}{
-		{"closed defaults", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
-			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"},
+		{"closed defaults: no capabilities", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --network none --pull never img sleep infinity"},
+		{"capabilities given back after the drop", NewCreateSpec("N", "img", Config{CapAdd: []string{"kill", "CAP_CHOWN"}}.WorkloadOpts()...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --cap-add KILL --cap-add CHOWN" +
+				" --network none --pull never img sleep infinity"},
+		{"a spec's limits within the configuration's", NewCreateSpec("N", "img",
+			append(Config{Memory: "1g"}.WorkloadOpts(), WithLimits(256<<20, 0.5, 64))...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 64 --cap-drop ALL --memory 268435456 --cpus 0.5" +
+				" --network none --pull never img sleep infinity"},
+		{"zero limits keep the configuration's", NewCreateSpec("N", "img", append(Config{Memory: "1g"}.WorkloadOpts(), WithLimits(0, 0, 0))...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --memory 1g --network none --pull never img sleep infinity"},
 		{"every opt-in, options in any order",
 			NewCreateSpec("N", "img", WithLabels(labels...), withCPUs(2), withMemory("512m"), withCapDropAll(),
 				withPidsLimit(64), withNoNewPrivileges()),
@@ -112,6 +121,9 @@ func TestCreateSpecValidate(t *testing.T) {
 		{"trust file with a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("/ca.pem")), nil},
 		{"trust file without a network", NewCreateSpec("N", "img", WithTrustFile("/ca.pem")), ErrInvalid},
 		{"relative trust file", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("ca.pem")), ErrInvalid},
+		{"an allowed capability given back", NewCreateSpec("N", "img", withCapDropAll(), withCapAdd("KILL")), nil},
+		{"a capability outside the allow-list", NewCreateSpec("N", "img", withCapDropAll(), withCapAdd("SYS_ADMIN")), ErrInvalid},
+		{"a capability added without the drop", NewCreateSpec("N", "img", withCapAdd("KILL")), ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,6 +140,7 @@ type ContainerInfo struct {
 	Entrypoint []string
 	Cmd        []string
 	CapDrop    []string          // HostConfig.CapDrop
+	CapAdd     []string          // HostConfig.CapAdd (the API driver reads it)
 	Networks   map[string]string // network name → network ID
 	// Pid and StartedAt are State.Pid and State.StartedAt: the host pid of the init process
 	// of a running container (0 otherwise) and when it was started. The host file plane

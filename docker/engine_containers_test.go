@@ -60,10 +60,6 @@ func TestEngineImageExists(t *testing.T) {
 	}
 }
 
-// capDropAll adds --cap-drop ALL, as Config.CapDropAll does for every workload; the suite sets
-// the field itself since no caller outside package docker needs the option.
-func capDropAll(s *docker.CreateSpec) { s.CapDropAll = true }
-
 // TestEngineRunInspect runs a workload and holds the inspect to it: who it is, the labels it
 // carries and the hardening it runs under.
 func TestEngineRunInspect(t *testing.T) {
@@ -71,7 +67,7 @@ func TestEngineRunInspect(t *testing.T) {
 	e := newEngine(t)
 	key := testKey(t)
 	before := time.Now().Add(-time.Minute)
-	name, id := workload(t, e, image, key, capDropAll)
+	name, id := workload(t, e, image, key) // the configuration's defaults drop every capability
 	info, err := e.Inspect(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)

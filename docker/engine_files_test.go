@@ -60,8 +60,9 @@ func TestEngineCopyInStatRead(t *testing.T) {
 	if err != nil || ent.Type != docker.EntryFile || !bytes.Equal(body, content) {
 		t.Fatalf("Read = %+v, %q, %v", ent, body, err)
 	}
-	// The guest sees the same bytes.
-	out, err := e.Exec(c, docker.ExecRequest{Target: name, Argv: []string{"cat", "/maf-sandbox/work/f.bin"}})
+	// The guest sees the same bytes: as the file's owner, since a root without capabilities
+	// (every workload's) may not read another user's mode 0640 file.
+	out, err := e.Exec(c, docker.ExecRequest{Target: name, User: "10001:20001", Argv: []string{"cat", "/maf-sandbox/work/f.bin"}})
 	if err != nil || !bytes.Equal(out.Stdout, content) {
 		t.Fatalf("guest read %q, %v", out.Stdout, err)
 	}

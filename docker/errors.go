@@ -32,6 +32,14 @@ var (
 	// container (its own auto-removal of one that just exited, or another caller's removal);
 	// it will be gone once that removal ends. Remove waits for it (removeForced).
 	errRemovalInProgress = errors.New("docker: removal already in progress")
+	// errRemovalIncomplete: a forced removal the daemon answered with an internal error (HTTP
+	// 500). On this project's daemons that is the storage driver failing to release the
+	// container's root filesystem while it is still settling (fuse-overlayfs: "failed to remove
+	// root filesystem … directory not empty"); the container stays, marked dead, and the same
+	// forced removal asked again moments later completes. A forced removal is safe to repeat (a
+	// container gone by then is absent), so the API driver's Remove asks again a few times
+	// (removeForced) rather than reading the daemon's text to tell this 500 from another.
+	errRemovalIncomplete = errors.New("docker: removal incomplete")
 	// ErrNetworkExists: network create refused because the network exists.
 	ErrNetworkExists = errors.New("docker: network already exists")
 	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the

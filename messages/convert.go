@@ -94,7 +94,19 @@ func capabilitiesFromWire(w APISpec) []sandbox.SpecOption {
 	if w.RequiresOSFamily != nil {
 		add(sandbox.WithRequiresOSFamily(sandbox.OSFamily(*w.RequiresOSFamily)))
 	}
+	if w.Resources != nil {
+		add(sandbox.WithResources(ResourcesFromWire(*w.Resources)))
+	}
 	return opts
+}
+
+// ResourcesFromWire converts wire resource bounds.
+func ResourcesFromWire(w APIResources) sandbox.Resources {
+	return sandbox.Resources{MemoryBytes: w.MemoryBytes, CPUs: w.CPUs, Pids: w.Pids}
+}
+
+func resourcesToWire(r sandbox.Resources) *APIResources {
+	return &APIResources{MemoryBytes: r.MemoryBytes, CPUs: r.CPUs, Pids: r.Pids}
 }
 
 // admissionFromWire is the options of how the sandbox is admitted and shared: isolation
@@ -182,6 +194,9 @@ func SpecToWire(s sandbox.Spec) APISpec {
 	if s.MinCleanup != nil {
 		v := string(*s.MinCleanup)
 		w.MinCleanup = &v
+	}
+	if !s.Resources.IsZero() {
+		w.Resources = resourcesToWire(s.Resources)
 	}
 	if h := s.HostTools; h != nil {
 		wh := &APIHostTools{
@@ -329,6 +344,9 @@ func DeclarationsToWire(d sandbox.Declarations) APIDeclarations {
 	if d.Limits != nil {
 		w.Limits = &APISandboxLimits{FilesIn: limitsToWire(d.Limits.FilesIn), FilesOut: limitsToWire(d.Limits.FilesOut)}
 	}
+	if d.Resources != nil {
+		w.Resources = resourcesToWire(*d.Resources)
+	}
 	for _, m := range d.EgressModes.Sorted() {
 		w.EgressModes = append(w.EgressModes, string(m))
 	}
@@ -361,6 +379,10 @@ func DeclarationsFromWire(w APIDeclarations) sandbox.Declarations {
 	}
 	if w.Limits != nil {
 		d.Limits = &sandbox.SandboxLimits{FilesIn: LimitsFromWire(w.Limits.FilesIn), FilesOut: LimitsFromWire(w.Limits.FilesOut)}
+	}
+	if w.Resources != nil {
+		r := ResourcesFromWire(*w.Resources)
+		d.Resources = &r
 	}
 	for _, m := range w.EgressModes {
 		d.EgressModes[sandbox.Egress(m)] = struct{}{}

@@ -30,6 +30,7 @@ const (
 	CodeEgressNotEnforced            = "egress_not_enforced"
 	CodeTransferLimitsNotPermitted   = "transfer_limits_not_permitted"
 	CodeScopeNotEnforced             = "scope_not_enforced"
+	CodeResourcesNotPermitted        = "resources_not_permitted"
 	CodeUnclean                      = "unclean"
 	CodeAttachedIdentityNotPermitted = "attached_identity_not_permitted"
 	CodeNotConfined                  = "not_confined"
@@ -126,6 +127,7 @@ var errorCodes = []errorCode{
 	typed[*sandbox.EgressNotEnforcedError](CodeEgressNotEnforced),
 	typed[*sandbox.TransferLimitsNotPermittedError](CodeTransferLimitsNotPermitted),
 	typed[*sandbox.ScopeNotEnforcedError](CodeScopeNotEnforced),
+	typed[*sandbox.ResourcesNotPermittedError](CodeResourcesNotPermitted),
 	typed[*sandbox.UncleanError](CodeUnclean),
 	typed[*sandbox.AttachedIdentityNotPermittedError](CodeAttachedIdentityNotPermitted),
 	typed[*sandbox.NotConfinedError](CodeNotConfined),

@@ -135,6 +135,16 @@ type APISpec struct {
 	MinCleanup              *string             `json:"min_cleanup,omitempty"`
 	ConfinedToGuestCallPath bool                `json:"confined_to_guest_call_path,omitempty"`
 	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
+	Resources               *APIResources       `json:"resources,omitempty"`
+}
+
+// APIResources bound one sandbox's memory (bytes), CPUs (a share of one CPU's time) and
+// processes; an omitted or zero field states nothing. In a spec it is what the workload asks
+// for, in declarations the most the backend lets one sandbox have (zero: no ceiling).
+type APIResources struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
 }
 
 // APIEgressRule is one allowlist entry: `{"host": "pypi.org"}` (tunnel-only), or with methods
@@ -530,6 +540,7 @@ type APIDeclarations struct {
 	EgressPaths                bool                 `json:"egress_paths,omitempty"`
 	AttachedIdentity           *APIAttachedIdentity `json:"attached_identity,omitempty"`
 	RequiresExclusiveAdmission bool                 `json:"requires_exclusive_admission,omitempty"`
+	Resources                  *APIResources        `json:"resources,omitempty"`
 }
 
 // APISandboxLimits are a backend's transfer ceilings in each direction.

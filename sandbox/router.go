@@ -295,6 +295,9 @@ func (r *Router) admit(b Backend, spec Spec) error {
 	if !out.Within(limits.FilesOut) {
 		return &TransferLimitsNotPermittedError{Backend: b.Name(), Direction: string(FilesOut), Asked: out, Permitted: limits.FilesOut}
 	}
+	if err := checkResources(b, spec, d); err != nil { // 4b
+		return err
+	}
 	if !d.EgressModes.Has(spec.Egress) { // 5
 		return &EgressNotEnforcedError{Backend: b.Name(), Mode: spec.Egress, Kind: spec.Kind, Enforced: d.EgressModes.Sorted()}
 	}
@@ -307,6 +310,21 @@ func (r *Router) admit(b Backend, spec Spec) error {
 			return &AttachedIdentityNotPermittedError{Bound: fmt.Sprintf("backend %q attaches no identity", b.Name())}
 		}
 		return &AttachedIdentityNotPermittedError{Bound: "this host permits no attached identity to be shared"}
+	}
+	return nil
+}
+
+// checkResources refuses a spec asking for more memory, CPUs or processes than the backend
+// permits one sandbox, or asking for any bound of a backend that declares none.
+func checkResources(b Backend, spec Spec, d Declarations) error {
+	if spec.Resources.IsZero() {
+		return nil
+	}
+	if d.Resources == nil {
+		return &ResourcesNotPermittedError{Backend: b.Name()}
+	}
+	if name, asked, bound := spec.Resources.exceeds(*d.Resources); name != "" {
+		return &ResourcesNotPermittedError{Backend: b.Name(), Resource: name, Asked: asked, Permitted: bound}
 	}
 	return nil
 }

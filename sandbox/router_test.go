@@ -274,6 +274,7 @@ func TestAdmission(t *testing.T) {
 	posix, windows := sandbox.OSPosix, sandbox.OSWindows
 	decl := func(d sandbox.Declarations) sandboxtest.Option { return sandboxtest.WithDeclarations(d) }
 	closed := sandbox.NewEgressSet(sandbox.EgressClosed)
+	bounds := sandbox.Resources{MemoryBytes: 1 << 30, CPUs: 1, Pids: 512}
 
 	cases := []struct {
 		name     string
@@ -416,6 +417,24 @@ func TestAdmission(t *testing.T) {
 				sandbox.WithFilesOut(sandbox.TransferLimits{MaxBytesPerFile: 8 * sandbox.MiB, MaxTotalBytes: 32 * sandbox.MiB, MaxFiles: 48}))},
 		{name: "4 comes before egress", backend: []sandboxtest.Option{decl(sandbox.Declarations{})}, spec: withAll(sandbox.WithFilesIn(big)),
 			wantErr: &sandbox.TransferLimitsNotPermittedError{}},
+
+		// 4b: resources.
+		{name: "4b an ask of a backend that holds sandboxes to none", spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 64})),
+			wantErr: &sandbox.ResourcesNotPermittedError{}, family: sandbox.ErrRefused, mentions: []string{`"fake"`, "enforces none", "refused rather than ignored"}},
+		{name: "4b no ask, no resource declaration"},
+		{name: "4b memory above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec:    withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 2 << 30})),
+			wantErr: &sandbox.ResourcesNotPermittedError{}, family: sandbox.ErrRefused, mentions: []string{"memory_bytes 2147483648", "at most 1073741824", "refused rather than clamped"}},
+		{name: "4b cpus above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{CPUs: 1.5})), wantErr: &sandbox.ResourcesNotPermittedError{}, mentions: []string{"cpus 1.5", "at most 1"}},
+		{name: "4b pids above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 513})), wantErr: &sandbox.ResourcesNotPermittedError{}, mentions: []string{"pids 513", "at most 512"}},
+		{name: "4b less than every bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64}))},
+		{name: "4b a zero bound is no ceiling", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &sandbox.Resources{Pids: 512}})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 64 << 30, CPUs: 64}))},
+		{name: "4b comes before egress", backend: []sandboxtest.Option{decl(sandbox.Declarations{})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 1})), wantErr: &sandbox.ResourcesNotPermittedError{}},
 
 		// 5: egress, never substituted.
 		{name: "5 an empty egress set refuses closed", backend: []sandboxtest.Option{decl(sandbox.Declarations{})},

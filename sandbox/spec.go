@@ -64,6 +64,7 @@ type Spec struct {
 	MinCleanup              *Cleanup
 	ConfinedToGuestCallPath bool // advisory claim only
 	ExclusiveAdmission      bool
+	Resources               Resources // zero: the backend's own bounds
 
 	built bool // set by NewSpec; a literal or zero Spec is refused by the router
 }
@@ -137,7 +138,7 @@ func (s *Spec) validate() error {
 			return err
 		}
 	}
-	return nil
+	return s.Resources.validate()
 }
 
 // Valid reports whether the spec was built by [NewSpec].
@@ -280,6 +281,13 @@ func WithCleanupFloor(c Cleanup) SpecOption {
 // WithConfinedToGuestCallPath records the kind's advisory confinement claim.
 func WithConfinedToGuestCallPath() SpecOption {
 	return func(s *Spec) error { s.ConfinedToGuestCallPath = true; return nil }
+}
+
+// WithResources asks for at most r of the host's memory, CPUs and processes (a zero field asks
+// nothing, leaving the backend's bound). A backend that cannot hold a sandbox to an ask, or
+// whose bound is lower, refuses the spec ([*ResourcesNotPermittedError]).
+func WithResources(r Resources) SpecOption {
+	return func(s *Spec) error { s.Resources = r; return nil }
 }
 
 // WithExclusiveAdmission makes calls of this kind never overlap.

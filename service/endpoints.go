@@ -22,7 +22,9 @@ import (
 // micro's wire format ($SRV.PING|INFO|STATS, [micro.Info], [micro.Stats], the
 // Nats-Service-Error headers), subscribes its endpoints itself with each request handled on
 // its own goroutine, and counts every call when its reply is sent: requests, errors (every
-// reply with an error object), and the time from the request's arrival to its reply.
+// reply with an error object), the engine's own failures among them (the endpoint's data,
+// [messages.EndpointStatsData]: a caller's bad request is no failure of the engine's), and
+// the time from the request's arrival to its reply.
 
 // endpoint is one subject the engine answers: an operation's, or the alive subject. Its
 // counters are what $SRV.STATS reports.
@@ -36,12 +38,14 @@ type endpoint struct {
 	mu         sync.Mutex
 	requests   int
 	errors     int
+	failures   int // errors of the engine's own (engineFailureCodes)
 	lastError  string
 	processing time.Duration
 }
 
-// record counts one request answered after elapsed, failed with errText when it is not "".
-func (e *endpoint) record(elapsed time.Duration, errText string) {
+// record counts one request answered after elapsed, failed with errText when it is not "",
+// and by the engine's own fault when code is one of [engineFailureCodes].
+func (e *endpoint) record(elapsed time.Duration, errText, code string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.requests++
@@ -49,6 +53,9 @@ func (e *endpoint) record(elapsed time.Duration, errText string) {
 	if errText != "" {
 		e.errors++
 		e.lastError = errText
+	}
+	if engineFailureCodes[code] {
+		e.failures++
 	}
 }
 
@@ -61,6 +68,7 @@ func (e *endpoint) stats() *micro.EndpointStats {
 	defer e.mu.Unlock()
 	st := &micro.EndpointStats{Name: e.name, Subject: e.subject, QueueGroup: e.queue,
 		NumRequests: e.requests, NumErrors: e.errors, LastError: e.lastError, ProcessingTime: e.processing}
+	st.Data, _ = json.Marshal(messages.EndpointStatsData{EngineFailures: e.failures})
 	if e.requests > 0 {
 		st.AverageProcessingTime = e.processing / time.Duration(e.requests)
 	}

@@ -364,7 +364,7 @@ func (s *Service) listen() error {
 		if m.Reply != "" {
 			_ = s.nc.Publish(m.Reply, s.aliveReply())
 		}
-		alive.record(time.Since(start), "")
+		alive.record(time.Since(start), "", "")
 	}); err != nil {
 		return err
 	}
@@ -503,7 +503,7 @@ func (s *Service) reply(c *call, resp any, err error) {
 	code := ""
 	defer func() {
 		elapsed := time.Since(c.start)
-		c.ep.record(elapsed, errText)
+		c.ep.record(elapsed, errText, code)
 		s.o.metrics.Call(s.life, op.name, elapsed, code)
 		if code != "" {
 			c.span.SetAttributes(telemetry.KeyErrorType.String(code))

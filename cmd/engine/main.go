@@ -25,6 +25,7 @@ import (
 
 	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
 	"github.com/mafsandbox/engine/cmd/engine/internal/demo"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 )
 
@@ -124,7 +125,7 @@ func (versionVerb) parse(args []string) error {
 		fmt.Fprint(fs.Output(), "Usage: engine version\n\nPrints the version, from the build's module information "+
 			"(the module version, or the VCS revision of a development build).\n")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/reaper"
@@ -63,7 +64,7 @@ func (v *reapVerb) parse(args []string) error {
 			"non-zero when anything could not be removed.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

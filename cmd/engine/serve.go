@@ -67,9 +67,10 @@ type serveVerb struct {
 	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
-	execChannel, execChannelAsked                               bool       // asked: set by flag or env, so a missing supervisor fails the start
-	pool                                                        poolFlags  // serve_pool.go
-	limits                                                      limitFlags // serve_limits.go
+	execChannel, execChannelAsked                               bool          // asked: set by flag or env, so a missing supervisor fails the start
+	pool                                                        poolFlags     // serve_pool.go
+	limits                                                      limitFlags    // serve_limits.go
+	resources                                                   resourceFlags // serve_resources.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -108,9 +109,10 @@ func (v *serveVerb) parse(args []string) error {
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.pool.register(fs)
 	v.limits.register(fs)
+	v.resources.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	v.execChannelAsked = os.Getenv("MAF_SANDBOX_EXEC_CHANNEL") != "" // an empty variable asks for nothing
@@ -166,6 +168,7 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	daemonUp := checkDaemon(ctx, drv, v.dockerPath, log) // serve_daemon.go
 	ev, err := v.events(ctx, eventsNC, drv, metrics, log)
 	if err != nil {
 		return err
@@ -211,7 +214,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("engine ready", zap.String("version", version.Build()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
-		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode),
+		zap.Bool("daemon_reachable", daemonUp))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
@@ -259,8 +263,15 @@ func (v *serveVerb) config() (docker.Config, error) {
 	if err != nil {
 		return docker.Config{}, fmt.Errorf("serve: --egress-private-cidrs: %w", err)
 	}
-	return docker.Config{DockerPath: v.dockerPath, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
-		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
+	cfg := docker.Config{DockerPath: v.dockerPath, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
+		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}
+	if err := v.resources.apply(&cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	if err := docker.CheckConfig(cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	return cfg, nil
 }
 
 // backend creates the Docker backend on drv, its egress windows handed to ev when
@@ -290,7 +301,8 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		case v.execChannelAsked:
 			return nil, nil, fmt.Errorf("serve: --exec-channel: %w", err)
 		default: // the default, not a request: serve with docker exec and say why
-			log.Warn("exec channel off: no supervisor binary for the daemon's platform (build the engine with make engine); commands take docker exec", zap.Error(err))
+			log.Warn("exec channel off: no supervisor binary for the daemon's platform (this engine embeds none and could not build one: "+
+				"build it with make engine, or install the Go toolchain where it runs); commands take docker exec", zap.Error(err))
 		}
 	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)
@@ -480,6 +492,33 @@ func (c *natsFlags) connect(name string, log *zap.Logger) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// engineURL is the URL a client verb connects to: --nats-url, or the embedded server's.
+func (c *natsFlags) engineURL() string {
+	if c.url == "" {
+		return defaultNATSURL
+	}
+	return c.url
+}
+
+// noEngine explains a client verb's failure to reach any engine: nothing listens at the URL
+// (no NATS server, so no engine either), or a NATS server answers and no engine serves the
+// prefix there. Each says how to start one. Other errors pass unchanged, an engine's own
+// engine_unavailable (its daemon out of reach) among them.
+func (c *natsFlags) noEngine(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		hint := "start one with \"engine serve\" (its embedded NATS server listens on " + defaultListen + ")"
+		if c.url != "" && c.url != defaultNATSURL {
+			hint = "start one with \"engine serve --nats-url " + c.url + "\" once that server runs, or point --nats-url at the pool's server"
+		}
+		return fmt.Errorf("no engine answers on %s: nothing listens there; %s: %w", c.engineURL(), hint, err)
+	case errors.Is(err, nats.ErrNoResponders): // the client's mark of a call no engine took
+		return fmt.Errorf("no engine answers on %s: a NATS server does, but no engine serves the prefix %q there; start one with "+
+			"\"engine serve --nats-url %s\" (and --prefix, when the pool uses another): %w", c.engineURL(), c.prefix, c.engineURL(), err)
+	}
+	return err
 }
 
 // logFlags choose the log format and level.

@@ -41,7 +41,7 @@ const engineRows = new Map(); // engine ID → its row, kept across polls so a b
 function engineRow(id) {
   const tr = document.createElement("tr");
   tr.dataset.engine = id;
-  for (let i = 0; i < 8; i++) cell(tr, "");
+  for (let i = 0; i < 9; i++) cell(tr, "");
   tr.cells[0].className = "mono";
   const td = document.createElement("td");
   const b = document.createElement("button");
@@ -60,7 +60,7 @@ function renderEngines() {
     let tr = engineRows.get(e.id);
     if (!tr) { tr = engineRow(e.id); engineRows.set(e.id, tr); }
     const texts = [e.id, e.version, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""),
-      e.sandboxes, e.in_flight, e.requests, e.errors, ago(e.started_at)];
+      e.sandboxes, e.in_flight, e.requests, e.errors, e.refused, ago(e.started_at)];
     texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
     const b = tr.querySelector("button.lame-duck");
     b.disabled = denied || e.status === "draining";
@@ -74,7 +74,11 @@ const rows = new Map(); // ref → its row, kept across renders so a row is neve
 
 function sandboxRow(s) {
   const tr = document.createElement("tr");
-  for (let i = 0; i < 11; i++) cell(tr, "");
+  for (let i = 0; i < 11; i++) {
+    const span = document.createElement("span");
+    span.className = "clip";
+    cell(tr, "").appendChild(span);
+  }
   const td = document.createElement("td");
   const b = document.createElement("button");
   b.type = "button"; b.className = "dispose"; b.textContent = "dispose";
@@ -100,7 +104,10 @@ function renderSandboxes() {
     tr.dataset.sandbox = s.id;
     const texts = [s.key.scope, s.key.thread_id, s.key.agent_id, s.kind, s.engine, (s.instance_id || "").slice(0, 12),
       s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state];
-    texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
+    texts.forEach((t, j) => {
+      const c = tr.cells[j], v = t == null ? "" : String(t);
+      if (c.firstChild.textContent !== v) { c.firstChild.textContent = v; c.title = v; }
+    });
     tr.cells[4].className = "mono"; tr.cells[5].className = "mono";
     const b = tr.querySelector("button.dispose");
     b.dataset.instance = s.instance_id;
@@ -108,6 +115,11 @@ function renderSandboxes() {
     b.title = denied ? "the console's NATS identity may not dispose" : "dispose this exact instance";
     if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
   });
+}
+
+function renderNotice(text) {
+  $("notice").textContent = text;
+  $("notice").hidden = !text;
 }
 
 function renderAudit() {
@@ -261,6 +273,20 @@ function renderLatency() {
     .filter((p) => p !== null).join(" ");
   $("latency-acquires").setAttribute("points", pts(acq));
   $("latency-execs").setAttribute("points", pts(ex));
+  // A dot on every minute with calls: a line needs two such minutes, and the legend names the
+  // last one whether or not it has a neighbour.
+  const dots = (g, vals) => {
+    g.replaceChildren();
+    vals.forEach((v, i) => {
+      if (v === null) return;
+      const c = document.createElementNS("http://www.w3.org/2000/svg", "circle");
+      c.setAttribute("cx", (i * 720 / (HOUR - 1)).toFixed(1)); c.setAttribute("cy", (115 - v / top * 105).toFixed(1));
+      c.setAttribute("r", "3");
+      g.appendChild(c);
+    });
+  };
+  dots($("latency-acquire-dots"), acq);
+  dots($("latency-exec-dots"), ex);
   $("latency").dataset.samples = String(samples);
   const last = (v) => { for (let i = v.length - 1; i >= 0; i--) if (v[i] !== null) return v[i].toFixed(0) + " ms"; return "—"; };
   $("latency-numbers").textContent = "· median this minute or the last with calls: acquire " + last(acq) + ", exec " + last(ex) +
@@ -325,8 +351,9 @@ const handlers = {
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
     st.audit.forEach(countLatency);
     renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
-    renderLatency(); renderDenials();
+    renderLatency(); renderDenials(); renderNotice(d.notice || "");
   },
+  notice(d) { renderNotice(d || ""); },
   actions(d) { st.actions = d; renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },

@@ -404,6 +404,8 @@ func TestEgressAllowlist(t *testing.T) {
 	if out, _ := run("maf-e2e", "get", "https://"+deniedHost+"/", fx.caB64); !strings.HasPrefix(out, "code=000") || !strings.Contains(out, "Forbidden") {
 		t.Fatalf("denied host: %s, want code=000 from the proxy's 403", out)
 	}
+	// The gate released the image's command with no capability, and allowed egress worked so.
+	itest.NoCapabilities(t, sb)
 	netInfo := dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", docker.NetworkName(n))
 	direct := []string{fx.targets[allowedHost] + ":443", fx.targets[deniedHost] + ":443", "172.17.0.1:22"}
 	for _, gw := range strings.Fields(netInfo) {

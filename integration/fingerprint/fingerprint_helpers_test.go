@@ -72,9 +72,11 @@ func noObserverOutlives(t *testing.T) {
 }
 
 // fingerprintWorkDir is the storage base of most fingerprint tests: a directory the image
-// already has, so that acquiring the sandbox changes nothing in the root filesystem. The
-// default base, which the acquire creates, has tests of its own (fingerprint_base_test.go).
-const fingerprintWorkDir = "/home/sandbox"
+// already has, so that acquiring the sandbox changes nothing in the root filesystem, and
+// whose owner is the guest (root), who holds no capability to write another user's
+// directory. The default base, which the acquire creates, has tests of its own
+// (fingerprint_base_test.go).
+const fingerprintWorkDir = "/root"
 
 // freshSandbox acquires a sandbox of its own on the workload image, with a subject over it.
 func freshSandbox(t *testing.T, b *actors.Backend, opts ...fingerprint.Option) (*actors.Sandbox, *fingerprint.Subject) {

@@ -76,8 +76,9 @@ func debianMirror() (string, error) {
 
 // EnsurePython builds the Python image under tag with [BuildPython] unless the engine already
 // has one whose [LabelInputs] matches the current recipe (suite, variant, packages, mirror);
-// processes that ensure it at once build it once.
-func EnsurePython(ctx context.Context, dockerPath, tag string) error {
+// processes that ensure it at once build it once. [WithBuildNotice] hears of a build.
+func EnsurePython(ctx context.Context, dockerPath, tag string, opts ...EnsureOpt) error {
+	o := ensureOpts(opts)
 	r, err := currentPythonRecipe()
 	if err != nil {
 		return err
@@ -86,6 +87,7 @@ func EnsurePython(ctx context.Context, dockerPath, tag string) error {
 		if have, err := imagePresent(ctx, dockerPath, tag, "--filter", "label="+LabelInputs+"="+r.hash()); err != nil || have {
 			return err
 		}
+		o.notice()
 		return buildPython(ctx, dockerPath, tag, r)
 	})
 }

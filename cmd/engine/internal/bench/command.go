@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if v.reps < 1 {
@@ -121,13 +122,13 @@ func (v *verb) run(ctx context.Context) error {
 	if why != nil {
 		planeNote += " (" + why.Error() + ")"
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var table *rowTable
 	if v.asJSON {
 		line, _ := json.Marshal(map[string]string{"file_plane": string(plane), "note": planeNote})
 		fmt.Println(string(line))
 	} else {
 		fmt.Println("# " + planeNote)
-		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+		table = newRowTable(os.Stdout)
 	}
 	report := func(r Row) {
 		if v.asJSON {
@@ -135,8 +136,7 @@ func (v *verb) run(ctx context.Context) error {
 			fmt.Println(string(line))
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
-		tw.Flush()
+		table.add(r)
 	}
 	var groups []string
 	if v.only != "" {
@@ -144,6 +144,30 @@ func (v *verb) run(ctx context.Context) error {
 	}
 	bcfg.Groups = groups
 	return Run(ctx, b, bcfg, report)
+}
+
+// rowTable prints rows as they come under a header: each number right-aligned in its column,
+// and a row's note, when it has one, after the p95 column and two spaces.
+type rowTable struct{ tw *tabwriter.Writer }
+
+// noteGap separates the p95 column from the note: the columns are right-aligned, so without
+// it a note would begin on the last digit of p95.
+const noteGap = "  "
+
+func newRowTable(w io.Writer) *rowTable {
+	t := &rowTable{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	fmt.Fprintln(t.tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+	return t
+}
+
+// add prints r and flushes it, so that a long run shows each row when it is measured.
+func (t *rowTable) add(r Row) {
+	note := ""
+	if r.Note != "" {
+		note = noteGap + r.Note
+	}
+	fmt.Fprintf(t.tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, note)
+	_ = t.tw.Flush()
 }
 
 // runScale runs `engine bench --scale` and prints its rows.

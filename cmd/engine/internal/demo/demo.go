@@ -63,7 +63,7 @@ func (v *verb) parse(args []string) error {
 	fs.Var(v.labels, "label", "extra label k=v on every container the demo creates; repeatable")
 	fs.IntVar(&v.pool, "warm-pool", 1, "keep this many sandboxes of --image started ahead (the pooled acquire step); 0 skips the step")
 	fs.BoolVar(&v.execChannel, "exec-channel", true, "give closed sandboxes the exec channel's supervisor, as engine serve does by default: commands skip docker exec")
-	return fs.Parse(args)
+	return settings.ParseFlags(fs, args)
 }
 
 // step prints one step of the demo.
@@ -72,8 +72,9 @@ func step(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 // run starts the engine, then plays the agent against it.
 func (v *verb) run(ctx context.Context) error {
 	if v.image == images.BusyboxTag {
-		step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
-		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
+		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image, images.WithBuildNotice(func() {
+			step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
+		})); err != nil {
 			return err
 		}
 	}
