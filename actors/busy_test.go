@@ -17,8 +17,7 @@ import (
 
 // An acquire-time probe that could not run says the daemon is busy or unreachable — typed,
 // and retryable on the wire — never that the image lacks a capability; one the image answered
-// (a status, or a program the runtime could not start) is the capability refusal (issue 29,
-// item 10).
+// (a status, or a program the runtime could not start) is the capability refusal.
 func TestProbeThatCouldNotRunIsNoCapabilityRefusal(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	cases := []struct {
@@ -85,7 +84,7 @@ func TestProbeOnAStoppedContainerSaysItStopped(t *testing.T) {
 
 // A start that outlived the engine's command timeout is a typed timeout the client may retry:
 // errors.Is(err, docker.ErrTimeout) inside a BackendUnavailableError, engine_unavailable on the
-// wire — never an untyped "docker start …: exceeded" (issue 29, item 10).
+// wire — never an untyped "docker start …: exceeded".
 func TestStartThatTimedOutIsBusy(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newFakeEngine()

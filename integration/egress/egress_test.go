@@ -220,7 +220,7 @@ func TestEgressTopologyOnThisDaemon(t *testing.T) {
 	}
 }
 
-// The attacks of the egress issue from a root workload with Docker's default capabilities but
+// The egress attacks from a root workload with Docker's default capabilities but
 // NET_RAW: raw sockets (ARP for the host's addresses, ICMPv6 echo to all-nodes, a crafted SYN)
 // are refused by the kernel; ordinary TCP and UDP to every host address and direct TCP to the
 // targets bypassing the proxy get nothing; an unlisted name does not resolve.

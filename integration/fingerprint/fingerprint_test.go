@@ -61,7 +61,7 @@ func TestFingerprintCatchesResidue(t *testing.T) {
 		{name: "a changed byte in an existing file",
 			call: shell("printf X | dd of=/etc/passwd bs=1 seek=0 conv=notrunc 2>/dev/null"), want: []string{"/etc/passwd"}},
 		{name: "a chmod", call: shell("chmod 600 /etc/group"), want: []string{"/etc/group"}},
-		// Issue 29: the same size and mtime hide the change from a differ that compares
+		// The same size and mtime hide the change from a differ that compares
 		// only those (Docker's naive differ, which fuse-overlayfs, vfs, btrfs and zfs use).
 		{name: "a trojaned file whose size and mtime are put back",
 			call: shell(trojanPasswd), want: []string{"/etc/passwd"}},
@@ -251,7 +251,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 
 // shell is a call that runs script in the guest and fails unless it exits 0.
 // trojanPasswd overwrites the first byte of /etc/passwd and puts its mtime back, exactly as
-// issue 29's attack did, then checks that it took.
+// the published attack on naive differs does, then checks that it took.
 const trojanPasswd = "touch -r /etc/passwd ./ref && printf X | dd of=/etc/passwd bs=1 count=1 conv=notrunc 2>/dev/null && " +
 	"touch -r ./ref /etc/passwd && rm ./ref && test \"$(head -c 4 /etc/passwd)\" = Xoot"
 
