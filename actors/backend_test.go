@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -37,7 +35,7 @@ func testSpec(t *testing.T, opts ...sandbox.SpecOption) sandbox.Spec {
 var testKey = sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
 
 func TestNewBackendMakesNoEngineCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	if len(b.Declarations().OSFamilies) != 0 {
@@ -50,7 +48,7 @@ func TestNewBackendMakesNoEngineCall(t *testing.T) {
 }
 
 func TestCreateDeclaresTheDaemonsFamily(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name  string
 		os    string
@@ -183,7 +181,7 @@ func TestAcquireDropsEveryCapabilityAndNarrowsToTheSpec(t *testing.T) {
 // The cold path prepares the storage base before the container starts, with no freeze; the
 // warm path checks it and freezes nothing when it is in place.
 func TestAcquireSequencing(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -217,7 +215,7 @@ func TestAcquireSequencing(t *testing.T) {
 // caller gets an error, and the restarted actor serves the next call. A driver panic in a
 // prefetch goroutine fails that call instead of the process.
 func TestFreezeIsLiftedWhenTheActorFails(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -276,7 +274,7 @@ func execInFlight(t *testing.T, f *fakeEngine, sb sandbox.Sandbox) (release chan
 
 // No freeze begins while an exec is in flight: the file call waits for it.
 func TestNoFreezeWhileAnExecRuns(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	release, execDone := execInFlight(t, f, sb)
@@ -305,7 +303,7 @@ func TestNoFreezeWhileAnExecRuns(t *testing.T) {
 
 // A timed-out exec removes the container and says timeout; a cancelled one does not.
 func TestExecTimeoutAndCancel(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
@@ -359,7 +357,7 @@ func TestRefusedMethods(t *testing.T) {
 
 // Disposal never freezes, thaws or execs, and a second backend finds containers by label.
 func TestDisposeTouchesNothingButRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -442,7 +440,7 @@ func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest
 // With a driver that says when an exec's process runs, a file call waits only for that:
 // the freeze happens while the exec is still running.
 func TestFreezeWaitsOnlyForAnExecsStart(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := starterEngine{fakeEngine: newFakeEngine(), release: make(chan struct{})}
 	b, err := NewBackend(docker.Config{}, WithEngine(f))
 	if err != nil {
@@ -503,7 +501,7 @@ func warmRuntimeOnly(t *testing.T) (*fakeEngine, *Backend, func() []string) {
 // While the event watch vouches for the last inspect, a warm acquire of a runtime-only spec
 // asks the engine nothing.
 func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	_, b, acquireWarm := warmRuntimeOnly(t)
 	for range 5 {
 		if calls := acquireWarm(); len(calls) != 0 {
@@ -516,7 +514,7 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 // A broken event stream vouches for nothing it may have missed: the first warm acquire after
 // the break inspects again, even once the stream is back, and the ones after it ask nothing.
 func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, acquireWarm := warmRuntimeOnly(t)
 	ctx := context.Background()
 	if calls := acquireWarm(); len(calls) != 0 {
@@ -542,7 +540,7 @@ func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
 // goroutine: the fake command cannot end until the test has seen its first chunk. Output the
 // driver reads after the call returned (cancelled) never reaches emit.
 func TestExecStreaming(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	seen, running := make(chan struct{}), make(chan struct{})
@@ -616,7 +614,7 @@ func runtimeSandbox(t *testing.T) (*fakeEngine, *Backend, sandbox.Sandbox) {
 // panicked gets its error, the next still runs after the restart instead of waiting for the
 // ask timeout.
 func TestStashSurvivesARestart(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	release, execDone := execInFlight(t, f, sb)
@@ -651,7 +649,7 @@ func TestStashSurvivesARestart(t *testing.T) {
 // A pause refused as "already paused" while no freeze of this process is on the container —
 // the daemon's state lagging its events — is asked again, briefly, and then succeeds.
 func TestFreezeLiftsAStalePausedState(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
@@ -91,7 +89,7 @@ func (f *teardownNet) ProxyStart(ctx context.Context, id string) error {
 // Every disposal path takes an allowlisted sandbox down in one order — proxy (drained, its
 // window published after its removal), workload, network — and leaves nothing behind.
 func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name     string
 		orphan   bool // the workload is gone before the disposal: only its proxy is listed
@@ -164,7 +162,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 // sandbox's mailbox: it touches nothing meanwhile, the acquire completes, and the purge then
 // takes down what the acquire built, publishing the window of the proxy the acquire made.
 func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -235,7 +233,7 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 // (the proxy is an infrastructure leak, logged; its network, still in use, stays too). The
 // next purge finds the orphan proxy by label, drains it once and removes it, then the network.
 func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -277,7 +275,7 @@ func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
 // call and leaves the instance, retained, so that the next disposal of the key sweeps it
 // whole; no window is published until a removal succeeds.
 func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -315,7 +313,7 @@ func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
 // Disposing an instance that is already gone touches nothing: the proxy and network that now
 // carry its names belong to its successor.
 func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -354,7 +352,7 @@ func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
 // an acquire of the same sandbox that follows at once waits for the removal rather than adopt
 // a network on its way out, and builds a fresh one.
 func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -407,7 +405,7 @@ func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
 
 // Close waits for the network removals disposals left running after their replies.
 func TestDisposeEgressCloseWaitsForNetworkRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	b := egressBackend(t, f, WithEgressSink(&sink{}))
 	spec := allowSpec(t, "a.example")

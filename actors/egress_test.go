@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
@@ -332,7 +330,7 @@ func workloadName(b *Backend, spec sandbox.Spec) string {
 }
 
 func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name      string
 		gateway   string
@@ -377,7 +375,7 @@ func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
 }
 
 func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, spec := range []sandbox.Spec{testSpec(t), allowSpec(t)} {
 		f := newNetFake()
 		f.gateway = "172.30.0.1" // would be refused if a network were built
@@ -394,7 +392,7 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 // TestEgressAllowlistEntriesValidated: NewSpec refuses a bad entry, and so does the backend
 // at acquire when one was put into a built spec afterwards, before anything reaches the engine.
 func TestEgressAllowlistEntriesValidated(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, h := range []string{"a b.example", "a,b.example", "https://a.example", "a\x01.example", strings.Repeat("a", 254), "*", "10.0.0.1", "::1"} {
 		f := newNetFake()
 		b := egressBackend(t, f)
@@ -412,7 +410,7 @@ func TestEgressAllowlistEntriesValidated(t *testing.T) {
 }
 
 func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	s := &sink{f: f}
 	b := egressBackend(t, f, WithEgressSink(s))
@@ -453,7 +451,7 @@ func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
 }
 
 func TestEgressAdoptionOnlyAfterBridgeCheck(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, tc := range []struct {
 		name    string
 		gateway string
@@ -489,7 +487,7 @@ func TestEgressAdoptionOnlyAfterBridgeCheck(t *testing.T) {
 }
 
 func TestEgressUnusableNetworkDiscardedBeforeReuse(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	b := egressBackend(t, f)
 	spec := allowSpec(t, "a.example")
@@ -509,7 +507,7 @@ func TestEgressUnusableNetworkDiscardedBeforeReuse(t *testing.T) {
 }
 
 func TestEgressTopologyCheckFailureRemovesWorkload(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name  string
 		setup func(*netFake)
@@ -537,7 +535,7 @@ func TestEgressTopologyCheckFailureRemovesWorkload(t *testing.T) {
 }
 
 func TestEgressOutboundConnectFailureCleansColdState(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.connectErr = errors.New("network bridge not found")
 	b := egressBackend(t, f, WithEgressSink(&sink{}))
@@ -565,7 +563,7 @@ func lastIndexPrefix(calls []string, p string) int {
 }
 
 func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name    string
 		remove  func(ctx context.Context, cancel context.CancelFunc) (docker.RemoveOutcome, error)
@@ -625,7 +623,7 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 // The daemon's version chooses the topology: below 28 inhibit_ipv4, from 28 the isolated
 // gateway modes; either way on an explicit subnet of the pool, asked again on a cold acquire.
 func TestEgressTopologyByDaemonVersion(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, tc := range []struct {
 		version string
 		want    docker.Topology
@@ -650,7 +648,7 @@ func TestEgressTopologyByDaemonVersion(t *testing.T) {
 
 // A subnet another network holds is refused by the daemon; the next candidate is tried.
 func TestEgressSubnetOverlapMovesOn(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.overlaps = 3
 	b := egressBackend(t, f)
@@ -671,7 +669,7 @@ func TestEgressSubnetOverlapMovesOn(t *testing.T) {
 
 // A pool whose every subnet is taken refuses the acquire with a typed error naming the pool.
 func TestEgressSubnetPoolExhausted(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.overlaps = 1 << 20
 	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local", EgressSubnetPool: netip.MustParsePrefix("10.99.0.0/28")},
@@ -691,7 +689,7 @@ func TestEgressSubnetPoolExhausted(t *testing.T) {
 // breach discards proxy and network and refuses the acquire; a network already proved is
 // not probed again.
 func TestEgressSealProof(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	b := egressBackend(t, f)
 	spec := allowSpec(t, "a.example")
@@ -738,7 +736,7 @@ func TestEgressSealProof(t *testing.T) {
 // one that never does fails the acquire when the caller's deadline comes first, and the
 // half-built proxy is removed.
 func TestEgressReadinessPolls(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.silentPolls = 3
 	b := egressBackend(t, f)
@@ -768,7 +766,7 @@ func TestEgressReadinessPolls(t *testing.T) {
 // the seal, but starts it only once the seal verdict is in: no workload process runs on a
 // network before its proof.
 func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	b := egressBackend(t, f, WithEgressSink(&sink{}))
 	spec := allowSpec(t, "a.example")
@@ -854,7 +852,7 @@ func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
 // returned removed or absent hand the window over. A refused removal hands over nothing; the
 // surviving proxy's next drain hands its window over once, after its own removal returned.
 func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &orderSink{returned: &returned}
@@ -926,7 +924,7 @@ func (s *pendingOrderSink) EgressPending(_ context.Context, w EgressWindow) {
 // window itself still only after the removal returned: a refused removal leaves only its
 // record, and the retry records again and then hands the window over once.
 func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &pendingOrderSink{orderSink: orderSink{returned: &returned}}

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.uber.org/goleak"
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
@@ -93,7 +92,7 @@ func (in *instrumented) metric(t *testing.T, name string) metricdata.Aggregation
 // plane, with the freeze its child and the daemon's pause, copy and unpause under the freeze;
 // the freeze's time is recorded. An exec is a "container exec" span with the exit code.
 func TestFileAndExecSpansAreChildrenOfTheCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	in := newInstrumented(t)
 	f := newFakeEngine()
 	b := newTestBackend(t, f, in.opts...)
@@ -134,7 +133,7 @@ func TestFileAndExecSpansAreChildrenOfTheCall(t *testing.T) {
 // A new egress network's seal proof is an "egress seal" span, child of the acquire's call,
 // with its verdict; a drained window's decisions are counted by scope and decision.
 func TestSealSpanAndEgressDecisionCounts(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	in := newInstrumented(t)
 	f := newNetFake()
 	b := egressBackend(t, f, append(in.opts, WithEgressSink(&sink{}))...)
@@ -173,7 +172,7 @@ func TestSealSpanAndEgressDecisionCounts(t *testing.T) {
 
 // Without the options nothing is recorded and nothing fails: a no-op tracer, nil metrics.
 func TestNoInstrumentsByDefault(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	sb, err := b.Acquire(context.Background(), testKey, testSpec(t))

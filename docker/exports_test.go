@@ -23,7 +23,6 @@ var unspelled = map[string]string{
 	"ChangeDeleted":  "a value of Change.Kind: a caller of Changes meets all three",
 	"ChangeModified": "a value of Change.Kind: a caller of Changes meets all three",
 	"ErrCapExceeded": "the class *CapExceededError reports, for errors.Is",
-	"Engine":         "the type NewEngine returns",
 	"Containers":     "the container part of Driver, embedded in it: its methods are the seam's",
 	"DefaultConfig":  "an embedder's starting configuration, every default filled in",
 	"ErrNotRunning":  "a class Containers.Pause names: a caller that pauses a stopped container meets it",
