@@ -81,7 +81,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Events, error) {
 		}
 		pub = js
 		if o.daemon != nil {
-			if e.pending, err = NewPendingStore(nc, o.prefix, WithPendingDaemon(e.engineID)); err != nil {
+			if e.pending, err = NewPendingStore(nc, o.prefix, WithPendingDaemon(e.engineID), WithPendingLogger(o.log.Named("egress-pending"))); err != nil {
 				return nil, fmt.Errorf("new events: %w", err)
 			}
 		}
@@ -166,6 +166,9 @@ func (e *Events) Close(ctx context.Context) error {
 		go func() { audit <- e.auditBox.Close(ctx) }()
 		if n := e.box.Close(ctx) + <-audit; n > 0 {
 			err = fmt.Errorf("%w: %d events", ErrUndelivered, n)
+		}
+		if e.pending != nil {
+			e.pending.Close(ctx) // the records of the windows just delivered forgotten
 		}
 	})
 	return err

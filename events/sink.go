@@ -62,13 +62,8 @@ func (s WindowSink) EgressDrained(_ context.Context, w egresslog.Window) {
 		err = s.box.EnqueueWindow(s.prefix, s.engineID, w)
 	} else {
 		err = s.box.EnqueueWindowThen(s.prefix, s.engineID, w, func(delivered error) {
-			if delivered != nil {
-				return // kept for the recovery
-			}
-			dctx, cancel := context.WithTimeout(context.Background(), pendingWait)
-			defer cancel()
-			if err := s.pending.Delete(dctx, w.ProxyID); err != nil {
-				s.box.log.Info("pending egress record not forgotten; the recovery publishes it again as a repeat", zap.String("proxy_id", w.ProxyID), zap.Error(err))
+			if delivered == nil { // else kept for the recovery
+				s.pending.Forget(w.ProxyID) // on the store's worker: the outbox's goes on at once
 			}
 		})
 	}
