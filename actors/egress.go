@@ -333,7 +333,7 @@ func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networ
 
 // proxyLabels are the proxy's labels ([label.Proxy]) and its private allowance, warning when
 // the key is over the attribution budget.
-func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]docker.Label, string, error) {
+func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]label.Label, string, error) {
 	cidrs := make([]string, len(a.b.cfg.EgressPrivateCIDRs))
 	for i, p := range a.b.cfg.EgressPrivateCIDRs {
 		cidrs[i] = p.String()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 )
 
 // driverSeams is one engine of each driver with the optional seams the actors and the reaper
@@ -50,7 +51,7 @@ func TestAPIDriverNetworksAndInventory(t *testing.T) {
 			_, _ = rand.Read(suffix)
 			name := "maf-sandbox-test-" + d.name + "-" + hex.EncodeToString(suffix)
 			marker := map[string]string{"maf-sandbox-test.net": name}
-			spec := docker.NetworkSpec{Name: name + "-net", Labels: []docker.Label{{Key: "maf-sandbox-test.net", Value: name}}}
+			spec := docker.NetworkSpec{Name: name + "-net", Labels: []label.Label{{Key: "maf-sandbox-test.net", Value: name}}}
 
 			t.Cleanup(func() {
 				c, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -80,7 +81,7 @@ func TestAPIDriverNetworksAndInventory(t *testing.T) {
 			}
 
 			proxy := docker.ProxySpec{Name: name + "-proxy", Image: image, Network: spec.Name,
-				Env: []string{"A=1", "B=2"}, Labels: []docker.Label{{Key: "maf-sandbox-test.net", Value: name}}}
+				Env: []string{"A=1", "B=2"}, Labels: []label.Label{{Key: "maf-sandbox-test.net", Value: name}}}
 			missing := proxy
 			missing.Image = "maf-sandbox-test/absent:none"
 			if _, err := e.ProxyCreate(ctx, missing); !errors.Is(err, docker.ErrImageMissing) {

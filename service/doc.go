@@ -52,7 +52,7 @@
 // # Streaming exec
 //
 // An exec request that names a stream_to subject gets APIExecChunk messages there, then its
-// response. A sandbox that implements [StreamingSandbox] hands output over while the command
+// response. A sandbox that implements [sandbox.StreamingExec] hands output over while the command
 // runs; for any other the engine publishes the output's chunks when the command ends.
 //
 // # Shutdown

@@ -21,11 +21,6 @@ const (
 	StreamStderr = "stderr"
 )
 
-// StreamingSandbox is [sandbox.StreamingExec]: a sandbox that hands over a command's output
-// while it runs. For a sandbox without it the engine streams the output when the command has
-// ended.
-type StreamingSandbox = sandbox.StreamingExec
-
 func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	req, err := decode[messages.APIExecRequest](data)
 	if err != nil {
@@ -52,7 +47,7 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	timeout := millis(req.TimeoutMS)
 	var res sandbox.ExecResult
-	switch live, ok := h.sandbox().(StreamingSandbox); {
+	switch live, ok := h.sandbox().(sandbox.StreamingExec); {
 	case st != nil && ok:
 		st.live = true
 		res, err = live.ExecStreaming(ctx, cmd, req.WorkDir, timeout, req.MaxOutputBytes, st.emit)
