@@ -9,6 +9,7 @@ import (
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Reap runs one age-based sweep of the backend's engine (egress-and-reap.md §4): see
@@ -18,9 +19,9 @@ import (
 // ([WithEgressSink]), every proxy is drained before its removal by the same inspected ID and
 // its window reaches the sink only after that removal succeeded or found it absent (§4.8),
 // filed under the key its own labels carry; a [reaper.WithDrainer] among opts replaces that.
-func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...reaper.Option) (reaper.Result, error) {
+func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, opts ...reaper.Option) (sandbox.ReapResult, error) {
 	if !b.reaping.CompareAndSwap(false, true) {
-		return reaper.Result{}, ErrReapInProgress
+		return sandbox.ReapResult{}, ErrReapInProgress
 	}
 	defer b.reaping.Store(false)
 	all := []reaper.Option{reaper.WithLogger(b.log)}

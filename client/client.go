@@ -209,19 +209,14 @@ func failureOf(err error) *sandbox.DisposalFailure {
 
 // Reap asks the pool to sweep sandboxes created more than olderThan ago, on every scope or
 // only scope. An engine without a reaper answers with an [*sandbox.UnsupportedError].
-func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error) {
+func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 	req := &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType},
 		OlderThanMS: olderThan.Milliseconds(), Scope: scope}
 	var resp messages.APIReapResponse
 	if err := b.do(ctx, b.cold(messages.SubjectReapT, messages.SubjectEngineReapT, &req.APIEnvelope, req, &resp, messages.APIReapResponseType)); err != nil {
-		return ReapResult{}, err
+		return sandbox.ReapResult{}, err
 	}
-	r := ReapResult{Disposed: resp.Disposed, ProxiesRemoved: resp.ProxiesRemoved, NetworksRemoved: resp.NetworksRemoved}
-	for _, f := range resp.Failures {
-		r.Failures = append(r.Failures, ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail,
-			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	return r, nil
+	return messages.ReapFromWire(resp.APIReapResult), nil
 }
 
 // Health asks an engine of the pool (or the pinned one) how it is.

@@ -20,7 +20,7 @@
 // # The events
 //
 // A drained egress window (egresslog.Window) becomes an [EgressObservedEvent] ([EgressEvent])
-// and a sweep (reaper.Result) a [ReapCompletedEvent] ([ReapEvent]); [EgressMessage] and
+// and a sweep (sandbox.ReapResult) a [ReapCompletedEvent] ([ReapEvent]); [EgressMessage] and
 // [ReapMessage] encode them as a [Message] with its subject ([Token], [EgressSubject],
 // [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent]. Every act of the
 // engine (an acquire, a command, a file crossing, a disposal, the engine's own states) is an

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -268,7 +267,7 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
 // ReapEvent builds the event of the sweep res under runID, the sweep's own random ID (a
 // retry of one sweep's publication keeps it). [ErrInvalidEvent] for a run ID that is not 8–64
 // of [A-Za-z0-9_-] or a non-positive age.
-func ReapEvent(res reaper.Result, runID, engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
+func ReapEvent(res sandbox.ReapResult, runID, engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
 	if !runIDPattern.MatchString(runID) {
 		return ReapCompletedEvent{}, fmt.Errorf("%w: run ID %q", ErrInvalidEvent, runID)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -133,10 +132,10 @@ func TestWindowEventRefusals(t *testing.T) {
 
 func TestReapEvent(t *testing.T) {
 	const run = "01HZX7RUN0000"
-	s := reaper.Result{OlderThan: 24 * time.Hour, Scope: "tenant-1",
+	s := sandbox.ReapResult{OlderThan: 24 * time.Hour, Scope: "tenant-1",
 		Cutoff: time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 3, 0, time.UTC), Disposed: 1, ProxiesRemoved: 1, NetworksRemoved: 1,
-		Failures: []reaper.Failure{{Code: sandbox.DisposalRefused, Detail: "x: boom", ResourceID: "abc", ResourceKind: reaper.KindNetwork}}}
+		Failures: []sandbox.ReapFailure{{Code: sandbox.DisposalRefused, Detail: "x: boom", ResourceID: "abc", ResourceKind: sandbox.ReapNetwork}}}
 	ev, err := ReapEvent(s, run, "E", s.FinishedAt)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +161,7 @@ func TestReapEvent(t *testing.T) {
 		run string
 		age time.Duration
 	}{{"short", time.Hour}, {"long-enough-id", 0}} {
-		if _, err := ReapEvent(reaper.Result{OlderThan: bad.age}, bad.run, "E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+		if _, err := ReapEvent(sandbox.ReapResult{OlderThan: bad.age}, bad.run, "E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
 	}

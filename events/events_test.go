@@ -11,7 +11,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/natstest"
-	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // noDaemon is a daemon whose identity cannot be read.
@@ -96,7 +96,7 @@ func TestSinks(t *testing.T) {
 		t.Fatal("no host-tool event")
 	}
 	now := time.Now()
-	m, err := ev.Reaps().Publish(ctx, reaper.Result{OlderThan: time.Hour, StartedAt: now, FinishedAt: now, Cutoff: now.Add(-time.Hour)})
+	m, err := ev.Reaps().Publish(ctx, sandbox.ReapResult{OlderThan: time.Hour, StartedAt: now, FinishedAt: now, Cutoff: now.Add(-time.Hour)})
 	if err != nil || m.Subject != prefix+".reap.completed" {
 		t.Fatalf("reap summary %+v: %v", m, err)
 	}
@@ -127,7 +127,7 @@ func TestCloseReportsUndelivered(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	now := time.Now()
-	if _, err := ev.Reaps().Publish(t.Context(), reaper.Result{OlderThan: time.Hour, StartedAt: now, FinishedAt: now}); err != nil {
+	if _, err := ev.Reaps().Publish(t.Context(), sandbox.ReapResult{OlderThan: time.Hour, StartedAt: now, FinishedAt: now}); err != nil {
 		t.Fatal(err) // kept: NATS being away is no refusal
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)

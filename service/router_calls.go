@@ -140,12 +140,7 @@ func reap(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &messages.APIReapResponse{Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved, NetworksRemoved: r.NetworksRemoved}
-	for _, f := range r.Failures {
-		out.Failures = append(out.Failures, messages.APIReapFailure{Code: string(f.Code), Detail: f.Detail,
-			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	return out, nil
+	return &messages.APIReapResponse{APIReapResult: messages.ReapToWire(r)}, nil
 }
 
 func declarations(_ context.Context, s *Service, data []byte) (any, error) {

@@ -17,7 +17,9 @@ import (
 	"github.com/mafsandbox/engine/actors"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // errReapFailures makes the command exit non-zero when a sweep reported failures (§4.9).
@@ -161,62 +163,22 @@ func (v *reapVerb) run(ctx context.Context) error {
 	return nil
 }
 
-// reapReport is the --json output.
+// reapReport is the --json output: the daemon swept, then the sweep in the one spelling its
+// every form shares (messages.APIReapResult: the reap call's answer, the reap.completed event).
 type reapReport struct {
-	Engine           string            `json:"engine"`
-	Context          string            `json:"context"`
-	Scope            *string           `json:"scope"`
-	OlderThan        string            `json:"olderThan"`
-	Cutoff           time.Time         `json:"cutoff"`
-	StartedAt        time.Time         `json:"startedAt"`
-	FinishedAt       time.Time         `json:"finishedAt"`
-	DryRun           bool              `json:"dryRun"`
-	Disposed         int               `json:"disposed"`
-	ProxiesRemoved   int               `json:"proxiesRemoved"`
-	NetworksRemoved  int               `json:"networksRemoved"`
-	ObserversRemoved int               `json:"observersRemoved"`
-	Failures         []reapFailureJSON `json:"failures"`
-	Resources        []reapEntryJSON   `json:"resources"`
+	Engine  string `json:"engine"`
+	Context string `json:"context"`
+	messages.APIReapResult
 }
 
-type reapFailureJSON struct {
-	Code         string `json:"code"`
-	Detail       string `json:"detail"`
-	ResourceID   string `json:"resourceId"`
-	ResourceKind string `json:"resourceKind"`
-}
-
-type reapEntryJSON struct {
-	Group   string    `json:"group"`
-	Kind    string    `json:"kind"`
-	Name    string    `json:"name"`
-	ID      string    `json:"id"`
-	Created time.Time `json:"created"`
-	Anchor  bool      `json:"anchor"`
-	Expired bool      `json:"expired"`
-	Action  string    `json:"action"`
-}
-
-func printReapJSON(w io.Writer, b docker.Binding, res reaper.Result) error {
-	r := reapReport{Engine: b.Endpoint, Context: b.Context, OlderThan: res.OlderThan.String(), Cutoff: res.Cutoff,
-		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, DryRun: res.DryRun, Disposed: res.Disposed,
-		ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved, ObserversRemoved: res.ObserversRemoved,
-		Failures: []reapFailureJSON{}, Resources: []reapEntryJSON{}}
-	if res.Scope != "" {
-		r.Scope = &res.Scope
-	}
-	for _, f := range res.Failures {
-		r.Failures = append(r.Failures, reapFailureJSON{string(f.Code), f.Detail, f.ResourceID, f.ResourceKind})
-	}
-	for _, d := range res.Resources {
-		r.Resources = append(r.Resources, reapEntryJSON{d.Group, d.Kind, d.Name, d.ID, d.Created, d.Anchor, d.Expired, string(d.Action)})
-	}
+func printReapJSON(w io.Writer, b docker.Binding, res sandbox.ReapResult) error {
+	r := reapReport{Engine: b.Endpoint, Context: b.Context, APIReapResult: messages.ReapToWire(res)}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
-func printReapTable(w io.Writer, b docker.Binding, res reaper.Result) error {
+func printReapTable(w io.Writer, b docker.Binding, res sandbox.ReapResult) error {
 	scope := "every scope"
 	if res.Scope != "" {
 		scope = fmt.Sprintf("scope %q", res.Scope)

@@ -379,17 +379,17 @@ type engineIdentity interface {
 // backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
 // summary through ev (none when ev is nil).
 func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return reaper.Result{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return sandbox.ReapResult{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return reaper.Result{}, err
+			return sandbox.ReapResult{}, err
 		}
 		if ev != nil {
 			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;

@@ -39,7 +39,7 @@ func ServeBackendOn(t testing.TB, nc *nats.Conn, b *actors.Backend, opts ...serv
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
