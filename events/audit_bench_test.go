@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // BenchmarkAuditThroughput records audit events as fast as a caller can and reports how many
@@ -66,7 +69,10 @@ func BenchmarkAuditHeld(b *testing.B) {
 func benchEvent(i int) AuditEvent {
 	code := 0
 	return AuditEvent{Type: AuditExecFinished, RequestID: fmt.Sprintf("req-%d", i), Sandbox: "sb_8Qx2", Kind: "codeact",
-		Key: &EventKey{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"}, InstanceID: "4e1f5c2d9a7b", Outcome: OutcomeOK,
+		Key: &messages.APIKey{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"}, InstanceID: "4e1f5c2d9a7b", Outcome: sandbox.OutcomeOK,
 		Traceparent: "00-4b010203000000000000000000000000-a102000000000000-01", DurationMS: 41.7,
-		Exec: &AuditExec{Form: "argv", Argv0: "python3", CommandSHA256: CommandSHA256([]string{"python3", "-c", "print(1)"}, ""), ExitCode: &code, StdoutBytes: 2}}
+		Exec: &AuditExec{Form: "argv", Argv0: "python3", CommandSHA256: func() string {
+			_, d := sandbox.CommandDigest([]string{"python3", "-c", "print(1)"}, "", sandbox.FormArgv)
+			return d
+		}(), ExitCode: &code, StdoutBytes: 2}}
 }

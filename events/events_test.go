@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -18,8 +18,8 @@ import (
 type noDaemon struct{}
 
 func (noDaemon) EngineID(context.Context) (string, error) { return "", errors.New("daemon away") }
-func (noDaemon) Inspect(context.Context, string) (docker.ContainerInfo, error) {
-	return docker.ContainerInfo{}, errors.New("daemon away")
+func (noDaemon) Gone(context.Context, string) (bool, error) {
+	return false, errors.New("daemon away")
 }
 
 func TestNewRefuses(t *testing.T) {
@@ -85,7 +85,7 @@ func TestSinks(t *testing.T) {
 	if err := subConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ev.HostTools().HostToolCalled(HostToolCalledEvent{Key: EventKey{Scope: "tenant-1"}, Kind: "codeact", Tool: "search", Call: 1})
+	ev.HostTools().HostToolCalled(HostToolCalledEvent{Key: messages.APIKey{Scope: "tenant-1"}, Kind: "codeact", Tool: "search", Call: 1})
 	select {
 	case m := <-calls:
 		if m.Subject != prefix+".host_tools.called.tenant-1.codeact" || m.Header.Get(HeaderEventType) != TypeHostToolCalled ||

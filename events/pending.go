@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // PendingBucket is the KV bucket of the windows of prefix drained and not yet known to be in
@@ -116,7 +116,7 @@ func (s *PendingStore) bucketKV(ctx context.Context) (jetstream.KeyValue, error)
 }
 
 // Put records w under its proxy ID (replacing an earlier drain's record of the same proxy).
-func (s *PendingStore) Put(ctx context.Context, w egresslog.Window) error {
+func (s *PendingStore) Put(ctx context.Context, w sandbox.EgressWindow) error {
 	kv, err := s.bucketKV(ctx)
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func (s *PendingStore) Close(ctx context.Context) {
 }
 
 // List returns every pending window of this store (see [WithPendingDaemon]).
-func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
+func (s *PendingStore) List(ctx context.Context) ([]sandbox.EgressWindow, error) {
 	kv, err := s.bucketKV(ctx)
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: list pending: %w", err)
 	}
-	var ws []egresslog.Window
+	var ws []sandbox.EgressWindow
 	for k := range keys.Keys() {
 		if !s.mine(k) {
 			continue
@@ -235,7 +235,7 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 			_ = keys.Stop()
 			return nil, fmt.Errorf("events: pending %s: %w", k, err)
 		}
-		var w egresslog.Window
+		var w sandbox.EgressWindow
 		if err := json.Unmarshal(e.Value(), &w); err != nil {
 			_ = keys.Stop()
 			return nil, fmt.Errorf("events: pending %s: %w", k, err)
@@ -252,7 +252,7 @@ func (s *PendingStore) List(ctx context.Context) ([]egresslog.Window, error) {
 // and one whose check or publication failed to the next recovery. The event carries the same
 // ID as the drainer's own, so a window the drainer did publish is a repeat the stream drops.
 func (s *PendingStore) Recover(ctx context.Context, gone func(ctx context.Context, proxyID string) (bool, error),
-	publish func(ctx context.Context, w egresslog.Window) error) (published int, err error) {
+	publish func(ctx context.Context, w sandbox.EgressWindow) error) (published int, err error) {
 	ws, err := s.List(ctx)
 	if err != nil {
 		return 0, err
@@ -268,7 +268,7 @@ func (s *PendingStore) Recover(ctx context.Context, gone func(ctx context.Contex
 			continue
 		}
 		if w.Removal == "" {
-			w.Removal = egresslog.RemovalAbsent
+			w.Removal = sandbox.RemovalAbsent
 		}
 		if err := publish(ctx, w); err != nil && !errors.Is(err, ErrInvalidEvent) {
 			errs = append(errs, fmt.Errorf("events: recover %s: %w", w.ProxyID, err))

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // A window recorded as pending is a KV entry, not an event: nothing is on the stream until the
@@ -77,8 +77,8 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 	if got := pendingIDs(); len(got) != 1 || got[0] != w.ProxyID || inStream() != 0 {
 		t.Fatalf("after the pending record: pending %v, %d events; want the one record and no event", got, inStream())
 	}
-	w.Removal = egresslog.RemovalRemoved
-	sink.EgressDrained(ctx, w)
+	w.Removal = sandbox.RemovalRemoved
+	sink.EgressObserved(ctx, w)
 	waitFor(t, "the pending record forgotten", func() bool { return len(pendingIDs()) == 0 })
 	if inStream() != 1 {
 		t.Fatalf("%d events, want 1", inStream())
@@ -88,16 +88,16 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 	// third died after publishing, before forgetting its record (gone, already in the stream).
 	gone, kept, published := testWindow(), testWindow(), testWindow()
 	gone.ProxyID, kept.ProxyID, published.ProxyID = strings.Repeat("a", 64), strings.Repeat("b", 64), w.ProxyID
-	for _, p := range []egresslog.Window{gone, kept, published} {
+	for _, p := range []sandbox.EgressWindow{gone, kept, published} {
 		p.Removal = ""
 		if err := store.Put(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
 	exists := map[string]bool{kept.ProxyID: true}
-	var seen []egresslog.Window
+	var seen []sandbox.EgressWindow
 	n, err := store.Recover(ctx, func(_ context.Context, id string) (bool, error) { return !exists[id], nil },
-		func(ctx context.Context, w egresslog.Window) error {
+		func(ctx context.Context, w sandbox.EgressWindow) error {
 			seen = append(seen, w)
 			return box.EnqueueWindowWait(ctx, DefaultSubjectPrefix, "E", w)
 		})
@@ -105,7 +105,7 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 		t.Fatalf("recover: %d published, %v; want 2", n, err)
 	}
 	for _, w := range seen {
-		if w.ProxyID == kept.ProxyID || w.Removal != egresslog.RemovalAbsent {
+		if w.ProxyID == kept.ProxyID || w.Removal != sandbox.RemovalAbsent {
 			t.Fatalf("recovery published %s as %q", w.ProxyID, w.Removal)
 		}
 	}
@@ -118,7 +118,7 @@ func TestPendingRecordAndRecovery(t *testing.T) {
 
 	// A failed check leaves the record for the next pass.
 	_, err = store.Recover(ctx, func(context.Context, string) (bool, error) { return false, errors.New("daemon away") },
-		func(context.Context, egresslog.Window) error { t.Fatal("published without a check"); return nil })
+		func(context.Context, sandbox.EgressWindow) error { t.Fatal("published without a check"); return nil })
 	if err == nil || len(pendingIDs()) != 1 {
 		t.Fatalf("recover with the daemon away: %v, pending %v", err, pendingIDs())
 	}
@@ -140,13 +140,13 @@ func TestPendingRecoveryIsTheDaemonsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := egresslog.Window{ProxyID: strings.Repeat("ab", 32)}
+	w := sandbox.EgressWindow{ProxyID: strings.Repeat("ab", 32)}
 	if err := a.Put(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	everywhereGone := func(context.Context, string) (bool, error) { return true, nil }
 	var published []string
-	publish := func(_ context.Context, w egresslog.Window) error {
+	publish := func(_ context.Context, w sandbox.EgressWindow) error {
 		published = append(published, w.ProxyID)
 		return nil
 	}
@@ -189,13 +189,13 @@ func TestPendingRecordsDoNotQueueBehindEachOther(t *testing.T) {
 	first, cancelFirst := context.WithCancel(context.Background())
 	defer cancelFirst()
 	firstDone := make(chan error, 1)
-	go func() { firstDone <- store.Put(first, egresslog.Window{ProxyID: strings.Repeat("a", 64)}) }()
+	go func() { firstDone <- store.Put(first, sandbox.EgressWindow{ProxyID: strings.Repeat("a", 64)}) }()
 	waitFor(t, "the first record's call to the bucket", func() bool { return sent(1) })
 
 	second, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	secondDone := make(chan error, 1)
-	go func() { secondDone <- store.Put(second, egresslog.Window{ProxyID: strings.Repeat("b", 64)}) }()
+	go func() { secondDone <- store.Put(second, sandbox.EgressWindow{ProxyID: strings.Repeat("b", 64)}) }()
 	select {
 	case err := <-secondDone:
 		if err == nil {
@@ -248,10 +248,10 @@ func TestPendingForgetDoesNotHoldTheOutbox(t *testing.T) {
 	}
 
 	w := testWindow()
-	sink.EgressDrained(context.Background(), w)
+	sink.EgressObserved(context.Background(), w)
 	waitFor(t, "the first window published and its record's forgetting under way", func() bool { return published() == 1 && sent(1) })
 	w.ProxyID = strings.Repeat("c", 64)
-	sink.EgressDrained(context.Background(), w)
+	sink.EgressObserved(context.Background(), w)
 	waitFor(t, "the second window published", func() bool { return published() == 2 })
 	mu.Lock()
 	defer mu.Unlock()

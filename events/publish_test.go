@@ -44,7 +44,7 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 1", len(msgs))
 	}
 	h := msgs[0].Headers()
-	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v1" || h.Get(HeaderContentType) != "application/json" {
+	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v2" || h.Get(HeaderContentType) != "application/json" {
 		t.Fatalf("headers %v", h)
 	}
 	var got EgressObservedEvent

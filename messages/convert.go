@@ -391,8 +391,7 @@ func cloneString(s *string) *string {
 func ReapToWire(r sandbox.ReapResult) APIReapResult {
 	w := APIReapResult{OlderThanMS: r.OlderThan.Milliseconds(), Cutoff: r.Cutoff.UTC(), StartedAt: r.StartedAt.UTC(),
 		FinishedAt: r.FinishedAt.UTC(), DryRun: r.DryRun, Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved,
-		NetworksRemoved: r.NetworksRemoved, ObserversRemoved: r.ObserversRemoved, Failures: make([]APIReapFailure, 0, len(r.Failures)),
-		Resources: make([]APIReapResource, 0, len(r.Resources))}
+		NetworksRemoved: r.NetworksRemoved, ObserversRemoved: r.ObserversRemoved, Failures: make([]APIReapFailure, 0, len(r.Failures))}
 	if r.Scope != "" {
 		scope := r.Scope
 		w.Scope = &scope

@@ -510,7 +510,7 @@ type APIReapResult struct {
 	NetworksRemoved  int               `json:"networks_removed"`
 	ObserversRemoved int               `json:"observers_removed"`
 	Failures         []APIReapFailure  `json:"failures"`
-	Resources        []APIReapResource `json:"resources"` // every qualifying resource and what became of it
+	Resources        []APIReapResource `json:"resources,omitempty"` // every qualifying resource and what became of it; the event omits them
 }
 
 // APIReapFailure is one resource the sweep could not remove, or, without a resource, why it

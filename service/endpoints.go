@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
 )
 
 // Why the engine answers the nats micro protocol itself instead of through micro.AddService:

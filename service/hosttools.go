@@ -30,7 +30,6 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditCommand(ctx, nil, req.Source, "program")
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
@@ -67,7 +66,10 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 	if req.Interpreter != "" {
 		opts = append(opts, hosttools.WithInterpreter(req.Interpreter))
 	}
-	run := reg.NewRun(hosttools.WithCallReport(s.hostToolReporter(h, l)))
+	run := reg.NewRun(hosttools.WithObserver(s.obs, h.key, h.kind), hosttools.WithCallReport(func(c hosttools.Called) {
+		s.callLog(ctx).Debug("host tool called", zap.String("tool", c.Tool), zap.Int("call", c.Number),
+			zap.String("refusal", c.Code), zap.String("run", l.Dir))
+	}))
 	res, err := hosttools.RunProgram(ctx, h.sandbox(), run, l, []byte(req.Source), millis(req.TimeoutMS), opts...)
 	if !req.KeepRun {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

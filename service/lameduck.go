@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mafsandbox/engine/events"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // LameDuck makes the engine stop taking new sandboxes while it keeps serving the ones it holds:
@@ -27,7 +28,7 @@ func (s *Service) LameDuck() error {
 	s.mu.Unlock()
 	s.owner.LameDuck()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
-	s.auditEngine(events.AuditPlacementChanged, "lame_duck", nil, "")
+	s.obs.PlacementChanged(context.Background(), sandbox.PlacementChanged{Change: sandbox.PlacementLameDuck})
 	shared := messages.Shared(messages.SubjectAcquireT, s.o.prefix)
 	for _, e := range s.endpoints {
 		if e.subject == shared && e.sub != nil {

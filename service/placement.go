@@ -7,11 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/telemetry"
 )
 
 // Ownership across engines is package placement's ([placement.Owner]): it decides whether an
@@ -74,22 +72,21 @@ func (s *Service) newOwner() (*placement.Owner, error) {
 	return placement.NewOwner(s.id, s.router, opts...)
 }
 
-// claimed counts and audits a claim the owner made for an acquire.
-func (s *Service) claimed(ctx context.Context, _ sandbox.Key, _, from string) {
-	change := telemetry.LeaseClaimed
+// claimed reports a claim the owner made for an acquire: of a sandbox no engine held, or taken
+// over from the lapsed owner from.
+func (s *Service) claimed(ctx context.Context, key sandbox.Key, kind, from string) {
+	a := sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementClaimed}
 	if from != "" {
-		change = telemetry.LeaseTakenOver
+		a.Change, a.Detail = sandbox.PlacementTakenOver, "from engine "+from
 	}
-	s.o.metrics.LeaseChanged(ctx, change)
-	auditClaim(ctx, from) // audit.go
+	s.obs.PlacementChanged(ctx, a)
 }
 
 // lost drops the handles of a sandbox whose lease the owner lost, so that later calls on them
-// are refused.
+// are refused, and reports the loss.
 func (s *Service) lost(key sandbox.Key, kind string) {
-	s.o.metrics.LeaseChanged(context.Background(), telemetry.LeaseLost)
 	s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == key && x.kind == kind }))
-	s.auditEngine(events.AuditPlacementChanged, "lost", &key, kind)
+	s.obs.PlacementChanged(context.Background(), sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementLost})
 }
 
 // route decides where an acquire of (key, kind) is served. It returns the answer of the engine
@@ -115,8 +112,6 @@ func (s *Service) route(ctx context.Context, key sandbox.Key, kind string) (answ
 	case err != nil:
 		return nil, r, false, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 	case !r.Here:
-		// Only an answer the owner gave is the owner's to audit; a forward that failed is
-		// this engine's answer, audited here.
 		answer, err = s.forward(ctx, r.Engine)
 		return answer, r, answer != nil, err
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/telemetry"
 )
 
 // The calls that are not addressed to one sandbox: acquire, dispose, dispose scope, reap,
@@ -29,23 +28,18 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 		return nil, err
 	}
 	defer s.owner.Acquiring()()
-	auditAcquire(ctx, spec) // audit.go
 	answer, route, elsewhere, err := s.route(ctx, key, spec.Kind)
-	if elsewhere {
-		forwarded(ctx)
-	}
 	if elsewhere || err != nil {
 		return answer, err
 	}
-	ctx, rep := sandbox.WithAcquireReport(ctx)
+	// The acquire's act names the handle its answer will carry (report.go).
+	ctx = s.callContext(ctx, callOf(ctx), s.handles.reserver(key, spec.Kind))
 	sb, err := s.router.Acquire(ctx, key, spec)
 	if err != nil {
 		s.owner.Abandon(route)
-		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, messages.EncodeError(err).Code)
 		return nil, err
 	}
 	s.owner.RecordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	auditAcquired(ctx, sb, rep) // audit.go
 	h := s.handles.put(key, spec, sb)
 	if c := callOf(ctx); c != nil && c.identity != nil {
 		h.own(c.identity.Account) // tenancy.go: the handle is bound to who acquired it
@@ -57,11 +51,6 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if f, ok := sb.(sandbox.Fresh); ok {
 		out.Created = f.Created()
 	}
-	outcome := telemetry.OutcomeReused
-	if out.Created {
-		outcome = telemetry.OutcomeCreated
-	}
-	s.o.metrics.Acquired(ctx, spec.Kind, outcome, "")
 	return &messages.APIAcquireResponse{Sandbox: out}, nil
 }
 
@@ -82,7 +71,6 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
 	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
 	if !local {
-		forwarded(ctx)
 		return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	f := s.router.Dispose(ctx, key, opts)
@@ -109,7 +97,6 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
 	if !local {
-		forwarded(ctx)
 		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
 	}
 	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)

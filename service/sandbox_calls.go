@@ -17,7 +17,6 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditFile(ctx, "in", req.Path, nil, "") // until the content is known to cross
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
@@ -43,7 +42,6 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if content == nil {
 		content = []byte{}
 	}
-	auditFile(ctx, "in", req.Path, content, req.SHA256) // checked above: the sum, when given, is the content's
 	if err := h.sandbox().WriteFile(ctx, req.Path, content, req.WorkDir); err != nil {
 		return nil, err
 	}
@@ -75,7 +73,6 @@ func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditFile(ctx, "out", req.Path, nil, "")
 	// Above the transfer limit the sandbox refuses the file rather than the engine sending it.
 	content, err := h.sandbox().ReadFile(ctx, req.Path, req.WorkDir, min(req.MaxBytes, s.o.maxFileBytes))
 	if err != nil {

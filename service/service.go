@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
@@ -59,7 +58,8 @@ type Service struct {
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
-	daemonDown  atomic.Bool // audit.go: the last probe found the daemon away
+	daemonDown  atomic.Bool      // report.go: the last probe found the daemon away
+	obs         sandbox.Observer // report.go: the router's, for the service's own acts
 
 	owner     *placement.Owner // placement.go: serve here or forward, leases, announcements
 	conn      connAge          // connection.go: the connection's age, for the alive reply
@@ -114,7 +114,11 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		return nil, errOption("chunk size %d does not fit a request of at most %d bytes once encoded", o.chunkSize, min(maxPayload, o.maxRequestBytes))
 	}
 	life, abort := context.WithCancel(context.Background())
-	s := &Service{
+	obs := router.Observer()
+	if obs == nil {
+		obs = sandbox.NopObserver{}
+	}
+	s := &Service{obs: obs,
 		tracer: telemetry.Tracer(o.tracer), tenancy: o.tenancy,
 		nc: nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
 		log:  o.logger.With(zap.String("engine", o.engineID)),
@@ -166,7 +170,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	s.log.Info("engine serving", zap.String("mode", mode), zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
-	s.auditEngine(events.AuditEngineStarted, "started", nil, "")
+	s.engineState(sandbox.EngineStarted, nil)
 	return s, nil
 }
 
@@ -187,7 +191,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.draining = true
 		s.mu.Unlock()
 		s.log.Info("engine draining", zap.Int("in_flight", s.inFlightNow()))
-		s.auditEngine(events.AuditEngineDraining, "draining", nil, "")
+		s.engineState(sandbox.EngineDraining, nil)
 		err := s.drain()
 		waitErr := s.waitDrained(ctx)
 		if waitErr == nil {
@@ -219,7 +223,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
-		s.auditEngine(events.AuditEngineStopped, "stopped", nil, "")
+		s.engineState(sandbox.EngineStopped, nil)
 	})
 	return s.stopErr
 }
@@ -296,8 +300,8 @@ func (s *Service) janitor() {
 	defer close(s.janitorDone)
 	t := time.NewTicker(max(s.o.transferTTL/4, time.Second))
 	defer t.Stop()
-	var probe <-chan time.Time // audit.go: the daemon's transitions, with the audit on
-	if s.o.audit != nil && s.o.daemonProbe > 0 {
+	var probe <-chan time.Time // report.go: the daemon's transitions, with an observer
+	if s.router.Observer() != nil && s.o.daemonProbe > 0 {
 		pt := time.NewTicker(s.o.daemonProbe)
 		defer pt.Stop()
 		probe = pt.C
@@ -419,7 +423,6 @@ func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 			resp, err := s.call(c)
 			s.failures.note(op.name, err)
 			s.reply(c, resp, err)
-			s.auditFinish(c, resp, err) // audit.go
 		}()
 	}
 }
@@ -459,7 +462,6 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &messages.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	s.auditStart(c, &env) // audit.go
 	if s.tenancy != nil {
 		id, err := s.authorize(op.name, c.msg.Header, &env, data) // tenancy.go
 		if id != nil {
@@ -467,10 +469,12 @@ func (s *Service) call(c *call) (resp any, err error) {
 			c.log = c.log.With(zap.String("account", id.Account))
 		}
 		if err != nil {
+			s.refused(c.ctx, c, err) // report.go
 			return nil, err
 		}
 	}
-	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
+	ctx := s.callContext(withCall(c.ctx, c), c, namedHandle(env.Sandbox)) // report.go
+	ctx, unfence := s.fenced(ctx, env.Sandbox)                            // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {
 		var cancel context.CancelFunc

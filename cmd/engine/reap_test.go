@@ -25,7 +25,7 @@ func TestReapTakesTheDriver(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("reap --driver %s exited %d\nstderr: %s", driver, r.code, r.stderr)
 			}
-			if !strings.Contains(r.stdout, `"dry_run": true`) || !strings.Contains(r.stdout, `"resources": []`) {
+			if !strings.Contains(r.stdout, `"dry_run": true`) || !strings.Contains(r.stdout, `"failures": []`) {
 				t.Fatalf("reap --driver %s printed %s", driver, r.stdout)
 			}
 		})
