@@ -38,6 +38,15 @@ type call struct {
 	span        trace.Span      // ended by reply
 	identity    *Identity       // tenancy.go: the caller, on an engine with tenancy; else nil
 	account     string          // admission.go: the account the call counts against
+	forwarded   any             // forward.go: the answer of the engine a call was forwarded to
+}
+
+// callerAccount is the account the caller acquired under, on an engine with tenancy; "" else.
+func (c *call) callerAccount() string {
+	if c == nil || c.identity == nil {
+		return ""
+	}
+	return c.identity.Account
 }
 
 // newCall reads m's correlation headers and derives the call's logger.

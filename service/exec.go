@@ -21,7 +21,7 @@ const (
 	StreamStderr = "stderr"
 )
 
-func exec(ctx context.Context, s *Service, data []byte) (any, error) {
+func exec(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIExecRequest](data)
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	return s.execResponse(ctx, h, res, st, execID)
 }
 
-func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
+func runCode(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRunCodeRequest](data)
 	if err != nil {
 		return nil, err

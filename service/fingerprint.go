@@ -61,7 +61,7 @@ const nothingLeftBehind = "NOTHING_LEFT_BEHIND"
 // fingerprint answers one phase. A refusal or an unreadable measurement comes back as the
 // [*sandbox.ConformanceFailure] the Go probe would report, so no failure of the proof reads as
 // anything but one.
-func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
+func fingerprint(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIFingerprintRequest](data)
 	if err != nil {
 		return nil, err

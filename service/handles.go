@@ -94,8 +94,17 @@ func newHandles() *handles {
 		buried: map[string]buriedHandle{}}
 }
 
-// put records sb, acquired for key and spec, and returns its handle.
-func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *handle {
+// put records sb, acquired for key and spec by account (tenancy.go: the handle is bound to
+// the accounts that acquired it; "" without tenancy), and returns its handle.
+func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox, account string) *handle {
+	h := t.putSandbox(key, spec, sb)
+	if account != "" {
+		h.own(account)
+	}
+	return h
+}
+
+func (t *handles) putSandbox(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *handle {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	hk := handleKey{sandbox.Identity(key, spec.Kind), sb.InstanceID()}

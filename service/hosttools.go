@@ -25,7 +25,7 @@ const defaultRunBase = "/maf-sandbox/work"
 // tool answered by a NATS request to the subject the request names for it. The registry is
 // built from the request and enforced here: declarations, allowed identities, the call cap
 // and the response limits, which may not exceed what the acquire's spec declared.
-func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
+func runProgram(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRunProgramRequest](data)
 	if err != nil {
 		return nil, err

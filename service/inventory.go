@@ -114,7 +114,7 @@ func (f *inventoryFilter) match(e *messages.APISandboxEntry) bool {
 	return r.IdleMS <= 0 || f.now.Sub(e.LastCallAt) >= millis(r.IdleMS)
 }
 
-func listSandboxes(_ context.Context, s *Service, data []byte) (any, error) {
+func listSandboxes(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIListSandboxesRequest](data)
 	if err != nil {
 		return nil, err

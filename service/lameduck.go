@@ -59,7 +59,7 @@ func (s *Service) errLameDuck() error {
 
 // lameDuck is the lame_duck operation: [Service.LameDuck] through the API, on the engine's
 // own subject only (there is no shared one: the pool would pick the engine).
-func lameDuck(_ context.Context, s *Service, data []byte) (any, error) {
+func lameDuck(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APILameDuckRequest](data); err != nil {
 		return nil, err
 	}

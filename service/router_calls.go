@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -11,7 +13,7 @@ import (
 // declarations and health. They are answered on shared subjects (one engine of the pool)
 // and on each engine's own.
 
-func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
+func acquire(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIAcquireRequest](data)
 	if err != nil {
 		return nil, err
@@ -27,23 +29,19 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.owner.Acquiring()()
-	answer, route, elsewhere, err := s.route(ctx, key, spec.Kind)
-	if elsewhere || err != nil {
-		return answer, err
-	}
 	// The acquire's act names the handle its answer will carry (report.go).
-	ctx = s.callContext(ctx, callOf(ctx), s.handles.reserver(key, spec.Kind))
-	sb, err := s.router.Acquire(ctx, key, spec)
-	if err != nil {
-		s.owner.Abandon(route)
+	ctx = s.callContext(ctx, c, s.handles.reserver(key, spec.Kind))
+	sb, err := s.owner.Acquire(ctx, key, spec) // placement.Owner: a layer around the router
+	var re *placement.RouteError
+	switch {
+	case errors.Is(err, placement.ErrForwarded):
+		return c.forwarded, nil // the owner's answer
+	case errors.As(err, &re):
+		return nil, s.placementError(re.Err) // placement.go
+	case err != nil:
 		return nil, err
 	}
-	s.owner.RecordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	h := s.handles.put(key, spec, sb)
-	if c := callOf(ctx); c != nil && c.identity != nil {
-		h.own(c.identity.Account) // tenancy.go: the handle is bound to who acquired it
-	}
+	h := s.handles.put(key, spec, sb, c.callerAccount())
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
 		out.WorkDir = b.WorkDir()
@@ -54,7 +52,7 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIAcquireResponse{Sandbox: out}, nil
 }
 
-func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
+func dispose(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDisposeRequest](data)
 	if err != nil {
 		return nil, err
@@ -69,24 +67,17 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 		kind = &k
 	}
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
-	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
-	if !local {
-		return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	f, here := s.owner.Dispose(ctx, key, opts) // placement.Owner: a layer around the router
+	if here {
+		s.transfers.forget(s.handles.drop(func(h *handle) bool {
+			return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
+				(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
+		}))
 	}
-	f := s.router.Dispose(ctx, key, opts)
-	if f == nil {
-		s.owner.Release(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
-	} else {
-		failures = append(failures, *f)
-	}
-	s.transfers.forget(s.handles.drop(func(h *handle) bool {
-		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
-			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
-	}))
-	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(f)}, nil
 }
 
-func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
+func disposeScope(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDisposeScopeRequest](data)
 	if err != nil {
 		return nil, err
@@ -95,23 +86,16 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
-	if !local {
-		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	p, here := s.owner.DisposeScope(ctx, key.Scope, key.ThreadID) // placement.Owner: a layer around the router
+	if here {
+		s.transfers.forget(s.handles.drop(func(h *handle) bool {
+			return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
+		}))
 	}
-	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
-	if p.Undisposed == nil {
-		s.owner.Release(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
-	} else {
-		failures = append(failures, *p.Undisposed)
-	}
-	s.transfers.forget(s.handles.drop(func(h *handle) bool {
-		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
-	}))
-	return &messages.APIDisposeScopeResponse{Disposed: disposed + p.Disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeScopeResponse{Disposed: p.Disposed, Undisposed: messages.FailureToWire(p.Undisposed)}, nil
 }
 
-func reap(ctx context.Context, s *Service, data []byte) (any, error) {
+func reap(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReapRequest](data)
 	if err != nil {
 		return nil, err
@@ -130,7 +114,7 @@ func reap(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIReapResponse{APIReapResult: messages.ReapToWire(r)}, nil
 }
 
-func declarations(_ context.Context, s *Service, data []byte) (any, error) {
+func declarations(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APIDeclarationsRequest](data); err != nil {
 		return nil, err
 	}
@@ -144,7 +128,7 @@ func declarations(_ context.Context, s *Service, data []byte) (any, error) {
 	return out, nil
 }
 
-func health(ctx context.Context, s *Service, data []byte) (any, error) {
+func health(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APIHealthRequest](data); err != nil {
 		return nil, err
 	}

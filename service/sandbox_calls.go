@@ -12,7 +12,7 @@ import (
 // are passed to the sandbox as they came: confinement is the sandbox's (sandbox/paths), and
 // a path it refuses comes back as its own typed error.
 
-func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func writeFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIWriteFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIWriteFileResponse{}, nil
 }
 
-func uploadChunk(_ context.Context, s *Service, data []byte) (any, error) {
+func uploadChunk(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIUploadChunkRequest](data)
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func uploadChunk(_ context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIUploadChunkResponse{Received: n}, nil
 }
 
-func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func readFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReadFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIReadFileResponse{Content: blob}, nil
 }
 
-func downloadChunk(_ context.Context, s *Service, data []byte) (any, error) {
+func downloadChunk(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDownloadChunkRequest](data)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func downloadChunk(_ context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIDownloadChunkResponse{Data: chunk, Last: last}, nil
 }
 
-func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func statFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIStatFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIStatFileResponse{Stat: messages.StatToWire(st)}, nil
 }
 
-func remove(ctx context.Context, s *Service, data []byte) (any, error) {
+func remove(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRemoveRequest](data)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func remove(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIRemoveResponse{}, nil
 }
 
-func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
+func listDir(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIListDirRequest](data)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
 	return out, nil
 }
 
-func reclaim(ctx context.Context, s *Service, data []byte) (any, error) {
+func reclaim(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReclaimRequest](data)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func reclaim(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIReclaimResponse{}, nil
 }
 
-func reset(ctx context.Context, s *Service, data []byte) (any, error) {
+func reset(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIResetRequest](data)
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func reset(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIResetResponse{InstanceID: h.sandbox().InstanceID()}, nil
 }
 
-func collectOutputs(ctx context.Context, s *Service, data []byte) (any, error) {
+func collectOutputs(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APICollectOutputsRequest](data)
 	if err != nil {
 		return nil, err

@@ -328,7 +328,7 @@ type operation struct {
 	engine      string
 	reqType     string
 	respType    string
-	run         func(ctx context.Context, s *Service, data []byte) (any, error)
+	run         func(ctx context.Context, s *Service, c *call, data []byte) (any, error)
 	description string
 }
 
@@ -481,7 +481,7 @@ func (s *Service) call(c *call) (resp any, err error) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(env.WaitMS)*time.Millisecond)
 		defer cancel()
 	}
-	resp, err = op.run(ctx, s, data)
+	resp, err = op.run(ctx, s, c, data)
 	err = fenceError(ctx, err)
 	if env.Sandbox != "" && sandboxGone(err) {
 		s.transfers.forget(s.handles.bury(env.Sandbox))
