@@ -51,6 +51,9 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Backend, error) {
 		}
 	}
 	b := &Backend{nc: nc, o: o, log: o.logger, name: "remote", placement: map[sandbox.Key]string{}}
+	if o.noDeclarations {
+		return b, nil // operator.go
+	}
 	req := &messages.APIDeclarationsRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDeclarationsRequestType}}
 	var resp messages.APIDeclarationsResponse
 	if err := b.do(ctx, b.cold(messages.SubjectDeclarationsT, messages.SubjectEngineDeclarationsT, &req.APIEnvelope, req, &resp,
@@ -100,6 +103,10 @@ func (b *Backend) cold(shared, engine string, env *messages.APIEnvelope, req, re
 // client has acquired before goes to the engine that served it, so warm reuse keeps
 // working with several engines; when that engine is gone the pool serves it.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if b.o.noDeclarations {
+		return nil, &sandbox.UnsupportedError{Backend: b.name, Op: "Acquire",
+			Reason: "this client was built without the pool's declarations (WithoutDeclarations): it makes the operator's calls only"}
+	}
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
 	}
