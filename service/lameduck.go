@@ -28,7 +28,7 @@ func (s *Service) LameDuck() error {
 	s.mu.Unlock()
 	s.owner.LameDuck()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
-	s.obs.PlacementChanged(context.Background(), sandbox.PlacementChanged{Change: sandbox.PlacementLameDuck})
+	s.obs.PlacementChanged(s.ownContext(), sandbox.PlacementChanged{Change: sandbox.PlacementLameDuck})
 	shared := messages.Shared(messages.SubjectAcquireT, s.o.prefix)
 	for _, e := range s.endpoints {
 		if e.subject == shared && e.sub != nil {

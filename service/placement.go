@@ -85,7 +85,7 @@ func (s *Service) claimed(ctx context.Context, key sandbox.Key, kind, from strin
 // are refused, and reports the loss.
 func (s *Service) lost(key sandbox.Key, kind string) {
 	s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == key && x.kind == kind }))
-	s.obs.PlacementChanged(context.Background(), sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementLost})
+	s.obs.PlacementChanged(s.ownContext(), sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementLost})
 }
 
 // placementError answers an acquire the owner could not route as engine_unavailable (or the

@@ -35,10 +35,16 @@ func namedHandle(handle string) func(string) string {
 	return func(string) string { return handle }
 }
 
+// ownContext is the context of an act of the service's own that no call caused: it carries
+// this engine's ID, as every act the service reports does.
+func (s *Service) ownContext() context.Context {
+	return sandbox.WithCall(context.Background(), sandbox.Call{Service: s.id})
+}
+
 // engineState reports a state of the engine itself (started, draining, stopped, the daemon's
 // transitions).
 func (s *Service) engineState(state string, err error) {
-	s.obs.EngineStateChanged(context.Background(), sandbox.EngineStateChanged{Act: sandbox.Act{Err: err}, State: state})
+	s.obs.EngineStateChanged(s.ownContext(), sandbox.EngineStateChanged{Act: sandbox.Act{Err: err}, State: state})
 }
 
 // daemonState reports the daemon's answer to a probe when it changed: away (with what the

@@ -159,8 +159,10 @@ func TestServeAuditTrail(t *testing.T) {
 	if len(refusals) != 1 {
 		t.Errorf("%d events on the refusals' subject, want 1", len(refusals))
 	}
-	if started := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.started", 1); len(started) != 1 {
-		t.Errorf("%d engine.started events, want 1", len(started))
+	started := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.started", 1)
+	var st events.AuditEvent
+	if len(started) != 1 || json.Unmarshal(started[0].Data(), &st) != nil || st.Service == "" || st.Engine == "" {
+		t.Errorf("engine.started: %d events, the first %s; want one naming the engine (service) and its daemon (engine)", len(started), started[0].Data())
 	}
 }
 
