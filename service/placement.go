@@ -54,9 +54,9 @@ func (s *Service) newOwner() (*placement.Owner, error) {
 	opts := []placement.OwnerOption{
 		placement.WithOwnerLogger(s.log),
 		placement.WithLoad(func() (int, bool) {
-			s.mu.Lock()
-			draining := s.draining || s.lameDuck
-			s.mu.Unlock()
+			s.gate.mu.Lock()
+			draining := s.gate.draining || s.gate.lameDuck
+			s.gate.mu.Unlock()
 			return s.handles.len(), draining
 		}),
 		placement.WithHooks(placement.Hooks{Claimed: s.claimed, Lost: s.lost}),

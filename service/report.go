@@ -50,7 +50,7 @@ func (s *Service) engineState(state string, err error) {
 // daemonState reports the daemon's answer to a probe when it changed: away (with what the
 // probe met) or back.
 func (s *Service) daemonState(reachable bool, err error) {
-	if s.daemonDown.Swap(!reachable) == !reachable {
+	if s.jan.daemonDown.Swap(!reachable) == !reachable {
 		return
 	}
 	if reachable {

@@ -133,15 +133,15 @@ func health(ctx context.Context, s *Service, _ *call, data []byte) (any, error) 
 		return nil, err
 	}
 	daemon := s.daemonHealth(ctx)
-	s.mu.Lock()
-	status, inFlight := HealthOK, s.inFlight-1 // not counting this call
+	s.gate.mu.Lock()
+	status, inFlight := HealthOK, s.gate.inFlight-1 // not counting this call
 	switch {
-	case s.draining || s.lameDuck:
+	case s.gate.draining || s.gate.lameDuck:
 		status = HealthDraining
 	case daemon != nil && !daemon.Reachable:
 		status = HealthEngineUnavailable
 	}
-	s.mu.Unlock()
+	s.gate.mu.Unlock()
 	out := &messages.APIHealthResponse{Engine: s.id, Version: s.o.version, Status: status, StartedAt: s.started,
 		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}, Daemon: daemon, LastError: s.failures.get(),
 		Events: s.eventsHealth()}
