@@ -12,14 +12,14 @@ import (
 )
 
 // BenchmarkAuditCost times an exec and a file write over NATS on a warm Docker sandbox,
-// through two engines on one backend: one recording the audit stream to JetStream, one
-// without. The sub-benchmarks alternate, so `-count N` interleaves them; benchstat of
+// through two engines, each on a backend of its own (a backend reports to the router built
+// over it last): one recording the audit stream to JetStream, one without. The sub-benchmarks alternate, so `-count N` interleaves them; benchstat of
 // audit=off against audit=on is the audit's cost (docs/benchmarks.md, "The audit stream").
 func BenchmarkAuditCost(b *testing.B) {
-	backend := itest.NewBackend(b)
 	spec := itest.BusyboxSpec(b, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut))
 	engines := map[string]sandbox.Sandbox{}
 	for _, audit := range []bool{false, true} {
+		backend := itest.NewBackend(b)
 		srv := natstest.Run(b)
 		var obs sandbox.Observer
 		name := "audit=off"
