@@ -55,8 +55,8 @@ type Backend struct {
 	watch      *watcher
 	closeOnce  sync.Once
 
-	reaping  atomic.Bool                                  // a Reap is in flight
-	reporter atomic.Pointer[func(sandbox.EgressObserved)] // the router's egress reporter, nil when unobserved
+	reaping atomic.Bool                 // a Reap is in flight
+	obs     atomic.Pointer[observerRef] // report.go: who hears the backend's acts; nil: nobody
 
 	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
 	imageFlight flight[bool]   // likewise for an image's presence
@@ -117,6 +117,9 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
+	}
+	if o.observer != nil {
+		b.obs.Store(&observerRef{o.observer})
 	}
 	if o.watch {
 		b.watch = newWatcher(b)
@@ -274,7 +277,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+	return &Sandbox{b: b, pid: pid, name: name, key: key, kind: spec.Kind, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
 		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
 }
 
@@ -376,35 +379,6 @@ func (b *Backend) commandTimeout() time.Duration {
 
 // isNotFound reports the engine saying the target is absent.
 func isNotFound(err error) bool { return errors.Is(err, docker.ErrNotFound) }
-
-// ObserveEgress installs the router's reporter of drained egress windows and returns the
-// previous one; nil switches the report off. It implements [sandbox.EgressObserver] and
-// never fails. Proxies are read before removal only while a reporter or an egress sink is
-// installed.
-func (b *Backend) ObserveEgress(report func(sandbox.EgressObserved)) (func(sandbox.EgressObserved), error) {
-	var next *func(sandbox.EgressObserved)
-	if report != nil {
-		next = &report
-	}
-	if prev := b.reporter.Swap(next); prev != nil {
-		return *prev, nil
-	}
-	return nil, nil
-}
-
-// observing reports whether anyone receives drained windows: only then is a proxy read.
-func (b *Backend) observing() bool { return b.egress.sink != nil || b.reporter.Load() != nil }
-
-// deliverWindow hands a window whose proxy is gone to the sink and the reporter.
-func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
-	b.countDecisions(ctx, w)
-	if b.egress.sink != nil {
-		b.egress.sink.EgressDrained(context.WithoutCancel(ctx), w)
-	}
-	if r := b.reporter.Load(); r != nil {
-		(*r)(observed(w))
-	}
-}
 
 // CheckHealth makes one round trip to the daemon (its OS, with no retry), bounded by the
 // command timeout: nil when it answers, a [*sandbox.BackendUnavailableError] when it cannot

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
 )
 
@@ -26,11 +27,19 @@ type options struct {
 	metrics     *telemetry.Metrics               // instruments.go; nil: none
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
+	observer    sandbox.Observer                 // report.go; nil: none until a router hands one
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 
 func defaultOptions() options {
 	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
+}
+
+// WithObserver reports the backend's acts to obs from the start (default: none, until a
+// router built over the backend hands it the router's, which replaces it): what a backend
+// used without a router needs. See [Backend.ReportTo].
+func WithObserver(obs sandbox.Observer) Option {
+	return func(o *options) error { o.observer = obs; return nil }
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.

@@ -400,28 +400,28 @@ func TestRetryingClassifier(t *testing.T) {
 	}
 }
 
-// The router's reporter is swapped in atomically and receives each delivered window as the
-// protocol's event; nil switches reading off.
-func TestObserveEgress(t *testing.T) {
+// The router's observer is swapped in atomically and hears each window delivered; nil
+// switches reporting off, and with it the reads of proxies.
+func TestReportTo(t *testing.T) {
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	if b.observing() {
-		t.Fatal("no sink and no reporter: proxies must not be read")
+		t.Fatal("no observer: proxies must not be read")
 	}
-	var got []sandbox.EgressObserved
-	prev, err := b.ObserveEgress(func(ev sandbox.EgressObserved) { got = append(got, ev) })
+	obs := &sink{}
+	prev, err := b.ReportTo(obs)
 	if err != nil || prev != nil || !b.observing() {
 		t.Fatalf("install: previous %t, %v", prev != nil, err)
 	}
-	b.deliverWindow(context.Background(), EgressWindow{Key: testKey, DrainSeconds: 0.5,
+	b.deliverWindow(context.Background(), sandbox.EgressWindow{Key: testKey, Backend: BackendName, DrainSeconds: 0.5,
 		Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionDeny, Host: "x", Port: 443}}})
-	if len(got) != 1 || got[0].Key != testKey || got[0].Backend != BackendName || got[0].Seconds != 0.5 || got[0].Call != nil {
+	if got := obs.got(); len(got) != 1 || got[0].Key != testKey || got[0].Backend != BackendName || got[0].DrainSeconds != 0.5 {
 		t.Fatalf("reported %+v", got)
 	}
-	if prev, _ := b.ObserveEgress(nil); prev == nil || b.observing() {
-		t.Fatal("nil must switch observation off and return the previous reporter")
+	if prev, _ := b.ReportTo(nil); prev != sandbox.Observer(obs) || b.observing() {
+		t.Fatal("nil must switch reporting off and return the previous observer")
 	}
-	var _ sandbox.EgressObserver = b
+	var _ sandbox.Reporting = b
 }
 
 // starterEngine reports an exec's start before it ends, as the engine does.

@@ -116,7 +116,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTeardownNet()
 			s := &sink{}
-			b := egressBackend(t, f, WithEgressSink(s))
+			b := egressBackend(t, f, WithObserver(s))
 			spec := allowSpec(t, "a.example")
 			sb, err := b.Acquire(context.Background(), testKey, spec)
 			if err != nil {
@@ -131,7 +131,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 					t.Fatal(err)
 				}
 				// A fresh process: nothing registered, only the proxy is listed.
-				b = egressBackend(t, f, WithEgressSink(s))
+				b = egressBackend(t, f, WithObserver(s))
 				want = []string{docker.ProxyName(n), docker.NetworkName(n)}
 			}
 			mark := f.mark()
@@ -150,7 +150,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 				t.Fatalf("left: %v %v", f.containers, f.networks)
 			}
 			ws := s.got()
-			if len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Key != testKey || ws[0].Trigger != tc.trigger ||
+			if len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Key != testKey || ws[0].Trigger != string(tc.trigger) ||
 				ws[0].Removal != "removed" || !ws[0].Closed || ws[0].Kind != "k" || len(ws[0].Decisions) != 1 {
 				t.Fatalf("windows %+v", ws)
 			}
@@ -165,7 +165,7 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	n := workloadName(b, spec)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -224,7 +224,7 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 	if len(f.containers) != 0 || len(f.networks) != 0 {
 		t.Fatalf("left: %v %v", f.containers, f.networks)
 	}
-	if ws := s.got(); len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Trigger != egresslog.TriggerDispose || len(ws[0].Decisions) != 1 {
+	if ws := s.got(); len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Trigger != string(egresslog.TriggerDispose) || len(ws[0].Decisions) != 1 {
 		t.Fatalf("windows %+v", ws)
 	}
 }
@@ -236,7 +236,7 @@ func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	sb, err := b.Acquire(context.Background(), testKey, spec)
 	if err != nil {
@@ -316,7 +316,7 @@ func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	first, err := b.Acquire(ctx, testKey, spec)
@@ -355,7 +355,7 @@ func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
@@ -407,7 +407,7 @@ func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
 func TestDisposeEgressCloseWaitsForNetworkRemoval(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {

@@ -281,13 +281,14 @@ func (f *netFake) Remove(ctx context.Context, target string) (docker.RemoveOutco
 
 // sink records what it is handed, and when.
 type sink struct {
+	sandbox.NopObserver
 	mu      sync.Mutex
-	windows []EgressWindow
+	windows []sandbox.EgressWindow
 	f       *netFake
 	at      []int // len(f.Calls()) at each window
 }
 
-func (s *sink) EgressDrained(_ context.Context, w EgressWindow) {
+func (s *sink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
@@ -296,7 +297,7 @@ func (s *sink) EgressDrained(_ context.Context, w EgressWindow) {
 	}
 }
 
-func (s *sink) got() []EgressWindow {
+func (s *sink) got() []sandbox.EgressWindow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.windows)
@@ -413,7 +414,7 @@ func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	s := &sink{f: f}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "b.example", "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -538,7 +539,7 @@ func TestEgressOutboundConnectFailureCleansColdState(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.connectErr = errors.New("network bridge not found")
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	_, err := b.Acquire(context.Background(), testKey, spec)
 	if err == nil || !strings.Contains(err.Error(), "outbound") {
@@ -586,7 +587,7 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newNetFake()
 			s := &sink{}
-			b := egressBackend(t, f, WithEgressSink(s))
+			b := egressBackend(t, f, WithObserver(s))
 			spec := allowSpec(t, "a.example")
 			if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 				t.Fatal(err)
@@ -768,7 +769,7 @@ func TestEgressReadinessPolls(t *testing.T) {
 func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	n := workloadName(b, spec)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -835,13 +836,14 @@ func TestEgressAddresses(t *testing.T) {
 
 // orderSink records, at each window it is handed, how many proxy removals had returned.
 type orderSink struct {
+	sandbox.NopObserver
 	mu       sync.Mutex
 	returned *atomic.Int64
-	windows  []EgressWindow
+	windows  []sandbox.EgressWindow
 	at       []int64
 }
 
-func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
+func (s *orderSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
@@ -856,7 +858,7 @@ func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &orderSink{returned: &returned}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -897,7 +899,7 @@ func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 	s.mu.Lock()
 	ws, at := slices.Clone(s.windows), slices.Clone(s.at)
 	s.mu.Unlock()
-	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != egresslog.RemovalRemoved || len(ws[0].Decisions) != 1 {
+	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != sandbox.RemovalRemoved || len(ws[0].Decisions) != 1 {
 		t.Fatalf("after the retry: %+v, want the proxy's one window, removed", ws)
 	}
 	if at[0] != 2 {
@@ -909,11 +911,11 @@ func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 // removals had returned at each.
 type pendingOrderSink struct {
 	orderSink
-	pending   []EgressWindow
+	pending   []sandbox.EgressWindow
 	pendingAt []int64
 }
 
-func (s *pendingOrderSink) EgressPending(_ context.Context, w EgressWindow) {
+func (s *pendingOrderSink) EgressPending(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = append(s.pending, w)
@@ -928,7 +930,7 @@ func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &pendingOrderSink{orderSink: orderSink{returned: &returned}}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -956,7 +958,7 @@ func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
 	if len(s.pending) != 2 || s.pendingAt[0] != 0 || s.pendingAt[1] != 1 || s.pending[0].ProxyID != proxy.id || s.pending[0].Removal != "" {
 		t.Fatalf("pending records %+v at %v returned removals; want one per drain, each before its removal", s.pending, s.pendingAt)
 	}
-	if len(s.windows) != 1 || s.at[0] != 2 || s.windows[0].Removal != egresslog.RemovalRemoved {
+	if len(s.windows) != 1 || s.at[0] != 2 || s.windows[0].Removal != sandbox.RemovalRemoved {
 		t.Fatalf("windows %+v at %v returned removals; want one, after the second removal", s.windows, s.at)
 	}
 }

@@ -2,14 +2,13 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/messages"
 )
 
@@ -42,41 +41,33 @@ func (c *Console) loop() {
 	}
 }
 
-// probe asks each action's subject, still unknown, with a request every engine refuses as a
-// bad request (it names no key): an answer means the identity may publish there, a
-// permissions violation that it may not.
+// probe asks each action's subject, still unknown, with the client's probe: a request every
+// engine refuses as a bad request before it acts. An answer means the identity may publish
+// there, a permissions violation that it may not.
 func (c *Console) probe(ctx context.Context) {
-	probes := map[string]struct {
-		subject string
-		req     any
-	}{
-		ActionDispose: {messages.Shared(messages.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
-		ActionPurge:   {messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
+	probes := map[string]struct{ op, engine string }{
+		ActionDispose: {client.ProbeDispose, ""},
+		ActionPurge:   {client.ProbeDisposeScope, ""},
 	}
-	// lame_duck has no shared subject: probe an engine the console knows, with a field the
-	// engine refuses as unknown (bad_request) before it acts.
+	// lame_duck has no shared subject: probe an engine the console knows.
 	if engine := c.anyEngine(); engine != "" {
-		probes[ActionLameDuck] = struct {
-			subject string
-			req     any
-		}{messages.Engine(messages.SubjectEngineLameDuckT, c.o.prefix, engine),
-			map[string]any{"type": messages.APILameDuckRequestType, "console_probe": true}}
+		probes[ActionLameDuck] = struct{ op, engine string }{client.ProbeLameDuck, engine}
 	}
 	for action, p := range probes {
 		if c.Actions()[action] != Unknown {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := c.call(pctx, p.subject, p.req, &messages.APIResponse{})
+		err := c.action(pctx, func(ctx context.Context) error { return c.remote.Probe(ctx, p.op, p.engine) })
 		cancel()
 		var st string
 		switch {
+		case err == nil: // answered: a bad request, as it should be
+			st = Allowed
 		case errors.Is(err, ErrForbidden):
 			st = Denied
-		case errors.Is(err, ErrUnanswered), ctx.Err() != nil:
+		default: // unanswered, or the console stops
 			continue
-		default: // answered: a bad request, as it should be
-			st = Allowed
 		}
 		c.mu.Lock()
 		c.actions[action] = st
@@ -102,24 +93,17 @@ func (c *Console) anyEngine() string {
 // sandboxes of an engine seen for the first time or not listed for a reconcile interval, and
 // forgets an engine silent for [silentPolls] polls.
 func (c *Console) poll(ctx context.Context) {
-	stats := c.stats(ctx)
+	stats, err := c.remote.Engines(ctx, min(c.o.poll/2, 500*time.Millisecond))
+	if err != nil {
+		c.log.Debug("stats", zap.Error(err))
+	}
 	found := map[string]*Engine{}
-	for id, st := range stats {
-		e := &Engine{ID: id, Version: st.Version, StartedAt: st.Started, Status: "ok", LastSeen: time.Now()}
-		for _, ep := range st.Endpoints {
-			e.Requests += ep.NumRequests
-			failures := ep.NumErrors // an engine that does not set them apart: every error its own
-			var data messages.EndpointStatsData
-			if len(ep.Data) > 0 && json.Unmarshal(ep.Data, &data) == nil {
-				failures = data.EngineFailures
-			}
-			e.Errors += failures
-			e.Refused += ep.NumErrors - failures
-		}
-		var h messages.APIHealthResponse
-		hreq := messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
+	for _, st := range stats {
+		id := st.ID
+		e := &Engine{ID: id, Version: st.Version, StartedAt: st.StartedAt, Status: "ok", LastSeen: time.Now(),
+			Requests: st.Requests, Errors: st.Errors, Refused: st.Refused}
 		hctx, cancel := context.WithTimeout(ctx, max(c.o.poll, time.Second))
-		if err := c.call(hctx, messages.Engine(messages.SubjectEngineHealthT, c.o.prefix, id), hreq, &h); err == nil {
+		if h, err := c.remote.EngineHealth(hctx, id); err == nil {
 			e.Status, e.Sandboxes, e.InFlight = h.Status, h.Sandboxes, h.InFlight
 			if h.Daemon != nil && !h.Daemon.Reachable {
 				e.Daemon = "unreachable"
@@ -157,47 +141,18 @@ func (c *Console) poll(ctx context.Context) {
 	}
 }
 
-// stats collects the $SRV.STATS replies of the pool's engines for a moment.
-func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
-	out := map[string]micro.Stats{}
-	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, "")
-	if err != nil {
-		return out
-	}
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		c.log.Debug("stats", zap.Error(err))
-		return out
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishRequest(subject, inbox, nil); err != nil {
-		return out
-	}
-	wait := min(c.o.poll/2, 500*time.Millisecond)
-	sctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	for {
-		m, err := sub.NextMsgWithContext(sctx)
-		if err != nil {
-			return out
-		}
-		var st micro.Stats
-		if json.Unmarshal(m.Data, &st) != nil || st.Metadata["prefix"] != c.o.prefix || !messages.ValidToken(st.ID) {
-			continue
-		}
-		out[st.ID] = st
-	}
-}
-
 // list reads every page of engine's sandboxes and puts them in the view.
 func (c *Console) list(ctx context.Context, engine string) {
 	asked := time.Now()
 	var all []messages.APISandboxEntry
-	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Scope: c.o.scope, Limit: 1000}
+	req := messages.APIListSandboxesRequest{Scope: c.o.scope, Limit: 1000}
 	for {
-		var resp messages.APIListSandboxesResponse
-		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
+		var resp *messages.APIListSandboxesResponse
+		err := c.action(ctx, func(ctx context.Context) (err error) { // a refusal by NATS or the engine is ErrForbidden
+			resp, err = c.remote.ListSandboxes(ctx, engine, req)
+			return err
+		})
+		if err != nil {
 			c.listFailed(engine, asked, err)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Engine is what the console knows of one engine of the pool, from $SRV.STATS and its health.
@@ -188,12 +189,12 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	defer s.mu.Unlock()
 	s.audit.add(raw)
 	s.hub.send(update{"audit", raw})
-	if ev.Outcome == events.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
+	if ev.Outcome == sandbox.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
 		return // a refused call changed nothing (the console's own probes are refused disposals)
 	}
 	var key messages.APIKey
 	if ev.Key != nil {
-		key = messages.APIKey{Scope: ev.Key.Scope, ThreadID: ev.Key.ThreadID, AgentID: ev.Key.AgentID, CallID: ev.Key.CallID}
+		key = *ev.Key
 	}
 	switch ev.Type {
 	case events.AuditSandboxAcquired:
@@ -215,7 +216,7 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 
 // acquiredLocked adds or refreshes the row of a sandbox an acquire handed out.
 func (s *state) acquiredLocked(ev *events.AuditEvent, key messages.APIKey) {
-	if ev.Outcome == events.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
+	if ev.Outcome == sandbox.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
 		return
 	}
 	e, ok := s.sandboxes[sandboxRef{ev.Service, ev.Sandbox}]

@@ -15,6 +15,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // This file is the [Networks] seam over the Engine API: the requests network.go renders as the
@@ -302,7 +304,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // labelMap is labels as the engine takes them; a later label of the same key wins, as with
 // repeated --label flags.
-func labelMap(labels []Label) map[string]string {
+func labelMap(labels []label.Label) map[string]string {
 	m := make(map[string]string, len(labels))
 	for _, l := range labels {
 		m[l.Key] = l.Value

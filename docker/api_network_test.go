@@ -14,6 +14,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
 )
 
 // TestNetworksAndInventory holds the engine to its answers on the network seam and the reaper's
@@ -27,7 +28,7 @@ func TestNetworksAndInventory(t *testing.T) {
 	_, _ = rand.Read(suffix)
 	name := "maf-sandbox-test-" + hex.EncodeToString(suffix)
 	marker := map[string]string{"maf-sandbox-test.net": name}
-	spec := docker.NetworkSpec{Name: name + "-net", Labels: []docker.Label{{Key: "maf-sandbox-test.net", Value: name}}}
+	spec := docker.NetworkSpec{Name: name + "-net", Labels: []label.Label{{Key: "maf-sandbox-test.net", Value: name}}}
 
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -57,7 +58,7 @@ func TestNetworksAndInventory(t *testing.T) {
 	}
 
 	proxy := docker.ProxySpec{Name: name + "-proxy", Image: image, Network: spec.Name,
-		Env: []string{"A=1", "B=2"}, Labels: []docker.Label{{Key: "maf-sandbox-test.net", Value: name}}}
+		Env: []string{"A=1", "B=2"}, Labels: []label.Label{{Key: "maf-sandbox-test.net", Value: name}}}
 	missing := proxy
 	missing.Image = "maf-sandbox-test/absent:none"
 	if _, err := e.ProxyCreate(ctx, missing); !errors.Is(err, docker.ErrImageMissing) {

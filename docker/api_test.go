@@ -17,6 +17,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 func TestCreateOptions(t *testing.T) {
@@ -88,7 +90,7 @@ func TestCreateOptions(t *testing.T) {
 				t.Fatalf("network %q env %v", hc.NetworkMode, cfg.Env)
 			}
 		}, nil},
-		{"labels, a later key winning", []CreateOpt{WithLabels(Label{Key: "a", Value: "1"}, Label{Key: "b", Value: "2"}, Label{Key: "a", Value: "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
+		{"labels, a later key winning", []CreateOpt{WithLabels(label.Label{Key: "a", Value: "1"}, label.Label{Key: "b", Value: "2"}, label.Label{Key: "a", Value: "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
 			if !reflect.DeepEqual(cfg.Labels, map[string]string{"a": "3", "b": "2"}) {
 				t.Fatalf("labels %v", cfg.Labels)
 			}

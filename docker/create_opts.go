@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // KeepAlive is the command every workload runs: it keeps the container alive, and every piece of
@@ -21,14 +23,14 @@ type CreateSpec struct {
 	NoNewPrivileges bool
 	PidsLimit       int // 0: not passed
 	CapDropAll      bool
-	CapAdd          []string // after --cap-drop ALL, in order (Config.CapAdd)
-	Memory          string   // "": not passed
-	CPUs            *float64 // nil: not passed
-	Network         string   // "" or "none": --network none
-	ProxyURL        string   // with a Network other than none: the proxy variables' value
-	Sealed          bool     // the seal constraints (sealCapDrop, sealSysctls) apply
-	Labels          []Label  // in command-line order
-	Cmd             []string // nil: KeepAlive
+	CapAdd          []string      // after --cap-drop ALL, in order (Config.CapAdd)
+	Memory          string        // "": not passed
+	CPUs            *float64      // nil: not passed
+	Network         string        // "" or "none": --network none
+	ProxyURL        string        // with a Network other than none: the proxy variables' value
+	Sealed          bool          // the seal constraints (sealCapDrop, sealSysctls) apply
+	Labels          []label.Label // in command-line order
+	Cmd             []string      // nil: KeepAlive
 	// Entrypoint, when set, replaces the image's entrypoint with this one executable (the
 	// command line's --entrypoint takes no arguments: they go in Cmd).
 	Entrypoint string
@@ -123,7 +125,7 @@ func WithEnv(kv ...string) CreateOpt {
 }
 
 // WithLabels appends labels, keeping their order.
-func WithLabels(labels ...Label) CreateOpt {
+func WithLabels(labels ...label.Label) CreateOpt {
 	return func(s *CreateSpec) { s.Labels = append(s.Labels, labels...) }
 }
 

@@ -18,7 +18,7 @@ func TestCLICreateArgs(t *testing.T) {
 }
 
 func TestCLIRunArgs(t *testing.T) {
-	labels := []Label{{Key: label.Scope, Value: "s"}, {Key: label.WorkDir, Value: "/maf-sandbox/work"}}
+	labels := []label.Label{{Key: label.Scope, Value: "s"}, {Key: label.WorkDir, Value: "/maf-sandbox/work"}}
 	cases := []struct {
 		name string
 		spec CreateSpec
@@ -55,7 +55,7 @@ func TestCLIRunArgs(t *testing.T) {
 				" --entrypoint /gate --pull never img /gate.t ep sleep infinity"},
 		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
 			"run -d --name N --network none --pull never img sleep infinity"},
-		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{Key: "b", Value: "1"}), WithLabels(Label{Key: "a", Value: "2"})),
+		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(label.Label{Key: "b", Value: "1"}), WithLabels(label.Label{Key: "a", Value: "2"})),
 			"run -d --name N --network none --label b=1 --label a=2 --pull never img sleep infinity"},
 		{"command", NewCreateSpec("N", "img", WithCmd("sh", "-c", "x y")),
 			"run -d --name N --network none --pull never img sh -c x y"},
@@ -79,7 +79,7 @@ func TestCLIRunArgs(t *testing.T) {
 
 func TestCLIRunArgsKeepsArgumentsWhole(t *testing.T) {
 	// An argument with spaces stays one argument: argv never goes through a shell.
-	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(Label{Key: "k", Value: "a b"}), WithCmd("echo", "x; rm -rf /")))
+	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(label.Label{Key: "k", Value: "a b"}), WithCmd("echo", "x; rm -rf /")))
 	want := []string{"run", "-d", "--name", "N", "--network", "none", "--label", "k=a b", "--pull", "never", "img", "echo", "x; rm -rf /"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -117,7 +117,7 @@ func TestCreateSpecValidate(t *testing.T) {
 		{"flag-shaped name", NewCreateSpec("-N", "img"), ErrInvalid},
 		{"negative cpus", CreateSpec{Name: "N", Image: "img", CPUs: &neg}, ErrInvalid},
 		{"network without proxy", NewCreateSpec("N", "img", WithNetwork("N-net", "")), ErrInvalid},
-		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(Label{Key: "a=b", Value: "c"})), ErrInvalid},
+		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(label.Label{Key: "a=b", Value: "c"})), ErrInvalid},
 		{"trust file with a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("/ca.pem")), nil},
 		{"trust file without a network", NewCreateSpec("N", "img", WithTrustFile("/ca.pem")), ErrInvalid},
 		{"relative trust file", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("ca.pem")), ErrInvalid},

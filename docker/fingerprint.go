@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // Fingerprinting is the seam the fingerprint subject needs (docker-backend §12.5): the
@@ -88,11 +90,11 @@ type ImageRecord struct {
 // processes and root through /proc), no new privileges, user 0:0, joined to the PID
 // namespace of the workload Target, never pulled, bounded in pids and memory.
 type ObserverSpec struct {
-	Name   string   // the observer container's name
-	Image  string   // the observer image, by ID
-	Target string   // the workload container's full ID
-	Args   []string // appended to the image's entrypoint
-	Labels []Label  // Config.Labels are appended
+	Name   string        // the observer container's name
+	Image  string        // the observer image, by ID
+	Target string        // the workload container's full ID
+	Args   []string      // appended to the image's entrypoint
+	Labels []label.Label // Config.Labels are appended
 	// MaxOutputBytes bounds stdout (stderr is kept to [observerStderrMax]); going over it
 	// fails the run with [*OutputLimitError].
 	MaxOutputBytes int64

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // Network-seam error classes.
@@ -31,9 +33,9 @@ const (
 // NetworkSpec is one internal network to create.
 type NetworkSpec struct {
 	Name     string
-	Labels   []Label      // in command-line order; Config.Labels are appended
-	Topology Topology     // "" means TopologyIsolatedGateway
-	Subnet   netip.Prefix // the zero prefix leaves the subnet to the daemon's pools
+	Labels   []label.Label // in command-line order; Config.Labels are appended
+	Topology Topology      // "" means TopologyIsolatedGateway
+	Subnet   netip.Prefix  // the zero prefix leaves the subnet to the daemon's pools
 }
 
 // NetworkInfo is what one network inspect returns.
@@ -65,8 +67,8 @@ type ProxySpec struct {
 	// `-e K` alone, and the value goes only into the create request, so no process listing or
 	// error shows it.
 	SecretEnv []string
-	Labels    []Label // in command-line order; Config.Labels are appended
-	Sealed    bool    // the workload's seal constraints (sealCapDrop, sealSysctls) apply
+	Labels    []label.Label // in command-line order; Config.Labels are appended
+	Sealed    bool          // the workload's seal constraints (sealCapDrop, sealSysctls) apply
 	// IPv4, when valid, is the proxy's fixed address on Network (--ip): the workload gate
 	// dials it for its release.
 	IPv4 netip.Addr

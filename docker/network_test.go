@@ -16,7 +16,7 @@ func TestNetworkArgs(t *testing.T) {
 		want []string
 	}{
 		{"network create carries both isolated options and --internal",
-			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Labels: []Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}),
+			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Labels: []label.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}),
 			[]string{"network", "create", "--driver", "bridge", "--internal",
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv4=isolated",
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv6=isolated",
@@ -40,7 +40,7 @@ func TestNetworkArgs(t *testing.T) {
 				"--log-opt", "max-file=2", "--network", "n-net", "--ip", "10.213.4.10", "img:local"}},
 		{"proxy create is hardened, never pulls and joins N-net only",
 			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net",
-				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []Label{{Key: label.Role, Value: label.RoleProxy}}}),
+				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []label.Label{{Key: label.Role, Value: label.RoleProxy}}}),
 			[]string{"create", "--name", "n-proxy", "--pull", "never", "--read-only", "--cap-drop", "ALL",
 				"--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "64m",
 				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",

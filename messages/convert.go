@@ -3,6 +3,7 @@ package messages
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -406,4 +407,41 @@ func cloneString(s *string) *string {
 	}
 	v := *s
 	return &v
+}
+
+// ReapToWire converts a sweep's result.
+func ReapToWire(r sandbox.ReapResult) APIReapResult {
+	w := APIReapResult{OlderThanMS: r.OlderThan.Milliseconds(), Cutoff: r.Cutoff.UTC(), StartedAt: r.StartedAt.UTC(),
+		FinishedAt: r.FinishedAt.UTC(), DryRun: r.DryRun, Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved,
+		NetworksRemoved: r.NetworksRemoved, ObserversRemoved: r.ObserversRemoved, Failures: make([]APIReapFailure, 0, len(r.Failures))}
+	if r.Scope != "" {
+		scope := r.Scope
+		w.Scope = &scope
+	}
+	for _, f := range r.Failures {
+		w.Failures = append(w.Failures, APIReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	for _, d := range r.Resources {
+		w.Resources = append(w.Resources, APIReapResource{Group: d.Group, Kind: d.Kind, Name: d.Name, ID: d.ID, Created: d.Created.UTC(),
+			Anchor: d.Anchor, Expired: d.Expired, Action: string(d.Action)})
+	}
+	return w
+}
+
+// ReapFromWire converts a wire sweep's result; an unknown code or action is kept as it came.
+func ReapFromWire(w APIReapResult) sandbox.ReapResult {
+	r := sandbox.ReapResult{OlderThan: time.Duration(w.OlderThanMS) * time.Millisecond, Cutoff: w.Cutoff, StartedAt: w.StartedAt,
+		FinishedAt: w.FinishedAt, DryRun: w.DryRun, Disposed: w.Disposed, ProxiesRemoved: w.ProxiesRemoved,
+		NetworksRemoved: w.NetworksRemoved, ObserversRemoved: w.ObserversRemoved}
+	if w.Scope != nil {
+		r.Scope = *w.Scope
+	}
+	for _, f := range w.Failures {
+		r.Failures = append(r.Failures, sandbox.ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	for _, d := range w.Resources {
+		r.Resources = append(r.Resources, sandbox.ReapDecision{Group: d.Group, Kind: d.Kind, Name: d.Name, ID: d.ID, Created: d.Created,
+			Anchor: d.Anchor, Expired: d.Expired, Action: sandbox.ReapAction(d.Action)})
+	}
+	return r
 }

@@ -383,6 +383,24 @@ func EncodeError(err error) *APIError {
 	return out
 }
 
+// ErrorCode is the wire code of err, as [EncodeError] gives it, without its text or detail:
+// what an event or a metric records of a refusal. "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	c, found := findCode(err)
+	if found != nil {
+		return c.code
+	}
+	for _, f := range families {
+		if errors.Is(err, f.sentinel) {
+			return f.code
+		}
+	}
+	return CodeInternal
+}
+
 // findCode walks err's chain, depth first as errors.As does, to the first error whose type
 // or value is in the table.
 func findCode(err error) (errorCode, error) {

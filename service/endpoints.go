@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
 )
 
 // Why the engine answers the nats micro protocol itself instead of through micro.AddService:
@@ -25,6 +26,15 @@ import (
 // reply with an error object), the engine's own failures among them (the endpoint's data,
 // [messages.EndpointStatsData]: a caller's bad request is no failure of the engine's), and
 // the time from the request's arrival to its reply.
+
+// endpointSet is every subject the engine answers: the endpoints, alive last, and the $SRV
+// subscriptions (control).
+type endpointSet struct {
+	all     []*endpoint
+	control []*nats.Subscription
+	alive   *endpoint
+	subs    int // the connection's subscriptions before the service added its own, alive included
+}
 
 // endpoint is one subject the engine answers: an operation's, or the alive subject. Its
 // counters are what $SRV.STATS reports.
@@ -114,16 +124,16 @@ func (s *Service) discover() error {
 		{micro.PingVerb, func() any { return micro.Ping{ServiceIdentity: s.identity(), Type: micro.PingResponseType} }},
 		{micro.InfoVerb, func() any {
 			info := micro.Info{ServiceIdentity: s.identity(), Type: micro.InfoResponseType, Description: serviceDescription,
-				Endpoints: make([]micro.EndpointInfo, 0, len(s.endpoints))}
-			for _, e := range s.endpoints {
+				Endpoints: make([]micro.EndpointInfo, 0, len(s.eps.all))}
+			for _, e := range s.eps.all {
 				info.Endpoints = append(info.Endpoints, e.info())
 			}
 			return info
 		}},
 		{micro.StatsVerb, func() any {
 			st := micro.Stats{ServiceIdentity: s.identity(), Type: micro.StatsResponseType, Started: s.started,
-				Endpoints: make([]*micro.EndpointStats, 0, len(s.endpoints))}
-			for _, e := range s.endpoints {
+				Endpoints: make([]*micro.EndpointStats, 0, len(s.eps.all))}
+			for _, e := range s.eps.all {
 				st.Endpoints = append(st.Endpoints, e.stats())
 			}
 			return st
@@ -148,7 +158,7 @@ func (s *Service) discover() error {
 			if err != nil {
 				return fmt.Errorf("subscribe to %s: %w", subject, err)
 			}
-			s.control = append(s.control, sub)
+			s.eps.control = append(s.eps.control, sub)
 		}
 	}
 	return nil

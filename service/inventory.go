@@ -104,8 +104,7 @@ func newInventoryFilter(req *messages.APIListSandboxesRequest, now time.Time) (*
 // finds its own sandboxes without being told its scope; nil for an operator, an engine
 // without tenancy, or a request that names its scope (the tenancy check already held it to
 // the caller's).
-func (s *Service) ownScopes(ctx context.Context, scope string) func(string) bool {
-	c := callOf(ctx)
+func (s *Service) ownScopes(c *call, scope string) func(string) bool {
 	if s.tenancy == nil || scope != "" || c == nil || c.identity == nil || s.tenancy.operators[c.identity.Account] {
 		return nil
 	}
@@ -132,7 +131,7 @@ func (f *inventoryFilter) match(e *messages.APISandboxEntry) bool {
 	return r.IdleMS <= 0 || f.now.Sub(e.LastCallAt) >= millis(r.IdleMS)
 }
 
-func listSandboxes(ctx context.Context, s *Service, data []byte) (any, error) {
+func listSandboxes(_ context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIListSandboxesRequest](data)
 	if err != nil {
 		return nil, err
@@ -141,7 +140,7 @@ func listSandboxes(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.own = s.ownScopes(ctx, req.Scope)
+	f.own = s.ownScopes(c, req.Scope)
 	limit := req.Limit
 	if limit == 0 {
 		limit = defaultListLimit

@@ -16,7 +16,7 @@ func TestReapSweepsTheDaemon(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("reap exited %d\nstderr: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stdout, `"dryRun": true`) || !strings.Contains(r.stdout, `"resources": []`) {
+	if !strings.Contains(r.stdout, `"dry_run": true`) || !strings.Contains(r.stdout, `"failures": []`) {
 		t.Fatalf("reap printed %s", r.stdout)
 	}
 }

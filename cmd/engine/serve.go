@@ -163,34 +163,47 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return err
 	}
 	defer closeTelemetry()
-	// One driver serves the backend and answers the daemon's ID the events carry.
+	// One driver serves the backend, which answers the daemon's ID the events carry.
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics), docker.WithTracerProvider(tp))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	daemonUp := checkDaemon(ctx, drv, v.dockerPath, log) // serve_daemon.go
-	ev, err := v.events(ctx, eventsNC, drv, metrics, log)
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))
 	if err != nil {
 		return err
 	}
-	// Closed after the backend, which hands it the windows of the proxies it still drains.
-	defer v.closeEvents(ctx, ev, log)
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))
+	ev, err := v.events(ctx, eventsNC, backend, metrics, log)
 	if err != nil {
+		closeBackend()
 		return err
 	}
-	defer closeBackend()
+	// The events close after the backend, which still reports the windows of the proxies
+	// it drains.
+	defer func() {
+		closeBackend()
+		v.closeEvents(ctx, ev, log)
+	}()
+	// Every act is reported where it happens (the router, the backend it hands the observer
+	// to, the service through the router's): the events publish it, the metrics count it.
+	var observers []sandbox.Observer
+	if ev != nil {
+		observers = append(observers, ev)
+	}
+	if metrics != nil {
+		observers = append(observers, metrics)
+	}
 	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
-		sandbox.WithLogger(log.Named("router")))
+		sandbox.WithLogger(log.Named("router")), sandbox.WithObserver(sandbox.Observers(observers...)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
-		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
+		service.WithReaper(backendReaper(backend)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
 	opts = append(opts, v.limits.serviceOptions()...)
 	if ev != nil {
-		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()), service.WithEventStats(ev))
+		opts = append(opts, service.WithEventStats(ev))
 	}
 	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "")
 	if err != nil {
@@ -274,10 +287,9 @@ func (v *serveVerb) config() (docker.Config, error) {
 	return cfg, nil
 }
 
-// backend creates the Docker backend on drv, its egress windows handed to ev when
-// allowlists are served and events are on (ev not nil), with extra options (its telemetry).
-// closeAll closes it.
-func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger,
+// backend creates the Docker backend on drv with extra options (its telemetry); the router
+// hands it its observer. closeAll closes it.
+func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, log *zap.Logger,
 	extra ...actors.Option) (b *actors.Backend, closeAll func(), err error) {
 	planeOpt, err := settings.FilePlane()
 	if err != nil {
@@ -285,9 +297,6 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	}
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	backendOpts = append(backendOpts, v.pool.options()...)
-	if v.proxyImage != "" && ev != nil {
-		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
-	}
 	upstream, err := v.upstreamOption()
 	if err != nil {
 		return nil, nil, err
@@ -333,7 +342,7 @@ func (v *serveVerb) upstreamOption() (actors.Option, error) {
 // events starts the engine's events on nc under --event-prefix (nil when it is empty): reap
 // summaries, host-tool calls, and with --egress-proxy-image the egress windows, recorded as
 // pending before each proxy's removal and recovered every events.DefaultRecoveryEvery.
-func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, metrics *telemetry.Metrics, log *zap.Logger) (*events.Events, error) {
+func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, daemon *actors.Backend, metrics *telemetry.Metrics, log *zap.Logger) (*events.Events, error) {
 	if v.eventPrefix == "" {
 		return nil, nil
 	}
@@ -341,13 +350,13 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 		events.WithStreams(events.WithDuplicateWindow(v.eventDupes))}
 	if v.proxyImage != "" {
 		// Egress windows need the daemon's identity: events.New asks it and refuses without it.
-		opts = append(opts, events.WithDaemon(drv))
+		opts = append(opts, events.WithDaemon(daemon))
 	} else {
 		// No proxies, no windows to recover; the daemon's ID is only what the reap summaries
 		// carry, and an engine serves (answering health as unavailable) with its daemon down.
 		opts = append(opts, events.WithRecoveryEvery(0))
-		if _, err := drv.EngineID(ctx); err == nil {
-			opts = append(opts, events.WithDaemon(drv))
+		if _, err := daemon.EngineID(ctx); err == nil {
+			opts = append(opts, events.WithDaemon(daemon))
 		} else {
 			log.Warn("the daemon's ID is unknown: reap summaries carry none", zap.Error(err))
 		}
@@ -387,25 +396,20 @@ type engineIdentity interface {
 	EngineID(ctx context.Context) (string, error)
 }
 
-// backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
-// summary through ev (none when ev is nil).
-func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
+// backendReaper serves reap requests with the Docker backend's sweep; the backend reports each
+// sweep to its observer, whose events publish the summary.
+func backendReaper(b *actors.Backend) service.Reaper {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return reaper.Result{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return sandbox.ReapResult{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return reaper.Result{}, err
-		}
-		if ev != nil {
-			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
-			// a summary not taken is logged by the sink.
-			_, _ = ev.Reaps().Publish(ctx, res)
+			return sandbox.ReapResult{}, err
 		}
 		return res, nil
 	})

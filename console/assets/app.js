@@ -102,7 +102,7 @@ function renderSandboxes() {
     tr.dataset.ref = ref(s);
     tr.dataset.instance = s.instance_id;
     tr.dataset.sandbox = s.id;
-    const texts = [s.key.scope, s.key.thread_id, s.key.agent_id, s.kind, s.engine, (s.instance_id || "").slice(0, 12),
+    const texts = [s.key.scope, s.key.thread_id, s.key.agent_id || "", s.kind, s.engine, (s.instance_id || "").slice(0, 12),
       s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state];
     texts.forEach((t, j) => {
       const c = tr.cells[j], v = t == null ? "" : String(t);
@@ -129,11 +129,11 @@ function renderAudit() {
   const denied = st.actions["dispose_scope"] === "denied";
   $("purge").disabled = denied;
   $("purge").title = denied ? "the console's NATS identity may not purge" : "dispose every sandbox of this scope and thread";
-  $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + s.key.agent_id + " (" + s.kind + ")";
+  $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + (s.key.agent_id || "") + " (" + s.kind + ")";
   const tb = $("audit").tBodies[0];
   tb.replaceChildren();
   const mine = st.audit.filter((e) => e.sandbox === s.id ||
-    (e.key && e.key.scope === s.key.scope && e.key.threadId === s.key.thread_id && e.key.agentId === s.key.agent_id &&
+    (e.key && e.key.scope === s.key.scope && e.key.thread_id === s.key.thread_id && (e.key.agent_id || "") === (s.key.agent_id || "") &&
       (!e.kind || e.kind === s.kind)));
   for (const e of mine.slice().reverse()) {
     const tr = document.createElement("tr");
@@ -184,7 +184,7 @@ function renderEngineEvents() {
     tr.dataset.type = e.type;
     tr.dataset.engine = e.service || "";
     cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.service, "mono"); cell(tr, e.type);
-    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.threadId + " / " + e.key.agentId : "");
+    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.thread_id + " / " + (e.key.agent_id || "") : "");
     cell(tr, e.kind);
     tb.appendChild(tr);
   }
@@ -196,8 +196,8 @@ function renderReaps() {
   for (const r of st.reaps.slice().reverse()) {
     const tr = document.createElement("tr");
     const s = r.summary || r;
-    cell(tr, new Date(r.publishedAt || r.time || Date.now()).toLocaleTimeString());
-    cell(tr, s.disposed); cell(tr, s.proxiesRemoved); cell(tr, s.networksRemoved); cell(tr, (s.failures || []).length);
+    cell(tr, new Date(r.published_at || r.time || Date.now()).toLocaleTimeString());
+    cell(tr, s.disposed); cell(tr, s.proxies_removed); cell(tr, s.networks_removed); cell(tr, (s.failures || []).length);
     tb.appendChild(tr);
   }
 }
@@ -248,7 +248,7 @@ function countLatency(e) {
   if (!b) { b = { acq: [], ex: [], ids: new Set() }; minutes.set(m, b); }
   if (b.ids.has(e.id)) return;
   b.ids.add(e.id);
-  (e.type === "exec.finished" ? b.ex : b.acq).push(e.durationMs || 0);
+  (e.type === "exec.finished" ? b.ex : b.acq).push(e.duration_ms || 0);
 }
 
 function median(v) {

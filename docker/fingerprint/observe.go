@@ -27,10 +27,10 @@ import (
 func (s *Subject) observe(ctx context.Context, workload docker.Confinement) (observation.Report, error) {
 	suffix := make([]byte, 8)
 	_, _ = rand.Read(suffix)
-	labels := []docker.Label{{Key: label.Role, Value: label.RoleObserver}}
+	labels := []label.Label{{Key: label.Role, Value: label.RoleObserver}}
 	for _, k := range label.IdentityKeys() {
 		if v := workload.Labels[k]; v != "" {
-			labels = append(labels, docker.Label{Key: k, Value: v})
+			labels = append(labels, label.Label{Key: k, Value: v})
 		}
 	}
 	spec := docker.ObserverSpec{

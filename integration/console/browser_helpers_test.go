@@ -21,7 +21,6 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
-	"github.com/mafsandbox/engine/service"
 )
 
 // The NATS users of the tests: the engine and the operator may do anything; the viewer may
@@ -66,17 +65,17 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	var b *actors.Backend
 	if cfg == nil {
-		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()))
+		b = itest.NewBackend(t)
 	} else {
 		c := *cfg
 		c.Labels, c.CommandTimeout = dockertest.Labels(), 30*time.Second
 		var err error
-		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t)), actors.WithEgressSink(ev.Windows())); err != nil {
+		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t))); err != nil {
 			t.Fatalf("create backend: %v", err)
 		}
 		t.Cleanup(func() { b.Close(context.Background()) })
 	}
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithAudit(ev.Audit()))
+	svc, _ := itest.ServeObserved(t, srv, b, ev) // the router hands the events to b: its windows, its acts
 	return &pool{srv: srv, engine: &itest.NATSEngine{Server: srv, Backend: b, Service: svc}}
 }
 

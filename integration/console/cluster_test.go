@@ -43,7 +43,7 @@ func clusterEngine(t *testing.T, c *natscluster.Cluster, i int) (*service.Servic
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	b := itest.NewBackend(t)
-	return itest.ServeBackendOn(t, nc, b, service.WithAudit(ev.Audit())), b
+	return itest.ServeObservedOn(t, nc, b, ev), b
 }
 
 // TestConsoleOnAThreeNodeCluster: two engines on nodes 1 and 2 of a

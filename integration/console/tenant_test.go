@@ -44,8 +44,8 @@ func TestConsoleAsATenant(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ev.Close(ctx) })
 	backend := itest.NewBackend(t)
-	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), backend,
-		service.WithTenancy(&service.Tenancy{SameName: true, Operators: []string{ops}}), service.WithAudit(ev.Audit()))
+	svc := itest.ServeObservedOn(t, natstest.ConnectAs(t, srv, "engine"), backend, ev,
+		service.WithTenancy(&service.Tenancy{SameName: true, Operators: []string{ops}}))
 	remote := func(acc string) *client.Backend {
 		c, err := client.New(ctx, natstest.ConnectAs(t, srv, acc))
 		if err != nil {

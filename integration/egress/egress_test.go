@@ -106,20 +106,21 @@ func testCA(t testing.TB, names ...string) (caPEM, certPEM, keyPEM []byte) {
 
 // recordingSink keeps every window it is handed.
 type recordingSink struct {
+	sandbox.NopObserver
 	mu      sync.Mutex
-	windows []actors.EgressWindow
+	windows []sandbox.EgressWindow
 }
 
-func (s *recordingSink) EgressDrained(_ context.Context, w actors.EgressWindow) {
+func (s *recordingSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
 }
 
-func (s *recordingSink) got() []actors.EgressWindow {
+func (s *recordingSink) got() []sandbox.EgressWindow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]actors.EgressWindow(nil), s.windows...)
+	return append([]sandbox.EgressWindow(nil), s.windows...)
 }
 
 func egressBackend(t testing.TB, outbound string, opts ...actors.Option) *actors.Backend {
@@ -384,7 +385,7 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 func TestEgressAllowlist(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink))
+	b := egressBackend(t, fx.network, actors.WithObserver(sink))
 	key := itest.NewKey(t)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))

@@ -51,7 +51,7 @@ func TestObserverIsAutoRemoved(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := eng.RunObserver(runCtx, docker.ObserverSpec{Name: name, Image: img.ID, Target: target,
-			Args: []string{"sleep", "600"}, Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			Args: []string{"sleep", "600"}, Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}},
 			MaxOutputBytes: 1 << 20, Timeout: 10 * time.Minute})
 		done <- err
 	}()

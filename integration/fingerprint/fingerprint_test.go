@@ -214,7 +214,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := eng.RunObserver(ctx, docker.ObserverSpec{Name: name, Image: imageID, Target: c.id, Args: []string{"sleep", "60"},
-			Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}}, MaxOutputBytes: 1 << 10, Timeout: 2 * time.Minute})
+			Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}}, MaxOutputBytes: 1 << 10, Timeout: 2 * time.Minute})
 		done <- err
 	}()
 	deadline := time.Now().Add(time.Minute)
@@ -358,7 +358,7 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", fingerprintWorkload(t))
 	spec := func(name string, args []string, timeout time.Duration) docker.ObserverSpec {
 		return docker.ObserverSpec{Name: fingerprint.ObserverNamePrefix + name + "-" + dockertest.Process(), Image: imageID,
-			Target: c.id, Args: args, Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			Target: c.id, Args: args, Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}},
 			MaxOutputBytes: 1 << 10, Timeout: timeout}
 	}
 	gone := func(t *testing.T, name string) {

@@ -58,10 +58,13 @@ func startTenantPoolWith(t *testing.T, audit bool, extra ...service.Option) *ten
 			defer cancel()
 			_ = ev.Close(ctx)
 		})
-		opts = append(opts, service.WithAudit(ev.Audit()))
 		p.ev = ev
 	}
-	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b, append(opts, extra...)...)
+	var obs sandbox.Observer
+	if p.ev != nil {
+		obs = p.ev
+	}
+	svc := itest.ServeObservedOn(t, natstest.ConnectAs(t, srv, "engine"), b, obs, append(opts, extra...)...)
 	p.engine = svc.EngineID()
 	for _, acc := range []string{p.a, p.b, p.ops} {
 		p.conns[acc] = natstest.ConnectAs(t, srv, acc)
