@@ -72,6 +72,8 @@ type Backend struct {
 	execd        []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
 	channelRoots channelRoots  // the channel's commands running now (exec_channel.go)
 	execPaths    execPaths     // how many commands took the channel and how many docker exec
+	procLimits   ProcessLimits // the bounds of every sandbox's processes (process_opts.go)
+	procs        dockerProcs   // the processes run through docker exec (process_docker.go)
 	host         hostState     // whether the host plane can be used at all
 	topo         topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
@@ -114,7 +116,7 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
-		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
+		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer), procLimits: o.procLimits,
 		acquired: map[sandbox.SandboxID]map[string]struct{}{},
 		retained: map[sandbox.Key]map[string]struct{}{},
 	}
@@ -216,6 +218,9 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	}
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
 		sandbox.HostTools, sandbox.Reclaim)
+	if b.servesProcesses() {
+		caps[sandbox.Processes] = struct{}{}
+	}
 	var methods []string
 	if b.servesAllowlist() { // the proxy inspects (egress_inspect.go)
 		caps[sandbox.EgressMethods] = struct{}{}

@@ -26,11 +26,13 @@ type options struct {
 	metrics     *telemetry.Metrics               // instruments.go; nil: none
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
+	procLimits  ProcessLimits                    // process_opts.go
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto,
+		procLimits: defaultProcessLimits()}
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.
