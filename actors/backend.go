@@ -74,6 +74,8 @@ type Backend struct {
 	execPaths    execPaths     // how many commands took the channel and how many docker exec
 	procLimits   ProcessLimits // the bounds of every sandbox's processes (process_opts.go)
 	procs        dockerProcs   // the processes run through docker exec (process_docker.go)
+	procStore    ProcessStore  // where processes' output is stored; nil: none (process_store.go)
+	pumps        pumps         // the processes followed into procStore
 	host         hostState     // whether the host plane can be used at all
 	topo         topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
@@ -117,8 +119,9 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer), procLimits: o.procLimits,
-		acquired: map[sandbox.SandboxID]map[string]struct{}{},
-		retained: map[sandbox.Key]map[string]struct{}{},
+		procStore: o.procStore,
+		acquired:  map[sandbox.SandboxID]map[string]struct{}{},
+		retained:  map[sandbox.Key]map[string]struct{}{},
 	}
 	if o.watch {
 		b.watch = newWatcher(b)
@@ -269,8 +272,12 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
-		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
+	sb := &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound, key: key, kind: spec.Kind}
+	if !res.Created {
+		b.reattach(sb) // process_store.go: an instance that may hold processes another engine followed
+	}
+	return sb, nil
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the

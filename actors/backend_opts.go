@@ -27,6 +27,7 @@ type options struct {
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
 	procLimits  ProcessLimits                    // process_opts.go
+	procStore   ProcessStore                     // process_store.go; nil: none
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 

@@ -107,8 +107,11 @@ func (s *Sandbox) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (s
 	if spec.ID == "" {
 		spec.ID = newProcessID()
 	}
-	held, err := s.b.procLimits.held(spec.Retention)
+	held, err := s.b.held(spec.Retention)
 	if err != nil {
+		return sandbox.Process{}, err
+	}
+	if err := s.b.checkRetention(spec.Retention); err != nil {
 		return sandbox.Process{}, err
 	}
 	argv := spec.Command.Argv
@@ -128,8 +131,17 @@ func (s *Sandbox) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (s
 	if route.Route == nil || spec.User != "" {
 		return s.startDocker(ctx, route, spec, argv, held)
 	}
+	return s.startSupervised(ctx, route, spec, argv, held)
+}
+
+// startSupervised starts spec on the sandbox's supervisor; a supervisor that cannot be
+// reached before anything was sent makes the process a docker exec, as it does a command.
+func (s *Sandbox) startSupervised(ctx context.Context, route *processRouteResponse, spec sandbox.ProcessSpec, argv []string, held int64) (sandbox.Process, error) {
 	req := execwire.StartRequest{ID: spec.ID, Argv: argv, Dir: route.Dir, Env: spec.Env, Stdin: spec.Stdin,
 		TimeoutMS: spec.Timeout.Milliseconds(), Buffer: held, MaxProcesses: s.b.procLimits.MaxProcesses}
+	if r := spec.Retention; r != nil {
+		req.Retention = &execwire.Retention{Bytes: r.Bytes, AgeMS: r.Age.Milliseconds()}
+	}
 	if spec.Timeout > 0 && req.TimeoutMS == 0 {
 		req.TimeoutMS = 1
 	}
@@ -138,8 +150,6 @@ func (s *Sandbox) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (s
 	}
 	rep, err := channelCall(ctx, s.name, route.Route, execwire.CallRequest{Op: execwire.OpStart, Start: &req})
 	if errors.Is(err, ErrExecChannelUnproven) {
-		// Nothing was sent: the supervisor cannot be reached (its socket is gone), as a
-		// command then takes docker exec, so does the process.
 		noChannel := *route
 		noChannel.Route = nil
 		return s.startDocker(ctx, &noChannel, spec, argv, held)
@@ -153,14 +163,36 @@ func (s *Sandbox) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (s
 	if rep.Process == nil {
 		return sandbox.Process{}, &ExecChannelError{Container: s.name, Err: fmt.Errorf("a start answered no process")}
 	}
-	return processFromWire(*rep.Process), nil
+	p := processFromWire(*rep.Process)
+	if s.b.procStore != nil {
+		s.b.follow(s, s.ProcessRef(p.ID), p, p.Retention, nil)
+	}
+	return p, nil
 }
 
-// held is how much of a process's output its supervisor holds: the process's retention when
-// it names bytes, else the backend's; more than [MaxProcessHeld] is refused.
-func (l ProcessLimits) held(r *sandbox.OutputRetention) (int64, error) {
-	if r == nil || r.Bytes == 0 {
-		return l.Held, nil
+// checkRetention refuses a process retention above the store's own (without a store, the
+// buffer's bound, [ProcessLimits.held], is the retention).
+func (b *Backend) checkRetention(r *sandbox.OutputRetention) error {
+	if r == nil || b.procStore == nil {
+		return nil
+	}
+	most := b.procStore.Retention()
+	switch {
+	case most.Bytes > 0 && r.Bytes > most.Bytes:
+		return &sandbox.ProcessLimitError{Limit: "retention_bytes", Max: most.Bytes, Asked: r.Bytes}
+	case most.Age > 0 && r.Age > most.Age:
+		return &sandbox.ProcessLimitError{Limit: "retention_age", Max: most.Age.Milliseconds(), Asked: r.Age.Milliseconds()}
+	}
+	return nil
+}
+
+// held is how much of a process's output its supervisor holds: without a store, the
+// process's retention when it names bytes (at most [MaxProcessHeld], above which it is
+// refused), else the backend's.
+func (b *Backend) held(r *sandbox.OutputRetention) (int64, error) {
+	l := b.procLimits
+	if r == nil || r.Bytes == 0 || b.procStore != nil {
+		return l.Held, nil // with a store, the retention is the store's to keep
 	}
 	if r.Bytes > MaxProcessHeld {
 		return 0, &sandbox.ProcessLimitError{Limit: "retention_bytes", Max: MaxProcessHeld, Asked: r.Bytes}
@@ -185,7 +217,7 @@ func (s *Sandbox) ListProcesses(ctx context.Context) ([]sandbox.Process, error) 
 			out = append(out, processFromWire(p))
 		}
 	}
-	return append(out, s.b.procs.list(s.name, route.Target)...), nil
+	return s.followListed(ctx, append(out, s.b.procs.list(s.name, route.Target)...))
 }
 
 // onProcess routes a call on id: to the docker exec the engine follows under that ID, else
@@ -217,6 +249,9 @@ func (s *Sandbox) ReadProcessOutput(ctx context.Context, id string, from int64, 
 	if maxBytes == 0 {
 		maxBytes = s.b.procLimits.ReadBytes
 	}
+	if s.b.procStore != nil {
+		return s.readStored(ctx, id, from, sandbox.ReadOptions{MaxBytes: maxBytes, Wait: opts.Wait})
+	}
 	dp, route, err := s.onProcess(ctx, id)
 	if err != nil {
 		return sandbox.ProcessOutput{}, err
@@ -225,6 +260,49 @@ func (s *Sandbox) ReadProcessOutput(ctx context.Context, id string, from int64, 
 		return dp.read(ctx, from, maxBytes, opts.Wait)
 	}
 	return readChannel(ctx, s.name, route.Route, id, from, maxBytes, opts.Wait)
+}
+
+// readStored reads id's output from the store. Nothing stored under the ID is an unknown
+// process only when neither the supervisor nor this engine runs one under it; one that runs
+// and whose first record is not stored yet answers as a process with no output yet.
+func (s *Sandbox) readStored(ctx context.Context, id string, from int64, opts sandbox.ReadOptions) (sandbox.ProcessOutput, error) {
+	if err := sandbox.CheckProcessID(id); err != nil {
+		return sandbox.ProcessOutput{}, err
+	}
+	store, ref := s.b.procStore, s.ProcessRef(id)
+	out, err := store.ReadProcessOutput(ctx, ref, from, sandbox.ReadOptions{MaxBytes: opts.MaxBytes})
+	if errors.As(err, new(*sandbox.ProcessNotFoundError)) {
+		if err := s.processExists(ctx, id); err != nil {
+			return sandbox.ProcessOutput{}, err
+		}
+		out, err = sandbox.ProcessOutput{Next: from}, nil
+	}
+	if err != nil || len(out.Chunks) > 0 || out.Cut != nil || out.Exit != nil || opts.Wait <= 0 {
+		return out, err
+	}
+	out, err = store.ReadProcessOutput(ctx, ref, from, opts)
+	if errors.As(err, new(*sandbox.ProcessNotFoundError)) {
+		return sandbox.ProcessOutput{Next: from}, nil
+	}
+	return out, err
+}
+
+// processExists is nil when the supervisor or this engine runs a process under id.
+func (s *Sandbox) processExists(ctx context.Context, id string) error {
+	dp, route, err := s.onProcess(ctx, id)
+	if err != nil || dp != nil {
+		return err
+	}
+	rep, err := channelCall(ctx, s.name, route.Route, execwire.CallRequest{Op: execwire.OpList})
+	if err != nil {
+		return err
+	}
+	for _, p := range rep.Processes {
+		if p.ID == id {
+			return nil
+		}
+	}
+	return &sandbox.ProcessNotFoundError{ID: id}
 }
 
 // WriteProcessStdin implements [sandbox.ProcessRunner].
@@ -280,17 +358,33 @@ func (s *Sandbox) WaitProcess(ctx context.Context, id string) (sandbox.Process, 
 	if err != nil {
 		return sandbox.Process{}, err
 	}
+	var p sandbox.Process
 	if dp != nil {
-		return dp.wait(ctx)
+		if p, err = dp.wait(ctx); err != nil {
+			return p, err
+		}
+	} else {
+		rep, err := channelCall(ctx, s.name, route.Route, execwire.CallRequest{Op: execwire.OpWait, ID: id})
+		if err != nil {
+			return sandbox.Process{}, err
+		}
+		if rep.Error != nil || rep.Process == nil {
+			return sandbox.Process{}, callError(id, rep, s.b.procLimits)
+		}
+		p = processFromWire(*rep.Process)
 	}
-	rep, err := channelCall(ctx, s.name, route.Route, execwire.CallRequest{Op: execwire.OpWait, ID: id})
-	if err != nil {
-		return sandbox.Process{}, err
+	// With a store, the end is its exit stored: a read after the wait reaches it.
+	if s.b.procStore != nil {
+		start := p
+		start.State, start.Exit = sandbox.ProcessRunning, nil
+		pm := s.b.follow(s, s.ProcessRef(id), start, p.Retention, dp)
+		select {
+		case <-pm.done:
+		case <-ctx.Done():
+			return sandbox.Process{}, fmt.Errorf("wait for process %s: %w", id, ctx.Err())
+		}
 	}
-	if rep.Error != nil || rep.Process == nil {
-		return sandbox.Process{}, callError(id, rep, s.b.procLimits)
-	}
-	return processFromWire(*rep.Process), nil
+	return p, nil
 }
 
 // callError is the protocol's error for a supervisor's refusal; nil without one.
@@ -335,6 +429,9 @@ func processFromWire(p execwire.Process) sandbox.Process {
 		exit := exitFromWire(*p.Exit)
 		out.State, out.Exit = sandbox.ProcessExited, &exit
 	}
+	if r := p.Retention; r != nil {
+		out.Retention = &sandbox.OutputRetention{Bytes: r.Bytes, Age: time.Duration(r.AgeMS) * time.Millisecond}
+	}
 	return out
 }
 
@@ -370,5 +467,13 @@ func (a *containerActor) endProcesses(ctx context.Context, instance string) {
 	defer cancel()
 	if _, err := channelCall(ectx, a.name, route, execwire.CallRequest{Op: execwire.OpEndAll, Reason: execwire.ReasonDisposed}); err != nil {
 		a.log.Info("the supervisor did not end the sandbox's processes before its disposal", zap.Error(err))
+	}
+	// Their ends are stored before the container goes, within the same budget.
+	for _, p := range a.b.disposingPumps(instance) {
+		select {
+		case <-p.done:
+		case <-ectx.Done():
+			return
+		}
 	}
 }

@@ -163,7 +163,7 @@ func (s *Sandbox) startDocker(ctx context.Context, route *processRouteResponse, 
 	p := &dockerProc{container: s.name, instance: route.Target, digest: dockerDigest(spec, argv, route.Dir),
 		buf: procbuf.New(held), done: make(chan struct{}),
 		rec: sandbox.Process{ID: spec.ID, Argv: argv, WorkDir: route.Dir, State: sandbox.ProcessRunning, StartedAt: time.Now().UTC(),
-			Transport: sandbox.TransportDockerExec}}
+			Transport: sandbox.TransportDockerExec, Retention: spec.Retention}}
 	req := docker.ExecRequest{Target: route.Target, User: spec.User, WorkDir: route.Dir, Env: spec.Env, Argv: argv, KeepOutput: dockerKeepOutput,
 		Output: func(stream int, b []byte) {
 			st := procbuf.Stdout
@@ -187,7 +187,11 @@ func (s *Sandbox) startDocker(ctx context.Context, route *processRouteResponse, 
 	case <-ctx.Done():
 		return sandbox.Process{}, fmt.Errorf("start process %s in %s: %w", spec.ID, s.name, ctx.Err())
 	}
-	return p.record(true), nil
+	rec := p.record(true)
+	if s.b.procStore != nil {
+		s.b.follow(s, s.ProcessRef(spec.ID), rec, spec.Retention, p)
+	}
+	return rec, nil
 }
 
 func dockerReason(supervised bool) string {

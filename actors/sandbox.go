@@ -24,6 +24,8 @@ type Sandbox struct {
 	outcome string // how the acquire got the instance (sandbox.Outcome…)
 	imageID string
 	bound   *binding // what the acquire bound, for an actor spawned since (passivate.go)
+	key     sandbox.Key
+	kind    string
 }
 
 var (

@@ -129,6 +129,12 @@ func (e *Events) Audit() *AuditSink {
 	return &AuditSink{box: e.auditBox, prefix: e.o.prefix, engineID: e.engineID, log: e.log.Named("audit")}
 }
 
+// Processes is the store of processes' output (actors.WithProcessStore) on the events'
+// connection and subject prefix; opts come after those.
+func (e *Events) Processes(opts ...ProcessOpt) (*ProcessStreams, error) {
+	return NewProcessStreams(e.nc, append([]ProcessOpt{WithProcessPrefix(e.o.prefix), WithProcessLogger(e.log.Named("processes"))}, opts...)...)
+}
+
 // Outbox is the outbox of the windows and reap summaries (for its [Outbox.Stats]).
 func (e *Events) Outbox() *Outbox { return e.box }
 

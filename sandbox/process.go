@@ -189,6 +189,8 @@ type Process struct {
 	Durable bool
 	// Created: the start that returned this made the process (false: an ID's repeat).
 	Created bool
+	// Retention is what the process asked of its output's retention; nil: the backend's.
+	Retention *OutputRetention
 }
 
 // ReadOptions bound one read of a process's output.
@@ -275,4 +277,13 @@ func ParseSignal(s string) (Signal, error) {
 		return Signal(n), nil
 	}
 	return 0, &InvalidArgumentError{Reason: fmt.Sprintf("signal %q is not TERM, INT, KILL, HUP, QUIT, USR1, USR2 or a number from 1 to %d", s, MaxSignal)}
+}
+
+// ProcessRef names one process wherever its output is kept: the sandbox's key and kind, the
+// instance it runs in, and its ID.
+type ProcessRef struct {
+	Key      Key
+	Kind     string
+	Instance string
+	ID       string
 }

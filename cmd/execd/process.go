@@ -253,7 +253,7 @@ func (t *procTable) spawn(req *execwire.StartRequest) (*managed, error) {
 		return nil, forkFailure(req.Argv[0], ferr)
 	}
 	m.rec = execwire.Process{ID: req.ID, PID: pid, Argv: req.Argv, Dir: dir, TTY: req.TTY, Stdin: io.input != nil,
-		StartedAt: time.Now().UnixMilli(), TimeoutMS: req.TimeoutMS}
+		StartedAt: time.Now().UnixMilli(), TimeoutMS: req.TimeoutMS, Retention: req.Retention}
 	if req.TimeoutMS > 0 {
 		m.timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() { t.kill(m, execwire.ReasonTimedOut) })
 	}

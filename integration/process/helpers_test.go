@@ -83,12 +83,15 @@ func waitOutput(t *testing.T, sb sandbox.ProcessRunner, id string, want string) 
 		if err != nil {
 			t.Fatalf("read %s: %v", id, err)
 		}
+		if r.Cut != nil {
+			t.Fatalf("read %s from %d: a cut %+v", id, seq, r.Cut)
+		}
 		for _, c := range r.Chunks {
 			out = append(out, c.Data...)
 		}
 		seq = r.Next
 		if r.Exit != nil && !bytes.Contains(out, []byte(want)) {
-			t.Fatalf("%s ended (%+v) before %q: %q", id, r.Exit, want, out)
+			t.Fatalf("%s ended (%+v) before %q: %d bytes ending %q", id, r.Exit, want, len(out), out[max(0, len(out)-200):])
 		}
 	}
 	return out

@@ -62,6 +62,15 @@ type StartRequest struct {
 	TimeoutMS    int64    `json:"timeout_ms,omitempty"`
 	Buffer       int64    `json:"buffer,omitempty"`
 	MaxProcesses int      `json:"max_processes,omitempty"`
+	// Retention is the engine's, kept with the process and listed back (the supervisor does
+	// not read it): how long and how much of its output the engine's store keeps.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention is a process's output retention as the engine asked it: bytes and milliseconds.
+type Retention struct {
+	Bytes int64 `json:"bytes,omitempty"`
+	AgeMS int64 `json:"age_ms,omitempty"`
 }
 
 // Process is what the supervisor knows of one process.
@@ -74,6 +83,7 @@ type Process struct {
 	Stdin     bool         `json:"stdin"` // its input is open for writes
 	StartedAt int64        `json:"started_at"`
 	TimeoutMS int64        `json:"timeout_ms,omitempty"`
+	Retention *Retention   `json:"retention,omitempty"`
 	Exit      *ProcessExit `json:"exit,omitempty"`    // nil while it runs
 	First     int64        `json:"first"`             // the first sequence of output still held
 	End       int64        `json:"end"`               // the sequence after the last byte it wrote
