@@ -3,6 +3,7 @@ package process
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,8 +107,8 @@ func wait(t *testing.T, sb sandbox.ProcessRunner, id string) sandbox.Process {
 	return p
 }
 
-// exec runs a command and fails the test on an error.
-func exec(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Command) sandbox.ExecResult {
+// runExec runs a command and fails the test on an error.
+func runExec(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Command) sandbox.ExecResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(itest.Context(t), time.Minute)
 	defer cancel()
@@ -116,4 +117,10 @@ func exec(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Command) sandbox.ExecRes
 		t.Fatalf("exec %v: %v", cmd, err)
 	}
 	return r
+}
+
+// errorsAs reports whether err's chain holds a T.
+func errorsAs[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
 }

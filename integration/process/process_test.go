@@ -104,7 +104,7 @@ func TestProcessEndings(t *testing.T) {
 	if err := sb.SignalProcess(itest.Context(t), "term", sandbox.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, sb, sandbox.Argv("kill", "-9", fmt.Sprint(victim.PID))) // the guest's own SIGKILL
+	runExec(t, sb, sandbox.Argv("kill", "-9", fmt.Sprint(victim.PID))) // the guest's own SIGKILL
 	cases := []struct {
 		id     string
 		reason sandbox.ExitReason
