@@ -76,6 +76,7 @@ type Backend struct {
 	procs        dockerProcs   // the processes run through docker exec (process_docker.go)
 	procStore    ProcessStore  // where processes' output is stored; nil: none (process_store.go)
 	pumps        pumps         // the processes followed into procStore
+	procObs      procObserver  // whom starts and ends are reported to (process_observe.go)
 	host         hostState     // whether the host plane can be used at all
 	topo         topologyState // what the daemon's allowlist topology is (egress_topology.go)
 

@@ -164,9 +164,11 @@ func (s *Sandbox) startSupervised(ctx context.Context, route *processRouteRespon
 		return sandbox.Process{}, &ExecChannelError{Container: s.name, Err: fmt.Errorf("a start answered no process")}
 	}
 	p := processFromWire(*rep.Process)
+	s.b.reportStarted(s, p)
 	if s.b.procStore != nil {
 		s.b.follow(s, s.ProcessRef(p.ID), p, p.Retention, nil)
 	}
+	s.b.waitEnd(s, p.ID)
 	return p, nil
 }
 
@@ -217,7 +219,9 @@ func (s *Sandbox) ListProcesses(ctx context.Context) ([]sandbox.Process, error) 
 			out = append(out, processFromWire(p))
 		}
 	}
-	return s.followListed(ctx, append(out, s.b.procs.list(s.name, route.Target)...))
+	out = append(out, s.b.procs.list(s.name, route.Target)...)
+	s.b.watchListed(s, out)
+	return s.followListed(ctx, out)
 }
 
 // onProcess routes a call on id: to the docker exec the engine follows under that ID, else
@@ -376,7 +380,7 @@ func (s *Sandbox) WaitProcess(ctx context.Context, id string) (sandbox.Process, 
 	// With a store, the end is its exit stored: a read after the wait reaches it.
 	if s.b.procStore != nil {
 		start := p
-		start.State, start.Exit = sandbox.ProcessRunning, nil
+		start.State, start.Exit = sandbox.ProcessStateRunning, nil
 		pm := s.b.follow(s, s.ProcessRef(id), start, p.Retention, dp)
 		select {
 		case <-pm.done:
@@ -420,14 +424,14 @@ func callError(id string, rep execwire.CallReply, l ProcessLimits) error {
 
 // processFromWire is a supervisor's record as the protocol states it.
 func processFromWire(p execwire.Process) sandbox.Process {
-	out := sandbox.Process{ID: p.ID, PID: p.PID, Argv: p.Argv, WorkDir: p.Dir, Stdin: p.Stdin, State: sandbox.ProcessRunning,
+	out := sandbox.Process{ID: p.ID, PID: p.PID, Argv: p.Argv, WorkDir: p.Dir, Stdin: p.Stdin, State: sandbox.ProcessStateRunning,
 		StartedAt: time.UnixMilli(p.StartedAt).UTC(), Output: p.End, Transport: sandbox.TransportSupervisor, Durable: true, Created: p.Created}
 	if p.TTY != nil {
 		out.Terminal = &sandbox.TerminalSize{Rows: p.TTY.Rows, Cols: p.TTY.Cols}
 	}
 	if p.Exit != nil {
 		exit := exitFromWire(*p.Exit)
-		out.State, out.Exit = sandbox.ProcessExited, &exit
+		out.State, out.Exit = sandbox.ProcessStateExited, &exit
 	}
 	if r := p.Retention; r != nil {
 		out.Retention = &sandbox.OutputRetention{Bytes: r.Bytes, Age: time.Duration(r.AgeMS) * time.Millisecond}

@@ -44,6 +44,7 @@ type dockerProcs struct {
 
 // dockerProc is one docker exec process.
 type dockerProc struct {
+	sb                  *Sandbox // the handle that started it: whose key and kind its reports carry
 	container, instance string
 	digest              string
 	buf                 *procbuf.Buffer
@@ -160,9 +161,9 @@ func (s *Sandbox) startDocker(ctx context.Context, route *processRouteResponse, 
 			}
 		}
 	}
-	p := &dockerProc{container: s.name, instance: route.Target, digest: dockerDigest(spec, argv, route.Dir),
+	p := &dockerProc{sb: s, container: s.name, instance: route.Target, digest: dockerDigest(spec, argv, route.Dir),
 		buf: procbuf.New(held), done: make(chan struct{}),
-		rec: sandbox.Process{ID: spec.ID, Argv: argv, WorkDir: route.Dir, State: sandbox.ProcessRunning, StartedAt: time.Now().UTC(),
+		rec: sandbox.Process{ID: spec.ID, Argv: argv, WorkDir: route.Dir, State: sandbox.ProcessStateRunning, StartedAt: time.Now().UTC(),
 			Transport: sandbox.TransportDockerExec, Retention: spec.Retention}}
 	req := docker.ExecRequest{Target: route.Target, User: spec.User, WorkDir: route.Dir, Env: spec.Env, Argv: argv, KeepOutput: dockerKeepOutput,
 		Output: func(stream int, b []byte) {
@@ -188,6 +189,7 @@ func (s *Sandbox) startDocker(ctx context.Context, route *processRouteResponse, 
 		return sandbox.Process{}, fmt.Errorf("start process %s in %s: %w", spec.ID, s.name, ctx.Err())
 	}
 	rec := p.record(true)
+	s.b.reportStarted(s, rec)
 	if s.b.procStore != nil {
 		s.b.follow(s, s.ProcessRef(spec.ID), rec, spec.Retention, p)
 	}
@@ -242,6 +244,9 @@ func (m *processExecRequest) run(ctx context.Context, a *containerActor, actx ac
 			out, err := es.ExecWithStart(b.life, m.Req, signal)
 			signal()
 			p.finish(out, err)
+			if b.procStore == nil && !errors.As(err, new(*docker.ExecStartError)) {
+				b.reportExited(p.sb, p.record(false)) // with a store, its pump reports the end
+			}
 			done <- err
 		}()
 		<-ran
@@ -278,7 +283,7 @@ func (p *dockerProc) finish(out docker.ExecOutput, err error) {
 		exit.Reason, exit.ExitCode = sandbox.ExitLost, -1
 	}
 	p.mu.Lock()
-	p.rec.State, p.rec.Exit = sandbox.ProcessExited, exit
+	p.rec.State, p.rec.Exit = sandbox.ProcessStateExited, exit
 	p.mu.Unlock()
 	p.buf.Close()
 	close(p.done)

@@ -205,8 +205,12 @@ func (p *pump) lost(ctx context.Context, end int64) error {
 		exit = sandbox.ProcessExit{Reason: sandbox.ExitDisposed, ExitCode: 128 + int(sandbox.SIGKILL), Signal: sandbox.SIGKILL, At: exit.At}
 	}
 	proc := p.start
-	proc.ID, proc.State, proc.Exit, proc.Output = p.ref.ID, sandbox.ProcessExited, &exit, end
-	return p.b.procStore.ProcessExited(ctx, p.ref, proc, p.ret)
+	proc.ID, proc.State, proc.Exit, proc.Output = p.ref.ID, sandbox.ProcessStateExited, &exit, end
+	if err := p.b.procStore.ProcessExited(ctx, p.ref, proc, p.ret); err != nil {
+		return err
+	}
+	p.b.reportExited(p.sb, proc)
+	return nil
 }
 
 // pumpEvent is one thing a source hands the pump: a chunk, a gap, everything sent so far
@@ -294,7 +298,11 @@ func (w *storeWriter) take(ev pumpEvent) (bool, error) {
 		if err := w.flush(); err != nil {
 			return false, err
 		}
-		return true, store.ProcessExited(w.ctx, w.p.ref, *ev.end, w.p.ret)
+		if err := store.ProcessExited(w.ctx, w.p.ref, *ev.end, w.p.ret); err != nil {
+			return false, err
+		}
+		w.p.b.reportExited(w.p.sb, *ev.end)
+		return true, nil
 	}
 	return false, nil
 }
@@ -442,7 +450,7 @@ func (s *Sandbox) ProcessRef(id string) sandbox.ProcessRef {
 // them until it stopped), and records as lost what the store says was running and nothing
 // runs any more (a docker exec of an engine that stopped). Once per instance.
 func (b *Backend) reattach(sb *Sandbox) {
-	if b.procStore == nil {
+	if b.procStore == nil && b.processObserver() == nil {
 		return
 	}
 	b.pumps.mu.Lock()
@@ -481,7 +489,7 @@ func (s *Sandbox) followListed(ctx context.Context, listed []sandbox.Process) ([
 		known[p.ID] = true
 		if p.Transport == sandbox.TransportSupervisor {
 			start := p
-			start.State, start.Exit = sandbox.ProcessRunning, nil
+			start.State, start.Exit = sandbox.ProcessStateRunning, nil
 			b.follow(s, s.ProcessRef(p.ID), start, p.Retention, nil)
 		}
 	}
@@ -495,10 +503,11 @@ func (s *Sandbox) followListed(ctx context.Context, listed []sandbox.Process) ([
 		}
 		if p.Exit == nil && b.pumpOf(s.ProcessRef(p.ID)) == nil {
 			exit := sandbox.ProcessExit{Reason: sandbox.ExitLost, ExitCode: -1, At: time.Now().UTC()}
-			p.State, p.Exit = sandbox.ProcessExited, &exit
+			p.State, p.Exit = sandbox.ProcessStateExited, &exit
 			if err := b.procStore.ProcessExited(ctx, s.ProcessRef(p.ID), p, nil); err != nil {
 				return listed, err
 			}
+			b.reportExited(s, p)
 		}
 		listed = append(listed, p)
 	}

@@ -101,6 +101,7 @@ type AuditEvent struct {
 	Disposal  *AuditDisposal  `json:"disposal,omitempty"`
 	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
 	Placement *AuditPlacement `json:"placement,omitempty"`
+	Process   *AuditProcess   `json:"process,omitempty"` // process.started, process.exited (process_audit.go)
 }
 
 // AuditAcquire is an acquire's detail.

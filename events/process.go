@@ -287,12 +287,12 @@ func truncate(s string, n int) string {
 
 func (r processRecord) process() sandbox.Process {
 	out := sandbox.Process{ID: r.ID, PID: r.PID, Transport: sandbox.ProcessTransport(r.Transport), Durable: r.Durable,
-		StartedAt: r.StartedAt, State: sandbox.ProcessRunning, Output: r.Output}
+		StartedAt: r.StartedAt, State: sandbox.ProcessStateRunning, Output: r.Output}
 	if r.Argv0 != "" {
 		out.Argv = []string{r.Argv0}
 	}
 	if e := r.Exit; e != nil {
-		out.State = sandbox.ProcessExited
+		out.State = sandbox.ProcessStateExited
 		out.Exit = &sandbox.ProcessExit{Reason: sandbox.ExitReason(e.Reason), ExitCode: e.ExitCode, Signal: sandbox.Signal(e.Signal), At: e.At}
 	}
 	return out
@@ -498,7 +498,7 @@ func (p *ProcessStreams) lastState(ctx context.Context, s jetstream.Stream, ref 
 	if last.proc != nil && last.kind == RecordExit {
 		return last.proc.process(), nil
 	}
-	proc := sandbox.Process{ID: ref.ID, State: sandbox.ProcessRunning}
+	proc := sandbox.Process{ID: ref.ID, State: sandbox.ProcessStateRunning}
 	if first, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(p.Subject(ref))); err == nil {
 		if r := decode(first); r.kind == RecordStart && r.proc != nil {
 			proc = r.proc.process()

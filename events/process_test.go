@@ -80,7 +80,7 @@ func TestProcessOutputReadFromAnySequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	store(t, p, testRef, 0, data, func() int { return 1 + rand.IntN(20_000) })
-	exit := sandbox.Process{ID: "web", State: sandbox.ProcessExited, Output: int64(len(data)), Exit: &sandbox.ProcessExit{Reason: sandbox.ExitExited, ExitCode: 3}}
+	exit := sandbox.Process{ID: "web", State: sandbox.ProcessStateExited, Output: int64(len(data)), Exit: &sandbox.ProcessExit{Reason: sandbox.ExitExited, ExitCode: 3}}
 	if err := p.ProcessExited(t.Context(), testRef, exit, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,32 @@ type HostToolCalled struct {
 	Seconds float64
 }
 
+// ProcessStarted records a process a backend started (not a start repeated under its ID).
+type ProcessStarted struct {
+	Key        Key
+	Kind       string
+	Backend    string
+	InstanceID string
+	Process    Process
+}
+
+// ProcessExited records a process's end, once per process: Process.Exit says how it ended
+// (its reason, code and signal).
+type ProcessExited struct {
+	Key        Key
+	Kind       string
+	Backend    string
+	InstanceID string
+	Process    Process
+}
+
+// ProcessObserver is implemented by backends that report their processes' starts and ends
+// to obs (nil: to nobody). A router with an observer ([WithObserver]) hands it to them, so
+// the reports reach it as every other event does, a panic contained.
+type ProcessObserver interface {
+	ObserveProcesses(obs Observer)
+}
+
 // Observer receives the router's events synchronously on the calling goroutine. Embed
 // [NopObserver] so that new events never break an implementation. A panicking observer is
 // contained and never alters a call.
@@ -75,6 +101,10 @@ type Observer interface {
 	// HostToolCalled is reported by a host-tools run given the observer
 	// (hosttools.WithObserver), not by the router.
 	HostToolCalled(HostToolCalled)
+	// ProcessStarted and ProcessExited are reported by a backend that runs processes
+	// ([ProcessObserver]), from the goroutine that saw the start or the end.
+	ProcessStarted(ProcessStarted)
+	ProcessExited(ProcessExited)
 }
 
 // NopObserver implements [Observer] with no-ops.
@@ -94,3 +124,9 @@ func (NopObserver) EgressObserved(EgressObserved) {}
 
 // HostToolCalled does nothing.
 func (NopObserver) HostToolCalled(HostToolCalled) {}
+
+// ProcessStarted does nothing.
+func (NopObserver) ProcessStarted(ProcessStarted) {}
+
+// ProcessExited does nothing.
+func (NopObserver) ProcessExited(ProcessExited) {}

@@ -129,8 +129,8 @@ type ProcessState string
 
 // Process states.
 const (
-	ProcessRunning ProcessState = "running"
-	ProcessExited  ProcessState = "exited" // ended, however: Exit says how
+	ProcessStateRunning ProcessState = "running"
+	ProcessStateExited  ProcessState = "exited" // ended, however: Exit says how
 )
 
 // ExitReason is why a process ended.

@@ -110,7 +110,8 @@ func (r *Router) lookup(name string) (Backend, error) {
 }
 
 // handOutReporter gives every observing backend the router's reporter (nil without an
-// observer, which switches their reads off), all or nothing.
+// observer, which switches their reads off), all or nothing, and every backend that reports
+// its processes the router's observer (when it has one).
 func (r *Router) handOutReporter() error {
 	var report func(EgressObserved)
 	if r.opts.observer != nil {
@@ -119,6 +120,11 @@ func (r *Router) handOutReporter() error {
 	type swapped struct {
 		obs  EgressObserver
 		prev func(EgressObserved)
+	}
+	for _, b := range r.backends {
+		if po, ok := b.(ProcessObserver); ok && r.opts.observer != nil {
+			po.ObserveProcesses(routedObserver{r})
+		}
 	}
 	var done []swapped
 	for _, b := range r.backends {
@@ -633,6 +639,32 @@ func (r *Router) remember(k servedKey, instanceID string) {
 		r.served[k] = map[string]struct{}{}
 	}
 	r.served[k][instanceID] = struct{}{}
+}
+
+// routedObserver delivers what a backend reports to the router's observer, as the router's
+// own events are: a panic contained.
+type routedObserver struct{ r *Router }
+
+func (o routedObserver) SandboxAcquired(ev SandboxAcquired) {
+	o.r.notify(func(x Observer) { x.SandboxAcquired(ev) })
+}
+func (o routedObserver) SandboxDisposed(ev SandboxDisposed) {
+	o.r.notify(func(x Observer) { x.SandboxDisposed(ev) })
+}
+func (o routedObserver) ScopeDisposed(ev ScopeDisposed) {
+	o.r.notify(func(x Observer) { x.ScopeDisposed(ev) })
+}
+func (o routedObserver) EgressObserved(ev EgressObserved) {
+	o.r.notify(func(x Observer) { x.EgressObserved(ev) })
+}
+func (o routedObserver) HostToolCalled(ev HostToolCalled) {
+	o.r.notify(func(x Observer) { x.HostToolCalled(ev) })
+}
+func (o routedObserver) ProcessStarted(ev ProcessStarted) {
+	o.r.notify(func(x Observer) { x.ProcessStarted(ev) })
+}
+func (o routedObserver) ProcessExited(ev ProcessExited) {
+	o.r.notify(func(x Observer) { x.ProcessExited(ev) })
 }
 
 // notify delivers one event, containing an observer's panic so it never alters a call.

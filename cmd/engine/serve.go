@@ -183,6 +183,9 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	if ev != nil {
+		backend.ObserveProcesses(ev.Audit().Processes()) // process.started, process.exited
+	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
 		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}

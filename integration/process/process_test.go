@@ -22,7 +22,7 @@ func TestProcessLifecycle(t *testing.T) {
 	_, _, sb := procSandbox(t)
 	spec := sandbox.ProcessSpec{ID: "repl", Command: sandbox.Shell("echo ready; read line; echo got $line; echo oops >&2; exit 7"), Stdin: true, Env: []string{"GREETING=hi"}}
 	p := start(t, sb, spec)
-	if !p.Created || !p.Durable || p.Transport != sandbox.TransportSupervisor || p.State != sandbox.ProcessRunning || p.PID <= 1 {
+	if !p.Created || !p.Durable || p.Transport != sandbox.TransportSupervisor || p.State != sandbox.ProcessStateRunning || p.PID <= 1 {
 		t.Fatalf("start: %+v", p)
 	}
 	again := start(t, sb, spec)
@@ -38,7 +38,7 @@ func TestProcessLifecycle(t *testing.T) {
 	if err := sb.WriteProcessStdin(itest.Context(t), "repl", []byte("hello\n")); err != nil {
 		t.Fatal(err)
 	}
-	if done := wait(t, sb, "repl"); done.State != sandbox.ProcessExited || done.Exit.Reason != sandbox.ExitExited || done.Exit.ExitCode != 7 {
+	if done := wait(t, sb, "repl"); done.State != sandbox.ProcessStateExited || done.Exit.Reason != sandbox.ExitExited || done.Exit.ExitCode != 7 {
 		t.Fatalf("wait: %+v %+v", done, done.Exit)
 	}
 	all, cut, exit := readAll(t, sb, "repl", 0, 3)
