@@ -142,6 +142,9 @@ func (s *Sandbox) startSupervised(ctx context.Context, route *processRouteRespon
 	if r := spec.Retention; r != nil {
 		req.Retention = &execwire.Retention{Bytes: r.Bytes, AgeMS: r.Age.Milliseconds()}
 	}
+	if s.b.procStore != nil {
+		req.HoldMS = followHold.Milliseconds() // the pump follows at once: nothing is dropped before it attaches
+	}
 	if spec.Timeout > 0 && req.TimeoutMS == 0 {
 		req.TimeoutMS = 1
 	}
@@ -171,6 +174,10 @@ func (s *Sandbox) startSupervised(ctx context.Context, route *processRouteRespon
 	s.b.waitEnd(s, p.ID)
 	return p, nil
 }
+
+// followHold is how long a supervisor holds a new process's output back for the pump that is
+// about to follow it, should the pump not attach (the engine stopped meanwhile).
+const followHold = 10 * time.Second
 
 // checkRetention refuses a process retention above the store's own (without a store, the
 // buffer's bound, [ProcessLimits.held], is the retention).

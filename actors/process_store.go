@@ -48,7 +48,7 @@ func WithProcessStore(s ProcessStore) Option {
 
 // storeMessage is the most one stored record of output carries: pieces the supervisor sent
 // back to back are joined up to it.
-const storeMessage = 256 << 10
+const storeMessage = 768 << 10
 
 // pumps are the processes the backend follows into its store, by instance and ID.
 type pumps struct {
@@ -178,6 +178,9 @@ func (p *pump) once(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
+	// Announced as the process's follower at once: from here the supervisor holds the process
+	// back while the store lags rather than drop its output.
+	src.release(next)
 	w := &storeWriter{ctx: ctx, p: p, src: src}
 	for {
 		ev, err := src.next(ctx)

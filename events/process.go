@@ -66,8 +66,19 @@ type ProcessStreams struct {
 	mu      sync.Mutex
 	stream  jetstream.Stream // nil until ensured
 	firsts  map[string]int64 // subject → the first sequence it is known to hold (retention)
-	pending map[string]int64 // subject → bytes stored since the retention was last looked at
+	cursors map[cursorKey]uint64
 }
+
+// cursorKey is where a read ended: its subject and the sequence it returned as next. The
+// cursor is the stream sequence to go on from, so a reader going on where it stopped finds
+// its record without a search.
+type cursorKey struct {
+	subject string
+	next    int64
+}
+
+// maxCursors bounds the cursors kept; past it they are forgotten (a read then searches).
+const maxCursors = 4096
 
 // ProcessOpt configures [NewProcessStreams].
 type ProcessOpt func(*ProcessStreams) error
@@ -134,7 +145,7 @@ func NewProcessStreams(nc *nats.Conn, opts ...ProcessOpt) (*ProcessStreams, erro
 		return nil, fmt.Errorf("new process streams: %w", err)
 	}
 	p := &ProcessStreams{nc: nc, js: js, prefix: DefaultSubjectPrefix, bytes: DefaultProcessRetentionBytes, age: DefaultProcessRetentionAge,
-		dupes: DefaultDuplicateWindow, log: zap.NewNop(), firsts: map[string]int64{}, pending: map[string]int64{}}
+		dupes: DefaultDuplicateWindow, log: zap.NewNop(), firsts: map[string]int64{}, cursors: map[cursorKey]uint64{}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue

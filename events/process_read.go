@@ -80,7 +80,7 @@ func (p *ProcessStreams) ReadProcessOutput(ctx context.Context, ref sandbox.Proc
 // without waiting.
 func (p *ProcessStreams) readOnce(ctx context.Context, s jetstream.Stream, subj string, from, maxBytes int64) (sandbox.ProcessOutput, error) {
 	out := sandbox.ProcessOutput{Next: from}
-	cur, err := p.locate(ctx, s, subj, from)
+	cur, err := p.resume(ctx, s, subj, from)
 	if err != nil {
 		return out, err
 	}
@@ -90,16 +90,51 @@ func (p *ProcessStreams) readOnce(ctx context.Context, s jetstream.Stream, subj 
 	r := &reading{out: &out, max: maxBytes}
 	for {
 		if r.take(decode(cur)) {
+			p.remember(subj, out.Next, cur, out.Next >= decode(cur).end())
 			return out, nil
 		}
-		cur, err = s.GetMsg(ctx, cur.Sequence+1, jetstream.WithGetMsgSubject(subj))
+		next, err := s.GetMsg(ctx, cur.Sequence+1, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			p.remember(subj, out.Next, cur, true)
 			return out, nil
 		}
 		if err != nil {
 			return sandbox.ProcessOutput{}, err
 		}
+		cur = next
 	}
+}
+
+// resume is the record a read from sequence from starts with: the cursor a read that ended
+// there left, when its record is still the one, else the result of a search.
+func (p *ProcessStreams) resume(ctx context.Context, s jetstream.Stream, subj string, from int64) (*jetstream.RawStreamMsg, error) {
+	p.mu.Lock()
+	at, ok := p.cursors[cursorKey{subj, from}]
+	p.mu.Unlock()
+	if ok {
+		m, err := s.GetMsg(ctx, at, jetstream.WithGetMsgSubject(subj))
+		if err == nil {
+			if r := decode(m); r.seq <= from && (r.kind != RecordOutput || r.end() > from || r.seq == from) {
+				return m, nil
+			}
+		}
+	}
+	return p.locate(ctx, s, subj, from)
+}
+
+// remember keeps where a read that returned next may go on: at cur, or after it when it was
+// read to its end.
+func (p *ProcessStreams) remember(subj string, next int64, cur *jetstream.RawStreamMsg, consumed bool) {
+	at := cur.Sequence
+	if consumed {
+		at++
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.cursors) >= maxCursors {
+		clear(p.cursors)
+	}
+	p.cursors[cursorKey{subj, next}] = at
 }
 
 // reading is one read's output as its records arrive.

@@ -50,12 +50,22 @@ func (s *supervisor) attach(c *conn, p []byte) {
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
+		following := false
+		defer func() {
+			if following {
+				m.followers.Add(-1)
+			}
+		}()
 		for {
 			typ, p, err := execwire.Read(c.c, 64)
 			if err != nil {
 				return
 			}
 			if seqs, err := execwire.DecodeSeqs(p, 1); typ == execwire.Release && err == nil {
+				if !following { // an engine that stores the output: it holds the process back rather than lose it
+					following = true
+					m.followers.Add(1)
+				}
 				s.procs.release(m, seqs[0])
 			}
 		}

@@ -47,8 +47,15 @@ type procTable struct {
 
 // managed is one process and its output.
 type managed struct {
-	buf  *procbuf.Buffer
-	done chan struct{} // closed once it ended and its output is complete
+	buf   *procbuf.Buffer
+	limit int64         // what buf holds at most
+	done  chan struct{} // closed once it ended and its output is complete
+
+	// followers counts the attached engines that store its output (they send Release):
+	// while one does, or until holdUntil while one is on its way, output past the limit
+	// waits for room instead of dropping the oldest.
+	followers atomic.Int32
+	holdUntil time.Time
 
 	// guarded by the table's mu
 	rec      execwire.Process
@@ -234,8 +241,12 @@ func (t *procTable) spawn(req *execwire.StartRequest) (*managed, error) {
 	if limit <= 0 {
 		limit = defaultBuffer
 	}
-	m := &managed{buf: procbuf.New(min(limit, maxBuffer)), done: make(chan struct{}), input: io.input, master: io.master,
+	limit = min(limit, maxBuffer)
+	m := &managed{buf: procbuf.New(limit), limit: limit, done: make(chan struct{}), input: io.input, master: io.master,
 		oomBase: t.oom.read()}
+	if req.HoldMS > 0 {
+		m.holdUntil = time.Now().Add(time.Duration(req.HoldMS) * time.Millisecond)
+	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: io.child, Sys: &syscall.SysProcAttr{Setsid: true}}
 	if req.TTY != nil {
 		attr.Sys.Setctty, attr.Sys.Ctty = true, 0
@@ -343,8 +354,25 @@ func (t *procTable) follow(m *managed, outs []*output, status chan syscall.WaitS
 	t.ended(m, ws)
 }
 
-// append adds output to m's buffer within the bound all processes share.
+// followedWait bounds one wait for room while an engine stores the output: the wait is
+// looked at again after it, so an engine that went away stops holding the process.
+const followedWait = 100 * time.Millisecond
+
+// append adds output to m's buffer within the bound all processes share. While an engine
+// stores the output (a follower) and the buffer is full, it waits for the engine to release
+// some, so the process waits on its pipe rather than lose output; with nobody storing it, the
+// oldest is dropped instead, so a process is never held by an engine that is not there.
 func (t *procTable) append(m *managed, typ byte, p []byte) {
+	for (m.followers.Load() > 0 || time.Now().Before(m.holdUntil)) && m.buf.State().Held+int64(len(p)) > m.limit {
+		changed := m.buf.Changed()
+		if m.buf.State().Held+int64(len(p)) <= m.limit {
+			break
+		}
+		select {
+		case <-changed:
+		case <-time.After(followedWait):
+		}
+	}
 	stream := procbuf.Stdout
 	switch typ {
 	case execwire.Stderr:

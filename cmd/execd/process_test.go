@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -327,5 +328,57 @@ func TestProcessBufferDropsTheOldestWithAGap(t *testing.T) {
 	g := attachAll(t, path, "big", 0)
 	if len(g.gaps) != 1 || g.gaps[0][0] != 0 || g.gaps[0][1]+int64(g.all.Len()) != 200000 || g.all.Len() > 50000+execwire.MaxChunk {
 		t.Fatalf("gaps %v, %d bytes held", g.gaps, g.all.Len())
+	}
+}
+
+// While an engine stores a process's output (it sends Release), output past the buffer waits
+// for room: the process is held back, nothing is dropped, however slowly the engine reads.
+// A start that says an engine is about to follow (HoldMS) holds the output back from the
+// start, before the engine attaches.
+func TestProcessFollowedIsHeldBackNotDropped(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("attached late %t", late), func(t *testing.T) { followAll(t, late) })
+	}
+}
+
+func followAll(t *testing.T, late bool) {
+	path, _ := testSupervisor(t)
+	const total = 1_000_000
+	req := execwire.StartRequest{ID: "held", Argv: []string{"sh", "-c", "head -c 1000000 /dev/zero"}, Buffer: 50000}
+	if late {
+		req.HoldMS = 30_000
+	}
+	start(t, path, req)
+	if late {
+		time.Sleep(300 * time.Millisecond) // the engine's pump on its way
+	}
+	c := dial(t, path)
+	b, _ := json.Marshal(execwire.AttachRequest{ID: "held"})
+	_ = execwire.Write(c, execwire.Attach, b)
+	_ = execwire.Write(c, execwire.Release, execwire.EncodeSeqs(0)) // a follower from the start
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	next := int64(0)
+	for {
+		typ, p, err := execwire.Read(c, execwire.MaxPayload)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", next, err)
+		}
+		switch typ {
+		case execwire.Gap:
+			t.Fatalf("a gap at %d: the followed process's output was dropped", next)
+		case execwire.Chunk:
+			_, seq, data, _ := execwire.DecodeChunk(p)
+			if seq != next {
+				t.Fatalf("chunk at %d, want %d", seq, next)
+			}
+			next += int64(len(data))
+			time.Sleep(time.Millisecond) // a slow engine
+			_ = execwire.Write(c, execwire.Release, execwire.EncodeSeqs(next))
+		case execwire.End:
+			if next != total {
+				t.Fatalf("ended at %d, want %d", next, total)
+			}
+			return
+		}
 	}
 }

@@ -65,6 +65,10 @@ type StartRequest struct {
 	// Retention is the engine's, kept with the process and listed back (the supervisor does
 	// not read it): how long and how much of its output the engine's store keeps.
 	Retention *Retention `json:"retention,omitempty"`
+	// HoldMS > 0 says an engine is about to follow the output into its store: until one
+	// attaches and releases (or HoldMS passes) the process's output past its Buffer waits for
+	// room, as it does while a follower is attached, rather than dropping the oldest.
+	HoldMS int64 `json:"hold_ms,omitempty"`
 }
 
 // Retention is a process's output retention as the engine asked it: bytes and milliseconds.
