@@ -9,7 +9,7 @@ import (
 // ProcessLimits bound the processes of one sandbox (docs/architecture.md, "Processes"). Each
 // refusal is a [*sandbox.ProcessLimitError] naming its bound; nothing is half started.
 type ProcessLimits struct {
-	// MaxProcesses is how many processes one sandbox runs at once (default 64).
+	// MaxProcesses is how many processes one sandbox runs at once (default 128).
 	MaxProcesses int
 	// MaxStdinBytes is the most one stdin write carries (default 1 MiB).
 	MaxStdinBytes int
@@ -25,7 +25,7 @@ type ProcessLimits struct {
 
 // Process bounds' defaults and ceilings.
 const (
-	DefaultMaxProcesses  = 64
+	DefaultMaxProcesses  = 128
 	DefaultMaxStdinBytes = sandbox.MiB
 	DefaultProcessHeld   = 4 * sandbox.MiB
 	MaxProcessHeld       = 64 * sandbox.MiB
