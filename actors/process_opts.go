@@ -21,6 +21,10 @@ type ProcessLimits struct {
 	Held int64
 	// ReadBytes is how much one read returns when the caller sets no bound (default 1 MiB).
 	ReadBytes int64
+	// OutputRate is how many bytes a second of one process's output the store is given
+	// (default 64 MiB/s): a process that writes faster is held back by its supervisor (its
+	// writes wait), so one process cannot take the store's whole bandwidth.
+	OutputRate int64
 }
 
 // Process bounds' defaults and ceilings.
@@ -30,17 +34,19 @@ const (
 	DefaultProcessHeld   = 4 * sandbox.MiB
 	MaxProcessHeld       = 64 * sandbox.MiB
 	DefaultReadBytes     = sandbox.MiB
+	DefaultOutputRate    = 64 * sandbox.MiB
 )
 
 func defaultProcessLimits() ProcessLimits {
-	return ProcessLimits{MaxProcesses: DefaultMaxProcesses, MaxStdinBytes: DefaultMaxStdinBytes, Held: DefaultProcessHeld, ReadBytes: DefaultReadBytes}
+	return ProcessLimits{MaxProcesses: DefaultMaxProcesses, MaxStdinBytes: DefaultMaxStdinBytes, Held: DefaultProcessHeld, ReadBytes: DefaultReadBytes,
+		OutputRate: DefaultOutputRate}
 }
 
 // WithProcessLimits sets the bounds of every sandbox's processes; a zero field keeps its
 // default. A negative one, or Held above [MaxProcessHeld], is refused.
 func WithProcessLimits(l ProcessLimits) Option {
 	return func(o *options) error {
-		if l.MaxProcesses < 0 || l.MaxStdinBytes < 0 || l.Held < 0 || l.ReadBytes < 0 || l.Held > MaxProcessHeld {
+		if l.MaxProcesses < 0 || l.MaxStdinBytes < 0 || l.Held < 0 || l.ReadBytes < 0 || l.OutputRate < 0 || l.Held > MaxProcessHeld {
 			return fmt.Errorf("process limits: every bound is positive (held at most %d): %+v", MaxProcessHeld, l)
 		}
 		d := defaultProcessLimits()
@@ -55,6 +61,9 @@ func WithProcessLimits(l ProcessLimits) Option {
 		}
 		if l.ReadBytes > 0 {
 			d.ReadBytes = l.ReadBytes
+		}
+		if l.OutputRate > 0 {
+			d.OutputRate = l.OutputRate
 		}
 		o.procLimits = d
 		return nil

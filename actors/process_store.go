@@ -258,7 +258,8 @@ type storeWriter struct {
 	p       *pump
 	src     pumpSource
 	pending *sandbox.OutputChunk
-	stored  int64 // the end of what was stored; -1 until something was
+	stored  int64     // the end of what was stored; -1 until something was
+	next    time.Time // the output rate's: the earliest the next record may be stored
 }
 
 func (w *storeWriter) end(from int64) int64 {
@@ -316,6 +317,9 @@ func (w *storeWriter) flush() error {
 	if w.pending == nil {
 		return nil
 	}
+	if err := w.pace(int64(len(w.pending.Data))); err != nil {
+		return err
+	}
 	bo := pumpRetry()
 	for {
 		err := w.p.b.procStore.ProcessOutput(w.ctx, w.p.ref, *w.pending, w.p.ret)
@@ -337,6 +341,32 @@ func (w *storeWriter) flush() error {
 	w.src.release(w.stored)
 	w.pending = nil
 	return nil
+}
+
+// pace keeps the process's stored output within the backend's output rate: a record of n
+// bytes waits until the ones before it have had their share of a second.
+func (w *storeWriter) pace(n int64) error {
+	rate := w.p.b.procLimits.OutputRate
+	if rate <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if w.next.Before(now) {
+		w.next = now
+	}
+	wait := w.next.Sub(now)
+	w.next = w.next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // attachSource reads a process's output from its supervisor.

@@ -205,3 +205,28 @@ func TestDockerExecProcessIsLostAfterItsEngine(t *testing.T) {
 		t.Fatalf("read %q, exit %+v", out, exit)
 	}
 }
+
+// TestProcessOutputRate: one process's output is stored at most at the backend's output rate;
+// a process that writes faster is held back by its supervisor (its writes wait), and loses
+// nothing. At 1 MiB/s, 3 MiB cannot be stored in less than two seconds (a lower bound: a slow
+// machine only makes it slower).
+func TestProcessOutputRate(t *testing.T) {
+	srv := natstest.Run(t)
+	streams, err := events.NewProcessStreams(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := channelBackend(t, actors.WithProcessStore(streams), actors.WithProcessLimits(actors.ProcessLimits{OutputRate: 1 << 20}))
+	sb := itest.Acquire(t, b, itest.NewKey(t), itest.BusyboxSpec(t)).(*actors.Sandbox)
+	const total = 3 << 20
+	began := time.Now()
+	start(t, sb, sandbox.ProcessSpec{ID: "fast", Command: sandbox.Shell(fmt.Sprintf("head -c %d /dev/zero", total))})
+	wait(t, sb, "fast")
+	if took := time.Since(began); took < 2*time.Second {
+		t.Fatalf("3 MiB stored in %s, faster than 1 MiB/s", took)
+	}
+	out, cut, _ := readAll(t, sb, "fast", 0, 1<<20)
+	if cut != nil || len(out) != total {
+		t.Fatalf("%d bytes, cut %v", len(out), cut)
+	}
+}
