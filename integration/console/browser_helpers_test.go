@@ -43,8 +43,8 @@ type pool struct {
 func startPool(t *testing.T) *pool { return startPoolWith(t, nil) }
 
 // startPoolWith is startPool with a backend of cfg's (the test's labels and driver added), its
-// egress windows published as events; nil cfg is itest's usual backend.
-func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
+// egress windows published as events; nil cfg is itest's usual backend, given opts too.
+func startPoolWith(t *testing.T, cfg *docker.Config, backendOpts ...actors.Option) *pool {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	all := &server.Permissions{}
@@ -66,7 +66,7 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	var b *actors.Backend
 	if cfg == nil {
-		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()))
+		b = itest.NewBackend(t, append([]actors.Option{actors.WithEgressSink(ev.Windows())}, backendOpts...)...)
 	} else {
 		c := *cfg
 		c.Driver, c.Labels, c.CommandTimeout = itest.Driver(), dockertest.Labels(), 30*time.Second
