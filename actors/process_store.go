@@ -100,6 +100,7 @@ func (b *Backend) pumpOf(ref sandbox.ProcessRef) *pump {
 func (b *Backend) disposingPumps(instance string) []*pump {
 	b.pumps.mu.Lock()
 	defer b.pumps.mu.Unlock()
+	delete(b.pumps.seen, instance) // a disposed instance is not adopted again
 	var ps []*pump
 	for _, p := range b.pumps.by {
 		if p.ref.Instance == instance {
