@@ -37,6 +37,7 @@ test: fmt-check vet staticcheck cyclo jaeger images
 SCALE_TIMEOUT ?= 90m
 scale: images
 	MAF_SANDBOX_SCALE=full $(GO) test -race -count=1 -timeout $(SCALE_TIMEOUT) -v -run 'TestEgressAtScale$$' ./integration/egress
+	MAF_SANDBOX_SCALE=full $(GO) test -race -count=1 -timeout $(SCALE_TIMEOUT) -v -run 'TestProcessesAcrossManySandboxes$$' ./integration/process
 	$(GO) run ./cmd/engine bench --scale
 
 # console-screenshot refreshes docs/console.png: the operator console under a little load, in

@@ -72,6 +72,11 @@ type Backend struct {
 	execd        []byte        // the exec channel's supervisor binary, nil: none (exec_channel.go)
 	channelRoots channelRoots  // the channel's commands running now (exec_channel.go)
 	execPaths    execPaths     // how many commands took the channel and how many docker exec
+	procLimits   ProcessLimits // the bounds of every sandbox's processes (process_opts.go)
+	procs        dockerProcs   // the processes run through docker exec (process_docker.go)
+	procStore    ProcessStore  // where processes' output is stored; nil: none (process_store.go)
+	pumps        pumps         // the processes followed into procStore
+	procObs      procWaiters   // the processes followed to their end for the observer (process_observe.go)
 	host         hostState     // whether the host plane can be used at all
 	topo         topologyState // what the daemon's allowlist topology is (egress_topology.go)
 
@@ -114,9 +119,10 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		cfg: cfg, engine: retrying{o.engine}, log: o.logger.With(zap.String("backend", BackendName)),
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
-		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
-		acquired: map[sandbox.SandboxID]map[string]struct{}{},
-		retained: map[sandbox.Key]map[string]struct{}{},
+		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer), procLimits: o.procLimits,
+		procStore: o.procStore,
+		acquired:  map[sandbox.SandboxID]map[string]struct{}{},
+		retained:  map[sandbox.Key]map[string]struct{}{},
 	}
 	if o.observer != nil {
 		b.obs.Store(&observerRef{o.observer})
@@ -217,8 +223,10 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	if b.servesAllowlist() {
 		modes[sandbox.EgressAllowlist] = struct{}{}
 	}
+	// Processes run through the supervisor, or as docker execs whose start the driver reports
+	// (so that none races a freeze: freeze.go).
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
-		sandbox.HostTools, sandbox.Reclaim)
+		sandbox.HostTools, sandbox.Reclaim, sandbox.Processes)
 	scopes := []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}
 	if len(b.cfg.CapAdd) > 0 {
 		// A guest given capabilities back can own, enter or rewrite what the removal rules
@@ -277,8 +285,12 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, key: key, kind: spec.Kind, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
-		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
+	sb := &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound, key: key, kind: spec.Kind}
+	if !res.Created {
+		b.reattach(sb) // process_store.go: an instance that may hold processes another engine followed
+	}
+	return sb, nil
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the

@@ -28,11 +28,14 @@ type options struct {
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
 	observer    sandbox.Observer                 // report.go; nil: none until a router hands one
+	procLimits  ProcessLimits                    // process_opts.go
+	procStore   ProcessStore                     // process_store.go; nil: none
 	actorHook   func(name string, ev actorEvent) // tests only
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto,
+		procLimits: defaultProcessLimits()}
 }
 
 // WithObserver reports the backend's acts to obs from the start (default: none, until a

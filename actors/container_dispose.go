@@ -68,6 +68,7 @@ func (a *containerActor) dispose(ctx context.Context, m *disposeRequest) *dispos
 	// made under an allowlist is reclaimed by a backend now configured closed.
 	_, role, derived := docker.ParseName(a.name)
 	derived = derived && role == docker.RoleWorkload
+	a.endProcesses(ctx, "")
 	var proxied chan struct{}
 	if derived {
 		proxied = make(chan struct{})
@@ -103,6 +104,7 @@ func (a *containerActor) disposeInstance(ctx context.Context, m *disposeRequest)
 	case err != nil:
 		return &disposeResponse{Failure: disposalFailure(m.InstanceID, err)}
 	}
+	a.endProcesses(ctx, info.ID)
 	if err := a.removeOwnProxy(ctx, info, m); err != nil {
 		return &disposeResponse{Failure: &sandbox.DisposalFailure{Code: disposalCode(err),
 			Detail: fmt.Sprintf("the proxy of %s could not be removed, so the instance was left for the next disposal: %v", info.ID, err)}}

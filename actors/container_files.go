@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/internal/execwire"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/paths"
 )
@@ -400,7 +399,7 @@ func (a *containerActor) createBase(ctx context.Context, target, base string, mi
 	}
 	entries := docker.DirChain(missing, uid, gid)
 	if a.execChan.install { // before start: the exec supervisor rides in the same archive put
-		entries = append(entries, docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0))
+		entries = append(entries, a.supervisorEntries(target)...)
 		a.execChan.install = false
 	}
 	tarball, err := docker.BuildTar(entries...)

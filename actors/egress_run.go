@@ -273,7 +273,7 @@ func (a *containerActor) startGated(ctx context.Context, id string, g *workloadG
 	fail := func(err error) error { a.removeContainer(id); return err }
 	entries := []docker.TarEntry{docker.FileEntry(gatePath, g.binary, 0o755, 0, 0)}
 	if g.execd {
-		entries = append(entries, docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0))
+		entries = append(entries, a.supervisorEntries(id)...)
 	}
 	gate, err := docker.BuildTar(entries...)
 	if err != nil {

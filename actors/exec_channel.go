@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,7 @@ func (a *containerActor) installSupervisor(ctx context.Context, id string) error
 		return nil
 	}
 	a.execChan.install = false
-	tar, err := docker.BuildTar(docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0))
+	tar, err := docker.BuildTar(a.supervisorEntries(id)...)
 	if err == nil {
 		err = a.b.engine.CopyIn(ctx, id, tar)
 	}
@@ -174,6 +175,21 @@ func (a *containerActor) installSupervisor(ctx context.Context, id string) error
 		return fmt.Errorf("copy the exec supervisor into %s: %w", a.name, err)
 	}
 	return nil
+}
+
+// supervisorEntries are what a new sandbox gets for its supervisor: the binary and, when the
+// container's user is not root, the directory of its socket, made here with mode 0700 and
+// that user as owner. The supervisor runs as the container's user and cannot make a directory
+// in a root it does not own; it makes and uses this one as a root supervisor makes and uses
+// its own. The guest gains nothing by it: its user owns a directory it could have made under
+// /tmp, and what the engine trusts of the socket in it is proven on every connection (no link
+// followed, a socket, the proven pid at the other end), not read from the directory.
+func (a *containerActor) supervisorEntries(id string) []docker.TarEntry {
+	entries := []docker.TarEntry{docker.FileEntry(execwire.Binary, a.b.execd, 0o755, 0, 0)}
+	if f := a.facts; f != nil && f.resolved && f.uid != 0 && strings.HasPrefix(a.factsKey, id+"|") {
+		entries = append(entries, docker.DirEntry(execwire.SocketDir, 0o700, f.uid, f.gid))
+	}
+	return entries
 }
 
 // execChannel is the proven root of target's supervisor, nil when commands take docker exec:

@@ -28,3 +28,36 @@ func (b *Backend) ListSandboxes(ctx context.Context, engine string, req messages
 	}
 	return &resp, nil
 }
+
+// ListProcessesOf asks engine for the processes of the sandbox req's envelope names (its key
+// and the engine's handle): an operator's call, for a sandbox this client did not acquire;
+// req's type is set here. It fails as [Backend.ListSandboxes], and with the engine's error
+// for a handle it does not know or the caller may not use.
+func (b *Backend) ListProcessesOf(ctx context.Context, engine string, req messages.APIProcessListRequest) (*messages.APIProcessListResponse, error) {
+	req.Type = messages.APIProcessListRequestType
+	var resp messages.APIProcessListResponse
+	if err := b.operatorCall(ctx, engine, messages.SubjectProcessListT, &req.APIEnvelope, &req, &resp, messages.APIProcessListResponseType); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// ReadProcessOf reads a process's output from req.Seq on engine, as [Backend.ListProcessesOf]
+// lists the processes.
+func (b *Backend) ReadProcessOf(ctx context.Context, engine string, req messages.APIProcessReadRequest) (*messages.APIProcessReadResponse, error) {
+	req.Type = messages.APIProcessReadRequestType
+	var resp messages.APIProcessReadResponse
+	if err := b.operatorCall(ctx, engine, messages.SubjectProcessReadT, &req.APIEnvelope, &req, &resp, messages.APIProcessReadResponseType); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// operatorCall sends a repeatable call pinned to engine.
+func (b *Backend) operatorCall(ctx context.Context, engine, subjectT string, env *messages.APIEnvelope, req, resp any, respType string) error {
+	if engine == "" {
+		return &sandbox.InvalidArgumentError{Reason: "name the engine that holds the sandbox"}
+	}
+	return b.do(ctx, call{subject: messages.Engine(subjectT, b.o.prefix, engine), env: env, req: req, resp: resp, respType: respType,
+		pinned: true, engine: engine, repeatable: true})
+}

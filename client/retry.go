@@ -76,6 +76,10 @@ var repeatable = map[string]bool{
 	messages.SubjectDisposeT: true, messages.SubjectEngineDisposeT: true,
 	messages.SubjectStatFileT: true, messages.SubjectReadFileT: true, messages.SubjectListDirT: true,
 	messages.SubjectDownloadChunkT: true, messages.SubjectWriteFileT: true, messages.SubjectRemoveT: true,
+	// A process start is repeated by its ID (the client always names one); the rest of the
+	// process calls but stdin, close_stdin and signal change nothing when repeated.
+	messages.SubjectProcessStartT: true, messages.SubjectProcessListT: true, messages.SubjectProcessReadT: true,
+	messages.SubjectProcessWaitT: true, messages.SubjectProcessResizeT: true,
 }
 
 // WithDropRetry bounds how long a call that is safe to repeat keeps being repeated after a

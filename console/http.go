@@ -23,8 +23,9 @@ var assets embed.FS
 const maxActionBody = 64 << 10
 
 // Handler serves the page (GET /), its assets, the stream of updates (GET /events, server-sent
-// events: a snapshot, then every change) and the actions (POST /api/dispose, POST
-// /api/purge, JSON). It answers only requests addressed to a loopback name and forbids
+// events: a snapshot, then every change), the actions (POST /api/dispose, POST /api/purge,
+// POST /api/lame_duck, JSON) and a sandbox's processes (POST /api/processes, and POST
+// /api/process_output to tail one). It answers only requests addressed to a loopback name and forbids
 // framing. An action must come from the page itself: a JSON body and the header
 // X-Console-Action, which a page of another origin cannot send without a CORS preflight the
 // console never answers, and no foreign Origin.
@@ -44,6 +45,14 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /api/lame_duck", func(w http.ResponseWriter, r *http.Request) {
 		var req LameDuckRequest
 		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.LameDuck(ctx, req) })
+	})
+	mux.HandleFunc("POST /api/processes", func(w http.ResponseWriter, r *http.Request) {
+		var req ProcessesRequest
+		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Processes(ctx, req) })
+	})
+	mux.HandleFunc("POST /api/process_output", func(w http.ResponseWriter, r *http.Request) {
+		var req ProcessOutputRequest
+		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.ProcessOutput(ctx, req) })
 	})
 	return guard(mux)
 }

@@ -117,8 +117,8 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 		budget = &outputBudget{max: req.MaxOutputBytes}
 	}
 	var stdout, stderr bytes.Buffer
-	_, cerr := stdcopy.StdCopy(budgetWriter{&stdout, budget, StreamStdout, req.Output},
-		budgetWriter{&stderr, budget, StreamStderr, req.Output}, stream)
+	_, cerr := stdcopy.StdCopy(budgetWriter{&stdout, budget, StreamStdout, req.Output, req.KeepOutput},
+		budgetWriter{&stderr, budget, StreamStderr, req.Output, req.KeepOutput}, stream)
 	close(streamDone)
 	_ = conn.Close()
 	watch.Wait()
@@ -252,10 +252,16 @@ type budgetWriter struct {
 	b      *outputBudget
 	stream int
 	output func(int, []byte)
+	keep   int64 // > 0: buf keeps only the first keep bytes
 }
 
 func (w budgetWriter) Write(p []byte) (int, error) {
-	w.buf.Write(p)
+	switch room := w.keep - int64(w.buf.Len()); {
+	case w.keep <= 0:
+		w.buf.Write(p)
+	case room > 0:
+		w.buf.Write(p[:min(int64(len(p)), room)])
+	}
 	if w.b != nil && w.b.used.Add(int64(len(p))) > w.b.max {
 		return len(p), errOverBudget
 	}

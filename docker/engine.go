@@ -184,8 +184,12 @@ type ExecRequest struct {
 	// order within a stream, only for bytes within MaxOutputBytes, and never after Exec
 	// returns. p is valid only during the call: copy it to keep it. Output must not block for
 	// long, since the command's output waits for it. The returned [ExecOutput] still carries
-	// the whole output.
+	// the whole output, unless KeepOutput bounds it.
 	Output func(stream int, p []byte)
+	// KeepOutput, when positive, bounds what the returned [ExecOutput] keeps of each stream
+	// to its first KeepOutput bytes (Output still sees everything): for a long-lived command
+	// whose output goes elsewhere. The API driver honours it; the CLI driver keeps everything.
+	KeepOutput int64
 }
 
 // Output streams of [ExecRequest.Output].

@@ -92,6 +92,7 @@ type AuditEvent struct {
 	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
 	Placement *AuditPlacement `json:"placement,omitempty"`
 	Call      *AuditCall      `json:"call,omitempty"`
+	Process   *AuditProcess   `json:"process,omitempty"` // process.started, process.exited (process_audit.go)
 }
 
 // AuditAcquire is an acquire's detail.

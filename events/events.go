@@ -131,6 +131,12 @@ func (e *Events) HostTools() HostToolSink {
 // it through the events' observer methods (observe.go).
 func (e *Events) Audit() *AuditSink { return e.audit }
 
+// Processes is the store of processes' output (actors.WithProcessStore) on the events'
+// connection and subject prefix; opts come after those.
+func (e *Events) Processes(opts ...ProcessOpt) (*ProcessStreams, error) {
+	return NewProcessStreams(e.nc, append([]ProcessOpt{WithProcessPrefix(e.o.prefix), WithProcessLogger(e.log.Named("processes"))}, opts...)...)
+}
+
 // Outbox is the outbox of the windows and reap summaries (for its [Outbox.Stats]).
 func (e *Events) Outbox() *Outbox { return e.box }
 

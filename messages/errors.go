@@ -63,6 +63,12 @@ const (
 	CodeSandboxGone                  = "sandbox_gone"
 	CodeImageMissing                 = "image_missing"
 	CodeProcessNotStarted            = "process_not_started"
+	CodeProcessNotFound              = "process_not_found"
+	CodeProcessExists                = "process_exists"
+	CodeProcessLimit                 = "process_limit"
+	CodeProcessEnded                 = "process_ended"
+	CodeStdinClosed                  = "stdin_closed"
+	CodeProcessStartFailed           = "process_start_failed"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -160,6 +166,12 @@ var errorCodes = []errorCode{
 	typed[*sandbox.GoneError](CodeSandboxGone),
 	typed[*sandbox.ImageMissingError](CodeImageMissing),
 	typed[*sandbox.ProcessNotStartedError](CodeProcessNotStarted),
+	typed[*sandbox.ProcessNotFoundError](CodeProcessNotFound),
+	typed[*sandbox.ProcessExistsError](CodeProcessExists),
+	typed[*sandbox.ProcessLimitError](CodeProcessLimit),
+	typed[*sandbox.ProcessEndedError](CodeProcessEnded),
+	typed[*sandbox.StdinClosedError](CodeStdinClosed),
+	typed[*sandbox.ProcessStartError](CodeProcessStartFailed),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),

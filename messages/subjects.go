@@ -107,6 +107,38 @@ const (
 	// messages on stream_to); no queue group.
 	SubjectExec  = DefaultPrefix + ".v1.engine.*.exec"
 	SubjectExecT = "%s.v1.engine.%s.exec"
+	// SubjectProcessStart starts a process that lives across calls in a sandbox the engine
+	// holds. APIProcessStartRequest → APIProcessStartResponse; no queue group.
+	SubjectProcessStart  = DefaultPrefix + ".v1.engine.*.process_start"
+	SubjectProcessStartT = "%s.v1.engine.%s.process_start"
+	// SubjectProcessList lists a sandbox's processes.
+	// APIProcessListRequest → APIProcessListResponse; no queue group.
+	SubjectProcessList  = DefaultPrefix + ".v1.engine.*.process_list"
+	SubjectProcessListT = "%s.v1.engine.%s.process_list"
+	// SubjectProcessRead reads a process's output from a sequence, waiting for more when
+	// asked. APIProcessReadRequest → APIProcessReadResponse; no queue group.
+	SubjectProcessRead  = DefaultPrefix + ".v1.engine.*.process_read"
+	SubjectProcessReadT = "%s.v1.engine.%s.process_read"
+	// SubjectProcessStdin writes to a process's standard input.
+	// APIProcessStdinRequest → APIProcessStdinResponse; no queue group.
+	SubjectProcessStdin  = DefaultPrefix + ".v1.engine.*.process_stdin"
+	SubjectProcessStdinT = "%s.v1.engine.%s.process_stdin"
+	// SubjectProcessCloseStdin closes a process's standard input.
+	// APIProcessCloseStdinRequest → APIProcessCloseStdinResponse; no queue group.
+	SubjectProcessCloseStdin  = DefaultPrefix + ".v1.engine.*.process_close_stdin"
+	SubjectProcessCloseStdinT = "%s.v1.engine.%s.process_close_stdin"
+	// SubjectProcessResize sets the size of a process's terminal.
+	// APIProcessResizeRequest → APIProcessResizeResponse; no queue group.
+	SubjectProcessResize  = DefaultPrefix + ".v1.engine.*.process_resize"
+	SubjectProcessResizeT = "%s.v1.engine.%s.process_resize"
+	// SubjectProcessSignal sends a signal to a process's group.
+	// APIProcessSignalRequest → APIProcessSignalResponse; no queue group.
+	SubjectProcessSignal  = DefaultPrefix + ".v1.engine.*.process_signal"
+	SubjectProcessSignalT = "%s.v1.engine.%s.process_signal"
+	// SubjectProcessWait answers once a process has ended and its output is complete.
+	// APIProcessWaitRequest → APIProcessWaitResponse; no queue group.
+	SubjectProcessWait  = DefaultPrefix + ".v1.engine.*.process_wait"
+	SubjectProcessWaitT = "%s.v1.engine.%s.process_wait"
 	// SubjectRunCode evaluates code in the guest runtime.
 	// APIRunCodeRequest → APIRunCodeResponse; no queue group.
 	SubjectRunCode  = DefaultPrefix + ".v1.engine.*.run_code"

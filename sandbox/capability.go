@@ -21,12 +21,13 @@ const (
 	Reclaim          Capability = "reclaim"           // router-managed reclaim cleanup
 	AttachedIdentity Capability = "attached_identity" // platform identity scoped to the sandbox
 	EgressMethods    Capability = "egress_methods"    // inspecting allowlist entries (methods, paths)
+	Processes        Capability = "processes"         // ProcessRunner: processes that live across calls
 )
 
 // Capabilities lists every capability.
 func Capabilities() []Capability {
 	return []Capability{Exec, RunCode, HostTools, FilesIn, FilesOut, FilesList, FilesDelete,
-		Snapshot, Reclaim, AttachedIdentity, EgressMethods}
+		Snapshot, Reclaim, AttachedIdentity, EgressMethods, Processes}
 }
 
 // ParseCapability parses a capability strictly.

@@ -733,3 +733,92 @@ func namesOrNone(names []string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// ProcessNotFoundError says a sandbox has no process under the ID a call named (never
+// started, or forgotten: a sandbox remembers a bounded number of ended processes).
+type ProcessNotFoundError struct{ ID string }
+
+func (e *ProcessNotFoundError) Error() string {
+	return fmt.Sprintf("the sandbox has no process %q", e.ID)
+}
+
+// Is reports the invalid-argument family.
+func (e *ProcessNotFoundError) Is(target error) bool { return target == ErrInvalid }
+
+// ProcessExistsError says a start named an ID that another command already holds: a retried
+// start returns the process, a different one under the same ID is refused. Nothing started.
+type ProcessExistsError struct{ ID string }
+
+func (e *ProcessExistsError) Error() string {
+	return fmt.Sprintf("process %q already exists with another command or other settings; nothing was started", e.ID)
+}
+
+// Is reports the invalid-argument family.
+func (e *ProcessExistsError) Is(target error) bool { return target == ErrInvalid }
+
+// ProcessLimitError says a process call asked for more than a bound allows: Limit names the
+// bound ("processes" running in one sandbox, "stdin_bytes" in one write, "retention_bytes" or
+// "retention_age" of one process's output), Max its value and Asked what was asked. Nothing
+// was started or written.
+type ProcessLimitError struct {
+	Limit string
+	Max   int64
+	Asked int64
+}
+
+func (e *ProcessLimitError) Error() string {
+	switch e.Limit {
+	case "processes":
+		return fmt.Sprintf("the sandbox runs at most %d processes at once; nothing was started", e.Max)
+	case "stdin_bytes":
+		return fmt.Sprintf("one stdin write takes at most %d bytes, got %d; nothing was written", e.Max, e.Asked)
+	}
+	return fmt.Sprintf("%s is at most %d, got %d; nothing was started", e.Limit, e.Max, e.Asked)
+}
+
+// Is reports the refused family.
+func (e *ProcessLimitError) Is(target error) bool { return target == ErrRefused }
+
+// ProcessEndedError says a call needed a running process (stdin, resize, signal) and the
+// process has ended.
+type ProcessEndedError struct{ ID string }
+
+func (e *ProcessEndedError) Error() string { return fmt.Sprintf("process %q has ended", e.ID) }
+
+// Is reports the invalid-argument family.
+func (e *ProcessEndedError) Is(target error) bool { return target == ErrInvalid }
+
+// StdinClosedError says a write went to a process whose standard input is closed: it was
+// started without stdin, its input was closed, or (Full) it did not read it in time, in which
+// case Written bytes went in.
+type StdinClosedError struct {
+	ID      string
+	Full    bool
+	Written int
+	Reason  string
+}
+
+func (e *StdinClosedError) Error() string {
+	if e.Full {
+		return fmt.Sprintf("process %q did not read its input: %d bytes were written (%s)", e.ID, e.Written, e.Reason)
+	}
+	return fmt.Sprintf("process %q has no open standard input: %s", e.ID, e.Reason)
+}
+
+// Is reports the invalid-argument family.
+func (e *StdinClosedError) Is(target error) bool { return target == ErrInvalid }
+
+// ProcessStartError says a process's program could not be started: Cause as an exec's
+// NotStarted, Message the runtime's own words. Nothing ran and nothing was recorded.
+type ProcessStartError struct {
+	ID      string
+	Cause   StartFailure
+	Message string
+}
+
+func (e *ProcessStartError) Error() string {
+	return fmt.Sprintf("process %q could not be started (%s): %s; nothing ran", e.ID, e.Cause, e.Message)
+}
+
+// Is reports the OS family.
+func (e *ProcessStartError) Is(target error) bool { return target == ErrOS }

@@ -40,6 +40,10 @@ type Observer interface {
 	PlacementChanged(ctx context.Context, a PlacementChanged)
 	EngineStateChanged(ctx context.Context, a EngineStateChanged)
 	CallRefused(ctx context.Context, a CallRefused)
+	// ProcessStarted and ProcessExited are reported by a backend that runs processes, from
+	// the goroutine that saw the start or the end.
+	ProcessStarted(ctx context.Context, a ProcessStarted)
+	ProcessExited(ctx context.Context, a ProcessExited)
 }
 
 // Reporting is implemented by a backend that reports the acts it does itself: the commands,
@@ -184,6 +188,19 @@ const (
 type PlacementChanged struct {
 	Act
 	Change, Detail string
+}
+
+// ProcessStarted is a process a backend started (not a start repeated under its ID).
+type ProcessStarted struct {
+	Act
+	Process Process
+}
+
+// ProcessExited is a process's end, reported once per process: Process.Exit says how it
+// ended (its reason, code and signal).
+type ProcessExited struct {
+	Act
+	Process Process
 }
 
 // Engine states, as [EngineStateChanged.State] names them.

@@ -52,6 +52,12 @@ func (NopObserver) EngineStateChanged(context.Context, EngineStateChanged) {}
 // CallRefused does nothing.
 func (NopObserver) CallRefused(context.Context, CallRefused) {}
 
+// ProcessStarted does nothing.
+func (NopObserver) ProcessStarted(context.Context, ProcessStarted) {}
+
+// ProcessExited does nothing.
+func (NopObserver) ProcessExited(context.Context, ProcessExited) {}
+
 // Observers is one observer that hands each act to every one of obs in turn; nil ones are
 // skipped. Nil when none is left.
 func Observers(obs ...Observer) Observer {
@@ -156,6 +162,18 @@ func (s observerSet) CallRefused(ctx context.Context, a CallRefused) {
 	}
 }
 
+func (s observerSet) ProcessStarted(ctx context.Context, a ProcessStarted) {
+	for _, o := range s {
+		o.ProcessStarted(ctx, a)
+	}
+}
+
+func (s observerSet) ProcessExited(ctx context.Context, a ProcessExited) {
+	for _, o := range s {
+		o.ProcessExited(ctx, a)
+	}
+}
+
 // guarded contains its observer's panics: an act is logged and dropped, the call goes on.
 type guarded struct {
 	obs Observer
@@ -247,4 +265,14 @@ func (g guarded) EngineStateChanged(ctx context.Context, a EngineStateChanged) {
 func (g guarded) CallRefused(ctx context.Context, a CallRefused) {
 	defer g.contain("CallRefused")
 	g.obs.CallRefused(ctx, a)
+}
+
+func (g guarded) ProcessStarted(ctx context.Context, a ProcessStarted) {
+	defer g.contain("ProcessStarted")
+	g.obs.ProcessStarted(ctx, a)
+}
+
+func (g guarded) ProcessExited(ctx context.Context, a ProcessExited) {
+	defer g.contain("ProcessExited")
+	g.obs.ProcessExited(ctx, a)
 }

@@ -28,5 +28,13 @@ var operations = []operation{
 	{"reset", "", messages.SubjectResetT, messages.APIResetRequestType, messages.APIResetResponseType, reset, "replaces the sandbox's instance"},
 	{"fingerprint", "", messages.SubjectFingerprintT, messages.APIFingerprintRequestType, messages.APIFingerprintResponseType, fingerprint, "fingerprints a sandbox before (baseline) and after (final) a kind's call; the final reply compares them"},
 	{"collect_outputs", "", messages.SubjectCollectOutputsT, messages.APICollectOutputsRequestType, messages.APICollectOutputsResponseType, collectOutputs, "collects the outputs the acquire's spec declares"},
+	{"process_start", "", messages.SubjectProcessStartT, messages.APIProcessStartRequestType, messages.APIProcessStartResponseType, processStart, "starts a process that lives across calls (argv or shell, env, work_dir, user, terminal, stdin, timeout, retention); a repeated id returns the same process"},
+	{"process_list", "", messages.SubjectProcessListT, messages.APIProcessListRequestType, messages.APIProcessListResponseType, processList, "lists a sandbox's processes, running and ended, in start order"},
+	{"process_read", "", messages.SubjectProcessReadT, messages.APIProcessReadRequestType, messages.APIProcessReadResponseType, processRead, "reads a process's output from a sequence, waiting up to follow_ms for more; a cut says what is no longer held"},
+	{"process_stdin", "", messages.SubjectProcessStdinT, messages.APIProcessStdinRequestType, messages.APIProcessStdinResponseType, processStdin, "writes to a process's standard input"},
+	{"process_close_stdin", "", messages.SubjectProcessCloseStdinT, messages.APIProcessCloseStdinRequestType, messages.APIProcessCloseStdinResponseType, processCloseStdin, "closes a process's standard input"},
+	{"process_resize", "", messages.SubjectProcessResizeT, messages.APIProcessResizeRequestType, messages.APIProcessResizeResponseType, processResize, "sets the size of a process's terminal"},
+	{"process_signal", "", messages.SubjectProcessSignalT, messages.APIProcessSignalRequestType, messages.APIProcessSignalResponseType, processSignal, "sends a signal to a process's group"},
+	{"process_wait", "", messages.SubjectProcessWaitT, messages.APIProcessWaitRequestType, messages.APIProcessWaitResponseType, processWait, "answers once a process has ended and its output is complete"},
 	{"run_program", "", messages.SubjectRunProgramT, messages.APIRunProgramRequestType, messages.APIRunProgramResponseType, runProgram, "runs a host-tools program; each tool call is a request to the subject the tool names"},
 }

@@ -267,6 +267,15 @@ var tenancyRules = map[string]rule{
 	"fingerprint":     ruleHandle,
 	"collect_outputs": ruleHandle,
 	"run_program":     ruleHandle,
+	// A process is reached only through its sandbox: the handle, acquired by the caller.
+	"process_start":       ruleHandle,
+	"process_list":        ruleHandle,
+	"process_read":        ruleHandle,
+	"process_stdin":       ruleHandle,
+	"process_close_stdin": ruleHandle,
+	"process_resize":      ruleHandle,
+	"process_signal":      ruleHandle,
+	"process_wait":        ruleHandle,
 }
 
 // authorize checks one request on an engine with tenancy and returns the caller's identity.

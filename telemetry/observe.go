@@ -105,3 +105,9 @@ func (*Metrics) EngineStateChanged(context.Context, sandbox.EngineStateChanged) 
 
 // CallRefused counts nothing: the API's call metric counts it by its code.
 func (*Metrics) CallRefused(context.Context, sandbox.CallRefused) {}
+
+// ProcessStarted counts nothing.
+func (*Metrics) ProcessStarted(context.Context, sandbox.ProcessStarted) {}
+
+// ProcessExited counts nothing.
+func (*Metrics) ProcessExited(context.Context, sandbox.ProcessExited) {}

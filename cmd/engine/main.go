@@ -1,7 +1,12 @@
 // Command engine runs the sandbox engine and the tools around it:
 //
 //   - serve answers the sandbox API on NATS, with the local Docker daemon behind it;
-//   - run is one shot through a serving engine: acquire, copy in, run, copy out, dispose;
+//   - run is one shot through a serving engine: acquire, copy in, run, copy out, dispose; with
+//     --detach it starts a process that lives on in the sandbox instead;
+//   - ps lists the processes of a sandbox;
+//   - logs prints a process's output, from a sequence, following it to its end if asked;
+//   - attach connects this terminal to a process: its output here, this input its stdin;
+//   - kill sends a process a signal;
 //   - demo plays a scripted agent against an engine it starts itself;
 //   - bench measures every operation against the local Docker daemon;
 //   - images build builds the images the engine and its tests run, pulling nothing;
@@ -34,6 +39,11 @@ const usage = `engine — run AI agents' tool calls in Docker sandboxes (maf-san
 Usage:
   engine serve [flags]           answer the sandbox API on NATS (embedded loopback server unless --nats-url)
   engine run [flags] -- CMD ...  one shot through a serving engine: acquire, copy in, run, copy out, dispose
+  engine run --detach [flags] -- CMD ...   start a process that lives on in the sandbox; print its ID
+  engine ps [flags]              list the processes of a sandbox (the key's flags name it)
+  engine logs [flags] PROCESS    print a process's output (--follow, --from SEQ)
+  engine attach [flags] PROCESS  a process's output here, this input its stdin (a raw terminal when both have one)
+  engine kill [flags] PROCESS    send a process a signal (--signal, default TERM)
   engine demo [flags]            acquire a sandbox, write a program, run it, read its output, dispose
   engine bench [flags]           measure every operation against the local Docker daemon
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
@@ -87,6 +97,8 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 		return 0, serveCmd(ctx, args[1:])
 	case "run":
 		return runCmd(ctx, args[1:])
+	case "ps", "logs", "attach", "kill":
+		return processCmd(ctx, args[0], args[1:])
 	case "demo":
 		return 0, demo.Command(ctx, args[1:])
 	case "bench":

@@ -37,6 +37,11 @@ failed. The flags, files and outputs are checked before anything runs.
 
 Paths in the sandbox are relative to its storage base and confined to it.
 
+With --detach the command becomes a process that lives on in the sandbox: the sandbox is
+acquired and kept (not disposed), each --file copied in, the process started, and its ID and
+the sandbox's key printed; "engine ps", "engine logs", "engine attach" and "engine kill" with
+the same --scope, --thread, --agent, --kind and --image reach it.
+
 Flags:
 `
 
@@ -53,6 +58,9 @@ type runVerb struct {
 	outDir, streamPrefix                              string
 	replace                                           bool
 	timeout, callTimeout                              time.Duration
+	detach, stdin, tty                                bool   // a process instead of a one-shot exec
+	procID                                            string // the process's ID with --detach
+	env                                               listFlag
 	files, outputs, allow                             listFlag
 	cmd                                               sandbox.Command // from the arguments after the flags
 }
@@ -84,6 +92,11 @@ func (v *runVerb) parse(args []string) error {
 	fs.Var(&v.files, "file", "LOCAL[:GUEST] file to copy in before the command (GUEST defaults to LOCAL's name); repeatable")
 	fs.Var(&v.outputs, "output", "GUEST[:NAME] output to copy out after the command, landing as NAME in --out-dir; repeatable")
 	fs.Var(&v.allow, "allow", "host the sandbox may reach (allowlist egress; needs an engine with an egress proxy); repeatable")
+	fs.BoolVar(&v.detach, "detach", false, "start the command as a process that lives on in the sandbox, print its ID, and keep the sandbox")
+	fs.StringVar(&v.procID, "id", "", "with --detach: the process's ID (a start repeated with it returns the same process); default a fresh one")
+	fs.BoolVar(&v.stdin, "stdin", false, "with --detach: keep the process's stdin open for engine attach")
+	fs.BoolVar(&v.tty, "tty", false, "with --detach: give the process a terminal (this terminal's size, else 24x80)")
+	fs.Var(&v.env, "env", "with --detach: NAME=value laid over the sandbox's environment; repeatable")
 	v.logs.register(fs)
 	_ = fs.Set("log-level", envOr("MAF_SANDBOX_LOG_LEVEL", "warn"))
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
@@ -99,6 +112,9 @@ func (v *runVerb) parse(args []string) error {
 func (v *runVerb) run(ctx context.Context) (int, error) {
 	if err := v.cmd.Validate(); err != nil {
 		return 0, fmt.Errorf("run: %w (give COMMAND [ARG...] after --, or --shell)", err)
+	}
+	if v.detach {
+		return 0, v.start(ctx)
 	}
 	declared, err := parseOutputs(v.outputs, v.outDir, v.replace)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,6 +72,8 @@ type serveVerb struct {
 	pool                                                        poolFlags     // serve_pool.go
 	limits                                                      limitFlags    // serve_limits.go
 	resources                                                   resourceFlags // serve_resources.go
+	procRetentionBytes                                          int64         // each process's output kept on JetStream
+	procRetentionAge                                            time.Duration
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -100,6 +103,8 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.eventPrefix, "event-prefix", envOr("MAF_SANDBOX_EVENT_PREFIX", events.DefaultSubjectPrefix), "subject prefix of the events published to JetStream: reap summaries, and egress windows when --egress-proxy-image is set; host-tool call events (core NATS) go under it too; empty publishes none (env MAF_SANDBOX_EVENT_PREFIX)")
 	v.place.register(fs)
 	v.tenancy.register(fs)
+	fs.Int64Var(&v.procRetentionBytes, "process-retention-bytes", envInt64("MAF_SANDBOX_PROCESS_RETENTION_BYTES", events.DefaultProcessRetentionBytes), "how many of each process's last output bytes the process stream keeps; a process may ask for fewer (docs/events.md, process output) (env MAF_SANDBOX_PROCESS_RETENTION_BYTES)")
+	fs.DurationVar(&v.procRetentionAge, "process-retention-age", envDuration("MAF_SANDBOX_PROCESS_RETENTION_AGE", events.DefaultProcessRetentionAge), "how long the process stream keeps a process's output; a process may ask for less (env MAF_SANDBOX_PROCESS_RETENTION_AGE)")
 	fs.DurationVar(&v.eventDupes, "event-duplicate-window", envDuration("MAF_SANDBOX_EVENT_DUPLICATE_WINDOW", events.DefaultDuplicateWindow), "the event streams' duplicate window: longer than a proxy may outlive its engine's crash before another drain (docs/events.md) (env MAF_SANDBOX_EVENT_DUPLICATE_WINDOW)")
 	fs.DurationVar(&v.drain, "drain-timeout", envDuration("MAF_SANDBOX_DRAIN_TIMEOUT", 30*time.Second), "how long shutdown waits for calls in flight (env MAF_SANDBOX_DRAIN_TIMEOUT)")
 	fs.BoolVar(&v.execChannel, "exec-channel", envBoolOr("MAF_SANDBOX_EXEC_CHANNEL", true), "give closed sandboxes the exec channel's supervisor, so commands skip docker exec; on unless turned off, and when its binary cannot be had the engine says so and takes docker exec (docs/architecture.md, \"The exec channel\"; env MAF_SANDBOX_EXEC_CHANNEL=0 turns it off)")
@@ -169,7 +174,11 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	daemonUp := checkDaemon(ctx, drv, v.dockerPath, log) // serve_daemon.go
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))
+	procStore, err := v.processStore(eventsNC, log)
+	if err != nil {
+		return err
+	}
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, append(procStore, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))...)
 	if err != nil {
 		return err
 	}
@@ -375,6 +384,20 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, daemon *actors.Ba
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	return ev, nil
+}
+
+// processStore keeps processes' output on JetStream (docs/events.md), where it outlives the
+// engine, when events are on: the option that gives the backend the store, none otherwise.
+func (v *serveVerb) processStore(nc *nats.Conn, log *zap.Logger) ([]actors.Option, error) {
+	if v.eventPrefix == "" {
+		return nil, nil
+	}
+	store, err := events.NewProcessStreams(nc, events.WithProcessPrefix(v.eventPrefix), events.WithProcessLogger(log.Named("processes")),
+		events.WithProcessRetention(v.procRetentionBytes, v.procRetentionAge), events.WithProcessDuplicateWindow(v.eventDupes))
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return []actors.Option{actors.WithProcessStore(store)}, nil
 }
 
 // shutdown stops taking requests, lets the ones in flight finish (at most the drain timeout)
@@ -644,4 +667,13 @@ func (v *serveVerb) placement(ctx context.Context, dial func(name string) (*nats
 		store.Close()
 		placed.Close()
 	}, nil
+}
+
+func envInt64(name string, def int64) int64 {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
 }

@@ -34,6 +34,7 @@ func main() {
 	env := os.Environ() // what runc gave the container's process: every command gets it
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	s := &supervisor{env: env, waiting: map[int]chan syscall.WaitStatus{}}
+	s.procs = newProcTable(s)
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs) // every signal handled: none ends PID 1; children get default actions back at exec
 	if ln, err := listen(); err != nil {

@@ -7,7 +7,8 @@ import (
 
 // supervisor holds the environment every command gets and the commands waited for.
 type supervisor struct {
-	env []string
+	env   []string
+	procs *procTable // the processes it owns (process.go)
 
 	mu      sync.Mutex
 	waiting map[int]chan syscall.WaitStatus // pid → its command's exit

@@ -47,7 +47,9 @@ func (c *conn) send(typ byte, p []byte) error {
 	return execwire.Write(c.c, typ, p)
 }
 
-// handle greets, reads the one request, runs it and reports its end.
+// handle greets and reads the first request: a Run (one command, followed to its end), a
+// Call (the connection then carries Calls, each answered in turn) or an Attach (the
+// connection then streams one process's output).
 func (s *supervisor) handle(nc net.Conn) {
 	defer nc.Close()
 	c := &conn{c: nc}
@@ -55,9 +57,21 @@ func (s *supervisor) handle(nc net.Conn) {
 		return
 	}
 	typ, p, err := execwire.Read(nc, execwire.MaxPayload)
-	if err != nil || typ != execwire.Run {
+	if err != nil {
 		return
 	}
+	switch typ {
+	case execwire.Run:
+		s.runOne(c, p)
+	case execwire.Call:
+		s.calls(c, p)
+	case execwire.Attach:
+		s.attach(c, p)
+	}
+}
+
+// runOne runs the one command of a Run and reports its end.
+func (s *supervisor) runOne(c *conn, p []byte) {
 	var req execwire.Request
 	if err := json.Unmarshal(p, &req); err != nil || len(req.Argv) == 0 {
 		refuse(c, "runtime", "malformed request")
@@ -99,9 +113,8 @@ func (s *supervisor) start(req execwire.Request) (*process, error) {
 	if dir == "" {
 		dir = "/"
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, &startFailure{"work_dir", "chdir to cwd (" + strconv.Quote(dir) + ") set in config.json failed: " + errText(err, syscall.ENOTDIR)}
+	if err := checkDir(dir); err != nil {
+		return nil, err
 	}
 	path, err := lookPath(req.Argv[0], dir, getenv(s.env, "PATH"))
 	if err != nil {
@@ -137,14 +150,7 @@ func (s *supervisor) start(req execwire.Request) (*process, error) {
 	if ferr != nil {
 		outR.Close()
 		errR.Close()
-		cause := "runtime"
-		switch {
-		case errors.Is(ferr, syscall.EACCES), errors.Is(ferr, syscall.EISDIR):
-			cause = "not_executable"
-		case errors.Is(ferr, syscall.ENOENT):
-			cause = "program"
-		}
-		return nil, &startFailure{cause, "exec: " + strconv.Quote(req.Argv[0]) + ": " + ferr.Error()}
+		return nil, forkFailure(req.Argv[0], ferr)
 	}
 	return p, nil
 }

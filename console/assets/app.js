@@ -83,7 +83,10 @@ function sandboxRow(s) {
   const b = document.createElement("button");
   b.type = "button"; b.className = "dispose"; b.textContent = "dispose";
   b.addEventListener("click", (ev) => { ev.stopPropagation(); dispose(st.sandboxes.get(tr.dataset.ref)); });
-  td.appendChild(b);
+  const pb = document.createElement("button");
+  pb.type = "button"; pb.className = "processes"; pb.textContent = "processes";
+  pb.addEventListener("click", (ev) => { ev.stopPropagation(); openProcesses(st.sandboxes.get(tr.dataset.ref)); });
+  td.append(pb, " ", b);
   tr.appendChild(td);
   tr.addEventListener("click", () => { st.open = st.sandboxes.get(tr.dataset.ref) || null; renderAudit(); });
   return tr;
@@ -341,6 +344,77 @@ async function dispose(s) {
   $("action-result").dataset.status = String(r.status);
 }
 
+// The processes of one sandbox, and a live tail of one of them: process_list and process_read
+// through the console, each read going on from the sequence the last one ended at.
+const proc = { of: null, tail: null }; // the sandbox shown; the tail running ({id, seq, stop})
+
+function sandboxOf(s) { return { engine: s.engine, sandbox: s.id, key: s.key }; }
+
+async function openProcesses(s) {
+  if (proc.tail) proc.tail.stop = true;
+  proc.of = s; proc.tail = null;
+  $("process-panel").hidden = false;
+  $("processes-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + s.key.agent_id + " (" + s.kind + ")";
+  $("tail").replaceChildren(); $("tail-of").textContent = "";
+  await listProcesses();
+}
+
+async function listProcesses() {
+  const s = proc.of;
+  if (!s) return;
+  const r = await post("/api/processes", sandboxOf(s));
+  const tb = $("processes").tBodies[0];
+  tb.replaceChildren();
+  if (!r.ok) { $("tail-of").textContent = "refused (" + r.status + "): " + (r.out.error || ""); return; }
+  for (const p of r.out.processes || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.process = p.id; tr.dataset.state = p.state;
+    const exit = p.exit ? p.exit.reason + (p.exit.reason === "exited" ? " " + p.exit.exit_code : "") : "";
+    cell(tr, p.id, "mono"); cell(tr, p.state); cell(tr, p.pid || ""); cell(tr, p.transport); cell(tr, p.output);
+    cell(tr, p.started_at ? ago(p.started_at) : ""); cell(tr, (p.argv || []).join(" "), "mono"); cell(tr, exit);
+    tr.addEventListener("click", () => tailProcess(p.id));
+    tb.appendChild(tr);
+  }
+}
+
+function appendTail(text, cls) {
+  const pre = $("tail");
+  const span = document.createElement("span");
+  if (cls) span.className = cls;
+  span.textContent = text;
+  pre.appendChild(span);
+  pre.scrollTop = pre.scrollHeight;
+}
+
+const decoder = new TextDecoder();
+function text(b64) { return decoder.decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)), { stream: true }); }
+
+// tailProcess shows a process's output from its start and follows it live until it ends.
+async function tailProcess(id) {
+  if (proc.tail) proc.tail.stop = true;
+  const t = { id, seq: 0, stop: false };
+  proc.tail = t;
+  $("tail").replaceChildren();
+  $("tail").dataset.process = id; $("tail").dataset.ended = "";
+  $("tail-of").textContent = "output of " + id + " (live)";
+  while (!t.stop && proc.of) {
+    const r = await post("/api/process_output", { ...sandboxOf(proc.of), id, seq: t.seq, follow_ms: 5000 });
+    if (t.stop) return;
+    if (!r.ok) { $("tail-of").textContent = "refused (" + r.status + "): " + (r.out.error || ""); return; }
+    const out = r.out;
+    if (out.cut) appendTail("[" + (out.cut.to - out.cut.from) + " bytes from " + out.cut.from + " no longer held (" + out.cut.reason + ")]\n", "cut");
+    for (const c of out.chunks || []) appendTail(text(c.data), c.stream === "stderr" ? "stderr" : "");
+    t.seq = out.next;
+    $("tail").dataset.seq = String(t.seq);
+    if (out.exit) {
+      $("tail-of").textContent = "output of " + id + ": ended, " + out.exit.reason + (out.exit.reason === "exited" ? " " + out.exit.exit_code : "");
+      $("tail").dataset.ended = out.exit.reason;
+      listProcesses();
+      return;
+    }
+  }
+}
+
 let plotTimer = null; // an audit event redraws the plot within a second, at most once a second
 function plotSoon() { if (!plotTimer) plotTimer = setTimeout(() => { plotTimer = null; renderPlot(); renderLatency(); }, 1000); }
 
@@ -374,6 +448,11 @@ function connect() {
 
 for (const id of ["f-scope", "f-kind", "f-host"]) $(id).addEventListener("input", renderEgress);
 $("audit-close").addEventListener("click", () => { st.open = null; renderAudit(); });
+$("processes-refresh").addEventListener("click", listProcesses);
+$("processes-close").addEventListener("click", () => {
+  if (proc.tail) proc.tail.stop = true;
+  proc.of = null; proc.tail = null; $("process-panel").hidden = true;
+});
 $("purge").addEventListener("click", () => { if (st.open) purge(st.open); });
 setInterval(() => { renderSandboxes(); }, 5000); // ages
 setInterval(() => { renderPlot(); renderLatency(); }, BUCKET);

@@ -42,8 +42,8 @@ type pool struct {
 func startPool(t *testing.T) *pool { return startPoolWith(t, nil) }
 
 // startPoolWith is startPool with a backend of cfg's (the test's labels and driver added), its
-// egress windows published as events; nil cfg is itest's usual backend.
-func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
+// egress windows published as events; nil cfg is itest's usual backend, given opts too.
+func startPoolWith(t *testing.T, cfg *docker.Config, backendOpts ...actors.Option) *pool {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	all := &server.Permissions{}
@@ -65,7 +65,7 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	var b *actors.Backend
 	if cfg == nil {
-		b = itest.NewBackend(t)
+		b = itest.NewBackend(t, backendOpts...)
 	} else {
 		c := *cfg
 		c.Labels, c.CommandTimeout = dockertest.Labels(), 30*time.Second

@@ -11,10 +11,11 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// TestExecChannelFallsBackWhereTheSupervisorCannotListen: an image whose user may not write
-// the root directory runs the supervisor as that user; it cannot make its socket's directory,
-// keeps the container alive all the same, and every command takes docker exec, as that user.
-func TestExecChannelFallsBackWhereTheSupervisorCannotListen(t *testing.T) {
+// TestExecChannelServesANonRootImage: an image whose user is not root runs the supervisor as
+// that user, which could not make its socket's directory in a root it does not own; the engine
+// makes the directory at create (that user's, mode 0700), so its commands take the channel,
+// as that user.
+func TestExecChannelServesANonRootImage(t *testing.T) {
 	image := itest.DerivedImage(t, "mkdir -p /home/u && chown 1234:1234 /home/u", "USER 1234:1234")
 	b, eng := itest.NewCountingBackend(t, actors.WithExecChannel(itest.ExecSupervisor(t)))
 	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(image), sandbox.WithRequires(sandbox.Exec))
@@ -27,11 +28,11 @@ func TestExecChannelFallsBackWhereTheSupervisorCannotListen(t *testing.T) {
 	}
 	for range 2 {
 		eng.Reset()
-		r := run(t, sb, sandbox.Argv("id", "-u"))
-		if strings.TrimSpace(string(r.StdoutBytes)) != "1234" {
-			t.Fatalf("id -u: %q", r.StdoutBytes)
+		r := run(t, sb, sandbox.Shell("id -u; stat -c '%u %g %a' "+execwire.SocketDir))
+		if string(r.StdoutBytes) != "1234\n1234 1234 700\n" {
+			t.Fatalf("id -u, the socket's directory: %q", r.StdoutBytes)
 		}
-		onDockerExec(t, eng)
+		onChannel(t, eng)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 
 // The README's run command: the demo builds, serves on embedded NATS, plays its agent over
 // the client — a closed sandbox; model-written Python that calls a host tool served by the
-// agent's host on NATS; an allowlisted sandbox that reaches an allowed name and is refused a
+// agent's host on NATS; a background process whose output a reader resumes after it
+// reconnected, every line once; an allowlisted sandbox that reaches an allowed name and is refused a
 // denied one, and an inspected host that gets a GET with a credential the sandbox never held
 // and refuses a POST, its window read back from JetStream — and leaves nothing behind.
 func TestDemoCommand(t *testing.T) {
@@ -39,7 +40,8 @@ func TestDemoCommand(t *testing.T) {
 		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443",
 		"ALLOW api.demo.maf-sandbox.example:443 GET /repos/demo/widgets status=200", "the target received the real token",
 		"DENY api.demo.maf-sandbox.example:443 POST /repos/demo/widgets status=403",
-		`result 2 for "otters", from the host`, "the operator console watches this engine at http://127.0.0.1:", `refused: Error: "drop_tables" is not a registered host tool`} {
+		`result 2 for "otters", from the host`, "the operator console watches this engine at http://127.0.0.1:", `refused: Error: "drop_tables" is not a registered host tool`,
+		`started background process "ticker"`, "disconnected at sequence", "20 lines in all, every one once: true", "process.exited"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

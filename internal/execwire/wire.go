@@ -11,6 +11,14 @@
 // send Kill at any time after Run: that alone kills the command's process group. Closing the
 // connection does not: a caller that stops waiting leaves the command running, as a docker
 // exec client that goes away does.
+//
+// A connection may instead carry the supervisor's processes (process.go): after the Hello the
+// engine sends Calls, each answered by one Reply (start, list, stdin, close_stdin, resize,
+// signal, wait, end_all), or one Attach, after which the supervisor streams a process's output
+// as Chunk frames from the sequence asked, a Gap where its buffer no longer holds what was
+// asked, Caught each time it has sent everything written so far, and End once the process has
+// ended and all of its output was sent; the engine may send Release on that connection to let
+// the supervisor drop what it has stored.
 package execwire
 
 import (
@@ -25,8 +33,9 @@ import (
 // Version is the protocol's name and revision, sent in the supervisor's Hello. The engine
 // also looks for it in the supervisor binary before it copies it into a sandbox, so the two
 // change together. Revision 2 stopped killing on a closed connection; revision 3 answers a
-// command whose background child holds its output after [PipeGrace].
-const Version = "maf-sandbox-exec/3"
+// command whose background child holds its output after [PipeGrace]; revision 4 adds the
+// processes the supervisor owns (Call, Attach).
+const Version = "maf-sandbox-exec/4"
 
 // PipeGrace is how long the supervisor waits, after a command's own process has ended, for
 // its output pipes to close. A process it left running (a server started with `&`) may hold
@@ -54,6 +63,16 @@ const (
 	Stderr     byte = 'E' // supervisor → engine: output bytes
 	Exit       byte = 'X' // supervisor → engine: the exit code, decimal (128+signal when killed)
 	Kill       byte = 'K' // engine → supervisor: SIGKILL the command's process group
+
+	// The processes the supervisor owns (process.go).
+	Call    byte = 'C' // engine → supervisor: a [Call], JSON
+	Reply   byte = 'Y' // supervisor → engine: a [Reply], JSON
+	Attach  byte = 'A' // engine → supervisor: an [AttachRequest], JSON
+	Chunk   byte = 'D' // supervisor → engine: one chunk of output ([EncodeChunk])
+	Gap     byte = 'G' // supervisor → engine: output no longer held, 16 bytes: from and to
+	Caught  byte = 'P' // supervisor → engine: everything written so far was sent, 8 bytes: the end
+	End     byte = 'Z' // supervisor → engine: the process ended and all its output was sent: a [Process], JSON
+	Release byte = 'L' // engine → supervisor: 8 bytes, a sequence: the output before it is stored
 )
 
 // MaxPayload bounds one frame's payload: a Run carries the argv (the kernel's own limit on

@@ -31,8 +31,8 @@ const eventPrefix = "maf.sandbox.docker"
 // maf.sandbox.stream.<tenant>.>, and imports its own events: the engine account (the only one
 // with JetStream) exports the audit and egress subjects of the scope named as the tenant,
 // under the default event prefix maf.sandbox.docker, to that tenant alone (the tenant names
-// are plain subject tokens, so the scope's token is the name); and imports the engines'
-// statistics subject, so that a console of the tenant's finds the engines. Connect as an account with
+// are plain subject tokens, so the scope's token is the name), and its processes' output
+// subjects likewise; and imports the engines' statistics subject, so that a console of the tenant's finds the engines. Connect as an account with
 // [ConnectAs].
 func RunTenants(t testing.TB, engine, apiPrefix string, tenants ...string) *server.Server {
 	t.Helper()
@@ -44,13 +44,15 @@ func RunTenants(t testing.TB, engine, apiPrefix string, tenants ...string) *serv
 	for _, ten := range tenants {
 		engineExports = append(engineExports, fmt.Sprintf(`{stream: "maf.sandbox.stream.%s.>", accounts: [%q]}`, ten, ten),
 			fmt.Sprintf(`{stream: "%s.audit.%s.>", accounts: [%q]}`, eventPrefix, ten, ten),
-			fmt.Sprintf(`{stream: "%s.egress.observed.%s.*", accounts: [%q]}`, eventPrefix, ten, ten))
+			fmt.Sprintf(`{stream: "%s.egress.observed.%s.*", accounts: [%q]}`, eventPrefix, ten, ten),
+			fmt.Sprintf(`{stream: "%s.process.%s.>", accounts: [%q]}`, eventPrefix, ten, ten))
 		engineImports = append(engineImports, fmt.Sprintf(`{service: {account: %q, subject: "maf.sandbox.tools.%s.>"}}`, ten, ten))
 		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q}]\n", ten, ten, Password)
 		fmt.Fprintf(&b, "    imports: [{service: {account: %q, subject: \"%s.>\"}, share: true}, {stream: {account: %q, subject: \"maf.sandbox.stream.%s.>\"}},\n",
 			engine, apiPrefix, engine, ten)
 		fmt.Fprintf(&b, "      {stream: {account: %q, subject: \"%s.audit.%s.>\"}}, {stream: {account: %q, subject: \"%s.egress.observed.%s.*\"}},\n",
 			engine, eventPrefix, ten, engine, eventPrefix, ten)
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: \"%s.process.%s.>\"}},\n", engine, eventPrefix, ten)
 		fmt.Fprintf(&b, "      {service: {account: %q, subject: %q}}]\n", engine, statsSubject)
 		fmt.Fprintf(&b, "    exports: [{service: \"maf.sandbox.tools.%s.>\", accounts: [%q]}]\n  }\n", ten, engine)
 	}

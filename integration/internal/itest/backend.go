@@ -20,8 +20,17 @@ import (
 // closes it when the test ends.
 func NewBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Helper()
+	return NewBackendWithConfig(t, nil, opts...)
+}
+
+// NewBackendWithConfig is [NewBackend] whose config change first changes (a memory limit, say).
+func NewBackendWithConfig(t testing.TB, change func(*docker.Config), opts ...actors.Option) *actors.Backend {
+	t.Helper()
 	dockertest.Require(t)
 	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
+	if change != nil {
+		change(&cfg)
+	}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(testFilePlane(t)), suiteExecChannel(t)}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {

@@ -1,9 +1,11 @@
 package itest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/mafsandbox/engine/actors"
@@ -33,19 +35,37 @@ func suiteExecChannel(t testing.TB) actors.Option {
 // channel, for a test that counts the driver's calls (the supervisor is copied in at create).
 func SuiteExecChannel() bool { return os.Getenv(EnvExecSupervisor) != "" }
 
+// supervisorBuild is the test binary's one build of the supervisor: every test of a package
+// gets the same bytes, built once.
+var supervisorBuild struct {
+	once sync.Once
+	bin  []byte
+	err  error
+}
+
 // ExecSupervisor builds the exec channel's supervisor (cmd/execd) as the engine ships it, a
-// static binary, and returns it, for actors.WithExecChannel.
+// static binary, and returns it, for actors.WithExecChannel. The first call of a test binary
+// builds it; later calls return the same bytes.
 func ExecSupervisor(t testing.TB) []byte {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "maf-sandbox-execd")
+	supervisorBuild.once.Do(func() { supervisorBuild.bin, supervisorBuild.err = buildSupervisor() })
+	if supervisorBuild.err != nil {
+		t.Fatal(supervisorBuild.err)
+	}
+	return supervisorBuild.bin
+}
+
+func buildSupervisor() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "maf-sandbox-execd-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "maf-sandbox-execd")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/mafsandbox/engine/cmd/execd")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/execd: %v\n%s", err, out)
+		return nil, fmt.Errorf("go build cmd/execd: %w\n%s", err, out)
 	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return os.ReadFile(bin)
 }

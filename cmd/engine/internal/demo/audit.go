@@ -90,6 +90,10 @@ func auditDetail(a events.AuditEvent) string {
 		return fmt.Sprintf("instance %.12s, egress %s", a.InstanceID, a.Acquire.Egress)
 	case a.Disposal != nil && a.Type == events.AuditScopePurged:
 		return fmt.Sprintf("%d more disposed %s", a.Disposal.Disposed, a.Disposal.Undisposed)
+	case a.Process != nil && a.Process.ExitCode != nil:
+		return fmt.Sprintf("process %s %s: %s %d, %d bytes out", a.Process.ID, a.Process.Argv0, a.Process.Reason, *a.Process.ExitCode, a.Process.Output)
+	case a.Process != nil:
+		return fmt.Sprintf("process %s %s (pid %d, %s)", a.Process.ID, a.Process.Argv0, a.Process.PID, a.Process.Transport)
 	}
 	return ""
 }

@@ -232,6 +232,11 @@ func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, even
 			opts = append(opts, actors.WithExecChannel(execd))
 		}
 	}
+	store, err := events.NewProcessStreams(eventsNC, events.WithProcessLogger(log)) // processes' output on JetStream: the process step reads it back
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, actors.WithProcessStore(store))
 	backend, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -271,6 +276,9 @@ func (v *verb) agent(ctx context.Context, agentConn *nats.Conn, remote *client.B
 	step("acquired sandbox %.12s over NATS in %s (closed egress: --network none)", sb.InstanceID(), time.Since(start).Round(time.Millisecond))
 	if err := work(ctx, sb, spec); err != nil {
 		return err
+	}
+	if err := processStep(ctx, step, agentConn.ConnectedUrl(), sb, key, spec); err != nil {
+		return fmt.Errorf("process step: %w", err)
 	}
 	if !d.EgressModes.Has(sandbox.EgressAllowlist) {
 		step("allowlisted egress is not served here: the daemon is not a Linux daemon the engine can seal an internal network on, " +
