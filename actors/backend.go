@@ -82,6 +82,15 @@ type Backend struct {
 
 	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider
+
+	sleepDefault sandbox.Sleep             // the sleep of a spec that names none (sleep.go)
+	sleeps       sleepBook                 // the sandboxes asleep (sleep.go)
+	lifecycle    sandbox.LifecycleObserver // nil: unobserved
+	markers      freezeMarkers             // freeze_marker.go
+	daemon       struct {                  // the daemon's ID, which names the markers
+		mu sync.Mutex
+		id string
+	}
 }
 
 // newBackend is [NewBackend] without starting the warm pools.
@@ -115,9 +124,15 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
-		acquired: map[sandbox.SandboxID]map[string]struct{}{},
-		retained: map[sandbox.Key]map[string]struct{}{},
+		acquired:     map[sandbox.SandboxID]map[string]struct{}{},
+		retained:     map[sandbox.Key]map[string]struct{}{},
+		sleepDefault: o.sleep, lifecycle: o.lifecycle,
 	}
+	markerDir := DefaultFreezeMarkerDir()
+	if o.markerDir != nil {
+		markerDir = *o.markerDir
+	}
+	b.markers = newFreezeMarkers(markerDir, b.log)
 	if o.watch {
 		b.watch = newWatcher(b)
 	}

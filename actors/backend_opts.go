@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/docker"
+	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
 )
 
@@ -27,6 +28,9 @@ type options struct {
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
 	actorHook   func(name string, ev actorEvent) // tests only
+	sleep       sandbox.Sleep                    // sleep.go
+	markerDir   *string                          // freeze_marker.go; nil: DefaultFreezeMarkerDir
+	lifecycle   sandbox.LifecycleObserver        // sleep.go; nil: none
 }
 
 func defaultOptions() options {
@@ -80,6 +84,34 @@ func WithoutEventWatch() Option {
 // zero or negative keeps every actor for the backend's life.
 func WithIdleActorTimeout(d time.Duration) Option {
 	return func(o *options) error { o.idleTimeout = max(d, 0); return nil }
+}
+
+// WithSleep sets the sleep times of every sandbox whose spec does not set its own
+// (sandbox.WithSleep): paused after pauseAfter without a call, its processes kept; stopped
+// after stopAfter, its filesystem kept; zero turns a step off (the default: no sleep). A
+// negative time, or a stop not after the pause, is refused.
+func WithSleep(pauseAfter, stopAfter time.Duration) Option {
+	return func(o *options) error {
+		s := sandbox.Sleep{PauseAfter: pauseAfter, StopAfter: stopAfter}
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		o.sleep = s
+		return nil
+	}
+}
+
+// WithFreezeMarkers keeps the freeze markers (freeze_marker.go) in dir, which every engine
+// process sharing a daemon on this host should share (default [DefaultFreezeMarkerDir]); ""
+// keeps none, so a paused container found after a crash is taken for a sleep and woken.
+func WithFreezeMarkers(dir string) Option {
+	return func(o *options) error { o.markerDir = &dir; return nil }
+}
+
+// WithLifecycleObserver receives the sandboxes' lifecycle acts (paused, woken, stopped)
+// the backend makes (default: none).
+func WithLifecycleObserver(obs sandbox.LifecycleObserver) Option {
+	return func(o *options) error { o.lifecycle = obs; return nil }
 }
 
 // withActorHook is told, from the actor's goroutine, what happens to the incarnations of

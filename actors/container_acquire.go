@@ -38,8 +38,13 @@ func (*acquireRequest) needsFreeze() bool  { return false }
 func (*acquireRequest) fail(err error) any { return &acquireResponse{Err: err} }
 
 func (m *acquireRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	rec, asleep := a.b.sleeps.get(a.name)
 	res := a.acquire(ctx, m)
 	if res.Err == nil {
+		if asleep && rec.State == sleepStopped { // sleep.go: started again, its processes not kept
+			a.startedAgain(rec, res.Outcome, res.InstanceID)
+		}
+		a.slept(m, res.InstanceID)
 		env.bound = a.binding() // read by the caller once the reply arrived
 	}
 	reply(res)
@@ -122,6 +127,12 @@ func (a *containerActor) found(ctx context.Context, base string) (*docker.Contai
 	}
 	if err := a.checkBase(ctx, info, base); err != nil {
 		return nil, err
+	}
+	if rec, ok := a.b.sleeps.get(a.name); ok && rec.State == sleepPaused && rec.Instance == info.ID {
+		if err := a.wake(ctx, sandbox.ReasonCall); err != nil { // sleep.go
+			return nil, err
+		}
+		return a.refresh(ctx)
 	}
 	if info.Paused {
 		return a.recoverFrozen(ctx, info)

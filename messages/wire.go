@@ -135,6 +135,14 @@ type APISpec struct {
 	MinCleanup              *string             `json:"min_cleanup,omitempty"`
 	ConfinedToGuestCallPath bool                `json:"confined_to_guest_call_path,omitempty"`
 	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
+	Sleep                   *APISleep           `json:"sleep,omitempty"`
+}
+
+// APISleep overrides the engine's sleep times for one workload (sandbox.Sleep): paused after
+// pause_after_ms without a call, stopped after stop_after_ms; 0 turns a step off.
+type APISleep struct {
+	PauseAfterMS int64 `json:"pause_after_ms"`
+	StopAfterMS  int64 `json:"stop_after_ms"`
 }
 
 // APIEgressRule is one allowlist entry: `{"host": "pypi.org"}` (tunnel-only), or with methods

@@ -64,6 +64,7 @@ type Spec struct {
 	MinCleanup              *Cleanup
 	ConfinedToGuestCallPath bool // advisory claim only
 	ExclusiveAdmission      bool
+	Sleep                   *Sleep // nil: the backend's sleep times; see [WithSleep]
 
 	built bool // set by NewSpec; a literal or zero Spec is refused by the router
 }
@@ -136,6 +137,9 @@ func (s *Spec) validate() error {
 		if _, err := ParseOutputDisposition(string(o.Disposition)); err != nil {
 			return err
 		}
+	}
+	if s.Sleep != nil {
+		return s.Sleep.Validate()
 	}
 	return nil
 }

@@ -70,6 +70,7 @@ type serveVerb struct {
 	execChannel, execChannelAsked                               bool       // asked: set by flag or env, so a missing supervisor fails the start
 	pool                                                        poolFlags  // serve_pool.go
 	limits                                                      limitFlags // serve_limits.go
+	sleep                                                       sleepFlags // serve_sleep.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -109,6 +110,7 @@ func (v *serveVerb) parse(args []string) error {
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.pool.register(fs)
 	v.limits.register(fs)
+	v.sleep.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -120,6 +122,9 @@ func (v *serveVerb) parse(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if err := v.limits.check(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := v.sleep.check(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if fs.NArg() != 0 {
@@ -275,6 +280,7 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	}
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	backendOpts = append(backendOpts, v.pool.options()...)
+	backendOpts = append(backendOpts, v.sleep.option())
 	if v.proxyImage != "" && ev != nil {
 		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}

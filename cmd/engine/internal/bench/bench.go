@@ -38,7 +38,9 @@ type Config struct {
 }
 
 // Groups lists the groups of rows, in the order they run.
-func Groups() []string { return []string{"lifecycle", "exec", "files", "concurrent", "loop", "pool"} }
+func Groups() []string {
+	return []string{"lifecycle", "exec", "files", "concurrent", "loop", "pool", "sleep"}
+}
 
 // Run measures every row, reporting each as soon as it is done. Everything it creates is
 // disposed before it returns.
@@ -51,6 +53,7 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 	}
 	steps := []func(context.Context, sandbox.Spec, sandbox.Spec, func(Row)) error{
 		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop, r.firstCommand, // pool.go
+		r.sleepRows, // sleep.go
 	}
 	for i, step := range steps {
 		if len(cfg.Groups) > 0 && !slices.Contains(cfg.Groups, Groups()[i]) {

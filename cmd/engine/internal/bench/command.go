@@ -26,6 +26,8 @@ type verb struct {
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
 	idle                              time.Duration
+	paused                            int           // sleep.go
+	pausedWindow                      time.Duration // sleep.go
 }
 
 // Command is "engine bench": it parses args (the flags after the verb) and runs the rows
@@ -54,6 +56,8 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
+	fs.IntVar(&v.paused, "paused", 0, "instead of the rows, hold this many sandboxes, pause them all, and measure the CPU time they use awake and paused and the memory they keep (not for CI)")
+	fs.DurationVar(&v.pausedWindow, "paused-window", 30*time.Second, "with --paused: how long the CPU time is watched, awake and then paused")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,6 +114,9 @@ func (v *verb) run(ctx context.Context) error {
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	bcfg := Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
+	if v.paused > 0 {
+		return v.runPaused(ctx, b, bcfg)
+	}
 	if v.scale {
 		return v.runScale(ctx, b, bcfg, tracer)
 	}
@@ -166,5 +173,17 @@ func (v *verb) runScale(ctx context.Context, b *actors.Backend, cfg Config, trac
 			return
 		}
 		fmt.Printf("%5d  %-26s %9.1f %-4s %8.1f  %s\n", r.Live, r.Op, r.Value, r.Unit, r.P95, r.Note)
+	})
+}
+
+// runPaused runs `engine bench --paused` and prints its rows.
+func (v *verb) runPaused(ctx context.Context, b *actors.Backend, cfg Config) error {
+	return Paused(ctx, b, PausedConfig{Config: cfg, N: v.paused, Parallel: v.parallel, Window: v.pausedWindow}, func(r PausedRow) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		fmt.Printf("%-18s %10.1f %-4s  %s\n", r.Op, r.Value, r.Unit, r.Note)
 	})
 }
