@@ -87,6 +87,8 @@ type Backend struct {
 	sleeps       sleepBook                 // the sandboxes asleep (sleep.go)
 	lifecycle    sandbox.LifecycleObserver // nil: unobserved
 	markers      freezeMarkers             // freeze_marker.go
+	snapStore    SnapshotStore             // snapshot.go; nil: no snapshots
+	loadFlight   flight[bool]              // loads of one snapshot image at once share one
 	daemon       struct {                  // the daemon's ID, which names the markers
 		mu sync.Mutex
 		id string
@@ -126,7 +128,7 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
 		acquired:     map[sandbox.SandboxID]map[string]struct{}{},
 		retained:     map[sandbox.Key]map[string]struct{}{},
-		sleepDefault: o.sleep, lifecycle: o.lifecycle,
+		sleepDefault: o.sleep, lifecycle: o.lifecycle, snapStore: o.snapStore,
 	}
 	markerDir := DefaultFreezeMarkerDir()
 	if o.markerDir != nil {
@@ -231,6 +233,7 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	}
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
 		sandbox.HostTools, sandbox.Reclaim)
+	b.snapshotCaps(caps) // snapshot.go
 	var methods []string
 	if b.servesAllowlist() { // the proxy inspects (egress_inspect.go)
 		caps[sandbox.EgressMethods] = struct{}{}
@@ -254,16 +257,19 @@ func (b *Backend) Declarations() sandbox.Declarations {
 // time (a probe, a start: busy, retry) and a
 // [*sandbox.ImageMissingError] when the workload's or the egress proxy's image is not there.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return b.acquire(ctx, key, spec, false)
+}
+
+// acquire is Acquire; fresh asks for a new instance (snapshot.go): one already under the
+// key's name is refused, and no warm pool's member is taken.
+func (b *Backend) acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec, fresh bool) (sandbox.Sandbox, error) {
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
 	}
 	if spec.Image == "" && spec.ImageID == "" {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec names neither image nor image_id"}
 	}
-	egressID := ""
-	if spec.Egress == sandbox.EgressAllowlist {
-		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
-	}
+	egressID := b.egressID(spec)
 	name := docker.ContainerName(key, spec.Kind, egressID)
 	b.pools.begin() // no refill starts before this acquire ends
 	defer b.pools.end()
@@ -271,7 +277,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	env := &request{msg: &acquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
+	env := &request{msg: &acquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID, Fresh: fresh}}
 	res, err := ask[*acquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
 		return nil, unavailable(err)
@@ -281,6 +287,14 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	}
 	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
 		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
+}
+
+// egressID is the egress identity an allowlisted spec's name carries; "" for any other.
+func (b *Backend) egressID(spec sandbox.Spec) string {
+	if spec.Egress != sandbox.EgressAllowlist {
+		return ""
+	}
+	return docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the

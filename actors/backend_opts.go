@@ -31,6 +31,7 @@ type options struct {
 	sleep       sandbox.Sleep                    // sleep.go
 	markerDir   *string                          // freeze_marker.go; nil: DefaultFreezeMarkerDir
 	lifecycle   sandbox.LifecycleObserver        // sleep.go; nil: none
+	snapStore   SnapshotStore                    // snapshot.go; nil: no snapshots
 }
 
 func defaultOptions() options {
@@ -112,6 +113,13 @@ func WithFreezeMarkers(dir string) Option {
 // the backend makes (default: none).
 func WithLifecycleObserver(obs sandbox.LifecycleObserver) Option {
 	return func(o *options) error { o.lifecycle = obs; return nil }
+}
+
+// WithSnapshotStore keeps the sandboxes' snapshots in store ([NewSnapshotDir], or the
+// events package's JetStream store), which makes the backend declare snapshot_files and
+// fork (default: none, and neither is declared). Snapshots need the API driver.
+func WithSnapshotStore(store SnapshotStore) Option {
+	return func(o *options) error { o.snapStore = store; return nil }
 }
 
 // withActorHook is told, from the actor's goroutine, what happens to the incarnations of

@@ -22,6 +22,9 @@ type acquireRequest struct {
 	// Pool, when set, makes a warm pool's member (pool.go): this pool label instead of the
 	// key's labels, no key, and never a member taken from a pool.
 	Pool string
+	// Fresh asks for a new instance (snapshot.go): one found under the name is refused, and
+	// no pool's member is taken.
+	Fresh bool
 }
 
 // acquireResponse carries the instance the acquire handed out.
@@ -75,6 +78,10 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	info, err := a.found(ctx, base)
 	if err != nil {
 		return fail(err)
+	}
+	if m.Fresh && info != nil {
+		return fail(&sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+			"%s already has a sandbox of kind %q (instance %.12s); a new one from a snapshot needs the key free", m.Key, spec.Kind, info.ID)})
 	}
 	// egress hook (egress.go): the allowlist network, and a fresh proxy built meanwhile; no
 	// workload process starts before its seal is proved.
@@ -151,7 +158,7 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
 		return info, sandbox.OutcomeReused, nil
 	}
-	if info == nil { // a pool's member was made on this daemon: no OS re-check for it
+	if info == nil && !m.Fresh { // a pool's member was made on this daemon: no OS re-check for it
 		if pooled, ok := a.fromPool(ctx, m, base); ok {
 			return pooled, outcomePooled, nil
 		}

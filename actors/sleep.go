@@ -230,7 +230,7 @@ func (a *containerActor) pauseAsleep(ctx context.Context, reason string, idle ti
 // stopAsleep stops the sandbox (paused or not) and records it: its filesystem stays, its
 // processes do not. A driver that cannot stop leaves the sandbox as it is.
 func (a *containerActor) stopAsleep(ctx context.Context, reason string, idle time.Duration) {
-	st, ok := a.b.engine.Driver.(docker.Snapshotting)
+	st, ok := a.b.engine.Driver.(stopper)
 	if !ok {
 		a.log.Info("sandbox not stopped: the driver cannot stop a container")
 		a.sleeper.policy.StopAfter = 0
@@ -251,6 +251,11 @@ func (a *containerActor) stopAsleep(ctx context.Context, reason string, idle tim
 		o.SandboxStopped(sandbox.SandboxStopped{Key: a.sleeper.key, Kind: a.sleeper.kind, Backend: BackendName,
 			InstanceID: target, Reason: reason, IdleFor: idle})
 	})
+}
+
+// stopper is the one call of docker.Snapshotting a stop needs.
+type stopper interface {
+	Stop(ctx context.Context, target string, grace time.Duration) error
 }
 
 // wake unpauses a sandbox this backend put to sleep paused; nothing when it is not. The
@@ -320,7 +325,7 @@ func (a *containerActor) beforeRequest(ctx context.Context, r *request, reply fu
 		return true
 	}
 	switch r.msg.(type) {
-	case *statRequest, *readRequest, *acquireRequest, *pauseRequest:
+	case *statRequest, *readRequest, *acquireRequest, *pauseRequest, *snapshotRequest:
 		return true // need no running guest; an acquire wakes in its own steps
 	case *disposeRequest:
 		a.b.sleeps.drop(a.name) // removed asleep: nothing to wake

@@ -30,7 +30,7 @@ func (f *fakeEngine) Stop(_ context.Context, target string, _ time.Duration) err
 	return nil
 }
 
-var _ docker.Snapshotting = (*fakeEngine)(nil)
+var _ stopper = (*fakeEngine)(nil)
 
 // acts collects the lifecycle acts a backend reports.
 type acts struct {

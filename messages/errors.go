@@ -62,6 +62,8 @@ const (
 	CodeSandboxGone                  = "sandbox_gone"
 	CodeImageMissing                 = "image_missing"
 	CodeProcessNotStarted            = "process_not_started"
+	CodeSnapshotNotFound             = "snapshot_not_found"
+	CodeSnapshotRefused              = "snapshot_refused"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -158,6 +160,8 @@ var errorCodes = []errorCode{
 	typed[*sandbox.GoneError](CodeSandboxGone),
 	typed[*sandbox.ImageMissingError](CodeImageMissing),
 	typed[*sandbox.ProcessNotStartedError](CodeProcessNotStarted),
+	typed[*sandbox.SnapshotNotFoundError](CodeSnapshotNotFound),
+	typed[*sandbox.SnapshotRefusedError](CodeSnapshotRefused),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),

@@ -21,12 +21,17 @@ const (
 	Reclaim          Capability = "reclaim"           // router-managed reclaim cleanup
 	AttachedIdentity Capability = "attached_identity" // platform identity scoped to the sandbox
 	EgressMethods    Capability = "egress_methods"    // inspecting allowlist entries (methods, paths)
+	// SnapshotFiles: snapshots of the sandbox's filesystem alone (SnapshotHolds), taken
+	// (Snapshottable) and restored (SnapshotKeeper.Restore); never memory or processes.
+	SnapshotFiles Capability = "snapshot_files"
+	// Fork: new sandboxes made from one snapshot (SnapshotKeeper.Fork).
+	Fork Capability = "fork"
 )
 
 // Capabilities lists every capability.
 func Capabilities() []Capability {
 	return []Capability{Exec, RunCode, HostTools, FilesIn, FilesOut, FilesList, FilesDelete,
-		Snapshot, Reclaim, AttachedIdentity, EgressMethods}
+		Snapshot, Reclaim, AttachedIdentity, EgressMethods, SnapshotFiles, Fork}
 }
 
 // ParseCapability parses a capability strictly.

@@ -124,6 +124,9 @@ type LifecycleObserver interface {
 	SandboxPaused(SandboxPaused)
 	SandboxWoken(SandboxWoken)
 	SandboxStopped(SandboxStopped)
+	SnapshotTaken(SnapshotTaken)
+	SandboxRestored(SandboxRestored)
+	SandboxForked(SandboxForked)
 }
 
 // SandboxPaused does nothing.

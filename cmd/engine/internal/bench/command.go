@@ -95,6 +95,12 @@ func (v *verb) run(ctx context.Context) error {
 		driver = tracer
 	}
 	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
+	store, closeStore, err := v.snapshotStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	opts = append(opts, actors.WithSnapshotStore(store))
 	if v.scale {
 		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
 	}
@@ -186,4 +192,18 @@ func (v *verb) runPaused(ctx context.Context, b *actors.Backend, cfg Config) err
 		}
 		fmt.Printf("%-18s %10.1f %-4s  %s\n", r.Op, r.Value, r.Unit, r.Note)
 	})
+}
+
+// snapshotStore is the store the snapshot rows use: a temporary directory, removed after.
+func (v *verb) snapshotStore(context.Context) (actors.SnapshotStore, func(), error) {
+	dir, err := os.MkdirTemp("", "maf-sandbox-bench-snapshots-")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := actors.NewSnapshotDir(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return store, func() { os.RemoveAll(dir) }, nil
 }
