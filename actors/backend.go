@@ -88,6 +88,8 @@ type Backend struct {
 	lifecycle    sandbox.LifecycleObserver // nil: unobserved
 	markers      freezeMarkers             // freeze_marker.go
 	snapStore    SnapshotStore             // snapshot.go; nil: no snapshots
+	unfinished   time.Duration             // a layer with no record older than this is undone (snapshot.go)
+	sweeps       sync.WaitGroup            // the sweep of unfinished snapshots, joined by Close
 	loadFlight   flight[bool]              // loads of one snapshot image at once share one
 	daemon       struct {                  // the daemon's ID, which names the markers
 		mu sync.Mutex
@@ -128,7 +130,7 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
 		acquired:     map[sandbox.SandboxID]map[string]struct{}{},
 		retained:     map[sandbox.Key]map[string]struct{}{},
-		sleepDefault: o.sleep, lifecycle: o.lifecycle, snapStore: o.snapStore,
+		sleepDefault: o.sleep, lifecycle: o.lifecycle, snapStore: o.snapStore, unfinished: o.unfinished,
 	}
 	markerDir := DefaultFreezeMarkerDir()
 	if o.markerDir != nil {
@@ -191,6 +193,7 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 			zap.String("daemon_os", osName), zap.Error(err))
 	}
 	b.startPools()
+	b.sweepSnapshots() // snapshot.go: what a dead engine left half made
 	return b, nil
 }
 
@@ -199,6 +202,7 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 func (b *Backend) Close(ctx context.Context) {
 	b.closeOnce.Do(func() {
 		b.stop()
+		b.sweeps.Wait()
 		if b.watch != nil {
 			b.watch.wait()
 		}

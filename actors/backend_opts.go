@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -32,10 +33,11 @@ type options struct {
 	markerDir   *string                          // freeze_marker.go; nil: DefaultFreezeMarkerDir
 	lifecycle   sandbox.LifecycleObserver        // sleep.go; nil: none
 	snapStore   SnapshotStore                    // snapshot.go; nil: no snapshots
+	unfinished  time.Duration                    // snapshot.go
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, unfinished: DefaultUnfinishedSnapshotAge, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.
@@ -120,6 +122,19 @@ func WithLifecycleObserver(obs sandbox.LifecycleObserver) Option {
 // fork (default: none, and neither is declared). Snapshots need the API driver.
 func WithSnapshotStore(store SnapshotStore) Option {
 	return func(o *options) error { o.snapStore = store; return nil }
+}
+
+// WithUnfinishedSnapshotAge sets how old a snapshot's layer with no record must be before a
+// backend starting up takes it for one its engine died writing, and removes it (default
+// [DefaultUnfinishedSnapshotAge]: no live snapshot is written that long).
+func WithUnfinishedSnapshotAge(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("unfinished snapshot age must be positive, got %s", d)}
+		}
+		o.unfinished = d
+		return nil
+	}
 }
 
 // withActorHook is told, from the actor's goroutine, what happens to the incarnations of

@@ -94,6 +94,16 @@ func (b *Backend) SleepState(name string) (state, reason string, since time.Time
 	return r.State, r.Reason, r.Since, ok
 }
 
+// SleepState is "paused" or "stopped" when the backend put this handle's instance to sleep,
+// "" when it is awake (as far as this backend knows).
+func (s *Sandbox) SleepState() string {
+	r, ok := s.b.sleeps.get(s.name)
+	if !ok || r.Instance != s.id {
+		return ""
+	}
+	return r.State
+}
+
 // sleeper is what the actor knows of its sandbox's sleep: the times its last acquire
 // resolved and what to report. Kept across restarts (memory), not across a passivation.
 type sleeper struct {

@@ -70,6 +70,37 @@ func (b *Backend) snapshots() (snapshotSeam, SnapshotStore, error) {
 	}{sn, fp}, b.snapStore, nil
 }
 
+// DefaultUnfinishedSnapshotAge is [WithUnfinishedSnapshotAge]'s default.
+const DefaultUnfinishedSnapshotAge = 15 * time.Minute
+
+// sweepSnapshots undoes, in the background, the snapshots an engine died writing: a layer
+// with no record, older than the unfinished age, is removed and said so. A record is written
+// last, so such a layer was never a snapshot anyone was handed.
+func (b *Backend) sweepSnapshots() {
+	_, store, err := b.snapshots()
+	if err != nil {
+		return
+	}
+	b.sweeps.Add(1)
+	go func() {
+		defer b.sweeps.Done()
+		ctx, cancel := context.WithTimeout(b.life, time.Minute)
+		defer cancel()
+		ids, err := store.Unfinished(ctx, time.Now().Add(-b.unfinished))
+		if err != nil {
+			b.log.Warn("list unfinished snapshots", zap.Error(err))
+			return
+		}
+		for _, id := range ids {
+			if err := store.Delete(ctx, id); err != nil {
+				b.log.Warn("undo an unfinished snapshot", zap.String("snapshot", id), zap.Error(err))
+				continue
+			}
+			b.log.Info("undid a snapshot its engine did not finish: its layer had no record", zap.String("snapshot", id))
+		}
+	}()
+}
+
 // snapshotCaps are the capabilities a backend with snapshots declares.
 func (b *Backend) snapshotCaps(caps sandbox.CapabilitySet) {
 	if _, _, err := b.snapshots(); err == nil {

@@ -101,6 +101,7 @@ type AuditEvent struct {
 	Disposal  *AuditDisposal  `json:"disposal,omitempty"`
 	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
 	Placement *AuditPlacement `json:"placement,omitempty"`
+	Lifecycle *AuditLifecycle `json:"lifecycle,omitempty"` // lifecycle.go
 }
 
 // AuditAcquire is an acquire's detail.

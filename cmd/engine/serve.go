@@ -178,7 +178,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 	}
 	// Closed after the backend, which hands it the windows of the proxies it still drains.
 	defer v.closeEvents(ctx, ev, log)
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))
+	backendOpts := append(lifecycleOptions(ctx, eventsNC, ev, log), actors.WithMetrics(metrics), actors.WithTracerProvider(tp)) // serve_sleep.go
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log, backendOpts...)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -29,3 +34,22 @@ func (f *sleepFlags) check() error {
 
 // option is the backend option of the times asked for.
 func (f *sleepFlags) option() actors.Option { return actors.WithSleep(f.s.PauseAfter, f.s.StopAfter) }
+
+// lifecycleOptions are the backend options of the sandboxes' lifecycle on a NATS engine: the
+// snapshots kept in JetStream's object store (every engine of the cluster reads them), and
+// the lifecycle acts (paused, woken, stopped, snapshot taken, restored, forked) on the audit
+// stream when there are events. A store that cannot be made leaves the engine without
+// snapshots, said once.
+func lifecycleOptions(ctx context.Context, nc *nats.Conn, ev *events.Events, log *zap.Logger) []actors.Option {
+	var opts []actors.Option
+	if ev != nil {
+		opts = append(opts, actors.WithLifecycleObserver(ev.Lifecycle()))
+	}
+	store, err := events.NewSnapshots(ctx, nc)
+	if err != nil {
+		log.Warn("no snapshots: their object store cannot be made", zap.Error(err))
+		return opts
+	}
+	var _ actors.SnapshotStore = store
+	return append(opts, actors.WithSnapshotStore(store))
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +27,7 @@ type verb struct {
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
 	idle                              time.Duration
+	cluster                           bool          // cluster.go
 	paused                            int           // sleep.go
 	pausedWindow                      time.Duration // sleep.go
 }
@@ -56,6 +58,7 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
+	fs.BoolVar(&v.cluster, "cluster", false, "instead of the rows, run three engines on a three-server NATS cluster in this process and measure snapshot_100mib, restore_other_engine_50mib and fork_8 over it")
 	fs.IntVar(&v.paused, "paused", 0, "instead of the rows, hold this many sandboxes, pause them all, and measure the CPU time they use awake and paused and the memory they keep (not for CI)")
 	fs.DurationVar(&v.pausedWindow, "paused-window", 30*time.Second, "with --paused: how long the CPU time is watched, awake and then paused")
 	if err := fs.Parse(args); err != nil {
@@ -120,6 +123,11 @@ func (v *verb) run(ctx context.Context) error {
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	bcfg := Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
+	if v.cluster {
+		return Cluster(ctx, ClusterConfig{Config: bcfg, NewBackend: func(ctx context.Context, more ...actors.Option) (*actors.Backend, error) {
+			return actors.Create(ctx, cfg, append(slices.Clone(opts), more...)...)
+		}}, v.printer())
+	}
 	if v.paused > 0 {
 		return v.runPaused(ctx, b, bcfg)
 	}
@@ -134,23 +142,13 @@ func (v *verb) run(ctx context.Context) error {
 	if why != nil {
 		planeNote += " (" + why.Error() + ")"
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if v.asJSON {
 		line, _ := json.Marshal(map[string]string{"file_plane": string(plane), "note": planeNote})
 		fmt.Println(string(line))
 	} else {
 		fmt.Println("# " + planeNote)
-		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
 	}
-	report := func(r Row) {
-		if v.asJSON {
-			line, _ := json.Marshal(r)
-			fmt.Println(string(line))
-			return
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
-		tw.Flush()
-	}
+	report := v.printer()
 	var groups []string
 	if v.only != "" {
 		groups = strings.Split(v.only, ",")
@@ -206,4 +204,21 @@ func (v *verb) snapshotStore(context.Context) (actors.SnapshotStore, func(), err
 		return nil, nil, err
 	}
 	return store, func() { os.RemoveAll(dir) }, nil
+}
+
+// printer prints each row as it is measured: a JSON line, or a line of the table.
+func (v *verb) printer() func(Row) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if !v.asJSON {
+		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+	}
+	return func(r Row) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
+		tw.Flush()
+	}
 }

@@ -9,12 +9,11 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// snapshotRows is the group "snapshot" (the backend needs a snapshot store): snapshot_100mib,
-// a snapshot of a sandbox that wrote 100 MiB, into the backend's store; fork_8, one snapshot
-// forked into 8 new sandboxes, each running when the fork returns; restore_same_engine_50mib,
-// a 50 MiB snapshot restored in place. The snapshot image a fork or restore loads is loaded by
-// the warm-up: the rows time what follows a load (restore_other_engine_50mib, a NATS
-// cluster's row, times one).
+// snapshotRows is the group "snapshot", on one engine and a directory store (the rows over
+// NATS are --cluster's, cluster.go): snapshot_100mib_local, a snapshot of a sandbox that wrote
+// 100 MiB; fork_8_local, one snapshot forked into 8 new sandboxes, each running when the fork
+// returns; restore_same_engine_50mib, a 50 MiB snapshot restored in place. The snapshot image
+// a fork or restore loads is loaded by the warm-up.
 func (r *runner) snapshotRows(ctx context.Context, files, _ sandbox.Spec, report func(Row)) error {
 	if !r.b.Declarations().Capabilities.Has(sandbox.SnapshotFiles) {
 		report(Row{Op: "snapshot", Note: "skipped: the backend keeps no snapshots"})
@@ -36,7 +35,7 @@ func (r *runner) snapshotRows(ctx context.Context, files, _ sandbox.Spec, report
 		}
 		return nil
 	}
-	row, err := r.timeN(ctx, "snapshot_100mib", reps, drop, func() error {
+	row, err := r.timeN(ctx, "snapshot_100mib_local", reps, drop, func() error {
 		var err error
 		snap, err = sb.(sandbox.Snapshottable).Snapshot(ctx)
 		return err
@@ -69,7 +68,7 @@ func (r *runner) snapshotRows(ctx context.Context, files, _ sandbox.Spec, report
 	report(row)
 
 	var forks []sandbox.Key
-	row, err = r.timeN(ctx, "fork_8", min(r.cfg.Reps, 10), func() error {
+	row, err = r.timeN(ctx, "fork_8_local", min(r.cfg.Reps, 10), func() error {
 		for _, k := range forks {
 			r.b.Dispose(ctx, k, sandbox.DisposeOptions{})
 		}
