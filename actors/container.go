@@ -42,6 +42,7 @@ type containerActor struct {
 	disposed   bool // a disposal removed everything: retire as soon as quiet
 
 	sleepT     *time.Timer // fires sleepCheck (sleep.go); nil when no step is due
+	restoring  bool        // a restore's acquire runs: the instance set aside is its own (snapshot.go)
 	markerHold *markerHold // the marker of the freeze held, if any (freeze_marker.go)
 
 	// egressBuild is the proxy an allowlisted acquire is building meanwhile (egress_run.go);

@@ -129,8 +129,8 @@ func (a *containerActor) found(ctx context.Context, base string) (*docker.Contai
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", a.name, err)
 	}
-	if info == nil {
-		return nil, nil
+	if info, err = a.recoverAside(ctx, info); err != nil || info == nil { // snapshot.go: a restore a dead engine left
+		return info, err
 	}
 	if err := a.checkBase(ctx, info, base); err != nil {
 		return nil, err
@@ -167,6 +167,9 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		return nil, "", err
 	}
 	outcome = sandbox.OutcomeRestarted
+	if info != nil && info.Labels[label.Snapshot] != "" {
+		imageRef = info.ImageID // a restored sandbox is replaced, if it must be, from its snapshot's image
+	}
 	if info != nil && a.restart(ctx, info) {
 		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
 	} else {

@@ -312,18 +312,25 @@ func (a *containerActor) releaseImage(ctx context.Context, img string, res *disp
 	a.b.releaseSnapshotImage(ctx, img)
 }
 
-// Restore implements [sandbox.SnapshotKeeper].
+// Restore implements [sandbox.SnapshotKeeper]. A closed sandbox is replaced on its actor
+// (restoreRequest), so an engine killed part way leaves the key's previous instance or the new
+// one, never neither; an allowlisted one is disposed, then acquired from the snapshot.
 func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spec, id string) (sandbox.Sandbox, error) {
 	began := time.Now()
 	img, rec, err := b.snapshotImage(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	var sb sandbox.Sandbox
 	old := b.instanceOf(ctx, key, spec)
-	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &spec.Kind}); f != nil {
-		return nil, fmt.Errorf("restore %s: remove its sandbox: %w", key, f)
+	if spec.Egress == sandbox.EgressAllowlist {
+		if f := b.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &spec.Kind}); f != nil {
+			return nil, fmt.Errorf("restore %s: remove its sandbox: %w", key, f)
+		}
+		sb, err = b.acquireFrom(ctx, key, spec, img)
+	} else {
+		sb, err = b.replace(ctx, key, spec, img)
 	}
-	sb, err := b.acquireFrom(ctx, key, spec, img)
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +341,115 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 			InstanceID: sb.InstanceID(), Replaced: old, Reason: sandbox.ActReason(ctx), Seconds: took.Seconds()})
 	})
 	return sb, nil
+}
+
+// replace has the key's actor replace its instance with a new one of image img.
+func (b *Backend) replace(ctx context.Context, key sandbox.Key, spec sandbox.Spec, img string) (sandbox.Sandbox, error) {
+	from := spec.Clone()
+	from.ImageID = img
+	name := docker.ContainerName(key, spec.Kind, "")
+	pid, err := b.container(ctx, name)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	env := &request{msg: &restoreRequest{acquireRequest{Key: key, Spec: from, Fresh: true}}}
+	res, err := ask[*acquireResponse](ctx, b, name, pid, env, 0)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if res.Err != nil {
+		return nil, busy(res.Err)
+	}
+	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
+}
+
+// restoreRequest replaces the actor's instance with a new one from a snapshot's image, in
+// steps an engine killed between any two leaves recoverable: the previous instance is renamed
+// aside (docker.AsideName), the new one acquired under the name, then the previous removed. A
+// failure puts the previous instance back. The next acquire of the name after a crash
+// finishes or undoes it (recoverAside).
+type restoreRequest struct{ acquireRequest }
+
+func (*restoreRequest) needsFreeze() bool  { return false }
+func (*restoreRequest) fail(err error) any { return &acquireResponse{Err: err} }
+
+func (m *restoreRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	res := a.restore(ctx, m)
+	if res.Err == nil {
+		a.slept(&m.acquireRequest, res.InstanceID)
+		env.bound = a.binding()
+	}
+	reply(res)
+}
+
+func (a *containerActor) restore(ctx context.Context, m *restoreRequest) *acquireResponse {
+	aside := docker.AsideName(a.name)
+	if _, err := a.b.engine.Remove(ctx, aside); err != nil { // a stale one: the name's instance is what counts
+		return &acquireResponse{Err: fmt.Errorf("remove %s: %w", aside, err)}
+	}
+	info, err := a.refresh(ctx)
+	if err != nil {
+		return &acquireResponse{Err: fmt.Errorf("inspect %s: %w", a.name, err)}
+	}
+	old := ""
+	if info != nil {
+		if err := a.b.engine.Rename(ctx, info.ID, aside); err != nil {
+			return &acquireResponse{Err: fmt.Errorf("set %s aside: %w", a.name, err)}
+		}
+		old = info.ID
+		a.b.sleeps.drop(a.name)
+		a.forget()
+	}
+	a.restoring = true // recoverAside must not put back what this restore set aside
+	res := a.acquire(ctx, &m.acquireRequest)
+	a.restoring = false
+	switch {
+	case res.Err != nil && old != "":
+		a.removeContainer(a.name) // what the failed acquire may have left
+		if err := a.b.engine.Rename(ctx, old, a.name); err != nil {
+			a.log.Warn("the previous instance could not be put back after a failed restore; the next acquire does", zap.Error(err))
+		}
+		a.forget()
+	case old != "":
+		if _, err := a.b.engine.Remove(context.WithoutCancel(ctx), old); err != nil {
+			a.log.Warn("remove the instance a restore replaced", zap.String("container_id", old), zap.Error(err))
+		}
+	}
+	return res
+}
+
+// recoverAside finishes or undoes a restore an engine did not finish, at an acquire that found
+// info under the name (nil when none). With nothing under the name, the previous instance set
+// aside is put back (undone). With a new instance under it that never started, the one set
+// aside is removed (finished: the acquire goes on to start the new one).
+func (a *containerActor) recoverAside(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
+	if a.restoring || a.b.snapStore == nil { // no store: nothing was ever restored here
+		return info, nil
+	}
+	if info != nil && (info.Running || info.Labels[label.Snapshot] == "" || info.StartedAt.Year() > 1) {
+		return info, nil
+	}
+	aside := docker.AsideName(a.name)
+	prev, err := a.b.engine.Inspect(ctx, aside)
+	if errors.Is(err, docker.ErrNotFound) {
+		return info, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect %s: %w", aside, err)
+	}
+	if info != nil {
+		if _, err := a.b.engine.Remove(ctx, prev.ID); err != nil {
+			return nil, fmt.Errorf("remove %s: %w", aside, err)
+		}
+		a.log.Info("finished a restore its engine did not: removed the instance it replaced", zap.String("container_id", prev.ID))
+		return info, nil
+	}
+	if err := a.b.engine.Rename(ctx, prev.ID, a.name); err != nil {
+		return nil, fmt.Errorf("put %s back: %w", aside, err)
+	}
+	a.log.Info("undid a restore its engine did not finish: the previous instance is back", zap.String("container_id", prev.ID))
+	return a.refresh(ctx)
 }
 
 // instanceOf is the instance the key's sandbox of spec's kind runs now, "" when none.

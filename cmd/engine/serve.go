@@ -281,7 +281,7 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	}
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	backendOpts = append(backendOpts, v.pool.options()...)
-	backendOpts = append(backendOpts, v.sleep.option())
+	backendOpts = append(backendOpts, v.sleep.options()...)
 	if v.proxyImage != "" && ev != nil {
 		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
 	}

@@ -90,8 +90,24 @@ func auditDetail(a events.AuditEvent) string {
 		return fmt.Sprintf("instance %.12s, egress %s", a.InstanceID, a.Acquire.Egress)
 	case a.Disposal != nil && a.Type == events.AuditScopePurged:
 		return fmt.Sprintf("%d more disposed %s", a.Disposal.Disposed, a.Disposal.Undisposed)
+	case a.Lifecycle != nil:
+		return lifecycleDetail(a)
 	}
 	return ""
+}
+
+// lifecycleDetail is a sleep's or a snapshot's detail: its reason and what it concerned.
+func lifecycleDetail(a events.AuditEvent) string {
+	l := a.Lifecycle
+	switch a.Type {
+	case events.AuditSandboxWoken:
+		return fmt.Sprintf("reason %s, from %s, processes kept %v", l.Reason, l.From, l.ProcessesKept != nil && *l.ProcessesKept)
+	case events.AuditSandboxPaused, events.AuditSandboxStopped:
+		return fmt.Sprintf("reason %s, idle %d ms", l.Reason, l.IdleMS)
+	case events.AuditSandboxForked:
+		return fmt.Sprintf("reason %s, snapshot %.12s into %d sandboxes", l.Reason, l.Snapshot, len(l.Instances))
+	}
+	return fmt.Sprintf("reason %s, snapshot %.12s", l.Reason, l.Snapshot)
 }
 
 // metricsLine prints the acquire counts the engine's metrics endpoint serves.

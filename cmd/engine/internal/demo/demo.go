@@ -110,6 +110,9 @@ func (v *verb) run(ctx context.Context) error {
 	if err := v.agent(ctx, agentConn, remote, eng.target); err != nil {
 		return err
 	}
+	if err := sleepStep(ctx, step, remote, v.image, v.dockerPath); err != nil { // sleep.go
+		return fmt.Errorf("sleep step: %w", err)
+	}
 	if err := auditTrail(ctx, step, agentConn, eng.events, scope); err != nil {
 		return err
 	}
@@ -222,7 +225,13 @@ func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, even
 		return nil, err
 	}
 	opts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt,
-		actors.WithEgressUpstreamCAs(eng.target.caPEM)} // the inspected demo host is verified against the target's CA
+		actors.WithEgressUpstreamCAs(eng.target.caPEM), // the inspected demo host is verified against the target's CA
+		actors.WithLifecycleObserver(ev.Lifecycle())}   // sleep and snapshots on the audit stream
+	if store, err := events.NewSnapshots(ctx, eventsNC); err == nil {
+		opts = append(opts, actors.WithSnapshotStore(store))
+	} else {
+		step("snapshots off: their object store cannot be made (%v)", err)
+	}
 	if v.pool > 0 {
 		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
 	}
