@@ -76,7 +76,7 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 		}
 	}
 	c := &Console{nc: nc, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
-		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown}, denials: map[*denialWatch]struct{}{},
+		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown, ActionPause: Unknown, ActionSnapshot: Unknown}, denials: map[*denialWatch]struct{}{},
 		listed: map[string]time.Time{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
 	scoped := ">" // every scope's events, or the one scope's: <prefix>.audit.<scope>.>
@@ -177,7 +177,9 @@ func (c *Console) call(ctx context.Context, subject string, req, resp any) error
 	}
 	got := make(chan result, 1)
 	go func() {
-		msg, err := c.nc.RequestWithContext(ctx, subject, b)
+		// Every act of the console is an operator's (lifecycle.go).
+		msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: b,
+			Header: nats.Header{messages.ReasonHeader: []string{sandbox.ReasonOperator}}})
 		got <- result{msg, err}
 	}()
 	var r result

@@ -56,6 +56,7 @@ type state struct {
 	audit     ring[json.RawMessage]
 	egress    ring[json.RawMessage]
 	reaps     ring[json.RawMessage]
+	snaps     ring[Snapshot] // lifecycle.go
 	hub       *hub
 }
 
@@ -65,7 +66,7 @@ type sandboxRef struct{ engine, id string }
 func newState(window int) *state {
 	return &state{engines: map[string]*Engine{}, sandboxes: map[sandboxRef]messages.APISandboxEntry{},
 		audit: ring[json.RawMessage]{n: window}, egress: ring[json.RawMessage]{n: window}, reaps: ring[json.RawMessage]{n: window},
-		hub: newHub()}
+		snaps: ring[Snapshot]{n: window}, hub: newHub()}
 }
 
 // snapshot is the first message a browser gets.
@@ -77,6 +78,7 @@ type snapshot struct {
 	Audit     []json.RawMessage          `json:"audit"`
 	Egress    []json.RawMessage          `json:"egress"`
 	Reaps     []json.RawMessage          `json:"reaps"`
+	Snapshots []Snapshot                 `json:"snapshots"`
 }
 
 // watch registers a browser and returns its snapshot, taken under the same lock as every
@@ -85,7 +87,7 @@ func (s *state) watch(identity string, actions map[string]string) (snapshot, *wa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Identity: identity, Actions: actions, Engines: s.engineList(), Sandboxes: s.sandboxList(),
-		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all()}
+		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Snapshots: s.snaps.all()}
 	return snap, s.hub.add()
 }
 
@@ -179,6 +181,9 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	var key messages.APIKey
 	if ev.Key != nil {
 		key = messages.APIKey{Scope: ev.Key.Scope, ThreadID: ev.Key.ThreadID, AgentID: ev.Key.AgentID, CallID: ev.Key.CallID}
+	}
+	if s.lifecycleLocked(ev, key) { // lifecycle.go
+		return
 	}
 	switch ev.Type {
 	case events.AuditSandboxAcquired:

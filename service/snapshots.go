@@ -55,9 +55,13 @@ func snapshot(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APISnapshotResponse{Snapshot: &w}, nil
 }
 
-// actReason is operator for a call an operator made, call otherwise.
+// actReason is operator for a call an operator made (an operator account on an engine with
+// tenancy; a call that says so, messages.ReasonHeader, on a single-tenant engine), call
+// otherwise.
 func (s *Service) actReason(ctx context.Context) string {
-	if s.callerIsOperator(ctx) {
+	c := callOf(ctx)
+	said := c != nil && c.msg.Header.Get(messages.ReasonHeader) == sandbox.ReasonOperator
+	if s.callerIsOperator(ctx) || (said && s.tenancy == nil) {
 		return sandbox.ReasonOperator
 	}
 	return sandbox.ReasonCall

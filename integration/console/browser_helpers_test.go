@@ -66,7 +66,11 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	var b *actors.Backend
 	if cfg == nil {
-		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()))
+		store, err := events.NewSnapshots(ctx, natstest.Connect(t, srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()), actors.WithLifecycleObserver(ev.Lifecycle()), actors.WithSnapshotStore(store))
 	} else {
 		c := *cfg
 		c.Driver, c.Labels, c.CommandTimeout = itest.Driver(), dockertest.Labels(), 30*time.Second
