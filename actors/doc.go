@@ -27,15 +27,16 @@
 //     sandbox.go (the handle, which sends requests), pool.go and pool_binding.go (the warm
 //     pool), purge.go, reap.go, instruments.go (span names, metrics)
 //   - the supervisor: supervisor.go (one actor per name), watch.go (the event watch),
-//     passivate.go (idle actors stopped)
+//     passivate.go (idle actors stopped), sleep.go (idle sandboxes paused, stopped, woken)
 //   - the container actor: container.go (its state, Receive, what a request is, its view of
 //     the container: current, refresh, removeContainer)
 //   - its requests, one file per call: container_acquire.go, container_exec.go,
 //     container_files.go, container_write.go, container_remove.go, container_dispose.go,
-//     container_gone.go (a call on a gone instance)
+//     container_gone.go (a call on a gone instance), snapshot.go (take, restore, fork)
 //   - what the requests use: egress (egress.go, egress_run.go, egress_topology.go,
 //     egress_inspect.go, network_removal.go), files (file_plane.go, stat_memo.go, hostfs/,
-//     freeze.go), exec (exec_channel.go), facts (instance_facts.go, image_facts.go)
+//     freeze.go, freeze_marker.go), exec (exec_channel.go), facts (instance_facts.go,
+//     image_facts.go), snapshots (snapshot_layer.go, snapshot_store.go)
 //   - helpers: retry.go (the driver's read retries), singleflight.go, errors.go (every
 //     sentinel and error type, and how an engine error is typed unavailable or busy)
 //
