@@ -16,24 +16,19 @@ CONSOLE_LINGER ?= 2m
 run: images
 	$(GO) run ./cmd/engine demo --console-linger $(CONSOLE_LINGER)
 
-# The tests run in two passes. The first runs every package on the default engine driver (the
-# Engine API); the second runs the integration packages on the CLI driver, where each
-# package's TestMain (itest.Main) keeps only the tests that go through a part of the engine
-# seam whose two implementations differ (the one list, integration/internal/itest/driver.go):
-# everything else above the seam runs once, and docker/enginetest holds both drivers to one
-# contract in the first pass (docs/testing.md). go test's 10-minute default deadline is lifted:
-# a hang still ends, with every goroutine's stack, at TEST_TIMEOUT. gotestsum runs go test and
-# keeps each pass's go test -json stream in TEST_TIMES; make test-times reports from them.
-# go test runs as many packages at once as the machine has cores (its -p default): on this
-# two-core machine -p 2 ran the API pass 1.42x faster than -p 1 (docs/testing.md, "Run times").
+# The tests run in one pass over every package, with the race detector. go test's 10-minute
+# default deadline is lifted: a hang still ends, with every goroutine's stack, at TEST_TIMEOUT.
+# gotestsum runs go test and keeps its go test -json stream in TEST_TIMES; make test-times
+# reports from it. go test runs as many packages at once as the machine has cores (its -p
+# default): on this two-core machine -p 2 ran the suite 1.42x faster than -p 1 (docs/testing.md,
+# "Run times").
 TEST_TIMEOUT ?= 40m
 TEST_TIMES ?= $(CURDIR)/.test-times
 GOTESTSUM_VERSION := v1.13.0
 GOTESTSUM = $(GO) run gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
 test: fmt-check vet staticcheck cyclo jaeger images
 	@rm -rf "$(TEST_TIMES)" && mkdir -p "$(TEST_TIMES)"
-	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/api.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	MAF_SANDBOX_TEST_DRIVER=cli $(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/cli.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./integration/...
+	$(GOTESTSUM) --format standard-quiet --jsonfile "$(TEST_TIMES)/test.json" -- -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # scale is the release check (docs/testing.md, "make scale"): the two heaviest egress tests in
 # full, with the daemon to themselves (250 allowlisted sandboxes at once; 200 egress windows

@@ -55,8 +55,8 @@ type Backend struct {
 	watch      *watcher
 	closeOnce  sync.Once
 
-	reaping  atomic.Bool                                  // a Reap is in flight
-	reporter atomic.Pointer[func(sandbox.EgressObserved)] // the router's egress reporter, nil when unobserved
+	reaping atomic.Bool                 // a Reap is in flight
+	obs     atomic.Pointer[observerRef] // report.go: who hears the backend's acts; nil: nobody
 
 	osFlight    flight[string] // cold acquires asking the daemon's OS at once share one call
 	imageFlight flight[bool]   // likewise for an image's presence
@@ -83,15 +83,14 @@ type Backend struct {
 	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider
 
-	sleepDefault sandbox.Sleep             // the sleep of a spec that names none (sleep.go)
-	sleeps       sleepBook                 // the sandboxes asleep (sleep.go)
-	lifecycle    sandbox.LifecycleObserver // nil: unobserved
-	markers      freezeMarkers             // freeze_marker.go
-	snapStore    SnapshotStore             // snapshot.go; nil: no snapshots
-	unfinished   time.Duration             // a layer with no record older than this is undone (snapshot.go)
-	sweeps       sync.WaitGroup            // the sweep of unfinished snapshots, joined by Close
-	loadFlight   flight[bool]              // loads of one snapshot image at once share one
-	daemon       struct {                  // the daemon's ID, which names the markers
+	sleepDefault sandbox.Sleep  // the sleep of a spec that names none (sleep.go)
+	sleeps       sleepBook      // the sandboxes asleep (sleep.go)
+	markers      freezeMarkers  // freeze_marker.go
+	snapStore    SnapshotStore  // snapshot.go; nil: no snapshots
+	unfinished   time.Duration  // a layer with no record older than this is undone (snapshot.go)
+	sweeps       sync.WaitGroup // the sweep of unfinished snapshots, joined by Close
+	loadFlight   flight[bool]   // loads of one snapshot image at once share one
+	daemon       struct {       // the daemon's ID, which names the markers
 		mu sync.Mutex
 		id string
 	}
@@ -130,13 +129,16 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer),
 		acquired:     map[sandbox.SandboxID]map[string]struct{}{},
 		retained:     map[sandbox.Key]map[string]struct{}{},
-		sleepDefault: o.sleep, lifecycle: o.lifecycle, snapStore: o.snapStore, unfinished: o.unfinished,
+		sleepDefault: o.sleep, snapStore: o.snapStore, unfinished: o.unfinished,
 	}
 	markerDir := DefaultFreezeMarkerDir()
 	if o.markerDir != nil {
 		markerDir = *o.markerDir
 	}
 	b.markers = newFreezeMarkers(markerDir, b.log)
+	if o.observer != nil {
+		b.obs.Store(&observerRef{o.observer})
+	}
 	if o.watch {
 		b.watch = newWatcher(b)
 	}
@@ -238,17 +240,27 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
 		sandbox.HostTools, sandbox.Reclaim)
 	b.snapshotCaps(caps) // snapshot.go
+	scopes := []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}
+	if len(b.cfg.CapAdd) > 0 {
+		// A guest given capabilities back can own, enter or rewrite what the removal rules
+		// read as out of its reach: no deletion, no reclaim, and no sandbox outlives a call.
+		delete(caps, sandbox.FilesDelete)
+		delete(caps, sandbox.Reclaim)
+		scopes = []sandbox.IsolationScope{sandbox.ScopeCall}
+	}
 	var methods []string
 	if b.servesAllowlist() { // the proxy inspects (egress_inspect.go)
 		caps[sandbox.EgressMethods] = struct{}{}
 		methods = append([]string(nil), inspectedMethods...)
 	}
+	bounds := b.cfg.Bounds()
 	return sandbox.Declarations{
 		Capabilities:    caps,
 		Limits:          &sandbox.SandboxLimits{FilesIn: ceiling, FilesOut: ceiling},
+		Resources:       &sandbox.Resources{MemoryBytes: bounds.MemoryBytes, CPUs: bounds.CPUs, Pids: int64(bounds.Pids)},
 		EgressModes:     modes,
 		OSFamilies:      append([]sandbox.OSFamily(nil), b.osFamilies...),
-		IsolationScopes: []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall},
+		IsolationScopes: scopes,
 		ObservesEgress:  b.servesAllowlist(),
 		// Request-level egress: the proxy decides these methods and path patterns per request.
 		EgressMethodTokens: methods,
@@ -289,7 +301,7 @@ func (b *Backend) acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
+	return &Sandbox{b: b, pid: pid, name: name, key: key, kind: spec.Kind, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
 		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
 }
 
@@ -399,35 +411,6 @@ func (b *Backend) commandTimeout() time.Duration {
 
 // isNotFound reports the engine saying the target is absent.
 func isNotFound(err error) bool { return errors.Is(err, docker.ErrNotFound) }
-
-// ObserveEgress installs the router's reporter of drained egress windows and returns the
-// previous one; nil switches the report off. It implements [sandbox.EgressObserver] and
-// never fails. Proxies are read before removal only while a reporter or an egress sink is
-// installed.
-func (b *Backend) ObserveEgress(report func(sandbox.EgressObserved)) (func(sandbox.EgressObserved), error) {
-	var next *func(sandbox.EgressObserved)
-	if report != nil {
-		next = &report
-	}
-	if prev := b.reporter.Swap(next); prev != nil {
-		return *prev, nil
-	}
-	return nil, nil
-}
-
-// observing reports whether anyone receives drained windows: only then is a proxy read.
-func (b *Backend) observing() bool { return b.egress.sink != nil || b.reporter.Load() != nil }
-
-// deliverWindow hands a window whose proxy is gone to the sink and the reporter.
-func (b *Backend) deliverWindow(ctx context.Context, w EgressWindow) {
-	b.countDecisions(ctx, w)
-	if b.egress.sink != nil {
-		b.egress.sink.EgressDrained(context.WithoutCancel(ctx), w)
-	}
-	if r := b.reporter.Load(); r != nil {
-		(*r)(observed(w))
-	}
-}
 
 // CheckHealth makes one round trip to the daemon (its OS, with no retry), bounded by the
 // command timeout: nil when it answers, a [*sandbox.BackendUnavailableError] when it cannot

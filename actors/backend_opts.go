@@ -28,16 +28,23 @@ type options struct {
 	metrics     *telemetry.Metrics               // instruments.go; nil: none
 	tracer      trace.TracerProvider             // instruments.go; nil: no spans
 	pool        poolOptions                      // pool.go
+	observer    sandbox.Observer                 // report.go; nil: none until a router hands one
 	actorHook   func(name string, ev actorEvent) // tests only
 	sleep       sandbox.Sleep                    // sleep.go
 	markerDir   *string                          // freeze_marker.go; nil: DefaultFreezeMarkerDir
-	lifecycle   sandbox.LifecycleObserver        // sleep.go; nil: none
 	snapStore   SnapshotStore                    // snapshot.go; nil: no snapshots
 	unfinished  time.Duration                    // snapshot.go
 }
 
 func defaultOptions() options {
 	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, unfinished: DefaultUnfinishedSnapshotAge, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto}
+}
+
+// WithObserver reports the backend's acts to obs from the start (default: none, until a
+// router built over the backend hands it the router's, which replaces it): what a backend
+// used without a router needs. See [Backend.ReportTo].
+func WithObserver(obs sandbox.Observer) Option {
+	return func(o *options) error { o.observer = obs; return nil }
 }
 
 // WithLogger sets the logger (default: none). protoactor's own logging is routed to it too.
@@ -111,15 +118,9 @@ func WithFreezeMarkers(dir string) Option {
 	return func(o *options) error { o.markerDir = &dir; return nil }
 }
 
-// WithLifecycleObserver receives the sandboxes' lifecycle acts (paused, woken, stopped)
-// the backend makes (default: none).
-func WithLifecycleObserver(obs sandbox.LifecycleObserver) Option {
-	return func(o *options) error { o.lifecycle = obs; return nil }
-}
-
 // WithSnapshotStore keeps the sandboxes' snapshots in store ([NewSnapshotDir], or the
 // events package's JetStream store), which makes the backend declare snapshot_files and
-// fork (default: none, and neither is declared). Snapshots need the API driver.
+// fork (default: none, and neither is declared).
 func WithSnapshotStore(store SnapshotStore) Option {
 	return func(o *options) error { o.snapStore = store; return nil }
 }

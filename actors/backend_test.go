@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -37,7 +35,7 @@ func testSpec(t *testing.T, opts ...sandbox.SpecOption) sandbox.Spec {
 var testKey = sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
 
 func TestNewBackendMakesNoEngineCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	if len(b.Declarations().OSFamilies) != 0 {
@@ -50,7 +48,7 @@ func TestNewBackendMakesNoEngineCall(t *testing.T) {
 }
 
 func TestCreateDeclaresTheDaemonsFamily(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name  string
 		os    string
@@ -128,12 +126,62 @@ func TestDeclarations(t *testing.T) {
 	if newTestBackend(t, f).Isolation() != sandbox.IsolationContainer {
 		t.Error("isolation is container, always")
 	}
+	if d.Resources == nil || *d.Resources != (sandbox.Resources{Pids: 512}) {
+		t.Errorf("resources = %+v, want the default pids bound alone", d.Resources)
+	}
+	if !slices.Equal(d.IsolationScopes, []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}) {
+		t.Errorf("scopes = %v", d.IsolationScopes)
+	}
+}
+
+// TestDeclarationsWithCapabilitiesAdded: a workload given capabilities back loses deletion,
+// reclaim and every scope but one call; the configuration's bounds are what specs may ask.
+func TestDeclarationsWithCapabilitiesAdded(t *testing.T) {
+	cpus := 2.0
+	b, err := NewBackend(docker.Config{CapAdd: []string{"KILL"}, Memory: "1g", CPUs: &cpus, PidsLimit: 100}, WithEngine(newFakeEngine()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	d := b.Declarations()
+	if d.Capabilities.Has(sandbox.FilesDelete) || d.Capabilities.Has(sandbox.Reclaim) || !d.Capabilities.Has(sandbox.Exec) {
+		t.Errorf("capabilities = %v: files_delete and reclaim withheld, the rest kept", d.Capabilities.Sorted())
+	}
+	if !slices.Equal(d.IsolationScopes, []sandbox.IsolationScope{sandbox.ScopeCall}) {
+		t.Errorf("scopes = %v, want call alone", d.IsolationScopes)
+	}
+	if want := (sandbox.Resources{MemoryBytes: 1 << 30, CPUs: 2, Pids: 100}); d.Resources == nil || *d.Resources != want {
+		t.Errorf("resources = %+v, want %+v", d.Resources, want)
+	}
+}
+
+// TestAcquireDropsEveryCapabilityAndNarrowsToTheSpec: the workload is created with no
+// capability and the spec's resource asks in place of the configuration's.
+func TestAcquireDropsEveryCapabilityAndNarrowsToTheSpec(t *testing.T) {
+	f := newFakeEngine()
+	b, err := NewBackend(docker.Config{Memory: "1g"}, WithEngine(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	_, err = b.Acquire(context.Background(), testKey, testSpec(t, sandbox.WithRequires(),
+		sandbox.WithResources(sandbox.Resources{MemoryBytes: 256 << 20, Pids: 64})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got docker.CreateSpec
+	for _, c := range f.containers {
+		got = c.spec
+	}
+	if !got.CapDropAll || len(got.CapAdd) != 0 || got.Memory != "268435456" || got.PidsLimit != 64 || got.CPUs != nil {
+		t.Fatalf("created with %+v", got)
+	}
 }
 
 // The cold path prepares the storage base before the container starts, with no freeze; the
 // warm path checks it and freezes nothing when it is in place.
 func TestAcquireSequencing(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -167,7 +215,7 @@ func TestAcquireSequencing(t *testing.T) {
 // caller gets an error, and the restarted actor serves the next call. A driver panic in a
 // prefetch goroutine fails that call instead of the process.
 func TestFreezeIsLiftedWhenTheActorFails(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -226,7 +274,7 @@ func execInFlight(t *testing.T, f *fakeEngine, sb sandbox.Sandbox) (release chan
 
 // No freeze begins while an exec is in flight: the file call waits for it.
 func TestNoFreezeWhileAnExecRuns(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	release, execDone := execInFlight(t, f, sb)
@@ -255,7 +303,7 @@ func TestNoFreezeWhileAnExecRuns(t *testing.T) {
 
 // A timed-out exec removes the container and says timeout; a cancelled one does not.
 func TestExecTimeoutAndCancel(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	f.onExec = func(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
@@ -309,7 +357,7 @@ func TestRefusedMethods(t *testing.T) {
 
 // Disposal never freezes, thaws or execs, and a second backend finds containers by label.
 func TestDisposeTouchesNothingButRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()
@@ -352,37 +400,35 @@ func TestRetryingClassifier(t *testing.T) {
 	}
 }
 
-// The router's reporter is swapped in atomically and receives each delivered window as the
-// protocol's event; nil switches reading off.
-func TestObserveEgress(t *testing.T) {
+// The router's observer is swapped in atomically and hears each window delivered; nil
+// switches reporting off, and with it the reads of proxies.
+func TestReportTo(t *testing.T) {
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	if b.observing() {
-		t.Fatal("no sink and no reporter: proxies must not be read")
+		t.Fatal("no observer: proxies must not be read")
 	}
-	var got []sandbox.EgressObserved
-	prev, err := b.ObserveEgress(func(ev sandbox.EgressObserved) { got = append(got, ev) })
+	obs := &sink{}
+	prev, err := b.ReportTo(obs)
 	if err != nil || prev != nil || !b.observing() {
 		t.Fatalf("install: previous %t, %v", prev != nil, err)
 	}
-	b.deliverWindow(context.Background(), EgressWindow{Key: testKey, DrainSeconds: 0.5,
+	b.deliverWindow(context.Background(), sandbox.EgressWindow{Key: testKey, Backend: BackendName, DrainSeconds: 0.5,
 		Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionDeny, Host: "x", Port: 443}}})
-	if len(got) != 1 || got[0].Key != testKey || got[0].Backend != BackendName || got[0].Seconds != 0.5 || got[0].Call != nil {
+	if got := obs.got(); len(got) != 1 || got[0].Key != testKey || got[0].Backend != BackendName || got[0].DrainSeconds != 0.5 {
 		t.Fatalf("reported %+v", got)
 	}
-	if prev, _ := b.ObserveEgress(nil); prev == nil || b.observing() {
-		t.Fatal("nil must switch observation off and return the previous reporter")
+	if prev, _ := b.ReportTo(nil); prev != sandbox.Observer(obs) || b.observing() {
+		t.Fatal("nil must switch reporting off and return the previous observer")
 	}
-	var _ sandbox.EgressObserver = b
+	var _ sandbox.Reporting = b
 }
 
-// starterEngine reports an exec's start before it ends, as the API driver does.
+// starterEngine reports an exec's start before it ends, as the engine does.
 type starterEngine struct {
 	*fakeEngine
 	release chan struct{}
 }
-
-func (s starterEngine) ExecStarter() (docker.ExecStarter, bool) { return s, true }
 
 func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
 	s.log("exec %s", strings.Join(req.Argv, " "))
@@ -394,7 +440,7 @@ func (s starterEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest
 // With a driver that says when an exec's process runs, a file call waits only for that:
 // the freeze happens while the exec is still running.
 func TestFreezeWaitsOnlyForAnExecsStart(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := starterEngine{fakeEngine: newFakeEngine(), release: make(chan struct{})}
 	b, err := NewBackend(docker.Config{}, WithEngine(f))
 	if err != nil {
@@ -455,7 +501,7 @@ func warmRuntimeOnly(t *testing.T) (*fakeEngine, *Backend, func() []string) {
 // While the event watch vouches for the last inspect, a warm acquire of a runtime-only spec
 // asks the engine nothing.
 func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	_, b, acquireWarm := warmRuntimeOnly(t)
 	for range 5 {
 		if calls := acquireWarm(); len(calls) != 0 {
@@ -468,7 +514,7 @@ func TestWarmRuntimeOnlyAcquireMakesNoEngineCall(t *testing.T) {
 // A broken event stream vouches for nothing it may have missed: the first warm acquire after
 // the break inspects again, even once the stream is back, and the ones after it ask nothing.
 func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, acquireWarm := warmRuntimeOnly(t)
 	ctx := context.Background()
 	if calls := acquireWarm(); len(calls) != 0 {
@@ -494,7 +540,7 @@ func TestBrokenEventStreamDropsWhatItVouchedFor(t *testing.T) {
 // goroutine: the fake command cannot end until the test has seen its first chunk. Output the
 // driver reads after the call returned (cancelled) never reaches emit.
 func TestExecStreaming(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	seen, running := make(chan struct{}), make(chan struct{})
@@ -568,7 +614,7 @@ func runtimeSandbox(t *testing.T) (*fakeEngine, *Backend, sandbox.Sandbox) {
 // panicked gets its error, the next still runs after the restart instead of waiting for the
 // ask timeout.
 func TestStashSurvivesARestart(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	ctx := context.Background()
 	release, execDone := execInFlight(t, f, sb)
@@ -603,7 +649,7 @@ func TestStashSurvivesARestart(t *testing.T) {
 // A pause refused as "already paused" while no freeze of this process is on the container —
 // the daemon's state lagging its events — is asked again, briefly, and then succeeds.
 func TestFreezeLiftsAStalePausedState(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	ctx := context.Background()

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
@@ -17,10 +15,9 @@ import (
 
 // An acquire-time probe that could not run says the daemon is busy or unreachable — typed,
 // and retryable on the wire — never that the image lacks a capability; one the image answered
-// (a status, or a program the runtime could not start) is the capability refusal (issue 29,
-// item 10).
+// (a status, or a program the runtime could not start) is the capability refusal.
 func TestProbeThatCouldNotRunIsNoCapabilityRefusal(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name        string
 		out         docker.ExecOutput
@@ -64,7 +61,7 @@ func TestProbeThatCouldNotRunIsNoCapabilityRefusal(t *testing.T) {
 // A probe the runtime could not start because the container's first process had already
 // ended says so, with how it ended: the refusal does not just blame the image's commands.
 func TestProbeOnAStoppedContainerSaysItStopped(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	f.onExec = func(_ context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
 		c := f.find(req.Target)
@@ -85,9 +82,9 @@ func TestProbeOnAStoppedContainerSaysItStopped(t *testing.T) {
 
 // A start that outlived the engine's command timeout is a typed timeout the client may retry:
 // errors.Is(err, docker.ErrTimeout) inside a BackendUnavailableError, engine_unavailable on the
-// wire — never an untyped "docker start …: exceeded" (issue 29, item 10).
+// wire — never an untyped "docker start …: exceeded".
 func TestStartThatTimedOutIsBusy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	f.onStart = func(target string) error {
 		return &docker.TimeoutError{Args: []string{"start", target}, Timeout: 30 * time.Second}

@@ -70,9 +70,11 @@ func TestCloseAnswersAnExecInFlight(t *testing.T) {
 	}
 }
 
-// verifyNoneWithin is goleak.VerifyNone with room for protoactor's dead-letter throttle: the
-// continuation of an exec sent to a stopped actor is a dead letter, and the throttle's timer
-// goroutine lives a second after it. Later tests' own checks must not see it.
+// verifyNoneWithin is goleak.VerifyNone with room for protoactor's dead-letter throttle: a
+// message to a stopped actor (an exec's continuation, a request racing a passivation) is a
+// dead letter, and the throttle's timer goroutine, which nothing can stop, lives a second
+// after it — longer on a loaded machine than goleak's own retries wait. Every actors test
+// checks for leaks through it.
 func verifyNoneWithin(t *testing.T, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); goleak.Find() != nil && time.Now().Before(end); {

@@ -45,7 +45,7 @@ func (m *acquireRequest) run(ctx context.Context, a *containerActor, _ actor.Con
 	res := a.acquire(ctx, m)
 	if res.Err == nil {
 		if asleep && rec.State == sleepStopped { // sleep.go: started again, its processes not kept
-			a.startedAgain(rec, res.Outcome, res.InstanceID)
+			a.startedAgain(ctx, rec, res.Outcome, res.InstanceID)
 		}
 		a.slept(m, res.InstanceID)
 		env.bound = a.binding() // read by the caller once the reply arrived
@@ -361,7 +361,9 @@ func (a *containerActor) create(ctx context.Context, key sandbox.Key, spec sandb
 	if err != nil {
 		return false, fmt.Errorf("label container %s: %w", a.name, err)
 	}
-	opts := append(a.b.cfg.WorkloadOpts(), a.workloadNetwork(spec), docker.WithLabels(labels...)) // egress hook: N-net or none
+	r := spec.Resources // within the configuration's bounds: the router checked (Declarations)
+	opts := append(a.b.cfg.WorkloadOpts(), docker.WithLimits(r.MemoryBytes, r.CPUs, int(r.Pids)),
+		a.workloadNetwork(spec), docker.WithLabels(labels...)) // egress hook: N-net or none
 	opts = append(opts, egressOpts...)
 	opts = append(opts, a.supervisorOpts(ctx, imageRef)...) // exec_channel.go: closed sandboxes only
 	_, err = a.b.engine.Create(ctx, docker.NewCreateSpec(a.name, imageRef, opts...))

@@ -152,17 +152,7 @@ func (a *containerActor) runExec(ctx context.Context, channel *channelRoute, log
 		log.Info("exec channel refused: docker exec", zap.Error(done.err))
 	}
 	a.b.execPaths.docker.Add(1)
-	if es, ok := a.b.engine.ExecStarter(); ok {
-		done.out, done.err = es.ExecWithStart(ctx, req, started)
-		return done
-	}
-	if output := req.Output; output != nil {
-		// A process that wrote output has started: its start can no longer race a
-		// freeze. This is what lets a long streamed exec (a host-tools hint watcher)
-		// run beside file calls on a driver that cannot report the start itself.
-		req.Output = func(stream int, p []byte) { started(); output(stream, p) }
-	}
-	done.out, done.err = a.b.engine.Exec(ctx, req)
+	done.out, done.err = a.b.engine.ExecWithStart(ctx, req, started)
 	return done
 }
 
@@ -218,8 +208,6 @@ func (a *containerActor) finishExec(ctx context.Context, m *execRequest, target 
 		// Nothing ran: answered as docker exec answers, 126 or 127 with the runtime's words,
 		// on stderr (never as the program's stdout), and the cause typed.
 		return sandbox.NotStartedResult(startErr.Cause, startErr.Message), nil
-	case d.err == nil && d.out.ExitCode != 0 && a.execUnreachable(d.out):
-		return sandbox.ExecResult{}, unavailable(fmt.Errorf("exec in %s: %w", a.name, docker.ErrUnreachable))
 	case d.err == nil && d.out.ExitCode != 0 && a.execGone(target, d.out):
 		// The daemon's "no such container", not the program's failure: nothing ran.
 		return sandbox.ExecResult{}, a.gone(target, goneRemoved)

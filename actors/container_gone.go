@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -53,20 +52,6 @@ func (a *containerActor) vanished(instanceID string, err error) error {
 		return unavailable(err)
 	}
 	return a.gone(instanceID, goneRemoved)
-}
-
-// execUnreachable reports whether an exec's result is in fact the docker client's failure to
-// reach the daemon (the CLI driver prints it and exits 1): the answer's shape
-// ([docker.ExecAnswersUnreachable]) is confirmed by asking the daemon itself, since a guest
-// program can print the same line.
-func (a *containerActor) execUnreachable(out docker.ExecOutput) bool {
-	if !docker.ExecAnswersUnreachable(out) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, a.b.commandTimeout()))
-	defer cancel()
-	_, err := a.b.engine.ServerOS(ctx)
-	return errors.Is(err, docker.ErrUnreachable)
 }
 
 // execGone reports whether an exec's result is in fact the daemon's refusal for a container

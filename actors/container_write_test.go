@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -30,7 +28,7 @@ func afterLast(calls []string, call string) []string {
 // A staged write removes its staging name after the thaw, on success and when the archive
 // failed; the rm check runs once per instance, before the first freeze.
 func TestStagedWriteRemovesItsStagingName(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	defer b.Close(context.Background())
 	ctx := context.Background()
@@ -61,7 +59,7 @@ func TestStagedWriteRemovesItsStagingName(t *testing.T) {
 // An image whose rm fails the check writes in place: no staging name, nothing run after the
 // thaw, and the check is not repeated.
 func TestWriteWithoutRmGoesInPlace(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	defer b.Close(context.Background())
 	ctx := context.Background()
@@ -88,7 +86,7 @@ func TestWriteWithoutRmGoesInPlace(t *testing.T) {
 // An rm check that does not complete fails the write before any freeze: the exec may still be
 // starting, and a freeze must never race an exec's start.
 func TestUnfinishedRmCheckFailsTheWriteUnfrozen(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f, b, sb := runtimeSandbox(t)
 	defer b.Close(context.Background())
 	lost := errors.New("exec lost")
@@ -104,7 +102,7 @@ func TestUnfinishedRmCheckFailsTheWriteUnfrozen(t *testing.T) {
 // A staging rm that times out discards the container like every exec timeout, so the write
 // that landed still fails, with the timeout; an rm that merely fails leaves the write a success.
 func TestStagingRmOutcomes(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
 	b.cfg.CommandTimeout = 300 * time.Millisecond

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/sandbox"
@@ -91,7 +89,7 @@ func (f *teardownNet) ProxyStart(ctx context.Context, id string) error {
 // Every disposal path takes an allowlisted sandbox down in one order — proxy (drained, its
 // window published after its removal), workload, network — and leaves nothing behind.
 func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name     string
 		orphan   bool // the workload is gone before the disposal: only its proxy is listed
@@ -118,7 +116,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTeardownNet()
 			s := &sink{}
-			b := egressBackend(t, f, WithEgressSink(s))
+			b := egressBackend(t, f, WithObserver(s))
 			spec := allowSpec(t, "a.example")
 			sb, err := b.Acquire(context.Background(), testKey, spec)
 			if err != nil {
@@ -133,7 +131,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 					t.Fatal(err)
 				}
 				// A fresh process: nothing registered, only the proxy is listed.
-				b = egressBackend(t, f, WithEgressSink(s))
+				b = egressBackend(t, f, WithObserver(s))
 				want = []string{docker.ProxyName(n), docker.NetworkName(n)}
 			}
 			mark := f.mark()
@@ -152,7 +150,7 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 				t.Fatalf("left: %v %v", f.containers, f.networks)
 			}
 			ws := s.got()
-			if len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Key != testKey || ws[0].Trigger != tc.trigger ||
+			if len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Key != testKey || ws[0].Trigger != string(tc.trigger) ||
 				ws[0].Removal != "removed" || !ws[0].Closed || ws[0].Kind != "k" || len(ws[0].Decisions) != 1 {
 				t.Fatalf("windows %+v", ws)
 			}
@@ -164,10 +162,10 @@ func TestDisposeEgressOrderOnEveryPath(t *testing.T) {
 // sandbox's mailbox: it touches nothing meanwhile, the acquire completes, and the purge then
 // takes down what the acquire built, publishing the window of the proxy the acquire made.
 func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	n := workloadName(b, spec)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -226,7 +224,7 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 	if len(f.containers) != 0 || len(f.networks) != 0 {
 		t.Fatalf("left: %v %v", f.containers, f.networks)
 	}
-	if ws := s.got(); len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Trigger != egresslog.TriggerDispose || len(ws[0].Decisions) != 1 {
+	if ws := s.got(); len(ws) != 1 || ws[0].ProxyID != proxyID || ws[0].Trigger != string(egresslog.TriggerDispose) || len(ws[0].Decisions) != 1 {
 		t.Fatalf("windows %+v", ws)
 	}
 }
@@ -235,10 +233,10 @@ func TestDisposeEgressPurgeWaitsForAcquireInProgress(t *testing.T) {
 // (the proxy is an infrastructure leak, logged; its network, still in use, stays too). The
 // next purge finds the orphan proxy by label, drains it once and removes it, then the network.
 func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -277,10 +275,10 @@ func TestDisposeEgressPurgeProxyLeakIsLoggedNotFailed(t *testing.T) {
 // call and leaves the instance, retained, so that the next disposal of the key sweeps it
 // whole; no window is published until a removal succeeds.
 func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	sb, err := b.Acquire(context.Background(), testKey, spec)
 	if err != nil {
@@ -315,10 +313,10 @@ func TestDisposeEgressInstanceProxyFailureLeavesTheInstance(t *testing.T) {
 // Disposing an instance that is already gone touches nothing: the proxy and network that now
 // carry its names belong to its successor.
 func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	first, err := b.Acquire(ctx, testKey, spec)
@@ -354,10 +352,10 @@ func TestDisposeEgressGoneInstanceLeavesTheSuccessor(t *testing.T) {
 // an acquire of the same sandbox that follows at once waits for the removal rather than adopt
 // a network on its way out, and builds a fresh one.
 func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
 	s := &sink{}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {
@@ -407,9 +405,9 @@ func TestDisposeEgressNetworkRemovalAfterTheReply(t *testing.T) {
 
 // Close waits for the network removals disposals left running after their replies.
 func TestDisposeEgressCloseWaitsForNetworkRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	ctx := context.Background()
 	if _, err := b.Acquire(ctx, testKey, spec); err != nil {

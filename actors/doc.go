@@ -14,8 +14,8 @@
 // supervisor, which spawns the name's next actor only once the old one has terminated.
 //
 // The engine is reached only through the [docker.Driver] seam, wrapped once in the read
-// retries of retry.go; nothing here knows whether the CLI or the Engine API speaks, only
-// whether the driver offers a fast path (ExecStarter, TypeStater) or says it has none.
+// retries of retry.go. A freeze waits only for the start of an exec in flight, which the
+// driver reports (ExecWithStart).
 //
 // # Files, top-down
 //

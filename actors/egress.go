@@ -46,53 +46,10 @@ const (
 	readinessMaxRead = 64 << 10
 )
 
-// EgressWindow is one drained proxy window: the decisions one proxy container made between
-// its creation and its removal, the key that ran behind it, and how its removal went. It
-// reaches an [EgressSink] only after that proxy's removal succeeded or found it absent
-// (§3.4). It is the window egresslog builds the NATS event from, so a sink hands it on as is.
-type EgressWindow = egresslog.Window
-
-// observed is a window as the protocol's event.
-func observed(w EgressWindow) sandbox.EgressObserved {
-	return sandbox.EgressObserved{Key: w.Key, Backend: BackendName, Decisions: slices.Clone(w.Decisions),
-		Truncated: w.Truncated, Unreadable: w.Unreadable, Seconds: w.DrainSeconds}
-}
-
-// EgressSink receives drained windows. EgressDrained is called on the actor that removed the
-// proxy, after the removal, with a context that is not cancelled with the caller's; it must
-// not block for long (hand the window to an outbox). Without a sink the backend does not
-// read proxies at all (§3.2 step 0).
-type EgressSink interface {
-	EgressDrained(ctx context.Context, w EgressWindow)
-}
-
-// PendingEgressSink is an [EgressSink] that also records each window before its proxy's
-// removal, as a pending record that is not an event: EgressPending is called once the proxy
-// is stopped and read, and the removal follows whatever it answers (it bounds its own wait).
-// The window still reaches EgressDrained only once the removal succeeded or found the proxy
-// absent; the record lets a later recovery publish a window whose engine died in between,
-// once it confirms the proxy absent (docs/events.md).
-type PendingEgressSink interface {
-	EgressSink
-	EgressPending(ctx context.Context, w EgressWindow)
-}
-
-// NopEgressSink discards every window. Wiring it still makes the backend drain proxies.
-type NopEgressSink struct{}
-
-// EgressDrained does nothing.
-func (NopEgressSink) EgressDrained(context.Context, EgressWindow) {}
-
 // egressOptions are the allowlist settings of a backend.
 type egressOptions struct {
-	sink        EgressSink
 	networkHook func(ctx context.Context, networkID string) error
 	upstreamCAs []byte // PEM; none: inspecting proxies verify against the system roots (egress_inspect.go)
-}
-
-// WithEgressSink wires the receiver of drained windows (default: none, and no proxy is read).
-func WithEgressSink(s EgressSink) Option {
-	return func(o *options) error { o.egress.sink = s; return nil }
 }
 
 // WithEgressNetworkHook calls hook with each internal network's ID after the backend created
@@ -333,7 +290,7 @@ func (a *containerActor) discardUnusable(ctx context.Context, nets docker.Networ
 
 // proxyLabels are the proxy's labels ([label.Proxy]) and its private allowance, warning when
 // the key is over the attribution budget.
-func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]docker.Label, string, error) {
+func (a *containerActor) proxyLabels(key sandbox.Key, spec sandbox.Spec) ([]label.Label, string, error) {
 	cidrs := make([]string, len(a.b.cfg.EgressPrivateCIDRs))
 	for i, p := range a.b.cfg.EgressPrivateCIDRs {
 		cidrs[i] = p.String()
@@ -610,15 +567,15 @@ func (a *containerActor) removeNetwork(nets docker.Networks, id string) {
 	}
 }
 
-// teardownProxy drains and removes the proxy ref names (§3.2 then §3.4). Without a sink it
+// teardownProxy drains and removes the proxy ref names (§3.2 then §3.4). With no observer it
 // only removes it, by name. nil means removed or absent.
 func (b *Backend) teardownProxy(ctx context.Context, ref string, caller *sandbox.Key, trigger egresslog.Trigger) error {
 	return b.drainRemove(ctx, ref, "", caller, trigger)
 }
 
 // drainRemove is the drain of §3.2 followed by the removal by the inspected ID and the
-// publication rule of §3.4: the window reaches the sink only when the removal of that same
-// ID succeeded or found it absent. A failed, timed-out or cancelled removal publishes
+// publication rule of §3.4: the window is reported observed only when the removal of that
+// same ID succeeded or found it absent. A failed, timed-out or cancelled removal publishes
 // nothing; the surviving proxy is drained again by the next attempt.
 func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) error {
 	if !b.observing() {
@@ -642,7 +599,7 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 		return fmt.Errorf("remove proxy %s: %w", id, err)
 	}
 	if window != nil && (outcome == docker.Removed || outcome == docker.Absent) {
-		window.Removal = map[docker.RemoveOutcome]string{docker.Removed: "removed", docker.Absent: "absent"}[outcome]
+		window.Removal = windowRemoval(outcome)
 		b.deliverWindow(ctx, *window)
 	}
 	return nil
@@ -651,7 +608,7 @@ func (b *Backend) drainRemove(ctx context.Context, ref, expectedID string, calle
 // drain is steps 1–5 of §3.2. It returns the window to publish after removal (nil when there
 // is nothing to publish) and the ID to remove ("" when the proxy is absent). An inspect that
 // fails leaves the proxy to the next attempt: nothing is removed on a name alone.
-func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) (*EgressWindow, string, error) {
+func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *sandbox.Key, trigger egresslog.Trigger) (*sandbox.EgressWindow, string, error) {
 	began := time.Now()
 	info, err := b.engine.Inspect(ctx, ref)
 	switch {
@@ -674,8 +631,8 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 		return nil, info.ID, nil
 	}
 	nets := b.engine
-	w := &EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[label.Kind], Key: key,
-		Attribution: status, PrivateCIDRs: info.Labels[label.PrivateCIDRs], Trigger: trigger, Closed: true}
+	w := &sandbox.EgressWindow{ProxyID: info.ID, ProxyName: info.Name, Kind: info.Labels[label.Kind], Key: key, Backend: BackendName,
+		Attribution: string(status), PrivateCIDRs: info.Labels[label.PrivateCIDRs], Trigger: string(trigger), Closed: true}
 	stopNote := ""
 	if err := nets.ProxyStop(ctx, info.ID, proxyStopGrace); err != nil && !isNotFound(err) {
 		stopNote = fmt.Sprintf("the proxy could not be stopped: %v; decisions after this read may be missing", err)
@@ -709,10 +666,17 @@ func (b *Backend) drain(ctx context.Context, ref, expectedID string, caller *san
 	return w, info.ID, nil
 }
 
-// recordPending hands w (nil: nothing drained) to a [PendingEgressSink] before its proxy's
-// removal.
-func (b *Backend) recordPending(ctx context.Context, w *EgressWindow) {
-	if s, ok := b.egress.sink.(PendingEgressSink); ok && w != nil {
-		s.EgressPending(ctx, *w)
+// recordPending reports w (nil: nothing drained) pending, before its proxy's removal.
+func (b *Backend) recordPending(ctx context.Context, w *sandbox.EgressWindow) {
+	if obs := b.observer(); obs != nil && w != nil {
+		obs.EgressPending(context.WithoutCancel(ctx), *w)
 	}
+}
+
+// windowRemoval is a removal's outcome as a window carries it.
+func windowRemoval(o docker.RemoveOutcome) string {
+	if o == docker.Absent {
+		return sandbox.RemovalAbsent
+	}
+	return sandbox.RemovalRemoved
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Request-level egress (issue 24) on this backend: an allowlist entry with methods or paths
+// Request-level egress on this backend: an allowlist entry with methods or paths
 // makes the proxy terminate TLS for its host with a CA the proxy draws at start (its key
 // never leaves the proxy process). The engine reads the CA's certificate from the line the
 // proxy prints before it is ready (egresslog.FormatCA) and writes it, with the image's own
@@ -114,7 +114,7 @@ func (a *containerActor) installTrust(ctx context.Context, run *egressRun, spec 
 // the first opens the tunnel inspection replaces, the second echoes what the proxy added).
 var inspectedMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
-// Credentials at the boundary (issue 24, item 3). A spec's credential names a workload
+// Credentials at the boundary. A spec's credential names a workload
 // variable; the workload gets a placeholder there and the proxy, alone, gets the secret, in
 // its environment (egresslog.EnvCredentials), and swaps one for the other on the requests
 // the credential matches. The workload is created before or long after any one proxy (a warm

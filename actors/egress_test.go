@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/label"
@@ -283,13 +281,14 @@ func (f *netFake) Remove(ctx context.Context, target string) (docker.RemoveOutco
 
 // sink records what it is handed, and when.
 type sink struct {
+	sandbox.NopObserver
 	mu      sync.Mutex
-	windows []EgressWindow
+	windows []sandbox.EgressWindow
 	f       *netFake
 	at      []int // len(f.Calls()) at each window
 }
 
-func (s *sink) EgressDrained(_ context.Context, w EgressWindow) {
+func (s *sink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
@@ -298,7 +297,7 @@ func (s *sink) EgressDrained(_ context.Context, w EgressWindow) {
 	}
 }
 
-func (s *sink) got() []EgressWindow {
+func (s *sink) got() []sandbox.EgressWindow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.windows)
@@ -332,7 +331,7 @@ func workloadName(b *Backend, spec sandbox.Spec) string {
 }
 
 func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name      string
 		gateway   string
@@ -377,7 +376,7 @@ func TestEgressFloorRefusalBeforeAnyWorkload(t *testing.T) {
 }
 
 func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, spec := range []sandbox.Spec{testSpec(t), allowSpec(t)} {
 		f := newNetFake()
 		f.gateway = "172.30.0.1" // would be refused if a network were built
@@ -394,7 +393,7 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 // TestEgressAllowlistEntriesValidated: NewSpec refuses a bad entry, and so does the backend
 // at acquire when one was put into a built spec afterwards, before anything reaches the engine.
 func TestEgressAllowlistEntriesValidated(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, h := range []string{"a b.example", "a,b.example", "https://a.example", "a\x01.example", strings.Repeat("a", 254), "*", "10.0.0.1", "::1"} {
 		f := newNetFake()
 		b := egressBackend(t, f)
@@ -412,10 +411,10 @@ func TestEgressAllowlistEntriesValidated(t *testing.T) {
 }
 
 func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	s := &sink{f: f}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "b.example", "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -453,7 +452,7 @@ func TestEgressAcquireBuildsTopologyAndRecreatesProxy(t *testing.T) {
 }
 
 func TestEgressAdoptionOnlyAfterBridgeCheck(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, tc := range []struct {
 		name    string
 		gateway string
@@ -489,7 +488,7 @@ func TestEgressAdoptionOnlyAfterBridgeCheck(t *testing.T) {
 }
 
 func TestEgressUnusableNetworkDiscardedBeforeReuse(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	b := egressBackend(t, f)
 	spec := allowSpec(t, "a.example")
@@ -509,7 +508,7 @@ func TestEgressUnusableNetworkDiscardedBeforeReuse(t *testing.T) {
 }
 
 func TestEgressTopologyCheckFailureRemovesWorkload(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name  string
 		setup func(*netFake)
@@ -537,10 +536,10 @@ func TestEgressTopologyCheckFailureRemovesWorkload(t *testing.T) {
 }
 
 func TestEgressOutboundConnectFailureCleansColdState(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.connectErr = errors.New("network bridge not found")
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	_, err := b.Acquire(context.Background(), testKey, spec)
 	if err == nil || !strings.Contains(err.Error(), "outbound") {
@@ -565,7 +564,7 @@ func lastIndexPrefix(calls []string, p string) int {
 }
 
 func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	cases := []struct {
 		name    string
 		remove  func(ctx context.Context, cancel context.CancelFunc) (docker.RemoveOutcome, error)
@@ -588,7 +587,7 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newNetFake()
 			s := &sink{}
-			b := egressBackend(t, f, WithEgressSink(s))
+			b := egressBackend(t, f, WithObserver(s))
 			spec := allowSpec(t, "a.example")
 			if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 				t.Fatal(err)
@@ -625,7 +624,7 @@ func TestEgressPublishOnlyAfterRemoval(t *testing.T) {
 // The daemon's version chooses the topology: below 28 inhibit_ipv4, from 28 the isolated
 // gateway modes; either way on an explicit subnet of the pool, asked again on a cold acquire.
 func TestEgressTopologyByDaemonVersion(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, tc := range []struct {
 		version string
 		want    docker.Topology
@@ -650,7 +649,7 @@ func TestEgressTopologyByDaemonVersion(t *testing.T) {
 
 // A subnet another network holds is refused by the daemon; the next candidate is tried.
 func TestEgressSubnetOverlapMovesOn(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.overlaps = 3
 	b := egressBackend(t, f)
@@ -671,7 +670,7 @@ func TestEgressSubnetOverlapMovesOn(t *testing.T) {
 
 // A pool whose every subnet is taken refuses the acquire with a typed error naming the pool.
 func TestEgressSubnetPoolExhausted(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.overlaps = 1 << 20
 	b, err := NewBackend(docker.Config{EgressProxyImage: "proxy:local", EgressSubnetPool: netip.MustParsePrefix("10.99.0.0/28")},
@@ -691,7 +690,7 @@ func TestEgressSubnetPoolExhausted(t *testing.T) {
 // breach discards proxy and network and refuses the acquire; a network already proved is
 // not probed again.
 func TestEgressSealProof(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	b := egressBackend(t, f)
 	spec := allowSpec(t, "a.example")
@@ -738,7 +737,7 @@ func TestEgressSealProof(t *testing.T) {
 // one that never does fails the acquire when the caller's deadline comes first, and the
 // half-built proxy is removed.
 func TestEgressReadinessPolls(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	f.silentPolls = 3
 	b := egressBackend(t, f)
@@ -768,9 +767,9 @@ func TestEgressReadinessPolls(t *testing.T) {
 // the seal, but starts it only once the seal verdict is in: no workload process runs on a
 // network before its proof.
 func TestEgressWorkloadStartsAfterTheSealVerdict(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newTeardownNet()
-	b := egressBackend(t, f, WithEgressSink(&sink{}))
+	b := egressBackend(t, f, WithObserver(&sink{}))
 	spec := allowSpec(t, "a.example")
 	n := workloadName(b, spec)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -837,13 +836,14 @@ func TestEgressAddresses(t *testing.T) {
 
 // orderSink records, at each window it is handed, how many proxy removals had returned.
 type orderSink struct {
+	sandbox.NopObserver
 	mu       sync.Mutex
 	returned *atomic.Int64
-	windows  []EgressWindow
+	windows  []sandbox.EgressWindow
 	at       []int64
 }
 
-func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
+func (s *orderSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
@@ -854,11 +854,11 @@ func (s *orderSink) EgressDrained(_ context.Context, w EgressWindow) {
 // returned removed or absent hand the window over. A refused removal hands over nothing; the
 // surviving proxy's next drain hands its window over once, after its own removal returned.
 func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &orderSink{returned: &returned}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -899,7 +899,7 @@ func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 	s.mu.Lock()
 	ws, at := slices.Clone(s.windows), slices.Clone(s.at)
 	s.mu.Unlock()
-	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != egresslog.RemovalRemoved || len(ws[0].Decisions) != 1 {
+	if len(ws) != 1 || ws[0].ProxyID != proxy.id || ws[0].Removal != sandbox.RemovalRemoved || len(ws[0].Decisions) != 1 {
 		t.Fatalf("after the retry: %+v, want the proxy's one window, removed", ws)
 	}
 	if at[0] != 2 {
@@ -911,11 +911,11 @@ func TestEgressWindowHandedOverOnlyAfterTheRemovalReturned(t *testing.T) {
 // removals had returned at each.
 type pendingOrderSink struct {
 	orderSink
-	pending   []EgressWindow
+	pending   []sandbox.EgressWindow
 	pendingAt []int64
 }
 
-func (s *pendingOrderSink) EgressPending(_ context.Context, w EgressWindow) {
+func (s *pendingOrderSink) EgressPending(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = append(s.pending, w)
@@ -926,11 +926,11 @@ func (s *pendingOrderSink) EgressPending(_ context.Context, w EgressWindow) {
 // window itself still only after the removal returned: a refused removal leaves only its
 // record, and the retry records again and then hands the window over once.
 func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newNetFake()
 	var returned atomic.Int64
 	s := &pendingOrderSink{orderSink: orderSink{returned: &returned}}
-	b := egressBackend(t, f, WithEgressSink(s))
+	b := egressBackend(t, f, WithObserver(s))
 	spec := allowSpec(t, "a.example")
 	if _, err := b.Acquire(context.Background(), testKey, spec); err != nil {
 		t.Fatal(err)
@@ -958,7 +958,7 @@ func TestEgressPendingRecordBeforeRemovalWindowAfter(t *testing.T) {
 	if len(s.pending) != 2 || s.pendingAt[0] != 0 || s.pendingAt[1] != 1 || s.pending[0].ProxyID != proxy.id || s.pending[0].Removal != "" {
 		t.Fatalf("pending records %+v at %v returned removals; want one per drain, each before its removal", s.pending, s.pendingAt)
 	}
-	if len(s.windows) != 1 || s.at[0] != 2 || s.windows[0].Removal != egresslog.RemovalRemoved {
+	if len(s.windows) != 1 || s.at[0] != 2 || s.windows[0].Removal != sandbox.RemovalRemoved {
 		t.Fatalf("windows %+v at %v returned removals; want one, after the second removal", s.windows, s.at)
 	}
 }

@@ -40,6 +40,7 @@ type fakeContainer struct {
 	exited  *int // the exit code once its first process ended
 	labels  map[string]string
 	dirs    map[string]bool
+	spec    docker.CreateSpec // what it was created with
 }
 
 func newFakeEngine() *fakeEngine {
@@ -132,7 +133,7 @@ func (f *fakeEngine) Create(_ context.Context, spec docker.CreateSpec) (string, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := fmt.Sprintf("%064d", len(f.containers)+1)
-	f.containers[spec.Name] = &fakeContainer{id: id, name: spec.Name, labels: labels, dirs: map[string]bool{"/": true}}
+	f.containers[spec.Name] = &fakeContainer{id: id, name: spec.Name, labels: labels, dirs: map[string]bool{"/": true}, spec: spec}
 	return id, nil
 }
 
@@ -298,8 +299,8 @@ func (f *fakeEngine) breakEvents() {
 }
 
 // The rest of docker.Driver: a daemon with no networks, proxies or inventory of its own (the
-// egress fakes of egress_test.go and the reaper's of reap_test.go answer these), and neither
-// fast path, as the CLI. None of them is logged: they are not the calls a test sequences.
+// egress fakes of egress_test.go and the reaper's of reap_test.go answer these). None of them
+// is logged: they are not the calls a test sequences.
 
 var errFakeTopology = errors.New("fake engine: no allowlist topology")
 
@@ -359,9 +360,29 @@ func (f *fakeEngine) RemoveNetworkID(context.Context, string) (docker.RemoveOutc
 
 func (f *fakeEngine) EngineID(context.Context) (string, error) { return "fake-engine", nil }
 
-func (f *fakeEngine) ExecStarter() (docker.ExecStarter, bool) { return nil, false }
+// ExecWithStart reports the start when the exec has ended: the fake cannot tell sooner, so a
+// freeze waits for the whole exec (starterEngine tells sooner).
+func (f *fakeEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+	defer started()
+	return f.Exec(ctx, req)
+}
 
-func (f *fakeEngine) TypeStater() (docker.TypeStater, bool) { return nil, false }
+// StatType is Stat, with the owner unknown as the engine's kind-only stat leaves it.
+func (f *fakeEngine) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+	e, err := f.Stat(ctx, target, guestPath)
+	if e != nil {
+		c := *e
+		c.UID, c.GID = -1, -1
+		e = &c
+	}
+	return e, err
+}
+
+// SecurityOptions answers a plain rootful daemon's (the fake's endpoint is no host socket, so
+// the host file plane is refused before they are asked).
+func (f *fakeEngine) SecurityOptions(context.Context) ([]string, error) {
+	return []string{"name=seccomp,profile=default"}, nil
+}
 
 var _ docker.Driver = (*fakeEngine)(nil)
 

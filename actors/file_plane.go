@@ -155,11 +155,7 @@ func (b *Backend) checkHost(ctx context.Context) (err error, final bool) {
 	if !strings.HasPrefix(bnd.Endpoint, "unix://") {
 		return fmt.Errorf("%w: the daemon is at %s, not on this host's socket", hostfs.ErrUnavailable, bnd.Endpoint), true
 	}
-	so, ok := b.engine.Driver.(docker.SecurityOptionser)
-	if !ok {
-		return fmt.Errorf("%w: the driver does not report the daemon's security options", hostfs.ErrUnavailable), true
-	}
-	opts, err := so.SecurityOptions(ctx)
+	opts, err := b.engine.SecurityOptions(ctx)
 	if err != nil {
 		return err, false
 	}

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
-
-	"go.uber.org/goleak"
+	"time"
 
 	"github.com/mafsandbox/engine/actors/hostfs"
 	"github.com/mafsandbox/engine/sandbox"
@@ -15,7 +14,7 @@ import (
 // On an engine the host plane cannot use (the fake is no local daemon), auto serves file
 // calls on the archive plane, and a forced host plane refuses them instead of falling back.
 func TestFilePlaneChoice(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		plane   FilePlane

@@ -326,10 +326,9 @@ func (a *containerActor) started(actx actor.Context, seq uint64) {
 // handle runs one request, or stashes it: a freeze never begins while an exec of this actor
 // may still be starting. On this engine an exec whose start races a pause deadlocks the
 // container (the daemon checks "paused" before it takes the container's lock, then runc
-// joins a frozen cgroup holding it). A driver that reports when an exec's process runs
-// (docker.ExecStarter, the API driver) lets file calls wait only for that; the CLI cannot
-// tell, so there they wait for the execs in flight. Whatever arrives behind a stashed
-// request waits too, so calls keep their order.
+// joins a frozen cgroup holding it). The driver reports when an exec's process runs
+// (docker.Driver's ExecWithStart), so file calls wait only for that. Whatever arrives behind
+// a stashed request waits too, so calls keep their order.
 func (a *containerActor) handle(actx actor.Context, r *request) {
 	sender := actx.Sender()
 	if len(a.tenure.stash) > 0 || (a.execsStarting() && a.mayFreeze(r.msg)) {

@@ -305,7 +305,7 @@ func (a *containerActor) runProbes(ctx context.Context, info *docker.ContainerIn
 			return fmt.Errorf("run the %s probe: %w", p.name, ctx.Err())
 		case errs[i] != nil:
 			// The probe could not run (a busy or unreachable daemon, a pause by another party):
-			// that says nothing of the image, so it is no capability refusal (issue 29).
+			// that says nothing of the image, so it is no capability refusal.
 			return &sandbox.BackendUnavailableError{Backend: BackendName, Err: errs[i], Reason: fmt.Sprintf(
 				"the %s probe got no answer from the Docker daemon within %s (busy or unreachable); nothing is known of the image, retry the acquire",
 				p.name, deadline)}

@@ -38,8 +38,9 @@ const (
 	KeySeal = attribute.Key("maf_sandbox.egress.seal")
 )
 
-// WithMetrics records freeze times and the decisions of drained egress windows into m (nil,
-// the default: no metrics, one nil check where each would be recorded).
+// WithMetrics records freeze times and the warm pool into m (nil, the default: no metrics,
+// one nil check where each would be recorded). The backend's acts — its commands, its egress
+// decisions — are counted by m as an observer of them ([Backend.ReportTo]).
 func WithMetrics(m *telemetry.Metrics) Option {
 	return func(o *options) error { o.metrics = m; return nil }
 }
@@ -53,16 +54,4 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // froze records one freeze's time: from its pause to the end of its thaw.
 func (b *Backend) froze(ctx context.Context, since time.Time) {
 	b.metrics.Froze(ctx, time.Since(since))
-}
-
-// countDecisions records a drained window's decisions by code, under its key's scope.
-func (b *Backend) countDecisions(ctx context.Context, w EgressWindow) {
-	if b.metrics == nil || len(w.Decisions) == 0 {
-		return
-	}
-	counts := map[string]int{}
-	for _, d := range w.Decisions {
-		counts[string(d.Decision)]++
-	}
-	b.metrics.EgressDecisions(ctx, w.Key.Scope, counts)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -84,7 +83,7 @@ func (l *lives) await(t *testing.T, ev actorEvent) {
 // An idle actor is stopped after the timeout; the next acquire of its name meets a fresh actor
 // that inspects again (its predecessor's cache went with it) and reuses the container.
 func TestIdleActorIsPassivated(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	l := newLives()
 	b := newTestBackend(t, f, WithIdleActorTimeout(50*time.Millisecond), withActorHook(l.hook))
@@ -123,7 +122,7 @@ func TestIdleActorIsPassivated(t *testing.T) {
 // through the supervisor, and the fresh actor serves it with the storage base and identity the
 // handle's acquire bound, not the defaults of an empty memory.
 func TestHandleOutlivesItsActor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	l := newLives()
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -185,7 +184,7 @@ func TestAdoptOnlyIntoAnEmptyMemory(t *testing.T) {
 // A request that reaches an actor after it stopped is never run and is answered at once with
 // a dead letter (protoactor itself would drop it unseen); the handle's next call goes through.
 func TestRequestBehindAStopIsDeadLettered(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	l := newLives()
 	b := newTestBackend(t, f, withActorHook(l.hook))
@@ -235,7 +234,7 @@ func TestRequestBehindAStopIsDeadLettered(t *testing.T) {
 func TestBusyActorIsNotPassivated(t *testing.T) {
 	const idle = 20 * time.Millisecond
 	t.Run("exec in flight and a stashed call", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
+		defer verifyNoneWithin(t, 3*time.Second)
 		f := newFakeEngine()
 		l := newLives()
 		b := newTestBackend(t, f, WithIdleActorTimeout(idle), withActorHook(l.hook))
@@ -272,7 +271,7 @@ func TestBusyActorIsNotPassivated(t *testing.T) {
 		b.Close(ctx)
 	})
 	t.Run("freeze held", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
+		defer verifyNoneWithin(t, 3*time.Second)
 		f := newFakeEngine()
 		l := newLives()
 		b := newTestBackend(t, f, WithIdleActorTimeout(idle), withActorHook(l.hook))
@@ -327,7 +326,7 @@ func TestBusyActorIsNotPassivated(t *testing.T) {
 // A disposal that removed everything stops the actor at once, whatever the idle timeout;
 // with passivation off nothing is ever stopped.
 func TestDisposalRetiresTheActor(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	for _, tc := range []struct {
 		name    string
 		timeout time.Duration
@@ -391,7 +390,7 @@ func (s *serialEngine) Inspect(ctx context.Context, target string) (docker.Conta
 // acquires overlap, no freeze overlaps another (the fake refuses a second pause), and the
 // actor really was passivated and respawned along the way.
 func TestPassivationStorm(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := &serialEngine{fakeEngine: newFakeEngine(), inflight: map[string]int{}}
 	l := newLives()
 	hook := func(name string, ev actorEvent) {

@@ -331,10 +331,11 @@ func trimSlash(name string) string {
 	return name
 }
 
-// pool returns the pool that can serve spec with base, or nil.
+// pool returns the pool that can serve spec with base, or nil. A spec asking for its own
+// resource bounds takes no member: members are made with the configuration's.
 func (w *warmPools) pool(spec sandbox.Spec, base string, egressID string) *warmPool {
 	if w == nil || egressID != "" || spec.Egress == sandbox.EgressAllowlist || spec.ImageID != "" ||
-		base != DefaultWorkDir || len(spec.Labels) > 0 {
+		base != DefaultWorkDir || len(spec.Labels) > 0 || !spec.Resources.IsZero() {
 		return nil
 	}
 	return w.pools[spec.Image]

@@ -4,8 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-
-	"go.uber.org/goleak"
+	"time"
 
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -14,7 +13,7 @@ import (
 // refilled while another acquire is in flight (a cold one held in its start): the loop
 // defers, and makes the member only once that acquire has ended.
 func TestWarmPoolRefillWaitsForAcquiresInFlight(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	events := make(chan string, 64)
 	b := newTestBackend(t, f, WithWarmPool("img", 1), withPoolHook(func(ev string) { events <- ev }))

@@ -188,11 +188,12 @@ func (e *proxyEngine) RemoveNetworkID(context.Context, string) (docker.RemoveOut
 }
 
 type recordingSink struct {
+	sandbox.NopObserver
 	mu      sync.Mutex
-	windows []EgressWindow
+	windows []sandbox.EgressWindow
 }
 
-func (s *recordingSink) EgressDrained(_ context.Context, w EgressWindow) {
+func (s *recordingSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	s.windows = append(s.windows, w)
 	s.mu.Unlock()
@@ -212,7 +213,7 @@ func TestBackendReapDrainsProxies(t *testing.T) {
 		Labels: map[string]string{label.Scope: "tenant-1", label.Thread: "t", label.Agent: "a", label.Kind: "k",
 			label.Role: label.RoleProxy, label.KeyV1: enc}}}
 	sink := &recordingSink{}
-	b, err := NewBackend(docker.Config{}, WithEngine(e), WithoutEventWatch(), WithEgressSink(sink))
+	b, err := NewBackend(docker.Config{}, WithEngine(e), WithoutEventWatch(), WithObserver(sink))
 	if err != nil {
 		t.Fatal(err)
 	}

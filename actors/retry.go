@@ -81,12 +81,7 @@ func (r retrying) NetworkInspect(ctx context.Context, ref string) (docker.Networ
 	return retry(ctx, func() (docker.NetworkInfo, error) { return r.Driver.NetworkInspect(ctx, ref) })
 }
 
-// StatType answers from the engine's cheaper kind-only stat when the driver has one
-// ([docker.Driver.TypeStater]), else from Stat; the entry's owner is then unknown (-1).
+// StatType answers from the engine's cheaper kind-only stat; the entry's owner is unknown (-1).
 func (r retrying) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
-	ts, ok := r.Driver.TypeStater()
-	if !ok {
-		return r.Stat(ctx, target, guestPath)
-	}
-	return retry(ctx, func() (*docker.Entry, error) { return ts.StatType(ctx, target, guestPath) })
+	return retry(ctx, func() (*docker.Entry, error) { return r.Driver.StatType(ctx, target, guestPath) })
 }

@@ -18,6 +18,8 @@ type Sandbox struct {
 	b       *Backend
 	pid     *actor.PID
 	name    string
+	key     sandbox.Key
+	kind    string
 	id      string
 	workDir string
 	created bool
@@ -57,6 +59,13 @@ func (s *Sandbox) ImageID() string { return s.imageID }
 // [MaxBytesPerFile], the ceiling the backend declares, is refused with
 // [*sandbox.TransferCapExceededError] before any of it moves.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, content []byte, wd string) error {
+	start := time.Now()
+	err := s.writeFile(ctx, path, content, wd)
+	s.reportFile(ctx, start, sandbox.DirectionIn, path, content, err)
+	return err
+}
+
+func (s *Sandbox) writeFile(ctx context.Context, path string, content []byte, wd string) error {
 	if n := int64(len(content)); n > MaxBytesPerFile {
 		return &sandbox.TransferCapExceededError{Path: path, Cap: "per-file cap", Limit: MaxBytesPerFile, Actual: n}
 	}
@@ -80,6 +89,13 @@ func (s *Sandbox) StatFile(ctx context.Context, path, wd string) (*sandbox.FileS
 // above [MaxBytesPerFile], the ceiling the backend declares, is refused whatever maxBytes
 // says: [*sandbox.TransferCapExceededError] on the archive's header, before its body moves.
 func (s *Sandbox) ReadFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
+	start := time.Now()
+	content, err := s.readFile(ctx, path, wd, maxBytes)
+	s.reportFile(ctx, start, sandbox.DirectionOut, path, content, err)
+	return content, err
+}
+
+func (s *Sandbox) readFile(ctx context.Context, path, wd string, maxBytes int64) ([]byte, error) {
 	req := &readRequest{InstanceID: s.id, Path: path, WorkDir: wd, MaxBytes: min(maxBytes, MaxBytesPerFile)}
 	res, err := ask[*readResponse](ctx, s.b, s.name, s.pid, s.envelope(req), 0)
 	if err != nil {
@@ -149,12 +165,15 @@ func (g *emitGate) close() {
 
 // exec asks the actor to run req; output, when set, is handed the output as it is read.
 func (s *Sandbox) exec(ctx context.Context, req *execRequest, output func(stream int, p []byte)) (sandbox.ExecResult, error) {
+	start := time.Now()
 	env := &request{msg: req, output: output, bound: s.bound}
+	var result sandbox.ExecResult
 	res, err := ask[*execResponse](ctx, s.b, s.name, s.pid, env, max(req.Timeout, 0))
-	if err != nil {
-		return sandbox.ExecResult{}, err
+	if err == nil {
+		result, err = res.Result, res.Err
 	}
-	return res.Result, res.Err
+	s.reportExec(ctx, start, req.Command, result, err)
+	return result, err
 }
 
 // Remove deletes path; absent is success.
@@ -183,15 +202,25 @@ func (s *Sandbox) ListDir(context.Context, string, string) ([]sandbox.FileStat, 
 }
 
 // RunCode is refused: the image reference is opaque, so which interpreter it holds is unknown.
-func (s *Sandbox) RunCode(context.Context, string, time.Duration) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, &sandbox.UnsupportedError{Backend: BackendName, Op: "RunCode (run_code)",
+func (s *Sandbox) RunCode(ctx context.Context, code string, _ time.Duration) (sandbox.ExecResult, error) {
+	err := &sandbox.UnsupportedError{Backend: BackendName, Op: "RunCode (run_code)",
 		Reason: "the backend treats the image reference as opaque and cannot know which interpreter it holds; run the interpreter through Exec or register a backend that declares run_code"}
+	if obs := s.b.reporter(ctx); obs != nil {
+		a := sandbox.ExecFinished{Act: s.act(time.Now(), err), Form: sandbox.FormCode}
+		_, a.CommandSHA256 = sandbox.CommandDigest(nil, code, sandbox.FormCode)
+		obs.ExecFinished(ctx, a)
+	}
+	return sandbox.ExecResult{}, err
 }
 
 // Reset is refused: there is no snapshot; dispose the sandbox instead.
-func (s *Sandbox) Reset(context.Context, time.Duration) error {
-	return &sandbox.UnsupportedError{Backend: BackendName, Op: "Reset (snapshot)",
+func (s *Sandbox) Reset(ctx context.Context, _ time.Duration) error {
+	err := &sandbox.UnsupportedError{Backend: BackendName, Op: "Reset (snapshot)",
 		Reason: "the backend does not support reset; dispose the sandbox instead"}
+	if obs := s.b.reporter(ctx); obs != nil {
+		obs.SandboxReset(ctx, sandbox.SandboxReset{Act: s.act(time.Now(), err), Previous: s.id})
+	}
+	return err
 }
 
 // envelope wraps a call of this handle with the binding of its acquire.

@@ -230,10 +230,9 @@ func (a *containerActor) pauseAsleep(ctx context.Context, reason string, idle ti
 	a.b.sleeps.put(a.name, sleepRecord{State: sleepPaused, Reason: reason, Since: time.Now(), Instance: target,
 		Key: a.sleeper.key, Kind: a.sleeper.kind})
 	a.log.Info("sandbox paused", zap.String("reason", reason), zap.Duration("idle", idle))
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxPaused(sandbox.SandboxPaused{Key: a.sleeper.key, Kind: a.sleeper.kind, Backend: BackendName,
-			InstanceID: target, Reason: reason, IdleFor: idle})
-	})
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SandboxPaused(ctx, sandbox.SandboxPaused{Act: a.sleeper.act(target), Reason: reason, IdleFor: idle})
+	}
 	return nil
 }
 
@@ -257,10 +256,9 @@ func (a *containerActor) stopAsleep(ctx context.Context, reason string, idle tim
 	a.b.sleeps.put(a.name, sleepRecord{State: sleepStopped, Reason: reason, Since: time.Now(), Instance: target,
 		Key: a.sleeper.key, Kind: a.sleeper.kind})
 	a.log.Info("sandbox stopped: its files are kept, its processes are not", zap.String("reason", reason), zap.Duration("idle", idle))
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxStopped(sandbox.SandboxStopped{Key: a.sleeper.key, Kind: a.sleeper.kind, Backend: BackendName,
-			InstanceID: target, Reason: reason, IdleFor: idle})
-	})
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SandboxStopped(ctx, sandbox.SandboxStopped{Act: a.sleeper.act(target), Reason: reason, IdleFor: idle})
+	}
 }
 
 // stopper is the one call of docker.Snapshotting a stop needs.
@@ -284,10 +282,10 @@ func (a *containerActor) wake(ctx context.Context, reason string) error {
 	a.ownUnpause++
 	a.b.sleeps.drop(a.name)
 	a.log.Info("sandbox woken", zap.String("reason", reason), zap.Duration("slept", time.Since(rec.Since)))
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxWoken(sandbox.SandboxWoken{Key: rec.Key, Kind: rec.Kind, Backend: BackendName, InstanceID: rec.Instance,
-			Reason: reason, From: sleepPaused, ProcessesKept: true, SleptFor: time.Since(rec.Since)})
-	})
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SandboxWoken(ctx, sandbox.SandboxWoken{Act: rec.act(rec.Instance), Reason: reason, From: sleepPaused, ProcessesKept: true,
+			SleptFor: time.Since(rec.Since)})
+	}
 	return nil
 }
 
@@ -299,24 +297,24 @@ func (a *containerActor) wakeUnremembered(ctx context.Context, info *docker.Cont
 		return nil, fmt.Errorf("could not unpause %s, found paused outside any file call; refusing to serve a container whose guest cannot run", a.name)
 	}
 	a.log.Info("woken before reuse: it was paused outside any file call (a sleep, or a pause by someone else)")
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxWoken(sandbox.SandboxWoken{Backend: BackendName, InstanceID: info.ID, Reason: sandbox.ReasonCall,
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SandboxWoken(ctx, sandbox.SandboxWoken{Act: sandbox.Act{Backend: BackendName, InstanceID: info.ID}, Reason: sandbox.ReasonCall,
 			From: sleepPaused, ProcessesKept: true})
-	})
+	}
 	return a.refresh(ctx)
 }
 
 // startedAgain reports, after an acquire, the wake of a sandbox this backend had stopped:
 // the acquire started it again, so its processes were not kept.
-func (a *containerActor) startedAgain(rec sleepRecord, outcome, instance string) {
+func (a *containerActor) startedAgain(ctx context.Context, rec sleepRecord, outcome, instance string) {
 	a.b.sleeps.drop(a.name)
 	if outcome != sandbox.OutcomeRestarted && outcome != sandbox.OutcomeAdopted {
 		return
 	}
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxWoken(sandbox.SandboxWoken{Key: rec.Key, Kind: rec.Kind, Backend: BackendName, InstanceID: instance,
-			Reason: sandbox.ReasonCall, From: sleepStopped, ProcessesKept: false, SleptFor: time.Since(rec.Since)})
-	})
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SandboxWoken(ctx, sandbox.SandboxWoken{Act: rec.act(instance), Reason: sandbox.ReasonCall, From: sleepStopped,
+			ProcessesKept: false, SleptFor: time.Since(rec.Since)})
+	}
 }
 
 // asleepOn reports whether target is the instance this backend put to sleep (paused or
@@ -409,15 +407,12 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	return res.Err
 }
 
-// reportLifecycle hands one act to the backend's lifecycle observer, containing its panic.
-func (b *Backend) reportLifecycle(deliver func(sandbox.LifecycleObserver)) {
-	if b.lifecycle == nil {
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			b.log.Warn("lifecycle observer panicked", zap.Any("panic", p))
-		}
-	}()
-	deliver(b.lifecycle)
+// act is the common part of an act on the sleeper's sandbox, instance the one it concerns.
+func (s sleeper) act(instance string) sandbox.Act {
+	return sandbox.Act{Key: s.key, Kind: s.kind, Backend: BackendName, InstanceID: instance}
+}
+
+// act is the common part of an act on the sleeping sandbox r records.
+func (r sleepRecord) act(instance string) sandbox.Act {
+	return sandbox.Act{Key: r.Key, Kind: r.Kind, Backend: BackendName, InstanceID: instance}
 }

@@ -32,19 +32,19 @@ func (f *fakeEngine) Stop(_ context.Context, target string, _ time.Duration) err
 
 var _ stopper = (*fakeEngine)(nil)
 
-// acts collects the lifecycle acts a backend reports.
-type acts struct {
+// lifeActs collects the lifecycle lifeActs a backend reports.
+type lifeActs struct {
 	sandbox.NopObserver
 	ch chan any
 }
 
-func newActs() *acts { return &acts{ch: make(chan any, 16)} }
+func newLifeActs() *lifeActs { return &lifeActs{ch: make(chan any, 16)} }
 
-func (o *acts) SandboxPaused(ev sandbox.SandboxPaused)   { o.ch <- ev }
-func (o *acts) SandboxWoken(ev sandbox.SandboxWoken)     { o.ch <- ev }
-func (o *acts) SandboxStopped(ev sandbox.SandboxStopped) { o.ch <- ev }
+func (o *lifeActs) SandboxPaused(_ context.Context, ev sandbox.SandboxPaused)   { o.ch <- ev }
+func (o *lifeActs) SandboxWoken(_ context.Context, ev sandbox.SandboxWoken)     { o.ch <- ev }
+func (o *lifeActs) SandboxStopped(_ context.Context, ev sandbox.SandboxStopped) { o.ch <- ev }
 
-func next[T any](t *testing.T, o *acts) T {
+func next[T any](t *testing.T, o *lifeActs) T {
 	t.Helper()
 	select {
 	case ev := <-o.ch:
@@ -59,7 +59,7 @@ func next[T any](t *testing.T, o *acts) T {
 	panic("unreachable")
 }
 
-func noAct(t *testing.T, o *acts) {
+func noAct(t *testing.T, o *lifeActs) {
 	t.Helper()
 	select {
 	case ev := <-o.ch:
@@ -75,8 +75,8 @@ func calledSince(f *fakeEngine, n int, call string) bool { return slices.Contain
 func TestIdleSandboxSleepsAndAnExecWakesIt(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newFakeEngine()
-	o := newActs()
-	b := newTestBackend(t, f, WithSleep(30*time.Millisecond, 0), WithLifecycleObserver(o), WithFreezeMarkers(t.TempDir()))
+	o := newLifeActs()
+	b := newTestBackend(t, f, WithSleep(30*time.Millisecond, 0), WithObserver(o), WithFreezeMarkers(t.TempDir()))
 	ctx := context.Background()
 	sb, err := b.Acquire(ctx, testKey, testSpec(t))
 	if err != nil {
@@ -118,8 +118,8 @@ func TestIdleSandboxSleepsAndAnExecWakesIt(t *testing.T) {
 func TestLongerIdleStopsTheSandbox(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newFakeEngine()
-	o := newActs()
-	b := newTestBackend(t, f, WithSleep(20*time.Millisecond, 60*time.Millisecond), WithLifecycleObserver(o), WithFreezeMarkers(t.TempDir()))
+	o := newLifeActs()
+	b := newTestBackend(t, f, WithSleep(20*time.Millisecond, 60*time.Millisecond), WithObserver(o), WithFreezeMarkers(t.TempDir()))
 	ctx := context.Background()
 	sb, err := b.Acquire(ctx, testKey, testSpec(t))
 	if err != nil {
@@ -154,8 +154,8 @@ func TestLongerIdleStopsTheSandbox(t *testing.T) {
 func TestSpecSleepOverridesTheBackends(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newFakeEngine()
-	o := newActs()
-	b := newTestBackend(t, f, WithSleep(20*time.Millisecond, 0), WithLifecycleObserver(o), WithFreezeMarkers(t.TempDir()))
+	o := newLifeActs()
+	b := newTestBackend(t, f, WithSleep(20*time.Millisecond, 0), WithObserver(o), WithFreezeMarkers(t.TempDir()))
 	ctx := context.Background()
 	if _, err := b.Acquire(ctx, testKey, testSpec(t, sandbox.WithSleep(0, 0))); err != nil {
 		t.Fatal(err)
@@ -177,8 +177,8 @@ func TestSpecSleepOverridesTheBackends(t *testing.T) {
 func TestPauseOnDemand(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	f := newFakeEngine()
-	o := newActs()
-	b := newTestBackend(t, f, WithLifecycleObserver(o), WithFreezeMarkers(t.TempDir()))
+	o := newLifeActs()
+	b := newTestBackend(t, f, WithObserver(o), WithFreezeMarkers(t.TempDir()))
 	ctx := context.Background()
 	sb, err := b.Acquire(ctx, testKey, testSpec(t))
 	if err != nil {
@@ -221,9 +221,9 @@ func TestAPausedContainerIsToldApartByItsMarker(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEngine()
-			o := newActs()
+			o := newLifeActs()
 			dir := t.TempDir()
-			b := newTestBackend(t, f, WithLifecycleObserver(o), WithFreezeMarkers(dir), WithoutEventWatch())
+			b := newTestBackend(t, f, WithObserver(o), WithFreezeMarkers(dir), WithoutEventWatch())
 			ctx := context.Background()
 			sb, err := b.Acquire(ctx, testKey, testSpec(t))
 			if err != nil {

@@ -62,7 +62,7 @@ func (b *Backend) snapshots() (snapshotSeam, SnapshotStore, error) {
 	fp, ok2 := b.engine.Driver.(docker.Fingerprinting)
 	if !ok || !ok2 {
 		return nil, nil, &sandbox.UnsupportedError{Backend: BackendName, Op: "snapshots",
-			Reason: "the engine driver cannot read a container's changes or load images; use the API driver"}
+			Reason: "the engine's driver cannot read a container's changes or load images"}
 	}
 	return struct {
 		docker.Snapshotting
@@ -179,9 +179,10 @@ func (a *containerActor) snapshot(ctx context.Context, m *snapshotRequest) (sand
 	took := time.Since(began)
 	a.log.Info("snapshot taken", zap.String("snapshot", rec.ID), zap.Int64("bytes", rec.Bytes), zap.Int("entries", rec.Entries),
 		zap.Duration("elapsed", took))
-	a.b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SnapshotTaken(sandbox.SnapshotTaken{Snapshot: rec, Seconds: took.Seconds()})
-	})
+	if obs := a.b.reporter(ctx); obs != nil {
+		obs.SnapshotTaken(ctx, sandbox.SnapshotTaken{Act: sandbox.Act{Key: rec.Key, Kind: rec.Kind, Backend: BackendName,
+			InstanceID: rec.InstanceID, Took: took}, Snapshot: rec})
+	}
 	return rec, nil
 }
 
@@ -336,10 +337,10 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	}
 	took := time.Since(began)
 	b.log.Info("sandbox restored", zap.String("key", key.String()), zap.String("snapshot", rec.ID), zap.Duration("elapsed", took))
-	b.reportLifecycle(func(o sandbox.LifecycleObserver) {
-		o.SandboxRestored(sandbox.SandboxRestored{Key: key, Kind: spec.Kind, Backend: BackendName, Snapshot: rec.ID,
-			InstanceID: sb.InstanceID(), Replaced: old, Reason: sandbox.ActReason(ctx), Seconds: took.Seconds()})
-	})
+	if obs := b.reporter(ctx); obs != nil {
+		obs.SandboxRestored(ctx, sandbox.SandboxRestored{Act: sandbox.Act{Key: key, Kind: spec.Kind, Backend: BackendName,
+			InstanceID: sb.InstanceID(), Took: took}, Snapshot: rec.ID, Replaced: old, Reason: sandbox.ActReason(ctx)})
+	}
 	return sb, nil
 }
 
@@ -493,13 +494,15 @@ func (b *Backend) Fork(ctx context.Context, id string, keys []sandbox.Key, spec 
 		return nil, fmt.Errorf("fork %s: %w", id, err)
 	}
 	took := time.Since(began)
-	ev := sandbox.SandboxForked{Snapshot: rec.ID, Kind: spec.Kind, Backend: BackendName, Keys: slices.Clone(keys),
-		Reason: sandbox.ActReason(ctx), Seconds: took.Seconds()}
+	ev := sandbox.SandboxForked{Act: sandbox.Act{Key: sandbox.Key{Scope: keys[0].Scope, ThreadID: keys[0].ThreadID}, Kind: spec.Kind,
+		Backend: BackendName, Took: took}, Snapshot: rec.ID, Keys: slices.Clone(keys), Reason: sandbox.ActReason(ctx)}
 	for _, sb := range sbs {
 		ev.Instances = append(ev.Instances, sb.InstanceID())
 	}
 	b.log.Info("snapshot forked", zap.String("snapshot", rec.ID), zap.Int("sandboxes", len(keys)), zap.Duration("elapsed", took))
-	b.reportLifecycle(func(o sandbox.LifecycleObserver) { o.SandboxForked(ev) })
+	if obs := b.reporter(ctx); obs != nil {
+		obs.SandboxForked(ctx, ev)
+	}
 	return sbs, nil
 }
 

@@ -51,6 +51,9 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Backend, error) {
 		}
 	}
 	b := &Backend{nc: nc, o: o, log: o.logger, name: "remote", placement: map[sandbox.Key]string{}}
+	if o.noDeclarations {
+		return b, nil // operator.go
+	}
 	req := &messages.APIDeclarationsRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDeclarationsRequestType}}
 	var resp messages.APIDeclarationsResponse
 	if err := b.do(ctx, b.cold(messages.SubjectDeclarationsT, messages.SubjectEngineDeclarationsT, &req.APIEnvelope, req, &resp,
@@ -100,6 +103,10 @@ func (b *Backend) cold(shared, engine string, env *messages.APIEnvelope, req, re
 // client has acquired before goes to the engine that served it, so warm reuse keeps
 // working with several engines; when that engine is gone the pool serves it.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if b.o.noDeclarations {
+		return nil, &sandbox.UnsupportedError{Backend: b.name, Op: "Acquire",
+			Reason: "this client was built without the pool's declarations (WithoutDeclarations): it makes the operator's calls only"}
+	}
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
 	}
@@ -209,19 +216,14 @@ func failureOf(err error) *sandbox.DisposalFailure {
 
 // Reap asks the pool to sweep sandboxes created more than olderThan ago, on every scope or
 // only scope. An engine without a reaper answers with an [*sandbox.UnsupportedError].
-func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (ReapResult, error) {
+func (b *Backend) Reap(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 	req := &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType},
 		OlderThanMS: olderThan.Milliseconds(), Scope: scope}
 	var resp messages.APIReapResponse
 	if err := b.do(ctx, b.cold(messages.SubjectReapT, messages.SubjectEngineReapT, &req.APIEnvelope, req, &resp, messages.APIReapResponseType)); err != nil {
-		return ReapResult{}, err
+		return sandbox.ReapResult{}, err
 	}
-	r := ReapResult{Disposed: resp.Disposed, ProxiesRemoved: resp.ProxiesRemoved, NetworksRemoved: resp.NetworksRemoved}
-	for _, f := range resp.Failures {
-		r.Failures = append(r.Failures, ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail,
-			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	return r, nil
+	return messages.ReapFromWire(resp.APIReapResult), nil
 }
 
 // Health asks an engine of the pool (or the pinned one) how it is.

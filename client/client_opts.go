@@ -26,6 +26,7 @@ type options struct {
 	reconnectGrace time.Duration
 	placement      Placement // placement.go; nil: the client's own memory
 	streamPrefix   string    // transfer.go: "" streams an exec to a fresh inbox
+	noDeclarations bool      // operator.go: New reads nothing; Acquire refused
 }
 
 func defaultOptions() options {

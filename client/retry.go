@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mafsandbox/engine/messages"
 )
 
@@ -56,6 +58,10 @@ var errNoResponders = noResponders{}
 type noResponders struct{}
 
 func (noResponders) Error() string { return "" }
+
+// Is makes errors.Is(err, nats.ErrNoResponders) hold for a call no engine took, so a caller
+// can tell "no engine serves this prefix" from an engine answering engine_unavailable.
+func (noResponders) Is(target error) bool { return target == nats.ErrNoResponders }
 
 // repeatable holds the operations a call may be repeated for after a connection drop: running
 // them twice leaves the sandbox as running them once does. An acquire is by key: the second

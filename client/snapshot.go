@@ -122,3 +122,14 @@ func (b *Backend) snapshots(ctx context.Context, req messages.APISnapshotsReques
 	}
 	return out, nil
 }
+
+// PauseHandle pauses the sandbox with handle id on engine, as an inventory lists it (an
+// operator's call: the console's).
+func (b *Backend) PauseHandle(ctx context.Context, engine, id string, key sandbox.Key) error {
+	return (&Sandbox{b: b, id: id, engine: engine, key: key}).Pause(ctx)
+}
+
+// SnapshotHandle snapshots the sandbox with handle id on engine, as an inventory lists it.
+func (b *Backend) SnapshotHandle(ctx context.Context, engine, id string, key sandbox.Key) (sandbox.SnapshotInfo, error) {
+	return (&Sandbox{b: b, id: id, engine: engine, key: key}).Snapshot(ctx)
+}

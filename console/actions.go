@@ -36,8 +36,8 @@ func (c *Console) allowed(action string) error {
 	return nil
 }
 
-// Dispose disposes one exact instance with a dispose call on the pool's shared subject,
-// under the console's identity. It fails with [ErrForbidden] when NATS refuses the identity,
+// Dispose disposes one exact instance with a dispose call through the pool, under the
+// console's identity. It fails with [ErrForbidden] when NATS refuses the identity,
 // with an [*sandbox.InvalidArgumentError] for a request without scope, kind or instance, and
 // returns the engine's disposal failure when something may remain.
 func (c *Console) Dispose(ctx context.Context, r DisposeRequest) (*messages.APIDisposeResponse, error) {
@@ -48,15 +48,15 @@ func (c *Console) Dispose(ctx context.Context, r DisposeRequest) (*messages.APID
 		return nil, err
 	}
 	kind := r.Kind
-	key := r.Key
-	req := messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType, Key: &key},
-		Kind: &kind, InstanceID: r.InstanceID}
-	var resp messages.APIDisposeResponse
-	if err := c.call(ctx, messages.Shared(messages.SubjectDisposeT, c.o.prefix), req, &resp); err != nil {
+	var undisposed *sandbox.DisposalFailure
+	if err := c.action(ctx, func(ctx context.Context) (err error) {
+		undisposed, err = c.remote.DisposeChecked(ctx, messages.KeyFromWire(&r.Key), sandbox.DisposeOptions{Kind: &kind, InstanceID: r.InstanceID})
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	c.log.Info("disposed from the console", zap.String("scope", key.Scope), zap.String("container_id", r.InstanceID))
-	return &resp, nil
+	c.log.Info("disposed from the console", zap.String("scope", r.Key.Scope), zap.String("container_id", r.InstanceID))
+	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(undisposed)}, nil
 }
 
 // Purge disposes every sandbox of a conversation with dispose_scope, under the console's
@@ -68,14 +68,15 @@ func (c *Console) Purge(ctx context.Context, r PurgeRequest) (*messages.APIDispo
 	if err := c.allowed(ActionPurge); err != nil {
 		return nil, err
 	}
-	req := messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType,
-		Key: &messages.APIKey{Scope: r.Scope, ThreadID: r.ThreadID}}}
-	var resp messages.APIDisposeScopeResponse
-	if err := c.call(ctx, messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), req, &resp); err != nil {
+	var p sandbox.ScopePurge
+	if err := c.action(ctx, func(ctx context.Context) (err error) {
+		p, err = c.remote.DisposeScopeChecked(ctx, r.Scope, r.ThreadID)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	c.log.Info("purged from the console", zap.String("scope", r.Scope))
-	return &resp, nil
+	return &messages.APIDisposeScopeResponse{Disposed: p.Disposed, Undisposed: messages.FailureToWire(p.Undisposed)}, nil
 }
 
 // LameDuck puts one engine in lame duck with a lame_duck call on its own subject, under the
@@ -88,11 +89,13 @@ func (c *Console) LameDuck(ctx context.Context, r LameDuckRequest) (*messages.AP
 	if err := c.allowed(ActionLameDuck); err != nil {
 		return nil, err
 	}
-	req := messages.APILameDuckRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APILameDuckRequestType}}
-	var resp messages.APILameDuckResponse
-	if err := c.call(ctx, messages.Engine(messages.SubjectEngineLameDuckT, c.o.prefix, r.Engine), req, &resp); err != nil {
+	var resp *messages.APILameDuckResponse
+	if err := c.action(ctx, func(ctx context.Context) (err error) {
+		resp, err = c.remote.LameDuck(ctx, r.Engine)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	c.log.Info("engine put in lame duck from the console", zap.String("engine", r.Engine), zap.Bool("already", resp.Already))
-	return &resp, nil
+	return resp, nil
 }

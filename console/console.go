@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
@@ -19,19 +19,23 @@ import (
 
 // Console watches an engine pool on one NATS connection and serves the operator's page
 // ([Console.Handler]). Build it with [New] and stop it with [Console.Close]; the connection
-// stays the caller's.
+// stays the caller's. Every call it makes of the pool goes through the project's Go client
+// (package client), under the connection's identity.
 type Console struct {
-	nc    *nats.Conn
-	o     options
-	log   *zap.Logger
-	state *state
-	subs  []*nats.Subscription
+	nc     *nats.Conn
+	remote *client.Backend // the calls: polls, probes and actions
+	o      options
+	log    *zap.Logger
+	state  *state
+	subs   []*nats.Subscription
 
-	mu      sync.Mutex
-	actions map[string]string         // action → allowed, denied or unknown
-	denials map[*denialWatch]struct{} // requests waiting on a permissions violation
-	listed  map[string]time.Time      // engine → when its sandboxes were last listed
-	silent  map[string]int            // engine → polls it did not answer
+	acting   sync.Mutex              // actions and probes run one at a time (action)
+	mu       sync.Mutex              // guards the rest
+	refusing context.CancelCauseFunc // ends the action in flight when the server refuses it
+	actions  map[string]string       // action → allowed, denied or unknown
+	listed   map[string]time.Time    // engine → when its sandboxes were last listed, or refused
+	refused  map[string]bool         // engine → its last list_sandboxes was refused
+	silent   map[string]int          // engine → polls it did not answer
 
 	stop chan struct{}
 	done chan struct{}
@@ -52,12 +56,6 @@ const (
 	Unknown = "unknown" // no engine answered yet; the action is offered, and NATS decides
 )
 
-// denialWatch waits for a permissions violation on one subject.
-type denialWatch struct {
-	subject string
-	hit     chan struct{}
-}
-
 // New subscribes nc to the pool's events and starts watching its engines. It takes over
 // nc's asynchronous error handler: that is where the server's permissions violations arrive.
 // It fails with an [*sandbox.InvalidArgumentError] for a nil connection or a bad option, and
@@ -75,9 +73,15 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 			return nil, err
 		}
 	}
-	c := &Console{nc: nc, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
-		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown, ActionPause: Unknown, ActionSnapshot: Unknown}, denials: map[*denialWatch]struct{}{},
-		listed: map[string]time.Time{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	// The operator's client: it needs no engine up to be built, and never waits for one.
+	remote, err := client.New(context.Background(), nc, client.WithPrefix(o.prefix), client.WithoutDeclarations(),
+		client.WithLogger(o.log), client.WithCallTimeout(o.callTimeout), client.WithRetryWait(0))
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{nc: nc, remote: remote, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
+		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown, ActionPause: Unknown, ActionSnapshot: Unknown},
+		listed:  map[string]time.Time{}, refused: map[string]bool{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
 	scoped := ">" // every scope's events, or the one scope's: <prefix>.audit.<scope>.>
 	if o.scope != "" {
@@ -133,9 +137,11 @@ func (c *Console) onAudit(m *nats.Msg) {
 	c.state.auditEvent(json.RawMessage(m.Data), &ev)
 }
 
-// asyncError hears the server's asynchronous errors; a permissions violation names the
-// subject it refused (the server's own wording, "Permissions Violation for Publish to
-// "<subject>""), which is how a request that will never be answered learns why.
+// asyncError hears the server's asynchronous errors. A permissions violation — the server
+// dropped a publish of this identity — ends the action in flight, refused ([ErrForbidden]):
+// actions and probes run one at a time, and the polls ask only what a viewer may, so the
+// violation is that action's. The violation's sentence (which names the subject) is logged,
+// never read.
 func (c *Console) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		c.log.Warn("nats error", zap.Error(err))
@@ -144,78 +150,41 @@ func (c *Console) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	c.log.Info("nats refused the console", zap.Error(err))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for w := range c.denials {
-		if strings.Contains(err.Error(), `"`+w.subject+`"`) {
-			delete(c.denials, w)
-			close(w.hit)
-		}
+	if c.refusing != nil {
+		c.refusing(ErrForbidden)
 	}
 }
 
-// call sends req on subject and decodes the reply into resp: an API error becomes the wire
-// error it encodes, a permissions violation or an engine's forbidden [ErrForbidden] (the
-// latter still [messages.ForbiddenError] to errors.As), silence [ErrUnanswered].
-func (c *Console) call(ctx context.Context, subject string, req, resp any) error {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.callTimeout)
-	defer cancel()
-	w := &denialWatch{subject: subject, hit: make(chan struct{})}
+// action runs do, one action or probe at a time, and says how it ended: [ErrForbidden] when
+// the NATS server refused the identity's publish or an engine's tenancy refused it (still a
+// [*messages.ForbiddenError] to errors.As), [ErrUnanswered] when no engine answered, else
+// do's own error.
+func (c *Console) action(ctx context.Context, do func(context.Context) error) error {
+	c.acting.Lock()
+	defer c.acting.Unlock()
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	c.mu.Lock()
-	c.denials[w] = struct{}{}
+	c.refusing = refuse
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.denials, w)
+		c.refusing = nil
 		c.mu.Unlock()
 	}()
-	type result struct {
-		msg *nats.Msg
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		// Every act of the console is an operator's (lifecycle.go).
-		msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: b,
-			Header: nats.Header{messages.ReasonHeader: []string{sandbox.ReasonOperator}}})
-		got <- result{msg, err}
-	}()
-	var r result
-	select {
-	case <-w.hit:
-		return fmt.Errorf("%s: %w", subject, ErrForbidden)
-	case r = <-got:
-	}
+	err := do(ctx)
+	var forbidden *messages.ForbiddenError
 	switch {
-	case errors.Is(r.err, nats.ErrNoResponders), errors.Is(r.err, context.DeadlineExceeded), errors.Is(r.err, nats.ErrTimeout):
-		select {
-		case <-w.hit:
-			return fmt.Errorf("%s: %w", subject, ErrForbidden)
-		default:
-		}
-		return fmt.Errorf("%s: %w", subject, ErrUnanswered)
-	case r.err != nil:
-		return fmt.Errorf("request %s: %w", subject, r.err)
+	case err == nil:
+		return nil
+	case errors.Is(context.Cause(ctx), ErrForbidden):
+		return ErrForbidden
+	case errors.As(err, &forbidden):
+		return fmt.Errorf("%w: %w", ErrForbidden, err)
+	case errors.Is(err, messages.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrUnanswered, err)
 	}
-	var head messages.APIResponse
-	if err := json.Unmarshal(r.msg.Data, &head); err != nil {
-		return fmt.Errorf("decode reply of %s: %w", subject, err)
-	}
-	if head.Error != nil {
-		err := messages.DecodeError(head.Error)
-		// An engine with tenancy refusing this identity is the same verdict for the console
-		// as the NATS server's: the action is greyed and refused (403).
-		if forbidden := (*messages.ForbiddenError)(nil); errors.As(err, &forbidden) {
-			return fmt.Errorf("%s: %w: %w", subject, ErrForbidden, err)
-		}
-		return err
-	}
-	if err := json.Unmarshal(r.msg.Data, resp); err != nil {
-		return fmt.Errorf("decode reply of %s: %w", subject, err)
-	}
-	return nil
+	return err
 }
 
 // Sandboxes returns every sandbox the console shows now.

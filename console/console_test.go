@@ -74,7 +74,7 @@ func TestHundredTabsSubscribeOnce(t *testing.T) {
 		t.Fatalf("%d subscriptions with %d tabs (%d with none)", got, tabs, before)
 	}
 	ev := events.AuditEvent{Schema: events.SchemaAudit, ID: "aud_1", Type: events.AuditSandboxAcquired, Time: time.Now().UTC(),
-		Service: "engine1", Key: &events.EventKey{Scope: "s", ThreadID: "t", AgentID: "a"}, Kind: "shell", Sandbox: "h1",
+		Service: "engine1", Key: &messages.APIKey{Scope: "s", ThreadID: "t", AgentID: "a"}, Kind: "shell", Sandbox: "h1",
 		InstanceID: "i1", Outcome: "created", Acquire: &events.AuditAcquire{Image: "img", Egress: "closed"}}
 	b, _ := json.Marshal(ev)
 	if err := natstest.Connect(t, srv).Publish(events.AuditSubject(events.DefaultSubjectPrefix, "s", "shell", ev.Type), b); err != nil {
@@ -109,8 +109,8 @@ func TestHundredTabsSubscribeOnce(t *testing.T) {
 func TestStateFollowsTheAudit(t *testing.T) {
 	s := newState(10)
 	t0 := time.Now()
-	key := func(agent string) *events.EventKey {
-		return &events.EventKey{Scope: "s", ThreadID: "t", AgentID: agent}
+	key := func(agent string) *messages.APIKey {
+		return &messages.APIKey{Scope: "s", ThreadID: "t", AgentID: agent}
 	}
 	apply := func(ev events.AuditEvent) { s.auditEvent(json.RawMessage(`{}`), &ev) }
 	ids := func() []string {
@@ -122,8 +122,8 @@ func TestStateFollowsTheAudit(t *testing.T) {
 	}
 	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0, Service: "e1", Key: key("a"), Kind: "shell", Sandbox: "h1", InstanceID: "i1", Outcome: "created"})
 	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0.Add(time.Second), Service: "e1", Key: key("b"), Kind: "shell", Sandbox: "h2", InstanceID: "i2", Outcome: "created"})
-	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0.Add(2 * time.Second), Service: "e2", Key: &events.EventKey{Scope: "x"}, Kind: "shell", Sandbox: "h3", InstanceID: "i3", Outcome: "created"})
-	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0, Service: "e1", Key: key("c"), Kind: "shell", Outcome: events.OutcomeRefused})
+	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0.Add(2 * time.Second), Service: "e2", Key: &messages.APIKey{Scope: "x"}, Kind: "shell", Sandbox: "h3", InstanceID: "i3", Outcome: "created"})
+	apply(events.AuditEvent{Type: events.AuditSandboxAcquired, Time: t0, Service: "e1", Key: key("c"), Kind: "shell", Outcome: sandbox.OutcomeRefused})
 	if got := strings.Join(ids(), ","); got != "e1/i1,e1/i2,e2/i3" {
 		t.Fatalf("after the acquires: %s", got)
 	}
@@ -132,7 +132,7 @@ func TestStateFollowsTheAudit(t *testing.T) {
 	if e := s.sandboxes[sandboxRef{"e1", "h1"}]; !e.LastCallAt.Equal(t0.Add(time.Minute)) || !e.AcquiredAt.Equal(t0) {
 		t.Fatalf("after an exec: %+v", e)
 	}
-	apply(events.AuditEvent{Type: events.AuditSandboxDisposed, Time: t0, Outcome: events.OutcomeRefused, Error: "bad_request"})
+	apply(events.AuditEvent{Type: events.AuditSandboxDisposed, Time: t0, Outcome: sandbox.OutcomeRefused, Error: "bad_request"})
 	apply(events.AuditEvent{Type: events.AuditSandboxDisposed, Time: t0, Service: "e1", Key: key("a"), Kind: "shell", InstanceID: "other", Outcome: "ok"})
 	if got := strings.Join(ids(), ","); got != "e1/i1,e1/i2b,e2/i3" {
 		t.Fatalf("after a probe and a dispose of another instance: %s", got)
@@ -141,7 +141,7 @@ func TestStateFollowsTheAudit(t *testing.T) {
 	if got := strings.Join(ids(), ","); got != "e1/i2b,e2/i3" {
 		t.Fatalf("after the exact dispose: %s", got)
 	}
-	apply(events.AuditEvent{Type: events.AuditScopePurged, Time: t0, Service: "e1", Key: &events.EventKey{Scope: "s", ThreadID: "t"}, Outcome: "ok"})
+	apply(events.AuditEvent{Type: events.AuditScopePurged, Time: t0, Service: "e1", Key: &messages.APIKey{Scope: "s", ThreadID: "t"}, Outcome: "ok"})
 	apply(events.AuditEvent{Type: events.AuditEngineStopped, Time: t0, Service: "e2", Outcome: "ok"})
 	if got := ids(); len(got) != 0 {
 		t.Fatalf("after the purge and the stop: %v", got)

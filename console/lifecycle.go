@@ -39,46 +39,45 @@ type Snapshot struct {
 	Time       string          `json:"time"`
 }
 
-// Pause pauses one sandbox with a pause call to the engine that holds it. It fails with
-// [ErrForbidden] when NATS refuses the identity, and with an [*sandbox.InvalidArgumentError]
-// for a request that does not name a listed sandbox.
+// Pause pauses one sandbox with a pause call to the engine that holds it, as the operator's
+// act. It fails with [ErrForbidden] when NATS refuses the identity, and with an
+// [*sandbox.InvalidArgumentError] for a request that does not name a listed sandbox.
 func (c *Console) Pause(ctx context.Context, r SandboxRequest) (*messages.APIPauseResponse, error) {
-	env, err := c.sandboxEnvelope(r, ActionPause, messages.APIPauseRequestType)
-	if err != nil {
+	if err := c.checkSandbox(r, ActionPause); err != nil {
 		return nil, err
 	}
-	var resp messages.APIPauseResponse
-	if err := c.call(ctx, messages.Engine(messages.SubjectPauseT, c.o.prefix, r.Engine), messages.APIPauseRequest{APIEnvelope: env}, &resp); err != nil {
+	if err := c.action(ctx, func(ctx context.Context) error {
+		return c.remote.PauseHandle(sandbox.WithActReason(ctx, sandbox.ReasonOperator), r.Engine, r.ID, messages.KeyFromWire(&r.Key))
+	}); err != nil {
 		return nil, err
 	}
 	c.log.Info("paused from the console", zap.String("scope", r.Key.Scope), zap.String("sandbox", r.ID))
-	return &resp, nil
+	return &messages.APIPauseResponse{}, nil
 }
 
-// Snapshot snapshots one sandbox with a snapshot call to the engine that holds it; it fails as
-// [Console.Pause] does.
+// Snapshot snapshots one sandbox with a snapshot call to the engine that holds it, as the
+// operator's act; it fails as [Console.Pause] does.
 func (c *Console) Snapshot(ctx context.Context, r SandboxRequest) (*messages.APISnapshotResponse, error) {
-	env, err := c.sandboxEnvelope(r, ActionSnapshot, messages.APISnapshotRequestType)
-	if err != nil {
+	if err := c.checkSandbox(r, ActionSnapshot); err != nil {
 		return nil, err
 	}
-	var resp messages.APISnapshotResponse
-	if err := c.call(ctx, messages.Engine(messages.SubjectSnapshotT, c.o.prefix, r.Engine), messages.APISnapshotRequest{APIEnvelope: env}, &resp); err != nil {
+	var info sandbox.SnapshotInfo
+	if err := c.action(ctx, func(ctx context.Context) (err error) {
+		info, err = c.remote.SnapshotHandle(sandbox.WithActReason(ctx, sandbox.ReasonOperator), r.Engine, r.ID, messages.KeyFromWire(&r.Key))
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	c.log.Info("snapshot from the console", zap.String("scope", r.Key.Scope), zap.String("sandbox", r.ID))
-	return &resp, nil
+	w := messages.SnapshotToWire(info)
+	return &messages.APISnapshotResponse{Snapshot: &w}, nil
 }
 
-func (c *Console) sandboxEnvelope(r SandboxRequest, action, typ string) (messages.APIEnvelope, error) {
+func (c *Console) checkSandbox(r SandboxRequest, action string) error {
 	if r.Engine == "" || r.ID == "" || r.Key.Scope == "" {
-		return messages.APIEnvelope{}, &sandbox.InvalidArgumentError{Reason: "console: " + action + " names a sandbox: its engine, id and key"}
+		return &sandbox.InvalidArgumentError{Reason: "console: " + action + " names a sandbox: its engine, id and key"}
 	}
-	if err := c.allowed(action); err != nil {
-		return messages.APIEnvelope{}, err
-	}
-	key := r.Key
-	return messages.APIEnvelope{Type: typ, Key: &key, Sandbox: r.ID}, nil
+	return c.allowed(action)
 }
 
 // lifecycleLocked applies a lifecycle audit event: a sleep's state to the sandbox of its

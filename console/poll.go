@@ -2,13 +2,13 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/messages"
 )
 
@@ -41,41 +41,33 @@ func (c *Console) loop() {
 	}
 }
 
-// probe asks each action's subject, still unknown, with a request every engine refuses as a
-// bad request (it names no key): an answer means the identity may publish there, a
-// permissions violation that it may not.
+// probe asks each action's subject, still unknown, with the client's probe: a request every
+// engine refuses as a bad request before it acts. An answer means the identity may publish
+// there, a permissions violation that it may not.
 func (c *Console) probe(ctx context.Context) {
-	probes := map[string]struct {
-		subject string
-		req     any
-	}{
-		ActionDispose: {messages.Shared(messages.SubjectDisposeT, c.o.prefix), messages.APIDisposeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeRequestType}}},
-		ActionPurge:   {messages.Shared(messages.SubjectDisposeScopeT, c.o.prefix), messages.APIDisposeScopeRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIDisposeScopeRequestType}}},
+	probes := map[string]struct{ op, engine string }{
+		ActionDispose: {client.ProbeDispose, ""},
+		ActionPurge:   {client.ProbeDisposeScope, ""},
 	}
-	// lame_duck has no shared subject: probe an engine the console knows, with a field the
-	// engine refuses as unknown (bad_request) before it acts.
+	// lame_duck has no shared subject: probe an engine the console knows.
 	if engine := c.anyEngine(); engine != "" {
-		probes[ActionLameDuck] = struct {
-			subject string
-			req     any
-		}{messages.Engine(messages.SubjectEngineLameDuckT, c.o.prefix, engine),
-			map[string]any{"type": messages.APILameDuckRequestType, "console_probe": true}}
+		probes[ActionLameDuck] = struct{ op, engine string }{client.ProbeLameDuck, engine}
 	}
 	for action, p := range probes {
 		if c.Actions()[action] != Unknown {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := c.call(pctx, p.subject, p.req, &messages.APIResponse{})
+		err := c.action(pctx, func(ctx context.Context) error { return c.remote.Probe(ctx, p.op, p.engine) })
 		cancel()
 		var st string
 		switch {
+		case err == nil: // answered: a bad request, as it should be
+			st = Allowed
 		case errors.Is(err, ErrForbidden):
 			st = Denied
-		case errors.Is(err, ErrUnanswered), ctx.Err() != nil:
+		default: // unanswered, or the console stops
 			continue
-		default: // answered: a bad request, as it should be
-			st = Allowed
 		}
 		c.mu.Lock()
 		c.actions[action] = st
@@ -101,18 +93,17 @@ func (c *Console) anyEngine() string {
 // sandboxes of an engine seen for the first time or not listed for a reconcile interval, and
 // forgets an engine silent for [silentPolls] polls.
 func (c *Console) poll(ctx context.Context) {
-	stats := c.stats(ctx)
+	stats, err := c.remote.Engines(ctx, min(c.o.poll/2, 500*time.Millisecond))
+	if err != nil {
+		c.log.Debug("stats", zap.Error(err))
+	}
 	found := map[string]*Engine{}
-	for id, st := range stats {
-		e := &Engine{ID: id, Version: st.Version, StartedAt: st.Started, Status: "ok", LastSeen: time.Now()}
-		for _, ep := range st.Endpoints {
-			e.Requests += ep.NumRequests
-			e.Errors += ep.NumErrors
-		}
-		var h messages.APIHealthResponse
-		hreq := messages.APIHealthRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIHealthRequestType}}
+	for _, st := range stats {
+		id := st.ID
+		e := &Engine{ID: id, Version: st.Version, StartedAt: st.StartedAt, Status: "ok", LastSeen: time.Now(),
+			Requests: st.Requests, Errors: st.Errors, Refused: st.Refused}
 		hctx, cancel := context.WithTimeout(ctx, max(c.o.poll, time.Second))
-		if err := c.call(hctx, messages.Engine(messages.SubjectEngineHealthT, c.o.prefix, id), hreq, &h); err == nil {
+		if h, err := c.remote.EngineHealth(hctx, id); err == nil {
 			e.Status, e.Sandboxes, e.InFlight = h.Status, h.Sandboxes, h.InFlight
 			if h.Daemon != nil && !h.Daemon.Reachable {
 				e.Daemon = "unreachable"
@@ -136,7 +127,7 @@ func (c *Console) poll(ctx context.Context) {
 			if c.silent[id]++; c.silent[id] >= silentPolls {
 				forget = append(forget, id)
 				delete(c.silent, id)
-				delete(c.listed, id)
+				delete(c.listed, id) // its refusal stays: said and logged once until a listing succeeds
 			}
 		}
 	}
@@ -150,48 +141,19 @@ func (c *Console) poll(ctx context.Context) {
 	}
 }
 
-// stats collects the $SRV.STATS replies of the pool's engines for a moment.
-func (c *Console) stats(ctx context.Context) map[string]micro.Stats {
-	out := map[string]micro.Stats{}
-	subject, err := micro.ControlSubject(micro.StatsVerb, messages.ServiceName, "")
-	if err != nil {
-		return out
-	}
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		c.log.Debug("stats", zap.Error(err))
-		return out
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishRequest(subject, inbox, nil); err != nil {
-		return out
-	}
-	wait := min(c.o.poll/2, 500*time.Millisecond)
-	sctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	for {
-		m, err := sub.NextMsgWithContext(sctx)
-		if err != nil {
-			return out
-		}
-		var st micro.Stats
-		if json.Unmarshal(m.Data, &st) != nil || st.Metadata["prefix"] != c.o.prefix || !messages.ValidToken(st.ID) {
-			continue
-		}
-		out[st.ID] = st
-	}
-}
-
 // list reads every page of engine's sandboxes and puts them in the view.
 func (c *Console) list(ctx context.Context, engine string) {
 	asked := time.Now()
 	var all []messages.APISandboxEntry
-	req := messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Scope: c.o.scope, Limit: 1000}
+	req := messages.APIListSandboxesRequest{Scope: c.o.scope, Limit: 1000}
 	for {
-		var resp messages.APIListSandboxesResponse
-		if err := c.call(ctx, messages.Engine(messages.SubjectEngineListSandboxesT, c.o.prefix, engine), req, &resp); err != nil {
-			c.log.Warn("list sandboxes", zap.String("engine", engine), zap.Error(err))
+		var resp *messages.APIListSandboxesResponse
+		err := c.action(ctx, func(ctx context.Context) (err error) { // a refusal by NATS or the engine is ErrForbidden
+			resp, err = c.remote.ListSandboxes(ctx, engine, req)
+			return err
+		})
+		if err != nil {
+			c.listFailed(engine, asked, err)
 			return
 		}
 		all = append(all, resp.Sandboxes...)
@@ -202,6 +164,46 @@ func (c *Console) list(ctx context.Context, engine string) {
 	}
 	c.mu.Lock()
 	c.listed[engine] = asked
+	delete(c.refused, engine)
+	clear := len(c.refused) == 0
 	c.mu.Unlock()
 	c.state.listed(engine, asked, all)
+	if clear {
+		c.state.setNotice("")
+	}
+}
+
+// listFailed takes a failed listing of engine's sandboxes. A refusal is not asked again
+// before the next reconcile, is logged once until a listing succeeds, and is said on the page
+// with the engine's reason and what to change: it will not pass by itself. Anything else (an
+// engine that did not answer) is asked again at the next poll.
+func (c *Console) listFailed(engine string, asked time.Time, err error) {
+	if !errors.Is(err, ErrForbidden) {
+		c.log.Debug("list sandboxes", zap.String("engine", engine), zap.Error(err))
+		return
+	}
+	c.mu.Lock()
+	c.listed[engine] = asked
+	first := !c.refused[engine]
+	c.refused[engine] = true
+	c.mu.Unlock()
+	if first {
+		c.log.Warn("the engine refuses to list sandboxes to this console", zap.String("engine", engine), zap.Error(err))
+	}
+	c.state.setNotice(c.refusalNotice(err))
+}
+
+// refusalNotice is what the page says when the engines refuse to list sandboxes: why, in the
+// engine's words when it gave a reason, and what to change.
+func (c *Console) refusalNotice(err error) string {
+	why := "the NATS server refused the request (the identity may not publish to the engines' list_sandboxes subjects)"
+	if f := (*messages.ForbiddenError)(nil); errors.As(err, &f) && f.Reason != "" {
+		why = "the engine refused it: " + f.Reason
+	}
+	fix := "run the console as an identity the engines let list sandboxes: an operator, or a tenant of an engine with tenancy, " +
+		"which lists the tenant's own scopes (with --scope naming one of them, or none)"
+	if c.o.scope != "" {
+		fix = fmt.Sprintf("--scope %q may not be one of this identity's scopes: give one that is, or none (a tenant then sees all of its own)", c.o.scope)
+	}
+	return "No sandboxes can be listed: " + why + ". To see them, " + fix + "."
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/sandboxtest"
 	"github.com/mafsandbox/engine/service"
@@ -67,7 +68,7 @@ func TestScopedConsoleSeesItsScope(t *testing.T) {
 	// Audit events of both scopes: only A's may arrive.
 	for _, scope := range []string{"B", "A"} {
 		ev := events.AuditEvent{Type: events.AuditSandboxAcquired, ID: "aud_" + scope, Time: time.Now(), Service: "e9",
-			Key: &events.EventKey{Scope: scope, ThreadID: "x", AgentID: "a"}, Kind: "shell", Sandbox: "h" + scope, InstanceID: "i" + scope, Outcome: "created"}
+			Key: &messages.APIKey{Scope: scope, ThreadID: "x", AgentID: "a"}, Kind: "shell", Sandbox: "h" + scope, InstanceID: "i" + scope, Outcome: "created"}
 		m, err := events.AuditMessage(events.DefaultSubjectPrefix, ev)
 		if err != nil {
 			t.Fatal(err)

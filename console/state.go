@@ -9,6 +9,7 @@ import (
 
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Engine is what the console knows of one engine of the pool, from $SRV.STATS and its health.
@@ -21,7 +22,8 @@ type Engine struct {
 	Sandboxes int       `json:"sandboxes"`
 	InFlight  int       `json:"in_flight"`
 	Requests  int       `json:"requests"`
-	Errors    int       `json:"errors"`
+	Errors    int       `json:"errors"`  // calls that failed by the engine's fault (internal, engine_unavailable, image_missing)
+	Refused   int       `json:"refused"` // calls refused for the caller's reasons (bad_request, forbidden, …), the console's probes among them
 	LastSeen  time.Time `json:"last_seen"`
 }
 
@@ -56,6 +58,7 @@ type state struct {
 	audit     ring[json.RawMessage]
 	egress    ring[json.RawMessage]
 	reaps     ring[json.RawMessage]
+	notice    string         // what the page says is missing, "" when nothing is
 	snaps     ring[Snapshot] // lifecycle.go
 	hub       *hub
 }
@@ -79,6 +82,7 @@ type snapshot struct {
 	Egress    []json.RawMessage          `json:"egress"`
 	Reaps     []json.RawMessage          `json:"reaps"`
 	Snapshots []Snapshot                 `json:"snapshots"`
+	Notice    string                     `json:"notice,omitempty"`
 }
 
 // watch registers a browser and returns its snapshot, taken under the same lock as every
@@ -87,7 +91,7 @@ func (s *state) watch(identity string, actions map[string]string) (snapshot, *wa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Identity: identity, Actions: actions, Engines: s.engineList(), Sandboxes: s.sandboxList(),
-		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Snapshots: s.snaps.all()}
+		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Notice: s.notice, Snapshots: s.snaps.all()}
 	return snap, s.hub.add()
 }
 
@@ -119,6 +123,18 @@ func (s *state) setEngines(found map[string]*Engine) {
 	defer s.mu.Unlock()
 	s.engines = found
 	s.hub.send(update{"engines", s.engineList()})
+}
+
+// setNotice sets what the page says is missing ("" clears it), telling the browsers when it
+// changed.
+func (s *state) setNotice(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notice == text {
+		return
+	}
+	s.notice = text
+	s.hub.send(update{"notice", text})
 }
 
 // forgetEngine drops the sandboxes of an engine that no longer answers.
@@ -175,12 +191,12 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	defer s.mu.Unlock()
 	s.audit.add(raw)
 	s.hub.send(update{"audit", raw})
-	if ev.Outcome == events.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
+	if ev.Outcome == sandbox.OutcomeRefused && ev.Type != events.AuditSandboxAcquired {
 		return // a refused call changed nothing (the console's own probes are refused disposals)
 	}
 	var key messages.APIKey
 	if ev.Key != nil {
-		key = messages.APIKey{Scope: ev.Key.Scope, ThreadID: ev.Key.ThreadID, AgentID: ev.Key.AgentID, CallID: ev.Key.CallID}
+		key = *ev.Key
 	}
 	if s.lifecycleLocked(ev, key) { // lifecycle.go
 		return
@@ -205,7 +221,7 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 
 // acquiredLocked adds or refreshes the row of a sandbox an acquire handed out.
 func (s *state) acquiredLocked(ev *events.AuditEvent, key messages.APIKey) {
-	if ev.Outcome == events.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
+	if ev.Outcome == sandbox.OutcomeRefused || ev.Sandbox == "" || ev.Service == "" {
 		return
 	}
 	e, ok := s.sandboxes[sandboxRef{ev.Service, ev.Sandbox}]

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -14,41 +13,35 @@ import (
 	"go.uber.org/zap"
 )
 
-// apiDriver is the [Engine] over the Docker Engine API, spoken directly to the endpoint the bound
-// context resolved to with the Docker project's own Go client (github.com/moby/moby/client). It
-// binds exactly as the [cliDriver] does (see [apiDriver.Bind]) and keeps every guarantee of the CLI
-// driver: the same error classes, the same bounds on the tar plane and on exec output, control
-// calls under Config.CommandTimeout, exec under the caller's context only. What it saves is the
-// client process per call.
+// Engine is the driver of one Docker engine: it speaks the Engine API to the endpoint the
+// bound context resolved to (see [Engine.Bind]), with the Docker project's own Go client
+// (github.com/moby/moby/client), over a unix socket, tcp with the context's TLS material, or
+// ssh through `docker system dial-stdio` on the remote host (dial_ssh.go). Control calls run
+// under Config.CommandTimeout; exec runs under the caller's context only; the tar plane and
+// exec output are bounded.
 //
-// No goroutine or connection outlives the call that started it: keep-alives are off, every
-// response body and hijacked connection is closed before the method returns, and the only
-// goroutines that stay are an [apiDriver.Events] stream's, until its context ends.
+// No goroutine, connection or ssh process outlives the call that started it: keep-alives are
+// off, every response body and hijacked connection is closed before the method returns, and the
+// only goroutines that stay are an [Engine.Events] stream's, until its context ends.
 //
 // Answers are classified by their HTTP status class (containerd errdefs), never their text;
 // the few statuses that mean several things (409) are settled by inspecting the container.
 // [*CommandError] values it returns carry the HTTP status in ExitCode. It is safe for
 // concurrent use.
-type apiDriver struct {
+type Engine struct {
 	cfg   Config
 	log   *zap.Logger
 	inst  instruments
 	env   []string
-	cli   *cliDriver // runs `docker context inspect` for binding; never anything else
 	bound *bindOnce[apiBound]
 }
 
-var (
-	_ Engine      = (*apiDriver)(nil)
-	_ ExecStarter = (*apiDriver)(nil)
-	_ TypeStater  = (*apiDriver)(nil)
-)
-
-// newAPIDriver returns an apiDriver for cfg (zero fields take their defaults; Driver is ignored)
-// and snapshots the process environment, as [newCLIDriver] does: binding and every later call see
-// that snapshot, never the live environment. It makes no engine call. It fails with [ErrInvalid]
-// for a configuration no call could honour.
-func newAPIDriver(cfg Config, opts ...Option) (*apiDriver, error) {
+// NewEngine returns the driver of the Docker engine the client's context resolves to, with cfg
+// (zero fields take their defaults) and opts. It snapshots the process environment: binding
+// and every later call see that snapshot, never the live environment. It makes no engine call;
+// the context is bound on first use (or [Engine.Bind]). It fails with [ErrInvalid] for a
+// configuration no call could honour (for example a label under label.Prefix).
+func NewEngine(cfg Config, opts ...Option) (*Engine, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -57,28 +50,25 @@ func newAPIDriver(cfg Config, opts ...Option) (*apiDriver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	log := o.log.Named("docker")
-	env := os.Environ()
-	return &apiDriver{
+	return &Engine{
 		cfg:   cfg,
-		log:   log,
+		log:   o.log.Named("docker"),
 		inst:  newInstruments(o),
-		env:   env,
-		cli:   &cliDriver{cfg: cfg, log: log, inst: newInstruments(o), env: env, bound: newBindOnce[bound]()},
+		env:   os.Environ(),
 		bound: newBindOnce[apiBound](),
 	}, nil
 }
 
-// Config returns the configuration the API runs with, defaults filled in.
-func (a *apiDriver) Config() Config { return a.cfg.withDefaults() }
+// Config returns the configuration the engine runs with, defaults filled in.
+func (a *Engine) Config() Config { return a.cfg.withDefaults() }
 
 // errControlBudget is the cause of a control call's own deadline.
 var errControlBudget = errors.New("docker: control call budget spent")
 
-// control runs fn, a short control call named like the CLI command it replaces, under
+// control runs fn, a short control call named like the docker command it stands for, under
 // Config.CommandTimeout: its expiry is a [*TimeoutError], the caller's cancellation or deadline
-// ctx's error, wrapped, exactly as the CLI's runner reports them.
-func (a *apiDriver) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
+// ctx's error, wrapped.
+func (a *Engine) control(ctx context.Context, args []string, fn func(ctx context.Context, b *apiBound) error) error {
 	end := func(error) time.Duration { return 0 }
 	if args[0] != "exec" { // an exec's control call only binds: API.exec observes the whole run
 		ctx, end = a.inst.begin(ctx, args[0])
@@ -90,21 +80,22 @@ func (a *apiDriver) control(ctx context.Context, args []string, fn func(ctx cont
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.cfg.CommandTimeout, errControlBudget)
 	defer cancel()
+	cctx, witness := withSSHWitness(cctx)
 	b, err := a.ready(cctx)
 	if err == nil {
 		err = fn(cctx, b)
 	}
-	err = a.settle(ctx, cctx, args, err)
+	err = a.settle(ctx, cctx, args, witness.settle(args[0], err))
 	end(err)
 	a.log.Debug("docker api call", zap.String("op", args[0]), zap.Strings("args", firstArgs(args)),
 		zap.Duration("elapsed", time.Since(start)), zap.Error(err))
 	return err
 }
 
-// query asks the engine one question under [apiDriver.control] and reads its answer: ask's refusal
+// query asks the engine one question under [Engine.control] and reads its answer: ask's refusal
 // is classified under args ([apiError]), and read's error is the call's as it is. It is the
 // shape of every read-only call whose answer is one document or list.
-func query[R, T any](ctx context.Context, a *apiDriver, args []string, ask func(context.Context, *client.Client) (R, error),
+func query[R, T any](ctx context.Context, a *Engine, args []string, ask func(context.Context, *client.Client) (R, error),
 	read func(R) (T, error)) (T, error) {
 	var out T
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
@@ -118,8 +109,9 @@ func query[R, T any](ctx context.Context, a *apiDriver, args []string, ask func(
 	return out, err
 }
 
-// settle turns the end of ctx or of the control budget into the errors the CLI reports.
-func (a *apiDriver) settle(ctx, cctx context.Context, args []string, err error) error {
+// settle turns the end of ctx or of the control budget into the call's error: ctx's own,
+// wrapped, or a [*TimeoutError].
+func (a *Engine) settle(ctx, cctx context.Context, args []string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -132,8 +124,8 @@ func (a *apiDriver) settle(ctx, cctx context.Context, args []string, err error) 
 	return err
 }
 
-// Inspect implements [Engine].
-func (a *apiDriver) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
+// Inspect implements [Containers].
+func (a *Engine) Inspect(ctx context.Context, target string) (ContainerInfo, error) {
 	if err := checkTarget(target); err != nil {
 		return ContainerInfo{}, fmt.Errorf("inspect: %w", err)
 	}
@@ -182,6 +174,7 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	}
 	if doc.HostConfig != nil {
 		info.CapDrop = doc.HostConfig.CapDrop
+		info.CapAdd = doc.HostConfig.CapAdd
 	}
 	if doc.NetworkSettings != nil {
 		for name, n := range doc.NetworkSettings.Networks {
@@ -198,8 +191,8 @@ func (b *apiBound) inspect(ctx context.Context, target string) (ContainerInfo, e
 	return info, nil
 }
 
-// ImageExists implements [Engine].
-func (a *apiDriver) ImageExists(ctx context.Context, image string) (bool, error) {
+// ImageExists implements [Containers].
+func (a *Engine) ImageExists(ctx context.Context, image string) (bool, error) {
 	if err := checkImage("image exists", image); err != nil {
 		return false, err
 	}
@@ -219,8 +212,8 @@ func (a *apiDriver) ImageExists(ctx context.Context, image string) (bool, error)
 	return present, err
 }
 
-// ImageEntrypoint implements [Engine].
-func (a *apiDriver) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
+// ImageEntrypoint implements [Containers].
+func (a *Engine) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
 	if err := checkImage("image entrypoint", image); err != nil {
 		return nil, false, err
 	}
@@ -246,17 +239,19 @@ func (a *apiDriver) ImageEntrypoint(ctx context.Context, image string) ([]string
 	return ep, present, err
 }
 
-// Run implements [Engine]: create, then start. Config.Labels are written after the spec's.
-func (a *apiDriver) Run(ctx context.Context, spec CreateSpec) (string, error) {
+// Run creates and starts a workload container from spec and returns its ID, as Create then
+// Start; errors as Create. A run whose start failed can leave the created container behind
+// under spec.Name. Config.Labels are written after the spec's.
+func (a *Engine) Run(ctx context.Context, spec CreateSpec) (string, error) {
 	return a.make(ctx, spec, true)
 }
 
-// Create implements [Engine].
-func (a *apiDriver) Create(ctx context.Context, spec CreateSpec) (string, error) {
+// Create implements [Containers].
+func (a *Engine) Create(ctx context.Context, spec CreateSpec) (string, error) {
 	return a.make(ctx, spec, false)
 }
 
-func (a *apiDriver) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
+func (a *Engine) make(ctx context.Context, spec CreateSpec, start bool) (string, error) {
 	labels, err := mergeLabels(spec.Labels, a.cfg.Labels)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -301,8 +296,8 @@ func (a *apiDriver) make(ctx context.Context, spec CreateSpec, start bool) (stri
 	return id, nil
 }
 
-// Start implements [Engine].
-func (a *apiDriver) Start(ctx context.Context, target string) error {
+// Start implements [Containers].
+func (a *Engine) Start(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -315,9 +310,9 @@ func (a *apiDriver) Start(ctx context.Context, target string) error {
 	})
 }
 
-// Remove implements [Engine]: a forced removal, volumes kept, as `rm -f`, waiting out one
+// Remove implements [Containers]: a forced removal, volumes kept, as `rm -f`, waiting out one
 // already under way ([removeForced]).
-func (a *apiDriver) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
+func (a *Engine) Remove(ctx context.Context, target string) (RemoveOutcome, error) {
 	if err := checkTarget(target); err != nil {
 		return 0, fmt.Errorf("remove: %w", err)
 	}
@@ -331,7 +326,7 @@ func (a *apiDriver) Remove(ctx context.Context, target string) (RemoveOutcome, e
 
 // remove runs one removal call: done is [Removed], the daemon's "not found" is [Absent], any
 // other error is classified as args' command.
-func (a *apiDriver) remove(ctx context.Context, args []string, call func(context.Context, *apiBound) error) (RemoveOutcome, error) {
+func (a *Engine) remove(ctx context.Context, args []string, call func(context.Context, *apiBound) error) (RemoveOutcome, error) {
 	var outcome RemoveOutcome
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
 		err := call(ctx, b)
@@ -346,6 +341,9 @@ func (a *apiDriver) remove(ctx context.Context, args []string, call func(context
 			// A forced removal conflicts only with a removal already under way (20.10's
 			// ContainerRm: "removal of container … is already in progress").
 			return apiError(args, err, errRemovalInProgress)
+		case args[0] == "rm" && isAnswer(err) && cerrdefs.IsInternal(err):
+			// The daemon's own failure to release the container's layer: worth asking again.
+			return apiError(args, err, errRemovalIncomplete)
 		}
 		return apiError(args, err, nil)
 	})
@@ -355,10 +353,10 @@ func (a *apiDriver) remove(ctx context.Context, args []string, call func(context
 	return outcome, nil
 }
 
-// Pause implements [Engine]. The daemon answers both "already paused" and "not running" with
+// Pause implements [Containers]. The daemon answers both "already paused" and "not running" with
 // the same status (409 on 20.10), and a freezer that gave up with a 500; the container's state
 // says which (pauseClass).
-func (a *apiDriver) Pause(ctx context.Context, target string) error {
+func (a *Engine) Pause(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("pause: %w", err)
 	}
@@ -379,8 +377,8 @@ func (a *apiDriver) Pause(ctx context.Context, target string) error {
 	})
 }
 
-// Rename implements [Engine].
-func (a *apiDriver) Rename(ctx context.Context, target, newName string) error {
+// Rename implements [Containers].
+func (a *Engine) Rename(ctx context.Context, target, newName string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
@@ -401,10 +399,10 @@ func (a *apiDriver) Rename(ctx context.Context, target, newName string) error {
 	})
 }
 
-// Unpause implements [Engine]. A refusal is "not paused" when the container's state agrees
+// Unpause implements [Containers]. A refusal is "not paused" when the container's state agrees
 // (20.10 answers it with a 500, not a 409, so no status can say it); absence is a lifted freeze
 // too.
-func (a *apiDriver) Unpause(ctx context.Context, target string) error {
+func (a *Engine) Unpause(ctx context.Context, target string) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("unpause: %w", err)
 	}
@@ -427,59 +425,4 @@ func (a *apiDriver) Unpause(ctx context.Context, target string) error {
 		}
 		return apiFailure(args, err, nil)
 	})
-}
-
-// apiFilters renders label filters as the engine's filter terms; an empty value means
-// "present".
-func apiFilters(labels map[string]string) client.Filters {
-	f := client.Filters{}
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if v := labels[k]; v != "" {
-			f.Add("label", k+"="+v)
-		} else {
-			f.Add("label", k)
-		}
-	}
-	return f
-}
-
-// ListNames implements [Engine]. Names are given as `docker ps --format {{.Names}}` prints them:
-// without the leading "/", link names left out, several joined by ",".
-func (a *apiDriver) ListNames(ctx context.Context, labelFilters map[string]string, nameFilter string) ([]string, error) {
-	if err := checkFilters(labelFilters); err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	f := apiFilters(labelFilters)
-	if nameFilter != "" {
-		f.Add("name", nameFilter)
-	}
-	args := append([]string{"ps", "-a", "--format", "{{.Names}}"}, filterArgs(labelFilters)...)
-	var names []string
-	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {
-		res, err := b.client.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		if err != nil {
-			return fmt.Errorf("list containers: %w", apiError(args, err, nil))
-		}
-		for _, c := range res.Items {
-			var own []string
-			for _, n := range c.Names {
-				if n = strings.TrimPrefix(n, "/"); n != "" && !strings.Contains(n, "/") {
-					own = append(own, n)
-				}
-			}
-			if len(own) > 0 {
-				names = append(names, strings.Join(own, ","))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return names, nil
 }

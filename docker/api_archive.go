@@ -13,22 +13,19 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Stat implements [Engine]. It reads the header of the archive GET
+// Stat implements [Containers]. It reads the header of the archive GET
 // (/containers/{id}/archive) and closes the stream at once, so a directory's subtree or a
-// file's body never crosses the socket. The archive-stat HEAD ([apiDriver.StatType]) is far cheaper
+// file's body never crosses the socket. The archive-stat HEAD ([Engine.StatType]) is far cheaper
 // on a 20.10 engine, which starts a chrooted tar process for every GET (about 40 ms), but its
 // answer carries no owner, and Stat's callers (the reach rule) need the owner.
-func (a *apiDriver) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
+func (a *Engine) Stat(ctx context.Context, target, guestPath string) (*Entry, error) {
 	return statAnswer(a.copyOut(ctx, target, guestPath, -1))
 }
 
-// TypeStater returns the API itself: its archive-stat HEAD is cheaper than Stat's GET.
-func (a *apiDriver) TypeStater() (TypeStater, bool) { return a, true }
-
-// StatType implements [TypeStater] with the archive-stat HEAD: the engine's stat of guestPath
+// StatType implements [Driver] with the archive-stat HEAD: the engine's stat of guestPath
 // (no-follow) from the X-Docker-Container-Path-Stat header, no archive at all. Its 404 is
 // confirmed on the instance as the GET's is.
-func (a *apiDriver) StatType(ctx context.Context, target, guestPath string) (*Entry, error) {
+func (a *Engine) StatType(ctx context.Context, target, guestPath string) (*Entry, error) {
 	r, err := newArchiveRead(target, guestPath, -1)
 	if err != nil {
 		return nil, err
@@ -78,8 +75,8 @@ func pathStatEntry(st container.PathStat) *Entry {
 	return e
 }
 
-// Read implements [Engine].
-func (a *apiDriver) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+// Read implements [Containers].
+func (a *Engine) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	if err := checkReadCap(guestPath, maxBytes); err != nil {
 		return nil, nil, err
 	}
@@ -88,7 +85,7 @@ func (a *apiDriver) Read(ctx context.Context, target, guestPath string, maxBytes
 
 // copyOut GETs guestPath's archive and reads its first entry as it streams ([archiveRead]).
 // The stream is closed as soon as that is read.
-func (a *apiDriver) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
+func (a *Engine) copyOut(ctx context.Context, target, guestPath string, maxBytes int64) (*Entry, []byte, error) {
 	r, err := newArchiveRead(target, guestPath, maxBytes)
 	if err != nil {
 		return nil, nil, err
@@ -143,9 +140,9 @@ func (b *apiBound) copyOutFailure(ctx context.Context, verb, target, guestPath s
 	return apiFailure(args, err, ErrPathAbsent)
 }
 
-// CopyIn implements [Engine]: the archive PUT at /, refusing to replace a directory with a
+// CopyIn implements [Containers]: the archive PUT at /, refusing to replace a directory with a
 // non-directory or the reverse, owners taken from the archive (as `docker cp -`).
-func (a *apiDriver) CopyIn(ctx context.Context, target string, tarball []byte) error {
+func (a *Engine) CopyIn(ctx context.Context, target string, tarball []byte) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("copy in: %w", err)
 	}

@@ -80,6 +80,7 @@ func apiHarden(s CreateSpec, hc *container.HostConfig) {
 	}
 	if s.CapDropAll {
 		hc.CapDrop = []string{"ALL"}
+		hc.CapAdd = append([]string(nil), s.CapAdd...)
 	}
 	if s.Sealed && s.attached() {
 		applySeal(hc)

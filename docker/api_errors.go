@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// This file classifies the Moby client's errors for the [apiDriver]. It never reads their text: a
+// This file classifies the Moby client's errors for the [Engine]. It never reads their text: a
 // failed connection is the client's own error type, and a daemon answer carries its HTTP status
 // as an errdefs class (containerd/errdefs marker methods and sentinels). What the status alone
 // cannot tell (409 means "already paused", "not running" and "paused, unpause before exec"
@@ -53,8 +53,8 @@ func answerStatus(err error) int {
 	return 0
 }
 
-// apiFailure is the [*CommandError] of a daemon answer to the call the CLI would have run as
-// args: ExitCode carries the answer's HTTP status (0 when no answer came back) and Stderr the
+// apiFailure is the [*CommandError] of a daemon answer to the call args names (as the docker
+// command it stands for): ExitCode carries the answer's HTTP status (0 when no answer came back) and Stderr the
 // client's message, "Error response from daemon: …".
 func apiFailure(args []string, err error, class error) *CommandError {
 	return &CommandError{Args: args, ExitCode: answerStatus(err), Stderr: []byte(err.Error()), Class: class}

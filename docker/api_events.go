@@ -10,9 +10,10 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Events implements [Engine]. The subscription is live when Events returns (the engine has
-// answered the request); it also asks from the moment of the call (since), like the CLI.
-func (a *apiDriver) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
+// Events implements [Containers]. The subscription is live when Events returns (the engine has
+// answered the request); it also asks from the moment of the call (since), as `docker events`
+// does.
+func (a *Engine) Events(ctx context.Context, filter EventFilter) (<-chan Event, error) {
 	if err := checkFilters(filter.Labels); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -30,6 +31,7 @@ func (a *apiDriver) Events(ctx context.Context, filter EventFilter) (<-chan Even
 		f.Add("event", act)
 	}
 	since := time.Now()
+	ctx, witness := withSSHWitness(ctx)
 	res := b.client.Events(ctx, client.EventsListOptions{
 		Since:   strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond()),
 		Filters: f,
@@ -67,7 +69,7 @@ func (a *apiDriver) Events(ctx context.Context, filter EventFilter) (<-chan Even
 					end = fmt.Errorf("%w: %w", class, end)
 				}
 				select {
-				case events <- Event{Err: end}:
+				case events <- Event{Err: witness.settle("events", end)}:
 				case <-ctx.Done():
 				}
 				return

@@ -19,31 +19,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// Exec implements [Engine] through exec create, a hijacked exec start that carries stdout and
+// Exec implements [Containers] through exec create, a hijacked exec start that carries stdout and
 // stderr multiplexed (demultiplexed here), and exec inspect for the exit code. Only ctx bounds
 // it. A daemon answer refusing the exec (no such container, not running) is a result, exit 1
 // with the daemon's message on stderr, as the client reports it; a 409 on a container that is
 // paused is the frozen refusal, [ErrPaused] (the command never started). A daemon that cannot be
 // reached is [ErrUnreachable].
-func (a *apiDriver) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
+func (a *Engine) Exec(ctx context.Context, req ExecRequest) (ExecOutput, error) {
 	return a.exec(ctx, req, nil)
 }
 
-// ExecStarter returns the API itself: it can tell when an exec's process started.
-func (a *apiDriver) ExecStarter() (ExecStarter, bool) { return a, true }
-
-// ExecWithStart implements [ExecStarter]: Exec, calling started once the engine reports the
+// ExecWithStart implements [Driver]: Exec, calling started once the engine reports the
 // exec's process running (its pid is known), or the exec ended or was refused without a
 // process. It polls exec inspect while the start is in flight: the daemon holds the exec's lock
 // across runc's exec, so an inspect issued in that window answers only once it is closed.
-func (a *apiDriver) ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error) {
+func (a *Engine) ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error) {
 	if started == nil {
 		started = func() {}
 	}
 	return a.exec(ctx, req, started)
 }
 
-func (a *apiDriver) exec(ctx context.Context, req ExecRequest, started func()) (out ExecOutput, err error) {
+func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out ExecOutput, err error) {
 	var once sync.Once
 	signal := func() {
 		if started != nil {
@@ -69,6 +66,12 @@ func (a *apiDriver) exec(ctx context.Context, req ExecRequest, started func()) (
 	if err := a.control(ctx, args, func(_ context.Context, bb *apiBound) error { b = bb; return nil }); err != nil {
 		return ExecOutput{}, err
 	}
+	ctx, witness := withSSHWitness(ctx)
+	defer func() {
+		if ctx.Err() == nil {
+			err = witness.settle("exec", err)
+		}
+	}()
 	cancelled := func(err error) (ExecOutput, error) {
 		if ctx.Err() != nil {
 			return ExecOutput{}, fmt.Errorf("docker exec: %w", ctx.Err())

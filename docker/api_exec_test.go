@@ -11,13 +11,13 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-// TestAPIDriverFrozenStartRefusal: a freeze that lands between exec create and exec start is
+// TestFrozenStartRefusal: a freeze that lands between exec create and exec start is
 // refused by the start (a 409 before any stream), and that refusal is the frozen refusal too:
 // ErrPaused, exit non-zero, nothing on stdout, the command never started.
-func TestAPIDriverFrozenStartRefusal(t *testing.T) {
+func TestFrozenStartRefusal(t *testing.T) {
 	image := dockertest.Busybox(t)
 	id := dockertest.RunContainer(t, image)
-	a, err := newAPIDriver(Config{})
+	a, err := NewEngine(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	"go.uber.org/zap"
 )
 
-var _ Fingerprinting = (*apiDriver)(nil)
+var _ Fingerprinting = (*Engine)(nil)
 
 // Changes implements [Fingerprinting] with the container changes endpoint (GET
 // /containers/{id}/changes), which `docker diff` prints.
-func (a *apiDriver) Changes(ctx context.Context, id string) ([]Change, error) {
+func (a *Engine) Changes(ctx context.Context, id string) ([]Change, error) {
 	if err := checkID("diff", id); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func apiChanges(res client.ContainerDiffResult) ([]Change, error) {
 }
 
 // InspectConfinement implements [Fingerprinting].
-func (a *apiDriver) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
+func (a *Engine) InspectConfinement(ctx context.Context, target string) (Confinement, error) {
 	if err := checkTarget(target); err != nil {
 		return Confinement{}, fmt.Errorf("inspect: %w", err)
 	}
@@ -61,30 +61,29 @@ func (a *apiDriver) InspectConfinement(ctx context.Context, target string) (Conf
 		})
 }
 
-// apiConfinement reads the inspect of target as the CLI reads its JSON ([confinementDoc]).
+// apiConfinement reads the inspect of target as a [Confinement], refusing an answer without a
+// full container ID, a state or a host configuration.
 func apiConfinement(target string, doc container.InspectResponse) (Confinement, error) {
-	var cd confinementDoc
-	cd.ID, cd.HostsPath, cd.HostnamePath, cd.ResolvConfPath = doc.ID, doc.HostsPath, doc.HostnamePath, doc.ResolvConfPath
+	if !fullID.MatchString(doc.ID) {
+		return Confinement{}, fmt.Errorf("inspect %s: %w: container ID %q", target, errMalformedAnswer, doc.ID)
+	}
 	if doc.State == nil || doc.HostConfig == nil {
 		return Confinement{}, fmt.Errorf("inspect %s: %w: no state or host configuration", target, errMalformedAnswer)
 	}
-	cd.State.Running, cd.State.StartedAt = doc.State.Running, doc.State.StartedAt
-	cd.HostConfig.PidMode, cd.HostConfig.Privileged = string(doc.HostConfig.PidMode), doc.HostConfig.Privileged
+	out := Confinement{ID: doc.ID, Running: doc.State.Running, StartedAt: doc.State.StartedAt,
+		PidMode: string(doc.HostConfig.PidMode), Privileged: doc.HostConfig.Privileged,
+		HostsPath: doc.HostsPath, HostnamePath: doc.HostnamePath, ResolvConfPath: doc.ResolvConfPath}
 	if doc.Config != nil {
-		cd.Config.Labels, cd.Config.Entrypoint = doc.Config.Labels, doc.Config.Entrypoint
+		out.Labels, out.Entrypoint = doc.Config.Labels, doc.Config.Entrypoint
 	}
 	for _, m := range doc.Mounts {
-		cd.Mounts = append(cd.Mounts, struct {
-			Type        string `json:"Type"`
-			Destination string `json:"Destination"`
-			RW          bool   `json:"RW"`
-		}{string(m.Type), m.Destination, m.RW})
+		out.Mounts = append(out.Mounts, MountPoint{Type: string(m.Type), Destination: m.Destination, RW: m.RW})
 	}
-	return cd.confinement(target)
+	return out, nil
 }
 
 // InspectImage implements [Fingerprinting].
-func (a *apiDriver) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
+func (a *Engine) InspectImage(ctx context.Context, ref string) (ImageRecord, error) {
 	if err := checkImage("image inspect", ref); err != nil {
 		return ImageRecord{}, err
 	}
@@ -99,6 +98,16 @@ func (a *apiDriver) InspectImage(ctx context.Context, ref string) (ImageRecord, 
 			}
 			return ImageRecord{ID: res.ID}.withVolumes(ref, volumes)
 		})
+}
+
+func (rec ImageRecord) withVolumes(ref string, volumes map[string]struct{}) (ImageRecord, error) {
+	if !imageID.MatchString(rec.ID) {
+		return ImageRecord{}, fmt.Errorf("image inspect %s: %w: image ID %q", ref, errMalformedAnswer, rec.ID)
+	}
+	for v := range volumes {
+		rec.Volumes = append(rec.Volumes, v)
+	}
+	return rec, nil
 }
 
 // apiObserverCreateOptions renders spec as the create request of [cliObserverRunArgs],
@@ -125,7 +134,7 @@ func apiObserverCreateOptions(spec ObserverSpec) (client.ContainerCreateOptions,
 		SecurityOpt:    []string{"no-new-privileges"},
 		PidMode:        container.PidMode("container:" + spec.Target),
 		// The daemon removes it when it exits, as `docker run --rm` does, so an engine killed
-		// while it runs leaves no stopped observer behind (issue 29).
+		// while it runs leaves no stopped observer behind.
 		AutoRemove: true,
 	}
 	hc.PidsLimit = &pids
@@ -139,7 +148,7 @@ var errObserverBudget = errors.New("docker: observer run budget spent")
 // RunObserver implements [Fingerprinting]: create, attach, start, read both streams to their
 // end, wait for the exit code; the container is force-removed on every path, under a context
 // that outlives ctx.
-func (a *apiDriver) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
+func (a *Engine) RunObserver(ctx context.Context, spec ObserverSpec) (out ObserverOutput, err error) {
 	spec, err = spec.withLabels(a.cfg.Labels, a.cfg.CommandTimeout)
 	if err != nil {
 		return ObserverOutput{}, err
@@ -151,15 +160,17 @@ func (a *apiDriver) RunObserver(ctx context.Context, spec ObserverSpec) (out Obs
 	if err := ctx.Err(); err != nil {
 		return ObserverOutput{}, fmt.Errorf("docker run: %w", err)
 	}
-	defer func() { err = errors.Join(err, removeObserver(ctx, a, a.log, spec.Name)) }()
+	defer func() { err = errors.Join(err, removeObserver(ctx, a, spec.Name)) }()
 	args := cliObserverRunArgs(spec)
 	start := time.Now()
 	rctx, cancel := context.WithTimeoutCause(ctx, spec.Timeout, errObserverBudget)
 	defer cancel()
+	rctx, witness := withSSHWitness(rctx)
 	b, err := a.ready(rctx)
 	if err == nil {
 		out, err = b.runObserver(rctx, args, opts, spec.MaxOutputBytes)
 	}
+	err = witness.settle("run", err)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("docker run: %w", ctx.Err())
@@ -217,4 +228,17 @@ func (b *apiBound) runObserver(ctx context.Context, args []string, opts client.C
 	case err := <-waited.Error:
 		return ObserverOutput{}, apiError(args, err, nil)
 	}
+}
+
+// removeObserver force-removes the observer name under a context that outlives ctx's end (a
+// cancelled run must still be cleaned up), bounded by the command timeout. Absent is success:
+// AutoRemove may have been first, and one under way is waited out by Remove.
+func removeObserver(ctx context.Context, e *Engine, name string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observerRemoveTimeout)
+	defer cancel()
+	if _, err := e.Remove(rctx, name); err != nil {
+		e.log.Warn("observer container not removed", zap.String("container", name), zap.Error(err))
+		return fmt.Errorf("remove observer %s: %w", name, err)
+	}
+	return nil
 }

@@ -21,13 +21,13 @@ import (
 	"time"
 )
 
-// newFakeAPI writes the fake client of cli_helpers_test.go and returns an API binding through
-// it. env entries (K=V) are set in the process environment before construction, so they land in
-// the API's snapshot.
-func newFakeAPI(t *testing.T, env ...string) (*apiDriver, string) {
+// newFakeAPI writes the fake client of binding_helpers_test.go and returns an engine binding
+// through it. env entries (K=V) are set in the process environment before construction, so
+// they land in the engine's snapshot.
+func newFakeAPI(t *testing.T, env ...string) (*Engine, string) {
 	t.Helper()
 	cfg, logPath := fakeClient(t, env...)
-	a, err := newAPIDriver(cfg)
+	a, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,17 @@ func newFakeAPI(t *testing.T, env ...string) (*apiDriver, string) {
 // counts the requests it served.
 type fakeDaemon struct {
 	requests atomic.Int64
+	// handle, when set, answers a request first; it reports whether it did.
+	handle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.requests.Add(1)
 	w.Header().Set("Api-Version", "1.41")
 	w.Header().Set("Ostype", "linux")
+	if d.handle != nil && d.handle(w, r) {
+		return
+	}
 	switch {
 	case r.URL.Path == "/_ping":
 		_, _ = w.Write([]byte("OK"))
@@ -61,21 +66,7 @@ func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // endpoint.
 func unixDaemon(t *testing.T) (*fakeDaemon, string) {
 	t.Helper()
-	d := &fakeDaemon{}
-	dir, err := os.MkdirTemp("", "api-sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "d.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: d}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return d, "unix://" + sock
+	return daemonAt(t, "d.sock")
 }
 
 // tlsDaemon serves a fakeDaemon over TLS on 127.0.0.1, requiring a client certificate signed by

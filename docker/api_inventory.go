@@ -10,10 +10,10 @@ import (
 // This file is the [Inventory] seam over the Engine API: the reaper's listings, inspections and
 // removals, every one by full ID.
 
-var _ Inventory = (*apiDriver)(nil)
+var _ Inventory = (*Engine)(nil)
 
 // ListContainerIDs implements [Inventory].
-func (a *apiDriver) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (a *Engine) ListContainerIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -35,7 +35,7 @@ func (a *apiDriver) ListContainerIDs(ctx context.Context, labelFilters map[strin
 }
 
 // ListNetworkIDs implements [Inventory].
-func (a *apiDriver) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
+func (a *Engine) ListNetworkIDs(ctx context.Context, labelFilters map[string]string) ([]string, error) {
 	if err := checkFilters(labelFilters); err != nil {
 		return nil, fmt.Errorf("list networks: %w", err)
 	}
@@ -56,7 +56,7 @@ func (a *apiDriver) ListNetworkIDs(ctx context.Context, labelFilters map[string]
 	return checkIDs("list networks", ids)
 }
 
-// checkIDs refuses a listing holding anything but full IDs, as the CLI's does.
+// checkIDs refuses a listing holding anything but full IDs.
 func checkIDs(what string, ids []string) ([]string, error) {
 	for _, id := range ids {
 		if !fullID.MatchString(id) {
@@ -67,7 +67,7 @@ func checkIDs(what string, ids []string) ([]string, error) {
 }
 
 // InspectContainerID implements [Inventory]. Created is the engine's text, verbatim.
-func (a *apiDriver) InspectContainerID(ctx context.Context, id string) (Resource, error) {
+func (a *Engine) InspectContainerID(ctx context.Context, id string) (Resource, error) {
 	if err := checkID("inspect container", id); err != nil {
 		return Resource{}, err
 	}
@@ -85,7 +85,7 @@ func (a *apiDriver) InspectContainerID(ctx context.Context, id string) (Resource
 }
 
 // InspectNetworkID implements [Inventory]. Created is the engine's text, verbatim.
-func (a *apiDriver) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
+func (a *Engine) InspectNetworkID(ctx context.Context, id string) (Resource, error) {
 	if err := checkID("inspect network", id); err != nil {
 		return Resource{}, err
 	}
@@ -102,8 +102,8 @@ func (a *apiDriver) InspectNetworkID(ctx context.Context, id string) (Resource, 
 	return doc.resource(), nil
 }
 
-// RemoveContainerID implements [Inventory]: a forced removal by ID, as [apiDriver.Remove].
-func (a *apiDriver) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
+// RemoveContainerID implements [Inventory]: a forced removal by ID, as [Engine.Remove].
+func (a *Engine) RemoveContainerID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove container", id); err != nil {
 		return 0, err
 	}
@@ -112,7 +112,7 @@ func (a *apiDriver) RemoveContainerID(ctx context.Context, id string) (RemoveOut
 
 // RemoveNetworkID implements [Inventory]: never forced; a network with endpoints is refused by
 // the engine and left in place.
-func (a *apiDriver) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *Engine) RemoveNetworkID(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkID("remove network", id); err != nil {
 		return 0, err
 	}
@@ -123,8 +123,8 @@ func (a *apiDriver) RemoveNetworkID(ctx context.Context, id string) (RemoveOutco
 	return out, nil
 }
 
-// EngineID returns the daemon's ID (system info's ID), as [cliDriver.EngineID] does; see [Driver].
-func (a *apiDriver) EngineID(ctx context.Context) (string, error) {
+// EngineID returns the daemon's ID (system info's ID); see [Driver].
+func (a *Engine) EngineID(ctx context.Context) (string, error) {
 	answer, err := query(ctx, a, []string{"info", "--format", "{{.ID}}"},
 		func(ctx context.Context, c *client.Client) (client.SystemInfoResult, error) {
 			return c.Info(ctx, client.InfoOptions{})
@@ -136,8 +136,8 @@ func (a *apiDriver) EngineID(ctx context.Context) (string, error) {
 	return engineID(answer)
 }
 
-// SecurityOptions implements [SecurityOptionser].
-func (a *apiDriver) SecurityOptions(ctx context.Context) ([]string, error) {
+// SecurityOptions implements [Driver].
+func (a *Engine) SecurityOptions(ctx context.Context) ([]string, error) {
 	args := []string{"info", "--format", "{{json .SecurityOptions}}"}
 	var opts []string
 	err := a.control(ctx, args, func(ctx context.Context, b *apiBound) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -14,19 +15,22 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/mafsandbox/engine/label"
 )
 
-// This file is the [Networks] seam over the Engine API: the same requests the CLI's network.go
-// renders as command lines, as engine structs, and the same classes read from status classes.
+// This file is the [Networks] seam over the Engine API: the requests network.go renders as the
+// docker command lines they stand for, as engine structs, with their classes read from status
+// classes.
 
-var _ Networks = (*apiDriver)(nil)
+var _ Networks = (*Engine)(nil)
 
 // NetworkCreate implements [Networks]. The request is written here rather than through the
 // Moby client, which no longer sends CheckDuplicate: an engine before API 1.44 creates a second
 // network of the same name without it. The engine answers a taken name with a conflict (409),
 // or a forbidden (403) on older versions; a refused option with an invalid-parameter answer
 // (400), and the gateway-mode options are the only options this request carries.
-func (a *apiDriver) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
+func (a *Engine) NetworkCreate(ctx context.Context, spec NetworkSpec) (string, error) {
 	if err := checkTarget(spec.Name); err != nil {
 		return "", fmt.Errorf("create network: %w", err)
 	}
@@ -99,9 +103,9 @@ type networkIPAMConfig struct {
 	Subnet string `json:"Subnet"`
 }
 
-// NetworkInspect implements [Networks]. The engine's JSON is read exactly as the CLI reads its
-// rendering of it.
-func (a *apiDriver) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
+// NetworkInspect implements [Networks]. The engine's JSON is read as `docker network inspect`
+// prints it (parseNetworkInspect).
+func (a *Engine) NetworkInspect(ctx context.Context, ref string) (NetworkInfo, error) {
 	if err := checkTarget(ref); err != nil {
 		return NetworkInfo{}, fmt.Errorf("inspect network: %w", err)
 	}
@@ -113,7 +117,7 @@ func (a *apiDriver) NetworkInspect(ctx context.Context, ref string) (NetworkInfo
 }
 
 // NetworkConnect implements [Networks].
-func (a *apiDriver) NetworkConnect(ctx context.Context, network, ctr string) error {
+func (a *Engine) NetworkConnect(ctx context.Context, network, ctr string) error {
 	if err := checkTarget(network); err != nil {
 		return fmt.Errorf("connect network: %w", err)
 	}
@@ -130,14 +134,14 @@ func (a *apiDriver) NetworkConnect(ctx context.Context, network, ctr string) err
 }
 
 // NetworkRemove implements [Networks].
-func (a *apiDriver) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *Engine) NetworkRemove(ctx context.Context, id string) (RemoveOutcome, error) {
 	if err := checkTarget(id); err != nil {
 		return 0, fmt.Errorf("remove network: %w", err)
 	}
 	return a.removeNetwork(ctx, id)
 }
 
-func (a *apiDriver) removeNetwork(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *Engine) removeNetwork(ctx context.Context, id string) (RemoveOutcome, error) {
 	return a.remove(ctx, []string{"network", "rm", id}, func(ctx context.Context, b *apiBound) error {
 		_, err := b.client.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
 		return err
@@ -184,7 +188,7 @@ func apiProxyCreateOptions(spec ProxySpec) (client.ContainerCreateOptions, error
 
 // ProxyCreate implements [Networks]. The Engine API never pulls on create, so a missing image
 // is the create's 404.
-func (a *apiDriver) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
+func (a *Engine) ProxyCreate(ctx context.Context, spec ProxySpec) (string, error) {
 	spec, err := spec.withLabels(a.cfg.Labels)
 	if err != nil {
 		return "", err
@@ -221,7 +225,7 @@ func (a *apiDriver) ProxyCreate(ctx context.Context, spec ProxySpec) (string, er
 }
 
 // ProxyStart implements [Networks].
-func (a *apiDriver) ProxyStart(ctx context.Context, id string) error {
+func (a *Engine) ProxyStart(ctx context.Context, id string) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
@@ -230,7 +234,7 @@ func (a *apiDriver) ProxyStart(ctx context.Context, id string) error {
 
 // ProxyStop implements [Networks]: the engine's stop with grace, in whole seconds as `stop
 // --time`.
-func (a *apiDriver) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
+func (a *Engine) ProxyStop(ctx context.Context, id string, grace time.Duration) error {
 	if err := checkTarget(id); err != nil {
 		return fmt.Errorf("stop proxy: %w", err)
 	}
@@ -263,7 +267,7 @@ func (w *boundedBuffer) Write(p []byte) (int, error) {
 
 // ProxyLogs implements [Networks]: the last tail lines of stdout with the engine's timestamps,
 // at most maxBytes+1 bytes read; the stream is closed as soon as that many are held.
-func (a *apiDriver) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
+func (a *Engine) ProxyLogs(ctx context.Context, id string, tail, maxBytes int) ([]byte, error) {
 	if err := checkTarget(id); err != nil {
 		return nil, fmt.Errorf("read proxy log: %w", err)
 	}
@@ -300,10 +304,18 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // labelMap is labels as the engine takes them; a later label of the same key wins, as with
 // repeated --label flags.
-func labelMap(labels []Label) map[string]string {
+func labelMap(labels []label.Label) map[string]string {
 	m := make(map[string]string, len(labels))
 	for _, l := range labels {
 		m[l.Key] = l.Value
 	}
 	return m
+}
+
+// isSubnetOverlap reads the daemon's refusal of a subnet another network holds, which it
+// answers with the same status as other invalid requests, so only its words tell it apart:
+//
+//	Error response from daemon: Pool overlaps with other one on this address space
+func isSubnetOverlap(text []byte) bool {
+	return strings.Contains(strings.ToLower(stderrText(text)), "pool overlaps")
 }

@@ -16,26 +16,19 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/docker/enginetest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 )
 
-func apiCtx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
-
-// TestAPIDriverControlTimeout: a control call that outlives CommandTimeout is a TimeoutError,
+// TestControlTimeout: a control call that outlives CommandTimeout is a TimeoutError,
 // never the caller's context error; the caller's own deadline is its context's error.
-func TestAPIDriverControlTimeout(t *testing.T) {
+func TestControlTimeout(t *testing.T) {
 	dockertest.Require(t)
-	a := newAPI(t)
-	if _, err := a.ServerOS(apiCtx(t)); err != nil { // bound and negotiated
+	a := newEngine(t)
+	if _, err := a.ServerOS(testCtx(t)); err != nil { // bound and negotiated
 		t.Fatal(err)
 	}
-	short := newAPI(t, func(cfg *docker.Config) { cfg.CommandTimeout = time.Nanosecond })
+	short := newEngine(t, func(cfg *docker.Config) { cfg.CommandTimeout = time.Nanosecond })
 	_, err := short.ServerOS(context.Background())
 	var te *docker.TimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, docker.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
@@ -50,9 +43,9 @@ func TestAPIDriverControlTimeout(t *testing.T) {
 	}
 }
 
-// TestAPIDriverUnreachableIsNeverAbsence: a daemon that cannot be reached fails every call as
+// TestUnreachableIsNeverAbsence: a daemon that cannot be reached fails every call as
 // unreachable, never as absence; binding itself needs no daemon.
-func TestAPIDriverUnreachableIsNeverAbsence(t *testing.T) {
+func TestUnreachableIsNeverAbsence(t *testing.T) {
 	dockertest.Require(t)
 	dir := t.TempDir()
 	dead := filepath.Join(dir, "dead.sock")
@@ -73,8 +66,8 @@ func TestAPIDriverUnreachableIsNeverAbsence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("DOCKER_CONTEXT", "")
 			t.Setenv("DOCKER_HOST", tc.host)
-			a := newAPI(t)
-			ctx := apiCtx(t)
+			a := newEngine(t)
+			ctx := testCtx(t)
 			if b, err := a.Bind(ctx); err != nil || b.Endpoint != tc.host {
 				t.Fatalf("Bind = %+v, %v: binding needs no daemon", b, err)
 			}
@@ -92,7 +85,7 @@ func TestAPIDriverUnreachableIsNeverAbsence(t *testing.T) {
 				t.Fatalf("Stat = %v", e)
 			}
 			check("Stat", err)
-			_, err = typeStater(t, a).StatType(ctx, target, "/etc/passwd")
+			_, err = a.StatType(ctx, target, "/etc/passwd")
 			check("StatType", err)
 			_, _, err = a.Read(ctx, target, "/etc/passwd", 10)
 			check("Read", err)
@@ -115,9 +108,9 @@ func TestAPIDriverUnreachableIsNeverAbsence(t *testing.T) {
 	}
 }
 
-// TestAPIDriverDeletedContext: bound through a named context, the API refuses as unreachable
+// TestDeletedContext: bound through a named context, the API refuses as unreachable
 // once that context is deleted, and never falls back to another one.
-func TestAPIDriverDeletedContext(t *testing.T) {
+func TestDeletedContext(t *testing.T) {
 	dockertest.Require(t)
 	out, err := exec.Command("docker", "context", "inspect", "--format", "{{.Endpoints.docker.Host}}").Output()
 	endpoint := strings.TrimSpace(string(out))
@@ -138,8 +131,8 @@ func TestAPIDriverDeletedContext(t *testing.T) {
 	}
 	dockerCmd("context", "create", name, "--docker", "host="+endpoint)
 	t.Setenv("DOCKER_CONTEXT", name)
-	a := newAPI(t)
-	ctx := apiCtx(t)
+	a := newEngine(t)
+	ctx := testCtx(t)
 	b, err := a.Bind(ctx)
 	if err != nil || b.Context != name || b.Endpoint != endpoint {
 		t.Fatalf("Bind = %+v, %v", b, err)
@@ -154,22 +147,22 @@ func TestAPIDriverDeletedContext(t *testing.T) {
 	}
 }
 
-func TestAPIDriverBogusContext(t *testing.T) {
+func TestBogusContext(t *testing.T) {
 	dockertest.Require(t)
 	t.Setenv("DOCKER_CONTEXT", "maf-sandbox-no-such-context")
-	_, err := newAPI(t).Inspect(apiCtx(t), "maf-sandbox-docker-000000000000")
+	_, err := newEngine(t).Inspect(testCtx(t), "maf-sandbox-docker-000000000000")
 	if !errors.Is(err, docker.ErrUnreachable) || errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrUnreachable", err)
 	}
 }
 
-// TestAPIDriverStatType: the archive-stat answer agrees with the archive header on everything
+// TestStatType: the archive-stat answer agrees with the archive header on everything
 // but the owner, which it does not carry.
-func TestAPIDriverStatType(t *testing.T) {
+func TestStatType(t *testing.T) {
 	image := dockertest.Busybox(t)
-	a := newAPI(t)
-	name, id := enginetest.Workload(t, a, image, enginetest.Key(t))
-	ctx := apiCtx(t)
+	a := newEngine(t)
+	name, id := workload(t, a, image, testKey(t))
+	ctx := testCtx(t)
 	out, err := a.Exec(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c",
 		"mkdir -p /t/d && printf abc > /t/d/f && chmod 4751 /t/d/f && ln -s /etc/passwd /t/lnk && mkfifo /t/fifo && chmod 1777 /t/d"}})
 	if err != nil || out.ExitCode != 0 {
@@ -181,7 +174,7 @@ func TestAPIDriverStatType(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Stat(%s) = %v", p, err)
 			}
-			quick, err := typeStater(t, a).StatType(ctx, target, p)
+			quick, err := a.StatType(ctx, target, p)
 			if err != nil {
 				t.Fatalf("StatType(%s) = %v", p, err)
 			}
@@ -197,25 +190,24 @@ func TestAPIDriverStatType(t *testing.T) {
 			}
 		}
 	}
-	missing := docker.ContainerName(enginetest.Key(t), "busybox", "")
-	if _, err := typeStater(t, a).StatType(ctx, missing, "/etc/passwd"); !errors.Is(err, docker.ErrNotFound) {
+	missing := docker.ContainerName(testKey(t), "busybox", "")
+	if _, err := a.StatType(ctx, missing, "/etc/passwd"); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("StatType in an absent container = %v, want ErrNotFound", err)
 	}
 }
 
-// TestAPIDriverExecWithStart: started is called exactly once, while a long command still runs,
+// TestExecWithStart: started is called exactly once, while a long command still runs,
 // and before the call returns, also when the exec is refused.
-func TestAPIDriverExecWithStart(t *testing.T) {
+func TestExecWithStart(t *testing.T) {
 	image := dockertest.Busybox(t)
-	a := newAPI(t)
-	es := execStarter(t, a)
-	name, _ := enginetest.Workload(t, a, image, enginetest.Key(t))
-	ctx := apiCtx(t)
+	a := newEngine(t)
+	name, _ := workload(t, a, image, testKey(t))
+	ctx := testCtx(t)
 
 	var calls atomic.Int32
 	startedAt := make(chan time.Time, 1)
 	begin := time.Now()
-	out, err := es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 1; echo done"}}, func() {
+	out, err := a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 1; echo done"}}, func() {
 		calls.Add(1)
 		startedAt <- time.Now()
 	})
@@ -237,7 +229,7 @@ func TestAPIDriverExecWithStart(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		var o docker.ExecOutput
-		o, execErr = es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 0.3; echo ok"}}, func() {
+		o, execErr = a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"sh", "-c", "sleep 0.3; echo ok"}}, func() {
 			if err := a.Pause(ctx, name); err != nil {
 				t.Errorf("pause after start: %v", err)
 			}
@@ -260,24 +252,24 @@ func TestAPIDriverExecWithStart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = a.Unpause(context.Background(), name) })
 	calls.Store(0)
-	out, err = es.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"true"}}, func() { calls.Add(1) })
+	out, err = a.ExecWithStart(ctx, docker.ExecRequest{Target: name, Argv: []string{"true"}}, func() { calls.Add(1) })
 	if !errors.Is(err, docker.ErrPaused) || out.ExitCode == 0 || calls.Load() != 1 {
 		t.Fatalf("refused ExecWithStart = %+v, %v, started %d times", out, err, calls.Load())
 	}
 }
 
-// TestAPIDriverNoLeaks: after every kind of call, the clean ends and the abrupt ones (a cap
+// TestNoLeaks: after every kind of call, the clean ends and the abrupt ones (a cap
 // refused on the header, an output budget spent, a cancelled exec, a stream cancelled), no
 // goroutine of the API is left.
-func TestAPIDriverNoLeaks(t *testing.T) {
+func TestNoLeaks(t *testing.T) {
 	image := dockertest.Busybox(t)
-	a := newAPI(t)
-	if _, err := a.ServerOS(apiCtx(t)); err != nil {
+	a := newEngine(t)
+	if _, err := a.ServerOS(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	name, id := enginetest.Workload(t, a, image, enginetest.Key(t))
+	name, id := workload(t, a, image, testKey(t))
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ctx := apiCtx(t)
+	ctx := testCtx(t)
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -294,7 +286,7 @@ func TestAPIDriverNoLeaks(t *testing.T) {
 	}
 	_, err = a.Stat(ctx, id, "/etc")
 	must("stat", err)
-	_, err = typeStater(t, a).StatType(ctx, id, "/etc")
+	_, err = a.StatType(ctx, id, "/etc")
 	must("stat type", err)
 	tarball, _ := docker.BuildTar(docker.FileEntry("/f", []byte("x"), 0o644, 0, 0))
 	must("copy in", a.CopyIn(ctx, id, tarball))
@@ -308,9 +300,9 @@ func TestAPIDriverNoLeaks(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled exec = %v", err)
 	}
-	_, err = execStarter(t, a).ExecWithStart(ctx, docker.ExecRequest{Target: id, Argv: []string{"true"}}, func() {})
+	_, err = a.ExecWithStart(ctx, docker.ExecRequest{Target: id, Argv: []string{"true"}}, func() {})
 	must("exec with start", err)
-	_, err = a.ListNames(ctx, label.KeyFilter(enginetest.Key(t), nil), "")
+	_, err = a.ListNames(ctx, label.KeyFilter(testKey(t), nil), "")
 	must("list", err)
 	sctx, stop := context.WithCancel(ctx)
 	events, err := a.Events(sctx, docker.EventFilter{Containers: []string{id}})

@@ -15,11 +15,11 @@ import (
 	"github.com/moby/moby/client"
 )
 
-var _ Snapshotting = (*apiDriver)(nil)
+var _ Snapshotting = (*Engine)(nil)
 
 // Stop implements [Snapshotting] with the container stop endpoint. A paused container is
 // stopped too: the engine thaws it to deliver the signals.
-func (a *apiDriver) Stop(ctx context.Context, target string, grace time.Duration) error {
+func (a *Engine) Stop(ctx context.Context, target string, grace time.Duration) error {
 	if err := checkTarget(target); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
@@ -35,7 +35,7 @@ func (a *apiDriver) Stop(ctx context.Context, target string, grace time.Duration
 
 // Archive implements [Snapshotting] with the archive GET, under the caller's context alone (a
 // stream outlives a control call's budget).
-func (a *apiDriver) Archive(ctx context.Context, target, guestPath string) (io.ReadCloser, error) {
+func (a *Engine) Archive(ctx context.Context, target, guestPath string) (io.ReadCloser, error) {
 	if err := checkTarget(target); err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
@@ -56,7 +56,7 @@ func (a *apiDriver) Archive(ctx context.Context, target, guestPath string) (io.R
 
 // ImageConfig implements [Snapshotting] with one image inspect, whose raw answer gives the
 // configuration as the daemon keeps it.
-func (a *apiDriver) ImageConfig(ctx context.Context, ref string) (ImageConfig, error) {
+func (a *Engine) ImageConfig(ctx context.Context, ref string) (ImageConfig, error) {
 	if err := checkImage("image inspect", ref); err != nil {
 		return ImageConfig{}, err
 	}
@@ -93,7 +93,7 @@ func (a *apiDriver) ImageConfig(ctx context.Context, ref string) (ImageConfig, e
 
 // LoadImage implements [Snapshotting] with the image load endpoint, reading its progress
 // stream to the end: an error message in it fails the load.
-func (a *apiDriver) LoadImage(ctx context.Context, r io.Reader) ([]string, error) {
+func (a *Engine) LoadImage(ctx context.Context, r io.Reader) ([]string, error) {
 	args := []string{"load"}
 	ctx, end := a.inst.begin(ctx, "load")
 	b, err := a.ready(ctx)
@@ -150,7 +150,7 @@ func loadedImages(r io.Reader) ([]string, error) {
 }
 
 // RemoveImage implements [Snapshotting]: never forced, never pruning parents.
-func (a *apiDriver) RemoveImage(ctx context.Context, id string) (RemoveOutcome, error) {
+func (a *Engine) RemoveImage(ctx context.Context, id string) (RemoveOutcome, error) {
 	if !imageID.MatchString(id) {
 		return 0, fmt.Errorf("image rm: %w: %q is not an image ID", ErrInvalid, id)
 	}

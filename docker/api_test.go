@@ -12,13 +12,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/mafsandbox/engine/label"
 )
 
-func TestAPIDriverCreateOptions(t *testing.T) {
+func TestCreateOptions(t *testing.T) {
 	pids := func(n int64) *int64 { return &n }
 	cases := []struct {
 		name    string
@@ -45,8 +48,18 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 			}
 		}, nil},
 		{"cap drop all", []CreateOpt{withCapDropAll()}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
-			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) {
-				t.Fatalf("CapDrop %v", hc.CapDrop)
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
+			}
+		}, nil},
+		{"the configuration's defaults drop every capability", DefaultConfig().WorkloadOpts(), func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
+			}
+		}, nil},
+		{"capabilities given back", Config{CapAdd: []string{"SETUID", "setgid"}}.WorkloadOpts(), func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
+			if !reflect.DeepEqual(hc.CapDrop, []string{"ALL"}) || !reflect.DeepEqual(hc.CapAdd, []string{"SETUID", "SETGID"}) {
+				t.Fatalf("CapDrop %v CapAdd %v", hc.CapDrop, hc.CapAdd)
 			}
 		}, nil},
 		{"memory parsed as the client parses it", []CreateOpt{withMemory("512m")}, func(t *testing.T, _ *container.Config, hc *container.HostConfig) {
@@ -77,7 +90,7 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 				t.Fatalf("network %q env %v", hc.NetworkMode, cfg.Env)
 			}
 		}, nil},
-		{"labels, a later key winning", []CreateOpt{WithLabels(Label{Key: "a", Value: "1"}, Label{Key: "b", Value: "2"}, Label{Key: "a", Value: "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
+		{"labels, a later key winning", []CreateOpt{WithLabels(label.Label{Key: "a", Value: "1"}, label.Label{Key: "b", Value: "2"}, label.Label{Key: "a", Value: "3"})}, func(t *testing.T, cfg *container.Config, _ *container.HostConfig) {
 			if !reflect.DeepEqual(cfg.Labels, map[string]string{"a": "3", "b": "2"}) {
 				t.Fatalf("labels %v", cfg.Labels)
 			}
@@ -110,7 +123,7 @@ func TestAPIDriverCreateOptions(t *testing.T) {
 	}
 }
 
-func TestAPIDriverErrorClasses(t *testing.T) {
+func TestErrorClasses(t *testing.T) {
 	// A real connection failure, from the client itself.
 	c, err := client.New(client.WithHost("unix://" + filepath.Join(t.TempDir(), "none.sock")))
 	if err != nil {
@@ -155,7 +168,7 @@ func TestAPIDriverErrorClasses(t *testing.T) {
 	}
 }
 
-func TestAPIDriverPathStatEntry(t *testing.T) {
+func TestPathStatEntry(t *testing.T) {
 	cases := []struct {
 		name string
 		st   container.PathStat
@@ -180,7 +193,7 @@ func TestAPIDriverPathStatEntry(t *testing.T) {
 	}
 }
 
-func TestAPIDriverBinding(t *testing.T) {
+func TestBinding(t *testing.T) {
 	cases := []struct {
 		name        string
 		env         []string
@@ -197,7 +210,10 @@ func TestAPIDriverBinding(t *testing.T) {
 		{"empty host", []string{`FAKE_CONTEXT_JSON={"Name":"x","Endpoints":{"docker":{"Host":""}}}`}, ErrUnreachable, "resolve a context and endpoint", "", ""},
 		{"client fails", []string{"FAKE_CONTEXT_EXIT=1", "FAKE_CONTEXT_JSON=", `FAKE_CONTEXT_STDERR=context "gone": context not found`},
 			ErrUnreachable, "could not resolve its context", "", ""},
-		{"ssh endpoint", []string{`FAKE_CONTEXT_JSON={"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@host"}}}`}, ErrUnreachable, "cannot dial ssh:// endpoints", "", ""},
+		{"ssh endpoint", []string{`FAKE_CONTEXT_JSON={"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@host:2222"}}}`}, nil, "", "remote", "ssh://me@host:2222"},
+		{"npipe endpoint", []string{`FAKE_CONTEXT_JSON={"Name":"win","Endpoints":{"docker":{"Host":"npipe:////./pipe/docker_engine"}}}`}, ErrUnreachable, "cannot dial npipe:// endpoints", "", ""},
+		{"fd endpoint", []string{`FAKE_CONTEXT_JSON={"Name":"fd","Endpoints":{"docker":{"Host":"fd://"}}}`}, ErrUnreachable, "", "", ""},
+		{"ssh endpoint with a password", []string{`FAKE_CONTEXT_JSON={"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me:secret@host"}}}`}, ErrUnreachable, "password", "", ""},
 		{"missing TLS material", []string{`FAKE_CONTEXT_JSON={"Name":"t","Endpoints":{"docker":{"Host":"tcp://h:2376"}},"TLSMaterial":{"docker":["ca.pem"]},"Storage":{"MetadataPath":"/nonexistent/meta","TLSPath":"/nonexistent/tls"}}`},
 			ErrUnreachable, "load the TLS material", "", ""},
 	}
@@ -210,8 +226,8 @@ func TestAPIDriverBinding(t *testing.T) {
 				t.Fatalf("Bind err = %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr != nil {
-				if !strings.Contains(err.Error(), tc.wantMessage) {
-					t.Fatalf("message %q lacks %q", err, tc.wantMessage)
+				if !strings.Contains(err.Error(), tc.wantMessage) || strings.Contains(err.Error(), "secret") {
+					t.Fatalf("message %q lacks %q or shows the password", err, tc.wantMessage)
 				}
 				return
 			}
@@ -221,8 +237,12 @@ func TestAPIDriverBinding(t *testing.T) {
 			if again, err := a.Bind(context.Background()); err != nil || again != b {
 				t.Fatalf("second Bind = %+v, %v", again, err)
 			}
-			if got := a.bound.load().client.DaemonHost(); got != tc.wantHost {
-				t.Fatalf("client host %q, want %q", got, tc.wantHost)
+			wantClient := tc.wantHost
+			if strings.HasPrefix(wantClient, "ssh://") {
+				wantClient = sshAPIHost // the stream has no address of its own
+			}
+			if got := a.bound.load().client.DaemonHost(); got != wantClient {
+				t.Fatalf("client host %q, want %q", got, wantClient)
 			}
 			log := readLog(t, logPath)
 			if len(log) != 1 || !strings.HasSuffix(log[0], " context inspect --format {{json .}}") {
@@ -232,7 +252,7 @@ func TestAPIDriverBinding(t *testing.T) {
 	}
 }
 
-func TestAPIDriverBindingSingleFlight(t *testing.T) {
+func TestBindingSingleFlight(t *testing.T) {
 	a, logPath := newFakeAPI(t, "FAKE_CONTEXT_DELAY=0.3")
 	var wg sync.WaitGroup
 	for i := 0; i < 16; i++ {
@@ -250,7 +270,7 @@ func TestAPIDriverBindingSingleFlight(t *testing.T) {
 	}
 }
 
-func TestAPIDriverBindingRetriesAfterFailure(t *testing.T) {
+func TestBindingRetriesAfterFailure(t *testing.T) {
 	a, logPath := newFakeAPI(t, "FAKE_CONTEXT_EXIT=1")
 	for i := 0; i < 2; i++ {
 		if _, err := a.Bind(context.Background()); err == nil {
@@ -264,7 +284,7 @@ func TestAPIDriverBindingRetriesAfterFailure(t *testing.T) {
 
 // TestAPIWithoutClientBinary: with no client binary, the captured DOCKER_HOST is the default
 // context's endpoint, as the client would resolve it; without one, binding refuses.
-func TestAPIDriverWithoutClientBinary(t *testing.T) {
+func TestWithoutClientBinary(t *testing.T) {
 	_, host := unixDaemon(t)
 	cases := []struct {
 		name     string
@@ -281,7 +301,7 @@ func TestAPIDriverWithoutClientBinary(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			a, err := newAPIDriver(Config{DockerPath: "/nonexistent/docker"})
+			a, err := NewEngine(Config{DockerPath: "/nonexistent/docker"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +326,7 @@ func TestAPIDriverWithoutClientBinary(t *testing.T) {
 // TestAPIContextTLS: a named context's TLS material is loaded at binding, and only then: the
 // daemon requires the client certificate, and moving the material away afterwards changes
 // nothing.
-func TestAPIDriverContextTLS(t *testing.T) {
+func TestContextTLS(t *testing.T) {
 	store := t.TempDir()
 	tlsDir := filepath.Join(store, "tls", "docker")
 	if err := os.MkdirAll(tlsDir, 0o755); err != nil {
@@ -356,7 +376,7 @@ func TestAPIDriverContextTLS(t *testing.T) {
 // TestAPIContextDeletedOrChanged: once bound to a named context, the API refuses (unreachable,
 // before any daemon call) when that context is deleted or points elsewhere, and never follows
 // it.
-func TestAPIDriverContextDeletedOrChanged(t *testing.T) {
+func TestContextDeletedOrChanged(t *testing.T) {
 	cases := []struct {
 		name   string
 		change func(t *testing.T, store string)
@@ -392,26 +412,38 @@ func TestAPIDriverContextDeletedOrChanged(t *testing.T) {
 	}
 }
 
-func TestDriverSelection(t *testing.T) {
+// TestBindingBounded: the context inspect runs under Config.CommandTimeout, and the caller's
+// context ends it too; either way the client and what it started (the fake's sleep, which
+// outlives a client killed alone) are killed and reaped.
+func TestBindingBounded(t *testing.T) {
 	cases := []struct {
 		name    string
-		driver  string
-		want    string
-		wantErr error
+		timeout time.Duration
+		ctx     func() (context.Context, context.CancelFunc)
+		want    error
 	}{
-		{"default", "", fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
-		{"cli", DriverCLI, fmt.Sprintf("%T", (*cliDriver)(nil)), nil},
-		{"api", DriverAPI, fmt.Sprintf("%T", (*apiDriver)(nil)), nil},
-		{"unknown", "podman", "", ErrInvalid},
+		{"its own budget", 200 * time.Millisecond, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, ErrTimeout},
+		{"the caller's deadline", time.Minute, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, context.DeadlineExceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := NewEngine(Config{Driver: tc.driver})
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("NewEngine = %v, want %v", err, tc.wantErr)
+			cfg, _ := fakeClient(t, "FAKE_CONTEXT_DELAY=30.217")
+			cfg.CommandTimeout = tc.timeout
+			e, err := NewEngine(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err == nil && fmt.Sprintf("%T", e) != tc.want {
-				t.Fatalf("NewEngine built %T, want %s", e, tc.want)
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err = e.Bind(ctx)
+			if !errors.Is(err, tc.want) || (tc.want == ErrTimeout) == errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Bind = %v, want %v", err, tc.want)
+			}
+			waitNoChildren(t)
+			if left := processesWithCmdline(t, "sleep\x0030.217"); len(left) > 0 {
+				t.Fatalf("the client's child outlived binding: %v", left)
 			}
 		})
 	}

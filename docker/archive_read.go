@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// archiveRead is one read of a guest path's archive as both drivers make it (`docker cp
-// <target>:<path> -`, the archive GET): the header alone for a stat (maxBytes < 0), else the
-// header and, for a regular file no larger than maxBytes, its body. The drivers differ only in
-// how the stream is fetched and how a refusal is classified; what is checked before the engine
-// and what the stream's reading means are here, once.
+// archiveRead is one read of a guest path's archive (the archive GET, `docker cp
+// <target>:<path> -`): the header alone for a stat (maxBytes < 0), else the header and, for a
+// regular file no larger than maxBytes, its body. What is checked before the engine and what
+// the stream's reading means are here; api_archive.go fetches the stream and classifies a
+// refusal.
 type archiveRead struct {
 	target, guestPath string
 	maxBytes          int64
@@ -50,7 +50,7 @@ func (r *archiveRead) verb() string {
 	return "read"
 }
 
-// args is the read's command-line form, which names it in errors and logs (both drivers).
+// args is the read's command-line form, which names it in errors and logs.
 func (r *archiveRead) args() []string { return []string{"cp", r.target + ":" + r.guestPath, "-"} }
 
 // consume reads the first entry of the archive stream s, within the bounds of [readHeader] and

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // KeepAlive is the command every workload runs: it keeps the container alive, and every piece of
@@ -21,13 +23,14 @@ type CreateSpec struct {
 	NoNewPrivileges bool
 	PidsLimit       int // 0: not passed
 	CapDropAll      bool
-	Memory          string   // "": not passed
-	CPUs            *float64 // nil: not passed
-	Network         string   // "" or "none": --network none
-	ProxyURL        string   // with a Network other than none: the proxy variables' value
-	Sealed          bool     // the seal constraints (sealCapDrop, sealSysctls) apply
-	Labels          []Label  // in command-line order
-	Cmd             []string // nil: KeepAlive
+	CapAdd          []string      // after --cap-drop ALL, in order (Config.CapAdd)
+	Memory          string        // "": not passed
+	CPUs            *float64      // nil: not passed
+	Network         string        // "" or "none": --network none
+	ProxyURL        string        // with a Network other than none: the proxy variables' value
+	Sealed          bool          // the seal constraints (sealCapDrop, sealSysctls) apply
+	Labels          []label.Label // in command-line order
+	Cmd             []string      // nil: KeepAlive
 	// Entrypoint, when set, replaces the image's entrypoint with this one executable (the
 	// command line's --entrypoint takes no arguments: they go in Cmd).
 	Entrypoint string
@@ -71,6 +74,28 @@ func withPidsLimit(n int) CreateOpt { return func(s *CreateSpec) { s.PidsLimit =
 // withCapDropAll adds --cap-drop ALL.
 func withCapDropAll() CreateOpt { return func(s *CreateSpec) { s.CapDropAll = true } }
 
+// withCapAdd adds --cap-add c for each of caps, after --cap-drop ALL.
+func withCapAdd(caps ...string) CreateOpt {
+	return func(s *CreateSpec) { s.CapAdd = append([]string(nil), caps...) }
+}
+
+// WithLimits narrows a workload to what its spec asked: memory in bytes, CPUs and pids; a
+// zero value keeps what the configuration set. The caller checks the asks against
+// [Config.Bounds] first: this option only renders them.
+func WithLimits(memoryBytes int64, cpus float64, pids int) CreateOpt {
+	return func(s *CreateSpec) {
+		if memoryBytes > 0 {
+			s.Memory = strconv.FormatInt(memoryBytes, 10)
+		}
+		if cpus > 0 {
+			s.CPUs = &cpus
+		}
+		if pids > 0 {
+			s.PidsLimit = pids
+		}
+	}
+}
+
 // withMemory sets --memory m ("512m", "2g").
 func withMemory(m string) CreateOpt { return func(s *CreateSpec) { s.Memory = m } }
 
@@ -100,7 +125,7 @@ func WithEnv(kv ...string) CreateOpt {
 }
 
 // WithLabels appends labels, keeping their order.
-func WithLabels(labels ...Label) CreateOpt {
+func WithLabels(labels ...label.Label) CreateOpt {
 	return func(s *CreateSpec) { s.Labels = append(s.Labels, labels...) }
 }
 
@@ -135,10 +160,6 @@ func (s CreateSpec) validate() error {
 		return fmt.Errorf("create spec: %w: the spec names neither image nor image_id", ErrInvalid)
 	case strings.HasPrefix(s.Image, "-"):
 		return fmt.Errorf("create spec: %w: image starts with '-'", ErrInvalid)
-	case s.PidsLimit < 0:
-		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
-	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
-		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
 	case s.attached() && s.ProxyURL == "":
 		return fmt.Errorf("create spec: %w: network %s without a proxy", ErrInvalid, s.Network)
 	case s.IPv4.IsValid() && (!s.IPv4.Is4() || !s.attached()):
@@ -148,6 +169,9 @@ func (s CreateSpec) validate() error {
 	case !s.trustFileValid():
 		return fmt.Errorf("create spec: %w: a trust file needs a network and an absolute path", ErrInvalid)
 	}
+	if err := s.validateLimits(); err != nil {
+		return err
+	}
 	for _, l := range s.Labels {
 		if err := checkLabel(l); err != nil {
 			return fmt.Errorf("create spec: %w", err)
@@ -156,10 +180,28 @@ func (s CreateSpec) validate() error {
 	return nil
 }
 
+// validateLimits refuses limits and capabilities no create could take: a negative pids limit,
+// CPUs that are not a positive finite number, a capability outside the allow-list or one
+// given back without every other dropped first.
+func (s CreateSpec) validateLimits() error {
+	switch {
+	case s.PidsLimit < 0:
+		return fmt.Errorf("create spec: %w: negative pids limit", ErrInvalid)
+	case s.CPUs != nil && (math.IsNaN(*s.CPUs) || math.IsInf(*s.CPUs, 0) || *s.CPUs <= 0):
+		return fmt.Errorf("create spec: %w: CPUs must be a positive finite number", ErrInvalid)
+	case len(s.CapAdd) > 0 && !s.CapDropAll:
+		return fmt.Errorf("create spec: %w: capabilities are only added back after --cap-drop ALL", ErrInvalid)
+	}
+	if err := checkCapAdd(s.CapAdd); err != nil {
+		return fmt.Errorf("create spec: %w", err)
+	}
+	return nil
+}
+
 // cliRunArgs renders s as the arguments of `docker run`, in exactly this order:
 //
-//	run -d --name N --security-opt no-new-privileges --pids-limit P [--cap-drop ALL]
-//	    [--memory M] [--cpus C] (--network none | --network NET -e HTTPS_PROXY=U
+//	run -d --name N --security-opt no-new-privileges --pids-limit P [--cap-drop ALL
+//	    [--cap-add C]…] [--memory M] [--cpus C] (--network none | --network NET -e HTTPS_PROXY=U
 //	    -e HTTP_PROXY=U -e https_proxy=U -e http_proxy=U) --label k=v … IMAGE CMD…
 func cliRunArgs(s CreateSpec) []string { return cliContainerArgs([]string{"run", "-d"}, s) }
 
@@ -177,6 +219,9 @@ func cliContainerArgs(verb []string, s CreateSpec) []string {
 	}
 	if s.CapDropAll {
 		args = append(args, "--cap-drop", "ALL")
+		for _, c := range s.CapAdd {
+			args = append(args, "--cap-add", c)
+		}
 	}
 	if s.Memory != "" {
 		args = append(args, "--memory", s.Memory)

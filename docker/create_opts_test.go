@@ -12,20 +12,29 @@ import (
 
 func TestCLICreateArgs(t *testing.T) {
 	got := strings.Join(cliCreateArgs(NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...)), " ")
-	if want := "create --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"; got != want {
+	if want := "create --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --network none --pull never img sleep infinity"; got != want {
 		t.Fatalf("create argv:\n got %s\nwant %s", got, want)
 	}
 }
 
 func TestCLIRunArgs(t *testing.T) {
-	labels := []Label{{Key: label.Scope, Value: "s"}, {Key: label.WorkDir, Value: "/maf-sandbox/work"}}
+	labels := []label.Label{{Key: label.Scope, Value: "s"}, {Key: label.WorkDir, Value: "/maf-sandbox/work"}}
 	cases := []struct {
 		name string
 		spec CreateSpec
 		want string
 	}{
-		{"closed defaults", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
-			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --network none --pull never img sleep infinity"},
+		{"closed defaults: no capabilities", NewCreateSpec("N", "img", DefaultConfig().WorkloadOpts()...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --network none --pull never img sleep infinity"},
+		{"capabilities given back after the drop", NewCreateSpec("N", "img", Config{CapAdd: []string{"kill", "CAP_CHOWN"}}.WorkloadOpts()...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --cap-add KILL --cap-add CHOWN" +
+				" --network none --pull never img sleep infinity"},
+		{"a spec's limits within the configuration's", NewCreateSpec("N", "img",
+			append(Config{Memory: "1g"}.WorkloadOpts(), WithLimits(256<<20, 0.5, 64))...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 64 --cap-drop ALL --memory 268435456 --cpus 0.5" +
+				" --network none --pull never img sleep infinity"},
+		{"zero limits keep the configuration's", NewCreateSpec("N", "img", append(Config{Memory: "1g"}.WorkloadOpts(), WithLimits(0, 0, 0))...),
+			"run -d --name N --security-opt no-new-privileges --pids-limit 512 --cap-drop ALL --memory 1g --network none --pull never img sleep infinity"},
 		{"every opt-in, options in any order",
 			NewCreateSpec("N", "img", WithLabels(labels...), withCPUs(2), withMemory("512m"), withCapDropAll(),
 				withPidsLimit(64), withNoNewPrivileges()),
@@ -46,7 +55,7 @@ func TestCLIRunArgs(t *testing.T) {
 				" --entrypoint /gate --pull never img /gate.t ep sleep infinity"},
 		{"network none after a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithNetworkNone()),
 			"run -d --name N --network none --pull never img sleep infinity"},
-		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(Label{Key: "b", Value: "1"}), WithLabels(Label{Key: "a", Value: "2"})),
+		{"labels keep their order", NewCreateSpec("N", "img", WithLabels(label.Label{Key: "b", Value: "1"}), WithLabels(label.Label{Key: "a", Value: "2"})),
 			"run -d --name N --network none --label b=1 --label a=2 --pull never img sleep infinity"},
 		{"command", NewCreateSpec("N", "img", WithCmd("sh", "-c", "x y")),
 			"run -d --name N --network none --pull never img sh -c x y"},
@@ -70,7 +79,7 @@ func TestCLIRunArgs(t *testing.T) {
 
 func TestCLIRunArgsKeepsArgumentsWhole(t *testing.T) {
 	// An argument with spaces stays one argument: argv never goes through a shell.
-	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(Label{Key: "k", Value: "a b"}), WithCmd("echo", "x; rm -rf /")))
+	got := cliRunArgs(NewCreateSpec("N", "img", WithLabels(label.Label{Key: "k", Value: "a b"}), WithCmd("echo", "x; rm -rf /")))
 	want := []string{"run", "-d", "--name", "N", "--network", "none", "--label", "k=a b", "--pull", "never", "img", "echo", "x; rm -rf /"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -108,10 +117,13 @@ func TestCreateSpecValidate(t *testing.T) {
 		{"flag-shaped name", NewCreateSpec("-N", "img"), ErrInvalid},
 		{"negative cpus", CreateSpec{Name: "N", Image: "img", CPUs: &neg}, ErrInvalid},
 		{"network without proxy", NewCreateSpec("N", "img", WithNetwork("N-net", "")), ErrInvalid},
-		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(Label{Key: "a=b", Value: "c"})), ErrInvalid},
+		{"label with equals in key", NewCreateSpec("N", "img", WithLabels(label.Label{Key: "a=b", Value: "c"})), ErrInvalid},
 		{"trust file with a network", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("/ca.pem")), nil},
 		{"trust file without a network", NewCreateSpec("N", "img", WithTrustFile("/ca.pem")), ErrInvalid},
 		{"relative trust file", NewCreateSpec("N", "img", WithNetwork("N-net", "u"), WithTrustFile("ca.pem")), ErrInvalid},
+		{"an allowed capability given back", NewCreateSpec("N", "img", withCapDropAll(), withCapAdd("KILL")), nil},
+		{"a capability outside the allow-list", NewCreateSpec("N", "img", withCapDropAll(), withCapAdd("SYS_ADMIN")), ErrInvalid},
+		{"a capability added without the drop", NewCreateSpec("N", "img", withCapAdd("KILL")), ErrInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
-// Package docker is the engine driver of the sandbox engine: it speaks to one Docker engine
-// either through the docker command-line client (the CLI driver) or through the Engine API over
-// the endpoint the bound context resolves to (the API driver). [Config.Driver] picks one and
-// [NewEngine] builds it; nothing above this package knows which is speaking.
+// Package docker is the engine driver of the sandbox engine: [Engine] speaks the Docker Engine
+// API to one Docker engine, at the endpoint the docker client's context resolves to, and
+// [NewEngine] builds it.
 //
 // Status: experimental, pre-1.0. Its API may change or disappear in a later release without
 // notice. This is independent third-party work; it is not affiliated with, endorsed by, or a
@@ -11,12 +10,12 @@
 //
 // The package holds no sandbox policy. It offers:
 //
-//   - [Driver], the one seam the actor engine drives, with two implementations, the CLI and
-//     API drivers, that pass one shared suite (docker/enginetest). It is composed of [Engine]
-//     (inspect, create, start, remove, pause, unpause, exec, the tar plane, listing and events),
-//     [Networks] (allowlist topology), [Inventory] (the reaper), the daemon's EngineID, and the
-//     fast paths [ExecStarter] and [TypeStater], which only the API has and which the CLI says
-//     it has not;
+//   - [Engine], and [Driver], what the actor engine asks of it: [Containers] (inspect, create,
+//     start, remove, pause, unpause, exec, the tar plane, listing and events), [Networks]
+//     (allowlist topology), [Inventory] (the reaper), the daemon's ID and security options,
+//     the exec that reports its process's start, and the kind-only stat. Driver is an
+//     interface so that the actors' tests can drive a fake daemon; [Fingerprinting] is the
+//     fingerprint subject's part;
 //   - the names ([ContainerName], [EgressID]) that create, dispose, purge and the reaper must
 //     all compute the same way (the labels they share live in package label; this package
 //     only refuses configured labels that would collide with them, labels.go);
@@ -36,60 +35,55 @@
 //
 //   - The embedder's: what code that builds a worker from actors, docker and events writes
 //     (README, "Embedding"; cmd/engine's serve.go does the same). [Config], [DefaultConfig]
-//     and the defaults they name ([DefaultDriver], [DefaultDockerPath],
-//     [DefaultOutboundNetwork], [DefaultEgressSubnetPool], [DefaultCommandTimeout]);
-//     [DriverAPI] and [DriverCLI]; [NewEngine] and its [Option]s ([WithLogger], [WithMetrics],
-//     [WithTracerProvider]); [Driver], which NewEngine returns and actors.WithEngine takes, and
-//     its [Binding]; the egress settings' parsers ([NewSubnetPool], [SubnetPool],
-//     [EgressSubnetBits], [ParsePrivateCIDRs], [*PrivateCIDRError]); and the classes an
-//     embedder meets from construction and binding ([ErrUnreachable], [ErrClientNotFound],
-//     [ErrTimeout], [ErrInvalid]).
+//     and the defaults they name ([DefaultDockerPath], [DefaultOutboundNetwork],
+//     [DefaultEgressSubnetPool], [DefaultCommandTimeout]); [NewEngine], its [Option]s
+//     ([WithLogger], [WithMetrics], [WithTracerProvider]) and the [Engine] it returns, which
+//     actors.WithEngine takes as a [Driver], and its [Binding]; the egress settings' parsers
+//     ([NewSubnetPool], [SubnetPool], [EgressSubnetBits], [ParsePrivateCIDRs],
+//     [*PrivateCIDRError]); and the classes an embedder meets from construction and binding
+//     ([ErrUnreachable], [ErrClientNotFound], [*SSHError], [ErrTimeout], [ErrInvalid]).
 //   - The seam's: everything else, used across package boundaries by the engine's own
-//     packages (actors, events, reaper, docker/fingerprint, docker/enginetest and the
-//     integration tests): the interfaces [Driver] is made of, their request and record types,
-//     the create options, names and roles, topology constants and the classes the actors and
-//     the reaper branch on. They are exported because those packages need them; an embedder
-//     reaches them through actors, not by calling them, and they change with the engine.
+//     packages (actors, events, reaper, docker/fingerprint and the integration tests): the
+//     interfaces [Driver] is made of, their request and record types, the create options,
+//     names and roles, topology constants and the classes the actors and the reaper branch
+//     on. They are exported because those packages need them; an embedder reaches them
+//     through actors, not by calling them, and they change with the engine.
 //
 // docker/internal would hide the seam's names from actors too, and a module-level internal
 // package would move the seam out of docker, so the second group stays here, named as such.
 //
-// # The two drivers, and when to choose the CLI driver
+// # Binding and endpoints
 //
-// The API driver is the default. Both bind the same way, through the client binary's `docker
-// context inspect` (with no client binary, the API driver takes a DOCKER_HOST set without DOCKER_CONTEXT),
-// and differ in how they reach the daemon afterwards:
+// [NewEngine] snapshots the process environment, and the engine binds the client's context and
+// endpoint once, on first use (or on [Engine.Bind]), by running the docker client's `docker
+// context inspect` (section 3 of the spec) with that snapshot: the only command the engine
+// runs with the client binary. With no client binary it takes a DOCKER_HOST set without
+// DOCKER_CONTEXT. Every later call uses that endpoint and the TLS material loaded at binding, so
+// a change of DOCKER_HOST, DOCKER_CONTEXT, PATH or the client's current context cannot redirect
+// it; a named context that is deleted or pointed elsewhere afterwards is refused
+// ([ErrUnreachable]), never followed. The endpoints it dials:
 //
-//   - The API driver speaks the Engine API itself, over a unix:// or tcp:// endpoint with the
-//     context's TLS material. Binding refuses any other scheme (ssh://, npipe://, fd://) with
-//     [ErrUnreachable], naming [DriverCLI] (TestAPIDriverBinding's ssh case).
-//   - The CLI driver runs the client binary for every call, with --context naming the bound
-//     context, and the client dials the endpoint. So it binds a context the API driver
-//     refuses, an ssh:// one among them (TestBinding's ssh case); the engine has not been run
-//     against a daemon over ssh. It needs the client binary ([ErrClientNotFound] without it),
-//     and each call costs a process: about 0.1 s of wall clock and 30 to 50 ms of CPU, which a
-//     burst of acquires pays many times over (docs/operations.md, "A burst of acquires").
+//   - unix:// — Docker Engine rootful (/var/run/docker.sock) and rootless
+//     ($XDG_RUNTIME_DIR/docker.sock), Docker Desktop, and the Docker-compatible sockets of
+//     Colima, OrbStack, Rancher Desktop and Podman;
+//   - tcp:// — with the context's TLS material (its CA as the only root, its client key pair),
+//     or the default context's from DOCKER_CERT_PATH and DOCKER_TLS_VERIFY, and the proxy of
+//     the captured environment;
+//   - ssh://[user@]host[:port][/socket] — one `ssh` process per connection, found on the
+//     captured PATH, running `docker system dial-stdio` on the remote host (dial_ssh.go). ssh
+//     runs in batch mode: keys, known hosts and multiplexing are the user's ssh configuration,
+//     and an unknown host key is refused, never asked. A failure is an [*SSHError]
+//     ([ErrUnreachable]; [ErrClientNotFound] too when the remote host has no docker).
 //
-// Choose the CLI driver for a context whose endpoint only the client can dial, or to compare
-// the engine with the spec, which states the backend as a catalogue of docker client
-// invocations the way the reference drives the client: the CLI driver is that catalogue in
-// code, and the API driver is held to it by one suite (docker/enginetest runs on both, and the
-// project's second test pass runs the driver-level integration tests on the CLI driver,
-// docs/testing.md). It is not the fast path: on this machine its cold acquire is slower than
-// the reference's, which also drives the client (docs/benchmarks.md). The Podman CLI is not
-// supported by either driver ([Config].DockerPath).
-//
-// # Binding
-//
-// Both drivers snapshot the process environment when they are constructed and bind the
-// client's context and endpoint once, on first use (or on Bind). Every later call names that
-// context (CLI) or uses that endpoint and its TLS material (API), so a change of DOCKER_HOST,
-// DOCKER_CONTEXT or the client's current context cannot redirect it.
+// npipe:// and fd:// are refused at binding ([ErrUnreachable]). No connection or ssh process
+// outlives the call that opened it.
 //
 // # Errors
 //
-// Engine answers are classified once into the sentinels of errors.go ([ErrNotFound],
-// [ErrConflict], [ErrPaused], [ErrUnreachable], ...): the CLI's stderr in cli_stderr.go, the
-// API's errors by their class in api_errors.go. Callers test them with errors.Is; nothing
-// outside this package reads error text.
+// Engine answers are classified once, by their HTTP status class (api_errors.go), into the
+// sentinels of errors.go ([ErrNotFound], [ErrConflict], [ErrPaused], [ErrUnreachable], ...);
+// a status that means several things is settled by the container's state. Callers test them
+// with errors.Is; nothing outside this package reads error text, and inside it only the
+// answers the engine gives in words alone (exec_answers.go, the subnet overlap of
+// api_network.go).
 package docker

@@ -5,30 +5,48 @@ import (
 	"time"
 )
 
-// Driver is the whole seam between the actor engine and one Docker engine, composed of the parts
-// below: the container calls ([Engine]), the allowlist topology ([Networks]), the reaper's
-// inventory ([Inventory]), the daemon's identity (EngineID), and the fast paths a driver may lack,
-// each an explicit member that says when it is not available. The CLI and API drivers both
-// implement all of it, so a value that is a Driver can do everything the engine asks of a daemon;
-// which fast paths it has is a question with an answer, not a type assertion. A consumer that needs
-// less declares a smaller interface where it uses it (the reaper's [Inventory], a walk's stat).
+// Driver is what the actor engine asks of one Docker engine, and no more: the container calls
+// ([Containers]), the allowlist topology ([Networks]), the reaper's inventory ([Inventory]), the
+// daemon's identity and security options, and the two calls the freeze and the file walk rely
+// on. [*Engine] implements it; it is an interface so that the actors' tests can drive a fake
+// daemon. A consumer that needs less declares a smaller interface where it uses it (the
+// reaper's [Inventory], the fingerprint's engine, the events' daemon ID).
 type Driver interface {
-	Engine
+	Containers
 	Networks
 	Inventory
 	// EngineID returns the daemon's own ID (`docker info`'s ID), the "engineId" of the events
-	// this engine publishes. Errors as [Engine]'s methods; an empty or unreadable answer is an
+	// this engine publishes. Errors as [Containers]'s methods; an empty or unreadable answer is an
 	// error too.
 	EngineID(ctx context.Context) (string, error)
-	// ExecStarter returns the driver's exec that reports when its process started, or ok false
-	// when the driver cannot tell (the CLI driver: its client says nothing until the command ends).
-	ExecStarter() (es ExecStarter, ok bool)
-	// TypeStater returns the driver's kind-only stat, or ok false when it has none cheaper than
-	// Stat (the CLI driver).
-	TypeStater() (ts TypeStater, ok bool)
+	// SecurityOptions returns the daemon's security options (`docker info`'s SecurityOptions,
+	// e.g. "name=seccomp,profile=default", "name=userns", "name=rootless"): the host file plane
+	// is refused on a user-namespace-remapped or rootless daemon, whose guest uids are not the
+	// host's. Errors as [Containers]'s methods.
+	SecurityOptions(ctx context.Context) ([]string, error)
+	// ExecWithStart runs req exactly as Exec does, and calls started exactly once, on any
+	// goroutine, as soon as a freeze can no longer race the exec's start: the engine reports
+	// the exec's process running, or the exec ended, or it was refused or failed without a
+	// process. started is always called before ExecWithStart returns, and must not block.
+	//
+	// It exists for the freeze. On a 20.10 engine a pause that lands between the daemon's "is
+	// it paused" check of an exec start and runc's exec deadlocks the container: runc joins a
+	// frozen cgroup while the daemon holds the container's lock. Once the exec's process runs,
+	// a pause is harmless (it freezes that process too). So a caller that must not freeze
+	// while an exec is starting waits for started instead of for the whole exec.
+	ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error)
+	// StatType describes guestPath as Stat does (no-follow, answered by the engine, never the
+	// guest; (nil, nil) only on proven absence; the same errors), from the engine's archive
+	// stat alone: Name, Type, Typeflag, Size (regular files only), Mode (permission, setuid,
+	// setgid and sticky bits) and LinkTarget. UID and GID are -1: the engine's stat does not
+	// carry them. A 20.10 engine answers it in about a millisecond, against about 40 ms for the
+	// archive GET that Stat reads (every GET starts a chrooted tar process), so callers that
+	// decide on the kind alone (the ancestor walk of a frozen stat, read or write) use it;
+	// callers that need the owner (the reach rule) use Stat.
+	StatType(ctx context.Context, target, guestPath string) (*Entry, error)
 }
 
-// Engine is the container part of [Driver]: exactly what the actors ask of one container, nothing
+// Containers is the container part of [Driver]: exactly what the actors ask of one container, nothing
 // more. Every method binds first (see Binding in the package doc) and so may also return what Bind
 // returns.
 //
@@ -37,7 +55,7 @@ type Driver interface {
 // [ErrTimeout]) when a control call outlives Config.CommandTimeout; the context's own error,
 // wrapped, when ctx is cancelled or its deadline passes; [*CommandError] for any other engine
 // answer, carrying the arguments, exit code and stderr.
-type Engine interface {
+type Containers interface {
 	// Bind resolves and pins the client context and endpoint (once; later calls return it).
 	Bind(ctx context.Context) (Binding, error)
 	// ServerOS returns the daemon's OS, trimmed and lower-cased ("linux").
@@ -51,13 +69,10 @@ type Engine interface {
 	// ImageEntrypoint is ImageExists that also reads the image's configured entrypoint (nil
 	// when it has none): what a container of it runs before its command.
 	ImageEntrypoint(ctx context.Context, image string) (entrypoint []string, present bool, err error)
-	// Run creates and starts a workload container from spec and returns its ID. [ErrConflict]
-	// when the name is in use; [ErrInvalid] for a spec refused before any engine call. A run
-	// whose start failed can leave the created container behind under spec.Name.
-	Run(ctx context.Context, spec CreateSpec) (string, error)
 	// Create makes a workload container from spec without starting it and returns its ID: it
 	// has no guest process until Start, so its filesystem can be prepared without a freeze.
-	// Errors as Run.
+	// [ErrConflict] when the name is in use; [ErrInvalid] for a spec refused before any engine
+	// call.
 	Create(ctx context.Context, spec CreateSpec) (string, error)
 	// Start starts a stopped container. [ErrNotFound] when it is absent.
 	Start(ctx context.Context, target string) error
@@ -125,6 +140,7 @@ type ContainerInfo struct {
 	Entrypoint []string
 	Cmd        []string
 	CapDrop    []string          // HostConfig.CapDrop
+	CapAdd     []string          // HostConfig.CapAdd (the API driver reads it)
 	Networks   map[string]string // network name → network ID
 	// Pid and StartedAt are State.Pid and State.StartedAt: the host pid of the init process
 	// of a running container (0 otherwise) and when it was started. The host file plane
@@ -203,40 +219,9 @@ type Event struct {
 	Err error
 }
 
-// ExecStarter is the fast path of a driver that can tell when an exec's process has started;
-// [Driver.ExecStarter] returns it: the API driver has it, the CLI driver cannot (its client says
-// nothing until the command ends).
-//
-// It exists for the freeze. On a 20.10 engine a pause that lands between the daemon's "is it
-// paused" check of an exec start and runc's exec deadlocks the container: runc joins a frozen
-// cgroup while the daemon holds the container's lock. Once the exec's process runs, a pause
-// is harmless (it freezes that process too). So a caller that must not freeze while an exec is
-// starting can wait for started instead of for the whole exec.
-type ExecStarter interface {
-	// ExecWithStart runs req exactly as Exec does, and calls started exactly once, on any
-	// goroutine, as soon as a freeze can no longer race the exec's start: the engine reports
-	// the exec's process running, or the exec ended, or it was refused or failed without a
-	// process. started is always called before ExecWithStart returns, and must not block.
-	ExecWithStart(ctx context.Context, req ExecRequest, started func()) (ExecOutput, error)
-}
-
-// TypeStater is the fast path of a driver that can describe a path more cheaply when its owner is
-// not needed; [Driver.TypeStater] returns it. The API driver has it with the engine's archive-stat
-// call (a 20.10 engine answers it in about a millisecond, against about 40 ms for the archive GET
-// that Stat reads, because every GET starts a chrooted tar process). Callers that decide on the
-// kind alone (the ancestor walk of a frozen stat, read or write) can use it; callers that need the
-// owner (the reach rule) must use Stat.
-type TypeStater interface {
-	// StatType describes guestPath as Stat does (no-follow, answered by the engine, never the
-	// guest; (nil, nil) only on proven absence; the same errors), from the engine's stat alone:
-	// Name, Type, Typeflag, Size (regular files only), Mode (permission, setuid, setgid and
-	// sticky bits) and LinkTarget. UID and GID are -1: the engine's stat does not carry them.
-	StatType(ctx context.Context, target, guestPath string) (*Entry, error)
-}
-
 // Networks is the part of [Driver] the allowlist topology needs (egress-and-reap.md §1.3,
 // §1.5, §3.2): the per-sandbox internal network and the egress proxy container. Every method
-// binds first and fails as [Engine]'s methods do ([ErrUnreachable], [ErrTimeout], the
+// binds first and fails as [Containers]'s methods do ([ErrUnreachable], [ErrTimeout], the
 // context's error, [*CommandError]).
 type Networks interface {
 	// NetworkCreate runs `network create --driver bridge --internal` with both isolated
@@ -269,7 +254,7 @@ type Networks interface {
 // engine's containers and networks by label, inspect one by ID, and remove one by ID. The
 // reaper asks for this alone — it needs less than the actors do.
 //
-// Common to every method, as for [Engine]: [ErrUnreachable] when the daemon cannot be reached;
+// Common to every method, as for [Containers]: [ErrUnreachable] when the daemon cannot be reached;
 // [*TimeoutError] (matches [ErrTimeout]) when a call outlives Config.CommandTimeout; the
 // context's own error, wrapped, when ctx ends; [*CommandError] for any other engine answer.
 // Every method that takes an id refuses anything but a full 64-hex ID with [ErrInvalid]
@@ -308,28 +293,4 @@ type Resource struct {
 	Running    bool // a container's State.Running
 }
 
-// NewEngine returns the [Driver] cfg.Driver selects: [DriverAPI] (the default when empty)
-// builds the API driver, [DriverCLI] the CLI driver. An unknown driver is [ErrInvalid].
-func NewEngine(cfg Config, opts ...Option) (Driver, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Driver == DriverAPI {
-		return newAPIDriver(cfg, opts...)
-	}
-	return newCLIDriver(cfg, opts...)
-}
-
-var (
-	_ Driver = (*cliDriver)(nil)
-	_ Driver = (*apiDriver)(nil)
-)
-
-// SecurityOptionser is what a driver says of the daemon's security options (`docker info`'s
-// SecurityOptions, e.g. "name=seccomp,profile=default", "name=userns", "name=rootless"): the
-// host file plane is refused on a user-namespace-remapped or rootless daemon, whose guest
-// uids are not the host's. Both drivers have it; a fake engine may not.
-type SecurityOptionser interface {
-	SecurityOptions(ctx context.Context) ([]string, error)
-}
+var _ Driver = (*Engine)(nil)

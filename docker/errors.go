@@ -30,8 +30,16 @@ var (
 	ErrConflict = errors.New("docker: container name already in use")
 	// errRemovalInProgress: a forced removal refused because the daemon is already removing the
 	// container (its own auto-removal of one that just exited, or another caller's removal);
-	// it will be gone once that removal ends. Both drivers' Remove wait for it (removeForced).
+	// it will be gone once that removal ends. Remove waits for it (removeForced).
 	errRemovalInProgress = errors.New("docker: removal already in progress")
+	// errRemovalIncomplete: a forced removal the daemon answered with an internal error (HTTP
+	// 500). On this project's daemons that is the storage driver failing to release the
+	// container's root filesystem while it is still settling (fuse-overlayfs: "failed to remove
+	// root filesystem … directory not empty"); the container stays, marked dead, and the same
+	// forced removal asked again moments later completes. A forced removal is safe to repeat (a
+	// container gone by then is absent), so the API driver's Remove asks again a few times
+	// (removeForced) rather than reading the daemon's text to tell this 500 from another.
+	errRemovalIncomplete = errors.New("docker: removal incomplete")
 	// ErrNetworkExists: network create refused because the network exists.
 	ErrNetworkExists = errors.New("docker: network already exists")
 	// ErrPaused: the container is paused. From exec, only for the daemon's frozen refusal (the
@@ -41,16 +49,14 @@ var (
 	// (cgroup v1's freezer gives up while tasks are mid-syscall: "OCI runtime pause failed:
 	// unable to freeze"). Nothing stays frozen by the daemon's account; trying again may work.
 	ErrFreezeFailed = errors.New("docker: the freezer could not freeze the container")
-	// errNotPaused: unpause found a container that is not paused. It never leaves the package:
-	// Unpause counts it as done.
-	errNotPaused = errors.New("docker: container is not paused")
 	// ErrNotRunning: pause or exec found a container that is not running.
 	ErrNotRunning = errors.New("docker: container is not running")
 	// ErrUnreachable: the daemon could not be reached, the bound context is gone, or the client
 	// could not be started. Never a sign that a container or path is absent.
 	ErrUnreachable = errors.New("docker: engine unreachable")
-	// ErrClientNotFound: the client binary named by Config.DockerPath could not be found. It also
-	// matches ErrUnreachable.
+	// ErrClientNotFound: a binary the engine needs could not be found: the docker client named
+	// by Config.DockerPath (binding runs it), the ssh of an ssh:// endpoint, or the docker of
+	// the remote host ssh reaches. It also matches ErrUnreachable.
 	ErrClientNotFound = errors.New("docker: client binary not found")
 	// ErrTimeout: the command outlived its own budget (Config.CommandTimeout). The caller's own
 	// cancellation or deadline is never reported this way; it comes back as the context's error.

@@ -20,6 +20,10 @@ var unspelled = map[string]string{
 	"Option":         "the type of NewEngine's options: an embedder that builds a list of them names it",
 	"NameRole":       "the type ParseName returns and the Role constants have",
 	"ErrCapExceeded": "the class *CapExceededError reports, for errors.Is",
+	"Containers":     "the container part of Driver, embedded in it: its methods are the seam's",
+	"DefaultConfig":  "an embedder's starting configuration, every default filled in",
+	"ErrNotRunning":  "a class Containers.Pause names: a caller that pauses a stopped container meets it",
+	"SSHError":       "the type of an ssh:// endpoint's failure, for errors.As: its exit status and ssh's words",
 }
 
 // TestExportsHaveUsers holds the package to its rule: a top-level name is exported only when

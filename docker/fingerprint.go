@@ -8,13 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // Fingerprinting is the seam the fingerprint subject needs (docker-backend §12.5): the
 // engine's root-filesystem change list, the facts a measurement refuses on, the observer
-// image's ID, and one run of the observer container. It is separate from [Engine] (nothing in
-// the serving path needs it); both drivers implement it, and a consumer type-asserts
-// for it. Every method binds first and fails as [Engine]'s methods do ([ErrUnreachable],
+// image's ID, and one run of the observer container. It is separate from [Containers] (nothing in
+// the serving path needs it); [*Engine] implements it. Every method binds first and fails as [Containers]'s methods do ([ErrUnreachable],
 // [ErrTimeout], the context's error, [*CommandError]).
 type Fingerprinting interface {
 	// Changes lists the changes to the root filesystem of the container with this full ID
@@ -89,11 +90,11 @@ type ImageRecord struct {
 // processes and root through /proc), no new privileges, user 0:0, joined to the PID
 // namespace of the workload Target, never pulled, bounded in pids and memory.
 type ObserverSpec struct {
-	Name   string   // the observer container's name
-	Image  string   // the observer image, by ID
-	Target string   // the workload container's full ID
-	Args   []string // appended to the image's entrypoint
-	Labels []Label  // Config.Labels are appended
+	Name   string        // the observer container's name
+	Image  string        // the observer image, by ID
+	Target string        // the workload container's full ID
+	Args   []string      // appended to the image's entrypoint
+	Labels []label.Label // Config.Labels are appended
 	// MaxOutputBytes bounds stdout (stderr is kept to [observerStderrMax]); going over it
 	// fails the run with [*OutputLimitError].
 	MaxOutputBytes int64
@@ -122,7 +123,7 @@ var (
 	observerNm = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 )
 
-// withLabels checks the spec both drivers are given and returns it with the configuration's
+// withLabels checks the spec the engine is given and returns it with the configuration's
 // labels merged in and its timeout resolved.
 func (spec ObserverSpec) withLabels(extra map[string]string, commandTimeout time.Duration) (ObserverSpec, error) {
 	if !observerNm.MatchString(spec.Name) {

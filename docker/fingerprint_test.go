@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 func TestParseChanges(t *testing.T) {
@@ -35,7 +37,7 @@ func TestObserverSpec(t *testing.T) {
 	id := strings.Repeat("a", 64)
 	image := "sha256:" + strings.Repeat("b", 64)
 	good := ObserverSpec{Name: "maf-fingerprint-0123", Image: image, Target: id, MaxOutputBytes: 1 << 20,
-		Args: []string{"-max-bytes", "9"}, Labels: []Label{{Key: "maf-sandbox.role", Value: "observer"}}}
+		Args: []string{"-max-bytes", "9"}, Labels: []label.Label{{Key: "maf-sandbox.role", Value: "observer"}}}
 	cases := []struct {
 		name   string
 		mutate func(*ObserverSpec)
@@ -44,7 +46,9 @@ func TestObserverSpec(t *testing.T) {
 		{"a target by name", func(s *ObserverSpec) { s.Target = "maf-sandbox-docker-x" }},
 		{"a dash-led name", func(s *ObserverSpec) { s.Name = "-x" }},
 		{"no output bound", func(s *ObserverSpec) { s.MaxOutputBytes = 0 }},
-		{"a label over the bound", func(s *ObserverSpec) { s.Labels = append(s.Labels, Label{Key: "k", Value: strings.Repeat("x", 5000)}) }},
+		{"a label over the bound", func(s *ObserverSpec) {
+			s.Labels = append(s.Labels, label.Label{Key: "k", Value: strings.Repeat("x", 5000)})
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

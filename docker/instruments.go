@@ -21,7 +21,7 @@ func newInstruments(o options) instruments {
 	return instruments{metrics: o.metrics, tracer: telemetry.Tracer(o.tracer)}
 }
 
-// begin starts one daemon call named op (as the CLI names it): a client span, child of
+// begin starts one daemon call named op (as the docker command names it): a client span, child of
 // ctx's. The returned end closes the span with err and records the call's duration.
 func (in instruments) begin(ctx context.Context, op string) (context.Context, func(err error) time.Duration) {
 	start := time.Now()

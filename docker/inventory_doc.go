@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// The inventory's reading of the engine's inspect documents and daemon ID, the same for both
-// drivers: the CLI decodes them from `inspect --format {{json .}}`, the API from the raw answer.
+// The inventory's reading of the engine's inspect documents and daemon ID, from the raw
+// answer.
 
 // inventoryContainerDoc is the part of `container inspect` the inventory reads.
 type inventoryContainerDoc struct {

@@ -8,20 +8,16 @@ import (
 	"github.com/mafsandbox/engine/label"
 )
 
-// Label is one engine label, as package label defines it: the specs of this package carry
-// the label sets that package builds.
-type Label = label.Label
-
 // mergeLabels appends the caller's labels to base in key order. A caller key under
 // [label.Prefix], a key that could not travel as one argument, or a duplicate of a base key is
 // refused with [ErrInvalid]: only this package writes the engine's own labels.
-func mergeLabels(base []Label, user map[string]string) ([]Label, error) {
+func mergeLabels(base []label.Label, user map[string]string) ([]label.Label, error) {
 	keys := make([]string, 0, len(user))
 	for k := range user {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := append([]Label(nil), base...)
+	out := append([]label.Label(nil), base...)
 	seen := make(map[string]bool, len(base))
 	for _, l := range base {
 		seen[l.Key] = true
@@ -33,7 +29,7 @@ func mergeLabels(base []Label, user map[string]string) ([]Label, error) {
 		if seen[k] {
 			return nil, fmt.Errorf("label %q: %w: duplicate key", k, ErrInvalid)
 		}
-		l := Label{Key: k, Value: user[k]}
+		l := label.Label{Key: k, Value: user[k]}
 		if err := checkLabel(l); err != nil {
 			return nil, fmt.Errorf("label %q: %w", k, err)
 		}
@@ -43,7 +39,7 @@ func mergeLabels(base []Label, user map[string]string) ([]Label, error) {
 }
 
 // checkLabel is [label.Check] as this package's [ErrInvalid] (it matches both).
-func checkLabel(l Label) error {
+func checkLabel(l label.Label) error {
 	if err := label.Check(l); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -52,7 +48,7 @@ func checkLabel(l Label) error {
 
 // checkedLabels is [mergeLabels] of base and extra with base's own labels, which come from the
 // spec rather than from this package, held to the label rules too.
-func checkedLabels(base []Label, extra map[string]string) ([]Label, error) {
+func checkedLabels(base []label.Label, extra map[string]string) ([]label.Label, error) {
 	labels, err := mergeLabels(base, extra)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // Network-seam error classes.
@@ -31,9 +33,9 @@ const (
 // NetworkSpec is one internal network to create.
 type NetworkSpec struct {
 	Name     string
-	Labels   []Label      // in command-line order; Config.Labels are appended
-	Topology Topology     // "" means TopologyIsolatedGateway
-	Subnet   netip.Prefix // the zero prefix leaves the subnet to the daemon's pools
+	Labels   []label.Label // in command-line order; Config.Labels are appended
+	Topology Topology      // "" means TopologyIsolatedGateway
+	Subnet   netip.Prefix  // the zero prefix leaves the subnet to the daemon's pools
 }
 
 // NetworkInfo is what one network inspect returns.
@@ -61,11 +63,12 @@ type ProxySpec struct {
 	Image   string
 	Network string   // N-net, the only network at create time
 	Env     []string // K=V, in order
-	// SecretEnv are K=V set after Env and kept off every command line: the CLI driver passes
-	// `-e K` and the value in the client's own environment, so no process listing shows it.
+	// SecretEnv are K=V set after Env and kept off every command line: the rendering names
+	// `-e K` alone, and the value goes only into the create request, so no process listing or
+	// error shows it.
 	SecretEnv []string
-	Labels    []Label // in command-line order; Config.Labels are appended
-	Sealed    bool    // the workload's seal constraints (sealCapDrop, sealSysctls) apply
+	Labels    []label.Label // in command-line order; Config.Labels are appended
+	Sealed    bool          // the workload's seal constraints (sealCapDrop, sealSysctls) apply
 	// IPv4, when valid, is the proxy's fixed address on Network (--ip): the workload gate
 	// dials it for its release.
 	IPv4 netip.Addr
@@ -174,7 +177,7 @@ func parseNetworkInspect(ref string, out []byte) (NetworkInfo, error) {
 	return info, nil
 }
 
-// withLabels checks the spec both drivers are given and returns it with the configuration's
+// withLabels checks the spec the engine is given and returns it with the configuration's
 // extra labels merged in: names, image and network must be neither empty nor dash-led, and
 // every label must pass the label rules.
 func (spec ProxySpec) withLabels(extra map[string]string) (ProxySpec, error) {

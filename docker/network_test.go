@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"errors"
 	"net/netip"
 	"slices"
 	"testing"
@@ -17,7 +16,7 @@ func TestNetworkArgs(t *testing.T) {
 		want []string
 	}{
 		{"network create carries both isolated options and --internal",
-			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Labels: []Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}),
+			cliNetworkCreateArgs(NetworkSpec{Name: "n-net", Labels: []label.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}),
 			[]string{"network", "create", "--driver", "bridge", "--internal",
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv4=isolated",
 				"--opt", "com.docker.network.bridge.gateway_mode_ipv6=isolated",
@@ -41,7 +40,7 @@ func TestNetworkArgs(t *testing.T) {
 				"--log-opt", "max-file=2", "--network", "n-net", "--ip", "10.213.4.10", "img:local"}},
 		{"proxy create is hardened, never pulls and joins N-net only",
 			cliProxyCreateArgs(ProxySpec{Name: "n-proxy", Image: "img:local", Network: "n-net",
-				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []Label{{Key: label.Role, Value: label.RoleProxy}}}),
+				Env: []string{"MAF_SANDBOX_ALLOW=a.example,b.example"}, Labels: []label.Label{{Key: label.Role, Value: label.RoleProxy}}}),
 			[]string{"create", "--name", "n-proxy", "--pull", "never", "--read-only", "--cap-drop", "ALL",
 				"--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "64m",
 				"--user", "65532:65532", "--log-driver", "json-file", "--log-opt", "max-size=16m",
@@ -61,39 +60,6 @@ func TestNetworkArgs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Equal(tc.got, tc.want) {
 				t.Fatalf("args\n got %q\nwant %q", tc.got, tc.want)
-			}
-		})
-	}
-}
-
-func TestClassifyNetwork(t *testing.T) {
-	create := []string{"network", "create", "--internal", "n-net"}
-	cases := []struct {
-		name   string
-		args   []string
-		target string
-		stderr string
-		want   error
-	}{
-		{"name conflict", create, "n-net", "Error response from daemon: network with name n-net already exists", ErrNetworkExists},
-		{"engine 27 refuses the value", create, "n-net",
-			`Error response from daemon: invalid gateway mode "isolated" for com.docker.network.bridge.gateway_mode_ipv4`, ErrGatewayModeRejected},
-		{"unreachable first", create, "n-net", "Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?", ErrUnreachable},
-		{"proxy name in use", []string{"create", "--name", "n-proxy"}, "n-proxy",
-			`Error response from daemon: Conflict. The container name "/n-proxy" is already in use by container "341e"`, ErrConflict},
-		{"proxy image missing", []string{"create", "--name", "n-proxy"}, "n-proxy",
-			"Error response from daemon: No such image: maf-sandbox/egress-proxy:local", ErrImageMissing},
-		{"network absent by ID", []string{"network", "rm", "07f97b5c1bd0"}, "07f97b5c1bd0",
-			"Error response from daemon: network 07f97b5c1bd0 not found", ErrNotFound},
-		{"container absent", []string{"logs", "--tail", "1", "abc"}, "abc", "Error: No such container: abc", ErrNotFound},
-		{"active endpoints is no class", []string{"network", "rm", "id1"}, "id1",
-			"Error response from daemon: error while removing network: network n-net id id1 has active endpoints", nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := classifyNetwork(tc.args, tc.target, []byte(tc.stderr))
-			if !errors.Is(got, tc.want) || (tc.want == nil && got != nil) {
-				t.Fatalf("class = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// Snapshotting is the seam a sandbox's sleep and its snapshots need beyond [Engine] and
+// Snapshotting is the seam a sandbox's sleep and its snapshots need beyond [Containers] and
 // [Fingerprinting] (whose Changes lists what a container changed): stopping a workload whose
 // processes need not be kept, streaming a path out as the daemon's tar, and the images a
-// snapshot is restored through. It is separate from [Engine] (nothing in the serving path
-// needs it); the API driver implements it, and a consumer type-asserts for it, taking a driver
-// without it as one that cannot stop an idle sandbox or keep snapshots. Every method binds
-// first and fails as [Engine]'s methods do ([ErrUnreachable], [ErrTimeout], the context's
+// snapshot is restored through. It is separate from [Containers] (nothing in the serving path
+// needs it); [Engine] implements it, and a consumer type-asserts for it, taking a driver
+// without it (a fake) as one that cannot stop an idle sandbox or keep snapshots. Every method binds
+// first and fails as [Containers]'s methods do ([ErrUnreachable], [ErrTimeout], the context's
 // error, [*CommandError]).
 type Snapshotting interface {
 	// Stop stops the container target, running or paused: its processes get SIGTERM and are

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/mafsandbox/engine/label"
 )
 
 // checkTarget refuses a container, network or image reference the engine could read as an
@@ -31,7 +33,7 @@ var fullID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // checkFilters holds every label filter to the label rules ([checkLabel]).
 func checkFilters(labels map[string]string) error {
 	for k, v := range labels {
-		if err := checkLabel(Label{Key: k, Value: v}); err != nil {
+		if err := checkLabel(label.Label{Key: k, Value: v}); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
 )
 
 // The audit stream: one event per act of the engine (docs/events.md, "The audit stream").
@@ -19,42 +21,29 @@ import (
 
 // Audit event types. The type is also the subject's last two tokens.
 const (
-	AuditSandboxAcquired  = "sandbox.acquired" // served (created or reused) or refused
+	AuditSandboxAcquired  = "sandbox.acquired" // served (created, reused, …) or refused
 	AuditSandboxDisposed  = "sandbox.disposed"
 	AuditSandboxReset     = "sandbox.reset" // the instance replaced
 	AuditScopePurged      = "scope.purged"
-	AuditExecFinished     = "exec.finished" // exec and run_code, ended or refused
+	AuditExecFinished     = "exec.finished" // a command, code or a host-tools program, ended or refused
 	AuditFileWritten      = "file.written"  // a file crossed into the sandbox
 	AuditFileRead         = "file.read"     // a file crossed out of the sandbox
 	AuditFileRefused      = "file.refused"  // a crossing refused: confinement refusals are here
 	AuditFingerprint      = "fingerprint.verdict"
-	AuditPlacementChanged = "placement.changed" // claimed, lost, taken over, lame duck
+	AuditPlacementChanged = "placement.changed" // claimed, taken over, lost, lame duck
 	AuditEngineStarted    = "engine.started"
 	AuditEngineDraining   = "engine.draining"
 	AuditEngineStopped    = "engine.stopped"
 	AuditDaemonAway       = "engine.daemon_unreachable" // error: the code the daemon's probe failed with
 	AuditDaemonBack       = "engine.daemon_back"
-)
-
-// Audit outcomes.
-const (
-	OutcomeOK          = "ok"
-	OutcomeCreated     = "created"
-	OutcomeReused      = "reused"
-	OutcomeRestarted   = "restarted"    // acquire: a stopped instance started again
-	OutcomeAdopted     = "adopted"      // acquire: an instance another acquire made meanwhile
-	OutcomeReset       = "reset"        // acquire: an untrusted instance reset to its snapshot
-	OutcomeReplaced    = "replaced"     // acquire: an untrusted instance disposed, a new one created
-	OutcomeRefused     = "refused"      // the call's answer is an error; Error has its code
-	OutcomeTimeout     = "timeout"      // exec: the timeout expired
-	OutcomeOutputLimit = "output_limit" // exec: the output passed its cap
+	AuditCallRefused      = "call.refused" // a call the API refused before it reached the engine (tenancy)
 )
 
 const (
 	// SchemaAudit is the "schema" of every audit event.
-	SchemaAudit = "maf.sandbox.audit/v1"
-	// TypeAuditPrefix prefixes the Maf-Event-Type header: "audit.exec.finished.v1".
-	typeAuditT = "audit.%s.v1"
+	SchemaAudit = "maf.sandbox.audit/v2"
+	// TypeAuditPrefix prefixes the Maf-Event-Type header: "audit.exec.finished.v2".
+	typeAuditT = "audit.%s.v2"
 	// SubjectAuditT is <prefix>.audit.<Token(scope)>.<Token(kind)>.<type>; an event of no
 	// scope (the engine's own) has "_" for both, which no scope's token can be.
 	SubjectAuditT = "%s.audit.%s.%s.%s"
@@ -68,7 +57,9 @@ const (
 	noScope = "_"
 )
 
-// AuditEvent is the payload of every audit event (schema [SchemaAudit]).
+// AuditEvent is the payload of every audit event (schema [SchemaAudit]). Its outcome is one
+// of sandbox's: ok, refused, timeout, output_limit, or an acquire's created, reused,
+// restarted, adopted, reset or replaced.
 type AuditEvent struct {
 	Schema string    `json:"schema"`
 	ID     string    `json:"id"` // one per act ([AuditID]): the publish's retries carry it unchanged
@@ -79,21 +70,20 @@ type AuditEvent struct {
 	Service string `json:"service,omitempty"`
 	Backend string `json:"backend"`
 	// The sandbox the act concerns, when it concerns one.
-	Key        *EventKey `json:"key,omitempty"`
-	Kind       string    `json:"kind,omitempty"`
-	Sandbox    string    `json:"sandbox,omitempty"` // the API handle
-	InstanceID string    `json:"instanceId,omitempty"`
+	Key        *messages.APIKey `json:"key,omitempty"`
+	Kind       string           `json:"kind,omitempty"`
+	Sandbox    string           `json:"sandbox,omitempty"` // the API handle
+	InstanceID string           `json:"instance_id,omitempty"`
 	// Account is the caller's NATS account, on an engine serving several tenants.
 	Account string `json:"account,omitempty"`
 	// The call that caused it: its request ID (the client's, or minted) and W3C traceparent.
-	RequestID   string `json:"requestId,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
 	Traceparent string `json:"traceparent,omitempty"`
-	// Outcome is ok, created, reused, restarted, adopted, reset, replaced, refused, timeout or
-	// output_limit; Error the wire code of a refusal (never its sentence, which may quote
-	// guest text).
+	// Outcome says how it ended; Error is the wire code of a refusal (never its sentence,
+	// which may quote guest text).
 	Outcome    string  `json:"outcome"`
 	Error      string  `json:"error,omitempty"`
-	DurationMS float64 `json:"durationMs"`
+	DurationMS float64 `json:"duration_ms"`
 
 	Acquire   *AuditAcquire   `json:"acquire,omitempty"`
 	Exec      *AuditExec      `json:"exec,omitempty"`
@@ -101,32 +91,33 @@ type AuditEvent struct {
 	Disposal  *AuditDisposal  `json:"disposal,omitempty"`
 	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
 	Placement *AuditPlacement `json:"placement,omitempty"`
+	Call      *AuditCall      `json:"call,omitempty"`
 	Lifecycle *AuditLifecycle `json:"lifecycle,omitempty"` // lifecycle.go
 }
 
 // AuditAcquire is an acquire's detail.
 type AuditAcquire struct {
-	Image   string `json:"image,omitempty"`   // as the spec names it
-	ImageID string `json:"imageId,omitempty"` // the image the instance runs, as the daemon reports it
+	Image   string `json:"image,omitempty"`    // as the spec names it
+	ImageID string `json:"image_id,omitempty"` // the image the instance runs, as the daemon reports it
 	Egress  string `json:"egress,omitempty"`
 	// Untrusted is the instance found that this engine never handed out (another process's,
 	// or its own before a restart), which the outcome says it reset or replaced.
-	Untrusted string `json:"untrustedInstance,omitempty"`
+	Untrusted string `json:"untrusted_instance,omitempty"`
 }
 
 // AuditExec is a command's detail. The command's text is never carried (it may hold
-// secrets): Argv0 (the program, at most 120 characters; "" for a shell line or code) and the
-// SHA-256 of the whole command identify it.
+// secrets): Argv0 (the program, at most 120 bytes; "" for a shell line, code or a program)
+// and the SHA-256 of the whole command identify it.
 type AuditExec struct {
 	Argv0         string `json:"argv0,omitempty"`
-	Form          string `json:"form"`          // argv, shell or code
-	CommandSHA256 string `json:"commandSha256"` // of the argv's JSON array, the shell line or the code
-	ExitCode      *int   `json:"exitCode,omitempty"`
-	StdoutBytes   int    `json:"stdoutBytes"`
-	StderrBytes   int    `json:"stderrBytes"`
-	// NotStarted is the cause when the runtime could not start the command's process (the
-	// reply's not_started): nothing ran, and ExitCode is the 126 or 127 reported for it.
-	NotStarted string `json:"notStarted,omitempty"`
+	Form          string `json:"form"`           // argv, shell, code or program
+	CommandSHA256 string `json:"command_sha256"` // of the argv's JSON array, the shell line, the code or the program's source
+	ExitCode      *int   `json:"exit_code,omitempty"`
+	StdoutBytes   int64  `json:"stdout_bytes"`
+	StderrBytes   int64  `json:"stderr_bytes"`
+	// NotStarted is the cause when the runtime could not start the command's process: nothing
+	// ran, and ExitCode is the 126 or 127 reported for it.
+	NotStarted string `json:"not_started,omitempty"`
 }
 
 // AuditFile is a file crossing's detail: the guest path as asked, the size and SHA-256 of
@@ -152,19 +143,13 @@ type AuditVerdict struct {
 
 // AuditPlacement is a placement change or an engine state.
 type AuditPlacement struct {
-	Change string `json:"change"` // claimed, lost, taken_over, lame_duck, started, draining, stopped
+	Change string `json:"change"` // claimed, taken_over, lost, lame_duck, started, draining, stopped, daemon_unreachable, daemon_back
 	Detail string `json:"detail,omitempty"`
 }
 
-// CommandSHA256 is the hex SHA-256 an [AuditExec] carries for a command: of argv's JSON
-// encoding when argv is given, else of text (the shell line or the code).
-func CommandSHA256(argv []string, text string) string {
-	b := []byte(text)
-	if len(argv) > 0 {
-		b, _ = json.Marshal(argv) // a []string always encodes
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+// AuditCall is a refused call's detail: the operation it named.
+type AuditCall struct {
+	Op string `json:"op"`
 }
 
 // AuditID is the ID of one act's audit event: "aud_" and 40 hex digits of SHA-256 over the

@@ -2,8 +2,6 @@ package events
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +13,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 func TestAuditMessage(t *testing.T) {
-	ev := AuditEvent{ID: "aud_1", Type: AuditFileRefused, Key: &EventKey{Scope: "tenant 1", ThreadID: "t"}, Kind: "python",
-		Outcome: OutcomeRefused, Error: "not_confined", File: &AuditFile{Direction: "in", Path: "../x"}}
+	ev := AuditEvent{ID: "aud_1", Type: AuditFileRefused, Key: &messages.APIKey{Scope: "tenant 1", ThreadID: "t"}, Kind: "python",
+		Outcome: sandbox.OutcomeRefused, Error: "not_confined", File: &AuditFile{Direction: "in", Path: "../x"}}
 	m, err := AuditMessage("maf.sandbox.docker", ev)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +28,7 @@ func TestAuditMessage(t *testing.T) {
 	if want := "maf.sandbox.docker.audit." + Token("tenant 1") + ".python.file.refused"; m.Subject != want {
 		t.Errorf("subject %q, want %q", m.Subject, want)
 	}
-	if m.ID != "aud_1" || m.Type != "audit.file.refused.v1" {
+	if m.ID != "aud_1" || m.Type != "audit.file.refused.v2" {
 		t.Errorf("message ID %q type %q", m.ID, m.Type)
 	}
 	engine, err := AuditMessage("p", AuditEvent{ID: "aud_2", Type: AuditEngineStarted})
@@ -69,7 +70,7 @@ func TestAuditRecordMintsOneIDPerAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ev.Close(t.Context()) })
-	same := AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Account: "tenant-a", Outcome: OutcomeOK}
+	same := AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Account: "tenant-a", Outcome: sandbox.OutcomeOK}
 	ev.Audit().Record(same)
 	ev.Audit().Record(same)
 	set := same
@@ -124,7 +125,7 @@ func TestAuditRetryKeepsTheID(t *testing.T) {
 	t.Cleanup(func() { box.Close(context.Background()) })
 	sink := &AuditSink{box: box, prefix: DefaultSubjectPrefix, engineID: "e", log: zap.NewNop()}
 	for range 3 {
-		sink.Record(AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Outcome: OutcomeOK})
+		sink.Record(AuditEvent{Type: AuditExecFinished, RequestID: "turn-1", Sandbox: "h1", Outcome: sandbox.OutcomeOK})
 	}
 	waitFor(t, "three events delivered", func() bool { st := box.Stats(); return st.Pending == 0 && st.Delivered == 3 })
 	if st := box.Stats(); st.Attempts != 6 {
@@ -132,20 +133,6 @@ func TestAuditRetryKeepsTheID(t *testing.T) {
 	}
 	if msgs := streamMessages(t, nc, StreamAudit); len(msgs) != 3 {
 		t.Fatalf("the stream holds %d events, want 3: a retry was stored as another act", len(msgs))
-	}
-}
-
-func TestCommandSHA256(t *testing.T) {
-	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
-	if got := CommandSHA256([]string{"echo", "a b"}, ""); got != sum(`["echo","a b"]`) {
-		t.Errorf("argv digest %s", got)
-	}
-	if got := CommandSHA256(nil, "echo a b"); got != sum("echo a b") {
-		t.Errorf("shell digest %s", got)
-	}
-	// argv ["echo a", "b"] and ["echo", "a b"] are different commands.
-	if CommandSHA256([]string{"echo a", "b"}, "") == CommandSHA256([]string{"echo", "a b"}, "") {
-		t.Error("two argvs that join alike share a digest")
 	}
 }
 
@@ -172,7 +159,7 @@ func TestAuditOutlivesANATSOutage(t *testing.T) {
 	audit := ev.Audit()
 	record := func(i int) {
 		audit.Record(AuditEvent{Type: AuditExecFinished, RequestID: fmt.Sprintf("req-%02d", i), Sandbox: "h1", Kind: "python",
-			Key: &EventKey{Scope: "tenant-1"}, Outcome: OutcomeOK, Exec: &AuditExec{Form: "argv", Argv0: "true"}})
+			Key: &messages.APIKey{Scope: "tenant-1"}, Outcome: sandbox.OutcomeOK, Exec: &AuditExec{Form: "argv", Argv0: "true"}})
 	}
 	record(0)
 	waitFor(t, "the first event delivered", func() bool { return ev.AuditStats().Delivered == 1 })

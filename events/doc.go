@@ -4,28 +4,34 @@
 //
 // # Embedding
 //
-// [New] takes a NATS connection and owns everything else: the publisher and the JetStream
-// streams, the [Outbox] in front of them, the [PendingStore] and its recovery loop. It hands
-// out one sink per family of events:
+// [Events] implements the engine's observer seam (sandbox.Observer): every act the router, the
+// backend and the API report, where it happens, becomes its event here (observe.go). [New]
+// takes a NATS connection and owns everything else: the publisher and the JetStream streams,
+// the [Outbox] in front of them, the [PendingStore] and its recovery loop. A Go worker that
+// embeds the engine builds it exactly as engine serve does:
 //
-//	ev, err := events.New(ctx, nc, events.WithDaemon(drv), events.WithLogger(log))
-//	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithEgressSink(ev.Windows()))
-//	svc, err := service.New(nc, router, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()))
-//	_, err = ev.Reaps().Publish(ctx, res) // after a sweep
-//	err = ev.Close(ctx)                    // after the backend's Close
+//	b, err := actors.Create(ctx, cfg)                                 // the backend: the events' daemon
+//	ev, err := events.New(ctx, nc, events.WithDaemon(b), events.WithLogger(log))
+//	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
+//		sandbox.WithObserver(sandbox.Observers(ev, metrics)))      // handed on to the backend
+//	...                                                               // acquire, exec, files, dispose, reap
+//	b.Close(ctx)                                                      // the windows it still drains reported
+//	err = ev.Close(ctx)
 //
-// engine serve and engine reap build it exactly so; a Go worker that embeds the engine gets
-// the same events and the same recovery.
+// and gets the same events, with the same delivery and the same recovery, as engine serve: a
+// service in front of the router adds only what the NATS edge knows of each call (its request
+// ID, trace, account and handle, in the context) and the acts that are its own.
 //
 // # The events
 //
-// A drained egress window (egresslog.Window) becomes an [EgressObservedEvent] ([EgressEvent])
-// and a sweep (reaper.Result) a [ReapCompletedEvent] ([ReapEvent]); [EgressMessage] and
-// [ReapMessage] encode them as a [Message] with its subject ([Token], [EgressSubject],
-// [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent]. Every act of the
-// engine (an acquire, a command, a file crossing, a disposal, the engine's own states) is an
-// [AuditEvent] on [StreamAudit], subjects [AuditSubject]; [AuditMessage] encodes one. Building
-// an event needs no connection.
+// A window (sandbox.EgressWindow) reported observed becomes an [EgressObservedEvent]
+// ([EgressEvent]) and a sweep (sandbox.ReapResult) a [ReapCompletedEvent] ([ReapEvent]);
+// [EgressMessage] and [ReapMessage] encode them as a [Message] with its subject ([Token],
+// [EgressSubject], [ReapSubject]), ID and type. A host-tool call is a [HostToolCalledEvent].
+// Every act of the engine (an acquire, a command, a file crossing, a disposal, the engine's
+// own states) is an [AuditEvent] on [StreamAudit], subjects [AuditSubject]; [AuditMessage]
+// encodes one. Every payload is spelled in snake_case, as the NATS API is (schema version 2).
+// Building an event needs no connection.
 //
 // # Delivery
 //

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -34,12 +34,13 @@ const (
 	SubjectReapCompletedT = "%s.reap.completed"
 )
 
-// Payload schemas (the "schema" field) and event types (the Maf-Event-Type header).
+// Payload schemas (the "schema" field) and event types (the Maf-Event-Type header). Version 2
+// spells every field in snake_case, as the NATS API does (docs/events.md, "Schema versions").
 const (
-	SchemaEgressObserved = "maf.sandbox.egress.observed/v1"
-	SchemaReapCompleted  = "maf.sandbox.reap.completed/v1"
-	TypeEgressObserved   = "egress.observed.v1"
-	TypeReapCompleted    = "reap.completed.v1"
+	SchemaEgressObserved = "maf.sandbox.egress.observed/v2"
+	SchemaReapCompleted  = "maf.sandbox.reap.completed/v2"
+	TypeEgressObserved   = "egress.observed.v2"
+	TypeReapCompleted    = "reap.completed.v2"
 )
 
 // Headers every event carries.
@@ -90,17 +91,9 @@ func EgressSubject(prefix, scope, kind string) string {
 // ReapSubject is the subject of reap summaries under prefix.
 func ReapSubject(prefix string) string { return fmt.Sprintf(SubjectReapCompletedT, prefix) }
 
-// EventKey is the sandbox key as events carry it.
-type EventKey struct {
-	Scope    string `json:"scope"`
-	ThreadID string `json:"threadId"`
-	AgentID  string `json:"agentId"`
-	CallID   string `json:"callId"`
-}
-
 // EventProxy names the proxy container a window came from.
 type EventProxy struct {
-	ContainerID string `json:"containerId"`
+	ContainerID string `json:"container_id"`
 	Name        string `json:"name"`
 }
 
@@ -125,43 +118,43 @@ type EventDecision struct {
 // decision, which keeps the shape it always had. Method and path are guest-chosen text.
 type EventRequest struct {
 	Method   string `json:"method"`
-	Path     string `json:"path"`     // without the query, at most egresslog.MaxLoggedPath bytes
-	Status   int    `json:"status"`   // the status the workload was answered; 0 when the exchange was cut first
-	BytesOut int64  `json:"bytesOut"` // request bytes sent upstream, head and body; 0 when refused
-	BytesIn  int64  `json:"bytesIn"`  // response bytes relayed to the workload, head and body
-	Rule     string `json:"rule"`     // the host pattern of the rule that decided; "" from a proxy older than the field
+	Path     string `json:"path"`      // without the query, at most egresslog.MaxLoggedPath bytes
+	Status   int    `json:"status"`    // the status the workload was answered; 0 when the exchange was cut first
+	BytesOut int64  `json:"bytes_out"` // request bytes sent upstream, head and body; 0 when refused
+	BytesIn  int64  `json:"bytes_in"`  // response bytes relayed to the workload, head and body
+	Rule     string `json:"rule"`      // the host pattern of the rule that decided; "" from a proxy older than the field
 }
 
 // EventCounts counts a window's decisions by verdict.
 type EventCounts struct {
 	Allow         int `json:"allow"`
 	Deny          int `json:"deny"`
-	DenyNonGlobal int `json:"denyNonGlobal"`
+	DenyNonGlobal int `json:"deny_non_global"`
 	Unreachable   int `json:"unreachable"`
-	WouldDeny     int `json:"wouldDeny"` // requests a shadow rule let pass
+	WouldDeny     int `json:"would_deny"` // requests a shadow rule let pass
 }
 
 // EgressObservedEvent is the JSON payload of SubjectEgressObserved (schema
 // [SchemaEgressObserved]).
 type EgressObservedEvent struct {
-	Schema       string                `json:"schema"`
-	EventID      string                `json:"eventId"` // "egw_" + the proxy's 64-hex container ID
-	Backend      string                `json:"backend"`
-	EngineID     string                `json:"engineId"`
-	Key          EventKey              `json:"key"`
-	Attribution  egresslog.Attribution `json:"attribution"`
-	Kind         string                `json:"kind"`
-	Proxy        EventProxy            `json:"proxy"`
-	PrivateCIDRs []string              `json:"privateCidrs"`
-	Window       EventWindow           `json:"window"`
-	Decisions    []EventDecision       `json:"decisions"`
-	Counts       EventCounts           `json:"counts"`
-	Truncated    bool                  `json:"truncated"`
-	Unreadable   *string               `json:"unreadable"`
-	Trigger      egresslog.Trigger     `json:"trigger"`
-	Removal      string                `json:"removal"` // removed or absent
-	DrainSeconds float64               `json:"drainSeconds"`
-	PublishedAt  time.Time             `json:"publishedAt"`
+	Schema       string          `json:"schema"`
+	EventID      string          `json:"event_id"` // "egw_" + the proxy's 64-hex container ID
+	Backend      string          `json:"backend"`
+	EngineID     string          `json:"engine_id"`
+	Key          messages.APIKey `json:"key"`
+	Attribution  string          `json:"attribution"` // label, legacy-selectors or caller-key
+	Kind         string          `json:"kind"`
+	Proxy        EventProxy      `json:"proxy"`
+	PrivateCIDRs []string        `json:"private_cidrs"`
+	Window       EventWindow     `json:"window"`
+	Decisions    []EventDecision `json:"decisions"`
+	Counts       EventCounts     `json:"counts"`
+	Truncated    bool            `json:"truncated"`
+	Unreadable   *string         `json:"unreadable"`
+	Trigger      string          `json:"trigger"`
+	Removal      string          `json:"removal"` // removed or absent
+	DrainSeconds float64         `json:"drain_seconds"`
+	PublishedAt  time.Time       `json:"published_at"`
 }
 
 var proxyID = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -176,21 +169,20 @@ func EgressEventID(proxyID string) string { return "egw_" + proxyID }
 // with [ErrInvalidEvent] a window that must not be published: a proxy ID that is not 64 hex,
 // an unattributed key, a removal that is neither removed nor absent, or an empty window
 // (no decision and nothing unreadable: §3.1 emits nothing for it).
-func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
+func EgressEvent(w sandbox.EgressWindow, engineID string, publishedAt time.Time) (EgressObservedEvent, error) {
 	switch {
 	case !proxyID.MatchString(w.ProxyID):
 		return EgressObservedEvent{}, fmt.Errorf("%w: proxy ID %q is not 64 hex", ErrInvalidEvent, w.ProxyID)
-	case !w.Attribution.Attributed():
+	case !egresslog.Attribution(w.Attribution).Attributed():
 		return EgressObservedEvent{}, fmt.Errorf("%w: window of %s is not attributed (%s)", ErrInvalidEvent, w.ProxyID, w.Attribution)
-	case w.Removal != egresslog.RemovalRemoved && w.Removal != egresslog.RemovalAbsent:
+	case w.Removal != sandbox.RemovalRemoved && w.Removal != sandbox.RemovalAbsent:
 		return EgressObservedEvent{}, fmt.Errorf("%w: removal %q is neither removed nor absent", ErrInvalidEvent, w.Removal)
 	case len(w.Decisions) == 0 && w.Unreadable == "":
 		return EgressObservedEvent{}, fmt.Errorf("%w: empty window", ErrInvalidEvent)
 	}
 	ev := EgressObservedEvent{
 		Schema: SchemaEgressObserved, EventID: EgressEventID(w.ProxyID), Backend: BackendDocker, EngineID: engineID,
-		Key:         EventKey{Scope: w.Key.Scope, ThreadID: w.Key.ThreadID, AgentID: w.Key.AgentID, CallID: w.Key.CallID},
-		Attribution: w.Attribution, Kind: w.Kind,
+		Key: *messages.KeyToWire(w.Key), Attribution: w.Attribution, Kind: w.Kind,
 		Proxy:        EventProxy{ContainerID: w.ProxyID, Name: w.ProxyName},
 		PrivateCIDRs: []string{},
 		Window:       EventWindow{End: w.End.UTC(), Closed: w.Closed},
@@ -210,86 +202,68 @@ func EgressEvent(w egresslog.Window, engineID string, publishedAt time.Time) (Eg
 		ev.Unreadable = &u
 	}
 	for _, d := range w.Decisions {
-		ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port, TLS: d.TLS}
-		if d.Method != "" {
-			ed.Request = &EventRequest{Method: d.Method, Path: d.Path, Status: d.Status,
-				BytesOut: d.BytesOut, BytesIn: d.BytesIn, Rule: d.Rule}
-		}
-		if !d.At.IsZero() {
-			at := d.At.UTC()
-			ed.At = &at
-		}
-		switch d.Decision {
-		case sandbox.DecisionAllow:
-			ev.Counts.Allow++
-		case sandbox.DecisionDeny:
-			ev.Counts.Deny++
-		case sandbox.DecisionDenyNonGlobal:
-			ev.Counts.DenyNonGlobal++
-		case sandbox.DecisionUnreachable:
-			ev.Counts.Unreachable++
-		case sandbox.DecisionWouldDeny:
-			ev.Counts.WouldDeny++
-		}
-		ev.Decisions = append(ev.Decisions, ed)
+		ev.Decisions = append(ev.Decisions, eventDecision(d))
+		ev.Counts.add(d.Decision)
 	}
 	return ev, nil
 }
 
-// ReapFailure is one failure of a sweep, as its event carries it.
-type ReapFailure struct {
-	Code         string `json:"code"` // unlisted, unreachable, timeout, refused
-	Detail       string `json:"detail"`
-	ResourceID   string `json:"resourceId"`
-	ResourceKind string `json:"resourceKind"` // workload, proxy, network, or "" (inventory-wide)
+func eventDecision(d sandbox.EgressDecision) EventDecision {
+	ed := EventDecision{Verdict: string(d.Decision), Host: d.Host, Port: d.Port, TLS: d.TLS}
+	if d.Method != "" {
+		ed.Request = &EventRequest{Method: d.Method, Path: d.Path, Status: d.Status, BytesOut: d.BytesOut, BytesIn: d.BytesIn, Rule: d.Rule}
+	}
+	if !d.At.IsZero() {
+		at := d.At.UTC()
+		ed.At = &at
+	}
+	return ed
 }
 
-// ReapCompletedEvent is the JSON payload of SubjectReapCompleted (schema [SchemaReapCompleted]).
+func (c *EventCounts) add(d sandbox.EgressDecisionCode) {
+	switch d {
+	case sandbox.DecisionAllow:
+		c.Allow++
+	case sandbox.DecisionDeny:
+		c.Deny++
+	case sandbox.DecisionDenyNonGlobal:
+		c.DenyNonGlobal++
+	case sandbox.DecisionUnreachable:
+		c.Unreachable++
+	case sandbox.DecisionWouldDeny:
+		c.WouldDeny++
+	}
+}
+
+// ReapCompletedEvent is the JSON payload of SubjectReapCompleted (schema
+// [SchemaReapCompleted]): the sweep's summary in the one spelling of a sweep's result
+// (messages.APIReapResult, as the reap call answers it), without its resources.
 type ReapCompletedEvent struct {
-	Schema           string        `json:"schema"`
-	EventID          string        `json:"eventId"` // "reap_" + the run ID
-	Backend          string        `json:"backend"`
-	EngineID         string        `json:"engineId"`
-	OlderThan        string        `json:"olderThan"` // a Go duration, e.g. "24h0m0s"
-	OlderThanSeconds float64       `json:"olderThanSeconds"`
-	Scope            *string       `json:"scope"` // null: every scope
-	Cutoff           time.Time     `json:"cutoff"`
-	StartedAt        time.Time     `json:"startedAt"`
-	FinishedAt       time.Time     `json:"finishedAt"`
-	Disposed         int           `json:"disposed"`
-	ProxiesRemoved   int           `json:"proxiesRemoved"`
-	NetworksRemoved  int           `json:"networksRemoved"`
-	Failures         []ReapFailure `json:"failures"`
-	PublishedAt      time.Time     `json:"publishedAt"`
+	Schema   string `json:"schema"`
+	EventID  string `json:"event_id"` // "reap_" + the run ID
+	Backend  string `json:"backend"`
+	EngineID string `json:"engine_id"`
+	messages.APIReapResult
+	PublishedAt time.Time `json:"published_at"`
 }
 
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
 
 // ReapEvent builds the event of the sweep res under runID, the sweep's own random ID (a
 // retry of one sweep's publication keeps it). [ErrInvalidEvent] for a run ID that is not 8–64
-// of [A-Za-z0-9_-] or a non-positive age.
-func ReapEvent(res reaper.Result, runID, engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
-	if !runIDPattern.MatchString(runID) {
+// of [A-Za-z0-9_-], a non-positive age or a dry run.
+func ReapEvent(res sandbox.ReapResult, runID, engineID string, publishedAt time.Time) (ReapCompletedEvent, error) {
+	switch {
+	case !runIDPattern.MatchString(runID):
 		return ReapCompletedEvent{}, fmt.Errorf("%w: run ID %q", ErrInvalidEvent, runID)
-	}
-	if res.OlderThan <= 0 {
+	case res.OlderThan <= 0:
 		return ReapCompletedEvent{}, fmt.Errorf("%w: age %s", ErrInvalidEvent, res.OlderThan)
+	case res.DryRun:
+		return ReapCompletedEvent{}, fmt.Errorf("%w: a dry run removed nothing", ErrInvalidEvent)
 	}
-	ev := ReapCompletedEvent{
-		Schema: SchemaReapCompleted, EventID: "reap_" + runID, Backend: BackendDocker, EngineID: engineID,
-		OlderThan: res.OlderThan.String(), OlderThanSeconds: res.OlderThan.Seconds(),
-		Cutoff: res.Cutoff.UTC(), StartedAt: res.StartedAt.UTC(), FinishedAt: res.FinishedAt.UTC(),
-		Disposed: res.Disposed, ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved,
-		Failures: make([]ReapFailure, 0, len(res.Failures)), PublishedAt: publishedAt.UTC(),
-	}
-	for _, f := range res.Failures {
-		ev.Failures = append(ev.Failures, ReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	if res.Scope != "" {
-		sc := res.Scope
-		ev.Scope = &sc
-	}
-	return ev, nil
+	res.Resources = nil // the summary: a sweep's every resource is its caller's to read
+	return ReapCompletedEvent{Schema: SchemaReapCompleted, EventID: "reap_" + runID, Backend: BackendDocker, EngineID: engineID,
+		APIReapResult: messages.ReapToWire(res), PublishedAt: publishedAt.UTC()}, nil
 }
 
 // Message is one event ready to publish: its subject, its ID (sent as Nats-Msg-Id), its type

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/egresslog"
-	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -72,25 +71,25 @@ func TestWindowEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"schema": "maf.sandbox.egress.observed/v1", "eventId": "egw_" + testProxyID, "backend": "docker", "engineId": "ENGINE:ID",
-		"key":         map[string]any{"scope": "tenant-1", "threadId": "t-1", "agentId": "devops", "callId": ""},
+		"schema": "maf.sandbox.egress.observed/v2", "event_id": "egw_" + testProxyID, "backend": "docker", "engine_id": "ENGINE:ID",
+		"key":         map[string]any{"scope": "tenant-1", "thread_id": "t-1", "agent_id": "devops"},
 		"attribution": "label", "kind": "codeact",
-		"proxy":        map[string]any{"containerId": testProxyID, "name": "maf-sandbox-docker-0123456789ab-proxy"},
-		"privateCidrs": []any{"10.213.0.0/24", "10.9.0.0/16"},
-		"window":       map[string]any{"start": "2026-05-01T12:00:00Z", "end": "2026-05-01T12:05:00Z", "closed": true},
+		"proxy":         map[string]any{"container_id": testProxyID, "name": "maf-sandbox-docker-0123456789ab-proxy"},
+		"private_cidrs": []any{"10.213.0.0/24", "10.9.0.0/16"},
+		"window":        map[string]any{"start": "2026-05-01T12:00:00Z", "end": "2026-05-01T12:05:00Z", "closed": true},
 		"decisions": []any{
 			map[string]any{"verdict": "ALLOW", "host": "allowed.example", "port": 443.0, "at": "2026-05-01T12:00:01.000000005Z"},
 			map[string]any{"verdict": "DENY", "host": "evil.example", "port": 443.0},
 			map[string]any{"verdict": "DENY-NONGLOBAL", "host": "10.0.0.1", "port": 443.0},
 			map[string]any{"verdict": "ALLOW", "host": "api.example", "port": 443.0, "request": map[string]any{
-				"method": "GET", "path": "/v1/x", "status": 200.0, "bytesOut": 81.0, "bytesIn": 4096.0, "rule": "api.example"}},
+				"method": "GET", "path": "/v1/x", "status": 200.0, "bytes_out": 81.0, "bytes_in": 4096.0, "rule": "api.example"}},
 			map[string]any{"verdict": "WOULD-DENY", "host": "api.example", "port": 443.0, "request": map[string]any{
-				"method": "DELETE", "path": "/v1/x", "status": 204.0, "bytesOut": 84.0, "bytesIn": 60.0, "rule": "api.example"}},
+				"method": "DELETE", "path": "/v1/x", "status": 204.0, "bytes_out": 84.0, "bytes_in": 60.0, "rule": "api.example"}},
 			map[string]any{"verdict": "DENY", "host": "api.example", "port": 443.0, "tls": "alert-unknown-ca"},
 		},
-		"counts":    map[string]any{"allow": 2.0, "deny": 2.0, "denyNonGlobal": 1.0, "unreachable": 0.0, "wouldDeny": 1.0},
-		"truncated": false, "unreadable": nil, "trigger": "dispose", "removal": "removed", "drainSeconds": 0.41,
-		"publishedAt": "2026-05-01T12:05:01Z",
+		"counts":    map[string]any{"allow": 2.0, "deny": 2.0, "deny_non_global": 1.0, "unreachable": 0.0, "would_deny": 1.0},
+		"truncated": false, "unreadable": nil, "trigger": "dispose", "removal": "removed", "drain_seconds": 0.41,
+		"published_at": "2026-05-01T12:05:01Z",
 	}
 	gotJSON, _ := json.Marshal(got)
 	wantJSON, _ := json.Marshal(want)
@@ -102,13 +101,13 @@ func TestWindowEvent(t *testing.T) {
 func TestWindowEventRefusals(t *testing.T) {
 	cases := []struct {
 		name string
-		edit func(*egresslog.Window)
+		edit func(*sandbox.EgressWindow)
 	}{
-		{"short proxy ID", func(w *egresslog.Window) { w.ProxyID = "3f9c" }},
-		{"unattributed", func(w *egresslog.Window) { w.Attribution = egresslog.AttributionNone }},
-		{"refused attribution", func(w *egresslog.Window) { w.Attribution = egresslog.AttributionRefused }},
-		{"removal failed", func(w *egresslog.Window) { w.Removal = "refused" }},
-		{"empty window", func(w *egresslog.Window) { w.Decisions = nil }},
+		{"short proxy ID", func(w *sandbox.EgressWindow) { w.ProxyID = "3f9c" }},
+		{"unattributed", func(w *sandbox.EgressWindow) { w.Attribution = string(egresslog.AttributionNone) }},
+		{"refused attribution", func(w *sandbox.EgressWindow) { w.Attribution = string(egresslog.AttributionRefused) }},
+		{"removal failed", func(w *sandbox.EgressWindow) { w.Removal = "refused" }},
+		{"empty window", func(w *sandbox.EgressWindow) { w.Decisions = nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,10 +132,10 @@ func TestWindowEventRefusals(t *testing.T) {
 
 func TestReapEvent(t *testing.T) {
 	const run = "01HZX7RUN0000"
-	s := reaper.Result{OlderThan: 24 * time.Hour, Scope: "tenant-1",
+	s := sandbox.ReapResult{OlderThan: 24 * time.Hour, Scope: "tenant-1",
 		Cutoff: time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 5, 1, 12, 0, 3, 0, time.UTC), Disposed: 1, ProxiesRemoved: 1, NetworksRemoved: 1,
-		Failures: []reaper.Failure{{Code: sandbox.DisposalRefused, Detail: "x: boom", ResourceID: "abc", ResourceKind: reaper.KindNetwork}}}
+		Failures: []sandbox.ReapFailure{{Code: sandbox.DisposalRefused, Detail: "x: boom", ResourceID: "abc", ResourceKind: sandbox.ReapNetwork}}}
 	ev, err := ReapEvent(s, run, "E", s.FinishedAt)
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +147,9 @@ func TestReapEvent(t *testing.T) {
 	if m.Subject != "ops.prefix.reap.completed" || m.ID != "reap_01HZX7RUN0000" || m.Type != TypeReapCompleted {
 		t.Fatalf("message %+v", m)
 	}
-	if !strings.Contains(string(m.Data), `"schema":"maf.sandbox.reap.completed/v1"`) || !strings.Contains(string(m.Data), `"scope":"tenant-1"`) ||
-		!strings.Contains(string(m.Data), `"olderThanSeconds":86400`) || !strings.Contains(string(m.Data), `"resourceKind":"network"`) {
+	if !strings.Contains(string(m.Data), `"schema":"maf.sandbox.reap.completed/v2"`) || !strings.Contains(string(m.Data), `"scope":"tenant-1"`) ||
+		!strings.Contains(string(m.Data), `"older_than_ms":86400000`) || !strings.Contains(string(m.Data), `"resource_kind":"network"`) ||
+		strings.Contains(string(m.Data), `"resources"`) {
 		t.Fatalf("payload %s", m.Data)
 	}
 	s.Scope, s.Failures = "", nil
@@ -161,8 +161,9 @@ func TestReapEvent(t *testing.T) {
 	for _, bad := range []struct {
 		run string
 		age time.Duration
-	}{{"short", time.Hour}, {"long-enough-id", 0}} {
-		if _, err := ReapEvent(reaper.Result{OlderThan: bad.age}, bad.run, "E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
+		dry bool
+	}{{"short", time.Hour, false}, {"long-enough-id", 0, false}, {"long-enough-id", time.Hour, true}} {
+		if _, err := ReapEvent(sandbox.ReapResult{OlderThan: bad.age, DryRun: bad.dry}, bad.run, "E", time.Now()); !errors.Is(err, ErrInvalidEvent) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
 	}
@@ -173,9 +174,9 @@ func TestReapEvent(t *testing.T) {
 // window could not drop the second: the ID is the proxy's identity and nothing of the drain.
 func TestEventIDIsTheProxysAcrossDrains(t *testing.T) {
 	first := testWindow()
-	first.Removal, first.Trigger, first.DrainSeconds = egresslog.RemovalRemoved, egresslog.TriggerDispose, 0.2
+	first.Removal, first.Trigger, first.DrainSeconds = sandbox.RemovalRemoved, string(egresslog.TriggerDispose), 0.2
 	second := testWindow()
-	second.Removal, second.Trigger, second.DrainSeconds = egresslog.RemovalAbsent, egresslog.TriggerReap, 3.5
+	second.Removal, second.Trigger, second.DrainSeconds = sandbox.RemovalAbsent, string(egresslog.TriggerReap), 3.5
 	second.End = first.End.Add(time.Hour)
 	a, err := EgressEvent(first, "engine-a", time.Now())
 	if err != nil {

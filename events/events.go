@@ -10,18 +10,20 @@ import (
 	"go.uber.org/zap"
 )
 
-// Events is one engine's event plumbing on one NATS connection: the publisher and its streams,
-// the outbox in front of it, the pending-window store and its recovery loop. It hands out one
-// sink per family of events: [Events.Windows] (egress windows, the backend's egress sink),
-// [Events.Reaps] (reap summaries) and [Events.HostTools] (host-tool calls). engine serve and
-// engine reap build one each; a Go worker that embeds the engine builds one the same way and
-// gets the same guarantees, recovery included.
+// Events is one engine's event plumbing on one NATS connection, and the engine's observer
+// (sandbox.Observer, observe.go): the publisher and its streams, the outbox in front of it,
+// the pending-window store and its recovery loop. Each family of events has its sink:
+// [Events.Windows] (egress windows), [Events.Reaps] (reap summaries), [Events.HostTools]
+// (host-tool calls) and [Events.Audit] (every act). engine serve and engine reap build one
+// each; a Go worker that embeds the engine builds one the same way and gets the same
+// guarantees, recovery included.
 type Events struct {
 	nc       *nats.Conn
 	o        options
 	engineID string
 	box      *Outbox
 	auditBox *Outbox       // the audit stream's own queue: audit traffic never crowds windows out
+	audit    *AuditSink    // on auditBox
 	pending  *PendingStore // nil: windows are not recorded, nothing to recover
 	log      *zap.Logger
 	recLog   *zap.Logger
@@ -81,7 +83,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Events, error) {
 		}
 		pub = js
 		if o.daemon != nil {
-			if e.pending, err = NewPendingStore(nc, o.prefix, WithPendingDaemon(e.engineID)); err != nil {
+			if e.pending, err = NewPendingStore(nc, o.prefix, WithPendingDaemon(e.engineID), WithPendingLogger(o.log.Named("egress-pending"))); err != nil {
 				return nil, fmt.Errorf("new events: %w", err)
 			}
 		}
@@ -96,15 +98,17 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Events, error) {
 		box.Close(ctx)
 		return nil, fmt.Errorf("new events: %w", err)
 	}
+	e.audit = &AuditSink{box: e.auditBox, prefix: e.o.prefix, engineID: e.engineID, log: e.log.Named("audit")}
 	if e.pending != nil && o.recoveryEvery > 0 {
 		e.stop = e.recoverEvery(context.WithoutCancel(ctx), o.recoveryEvery)
 	}
 	return e, nil
 }
 
-// Windows is the egress sink (actors.WithEgressSink): each window the backend drains is
-// recorded as pending before its proxy's removal (with a pending store) and enqueued once the
-// removal succeeded or found the proxy absent.
+// Windows is the egress family of the observer: each window the backend drains is recorded
+// as pending before its proxy's removal (with a pending store) and enqueued once the removal
+// succeeded or found the proxy absent. [Events.EgressPending] and [Events.EgressObserved]
+// hand the windows to it; a backend may be handed it alone, as an observer of windows only.
 func (e *Events) Windows() WindowSink {
 	s := e.box.WindowSink(e.o.prefix, e.engineID)
 	if e.pending != nil {
@@ -123,11 +127,9 @@ func (e *Events) HostTools() HostToolSink {
 	return HostToolSink{nc: e.nc, prefix: e.o.prefix, log: e.log.Named("host-tool-events")}
 }
 
-// Audit is the sink of the audit stream (service.WithAudit): one event per act, on its own
-// outbox.
-func (e *Events) Audit() *AuditSink {
-	return &AuditSink{box: e.auditBox, prefix: e.o.prefix, engineID: e.engineID, log: e.log.Named("audit")}
-}
+// Audit is the sink of the audit stream: one event per act, on its own outbox. The acts reach
+// it through the events' observer methods (observe.go).
+func (e *Events) Audit() *AuditSink { return e.audit }
 
 // Outbox is the outbox of the windows and reap summaries (for its [Outbox.Stats]).
 func (e *Events) Outbox() *Outbox { return e.box }
@@ -166,6 +168,9 @@ func (e *Events) Close(ctx context.Context) error {
 		go func() { audit <- e.auditBox.Close(ctx) }()
 		if n := e.box.Close(ctx) + <-audit; n > 0 {
 			err = fmt.Errorf("%w: %d events", ErrUndelivered, n)
+		}
+		if e.pending != nil {
+			e.pending.Close(ctx) // the records of the windows just delivered forgotten
 		}
 	})
 	return err

@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/docker"
 )
 
 // Daemon is what the events ask of the Docker daemon the engine drives: its identity, which
-// every event carries and the pending records are scoped to, and whether a proxy still exists,
-// which only the daemon that ran it can say. docker.Driver implements it.
+// every event carries and the pending records are scoped to, and whether a proxy is gone,
+// which only the daemon that ran it can say. The Docker backend (actors.Backend) implements
+// it.
 type Daemon interface {
 	EngineID(ctx context.Context) (string, error)
-	Inspect(ctx context.Context, target string) (docker.ContainerInfo, error)
+	// Gone reports whether the daemon no longer has the container with this ID.
+	Gone(ctx context.Context, containerID string) (bool, error)
 }
 
 // Option configures [New].

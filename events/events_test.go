@@ -9,17 +9,17 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/internal/natstest"
-	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // noDaemon is a daemon whose identity cannot be read.
 type noDaemon struct{}
 
 func (noDaemon) EngineID(context.Context) (string, error) { return "", errors.New("daemon away") }
-func (noDaemon) Inspect(context.Context, string) (docker.ContainerInfo, error) {
-	return docker.ContainerInfo{}, errors.New("daemon away")
+func (noDaemon) Gone(context.Context, string) (bool, error) {
+	return false, errors.New("daemon away")
 }
 
 func TestNewRefuses(t *testing.T) {
@@ -85,7 +85,7 @@ func TestSinks(t *testing.T) {
 	if err := subConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ev.HostTools().HostToolCalled(HostToolCalledEvent{Key: EventKey{Scope: "tenant-1"}, Kind: "codeact", Tool: "search", Call: 1})
+	ev.HostTools().HostToolCalled(HostToolCalledEvent{Key: messages.APIKey{Scope: "tenant-1"}, Kind: "codeact", Tool: "search", Call: 1})
 	select {
 	case m := <-calls:
 		if m.Subject != prefix+".host_tools.called.tenant-1.codeact" || m.Header.Get(HeaderEventType) != TypeHostToolCalled ||
@@ -96,7 +96,7 @@ func TestSinks(t *testing.T) {
 		t.Fatal("no host-tool event")
 	}
 	now := time.Now()
-	m, err := ev.Reaps().Publish(ctx, reaper.Result{OlderThan: time.Hour, StartedAt: now, FinishedAt: now, Cutoff: now.Add(-time.Hour)})
+	m, err := ev.Reaps().Publish(ctx, sandbox.ReapResult{OlderThan: time.Hour, StartedAt: now, FinishedAt: now, Cutoff: now.Add(-time.Hour)})
 	if err != nil || m.Subject != prefix+".reap.completed" {
 		t.Fatalf("reap summary %+v: %v", m, err)
 	}
@@ -127,7 +127,7 @@ func TestCloseReportsUndelivered(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	now := time.Now()
-	if _, err := ev.Reaps().Publish(t.Context(), reaper.Result{OlderThan: time.Hour, StartedAt: now, FinishedAt: now}); err != nil {
+	if _, err := ev.Reaps().Publish(t.Context(), sandbox.ReapResult{OlderThan: time.Hour, StartedAt: now, FinishedAt: now}); err != nil {
 		t.Fatal(err) // kept: NATS being away is no refusal
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)

@@ -17,18 +17,18 @@ const testProxyID = "3f9c0000000000000000000000000000000000000000000000000000000
 
 // testWindow is a drained, attributed window of three decisions (egresslog's tests build the
 // same one).
-func testWindow() egresslog.Window {
-	return egresslog.Window{
+func testWindow() sandbox.EgressWindow {
+	return sandbox.EgressWindow{
 		ProxyID: testProxyID, ProxyName: "maf-sandbox-docker-0123456789ab-proxy", Kind: "codeact",
 		Key:         sandbox.Key{Scope: "tenant-1", ThreadID: "t-1", AgentID: "devops"},
-		Attribution: egresslog.AttributionLabel, PrivateCIDRs: "10.213.0.0/24,10.9.0.0/16",
+		Attribution: string(egresslog.AttributionLabel), PrivateCIDRs: "10.213.0.0/24,10.9.0.0/16",
 		Start: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), End: time.Date(2026, 5, 1, 12, 5, 0, 0, time.UTC), Closed: true,
 		Decisions: []sandbox.EgressDecision{
 			{Decision: sandbox.DecisionAllow, Host: "allowed.example", Port: 443, At: time.Date(2026, 5, 1, 12, 0, 1, 5, time.UTC)},
 			{Decision: sandbox.DecisionDeny, Host: "evil.example", Port: 443},
 			{Decision: sandbox.DecisionDenyNonGlobal, Host: "10.0.0.1", Port: 443},
 		},
-		Trigger: egresslog.TriggerDispose, Removal: "removed", DrainSeconds: 0.41,
+		Trigger: string(egresslog.TriggerDispose), Removal: "removed", DrainSeconds: 0.41,
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
 )
 
 // Host-tool call events: one per call of a run_program, published on core NATS next to the
@@ -15,27 +17,29 @@ import (
 const (
 	// SubjectHostToolCalledT is <event prefix>.host_tools.called.<Token(scope)>.<Token(kind)>.
 	SubjectHostToolCalledT = "%s.host_tools.called.%s.%s"
-	SchemaHostToolCalled   = "maf.sandbox.host_tools.called/v1"
-	TypeHostToolCalled     = "host_tools.called.v1"
+	SchemaHostToolCalled   = "maf.sandbox.host_tools.called/v2"
+	TypeHostToolCalled     = "host_tools.called.v2"
 )
 
 // HostToolCalledEvent is the payload of one host-tool call event. Refusal is the refusal's
 // code only, never its sentence (which may quote guest text); Tool is the name as the guest
-// sent it, at most 120 characters.
+// sent it, at most 120 characters. Engine is the Docker daemon's ID, Service the engine
+// process's on the API, as in the audit events.
 type HostToolCalledEvent struct {
-	Schema  string    `json:"schema"`
-	ID      string    `json:"id"`
-	Time    time.Time `json:"time"`
-	Engine  string    `json:"engine"`
-	Backend string    `json:"backend"`
-	Key     EventKey  `json:"key"`
-	Kind    string    `json:"kind"`
-	RunDir  string    `json:"runDir"`
-	Tool    string    `json:"tool"`
-	Call    int       `json:"call"`
-	Refusal string    `json:"refusal,omitempty"`
-	Bytes   int       `json:"bytes"`
-	Seconds float64   `json:"seconds"`
+	Schema  string          `json:"schema"`
+	ID      string          `json:"id"`
+	Time    time.Time       `json:"time"`
+	Engine  string          `json:"engine"`
+	Service string          `json:"service,omitempty"`
+	Backend string          `json:"backend"`
+	Key     messages.APIKey `json:"key"`
+	Kind    string          `json:"kind"`
+	RunDir  string          `json:"run_dir"`
+	Tool    string          `json:"tool"`
+	Call    int             `json:"call"`
+	Refusal string          `json:"refusal,omitempty"`
+	Bytes   int             `json:"bytes"`
+	Seconds float64         `json:"seconds"`
 }
 
 // HostToolSubject is the subject of a call event of scope and kind under prefix.

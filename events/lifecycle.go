@@ -1,18 +1,19 @@
 package events
 
 import (
-	"time"
+	"context"
 
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// The sandboxes' lifecycle acts on the audit stream: every act the backend reports to its
-// lifecycle observer (sandbox.LifecycleObserver; actors.WithLifecycleObserver) is one audit
-// event here, with its reason (idle, call, operator). This file is the whole mapping.
+// The sandboxes' lifecycle acts on the audit stream: every sleep and snapshot act the backend
+// reports (sandbox.SandboxPaused … SandboxForked) is one audit event, with its reason (idle,
+// call, operator). This file is the whole mapping of those acts.
 
 // Audit event types of the lifecycle acts.
 const (
-	AuditSandboxPaused   = "sandbox.paused"   // processes frozen, kept: idle, or an operator's
+	AuditSandboxPaused   = "sandbox.paused"   // processes frozen, kept: idle, or asked for
 	AuditSandboxWoken    = "sandbox.woken"    // run again: from paused (processes kept) or stopped (not kept)
 	AuditSandboxStopped  = "sandbox.stopped"  // processes ended, files kept
 	AuditSnapshotTaken   = "snapshot.taken"   // a sandbox's filesystem recorded
@@ -22,74 +23,59 @@ const (
 
 // AuditLifecycle is a lifecycle act's detail.
 type AuditLifecycle struct {
-	Reason        string     `json:"reason"`                  // idle, call or operator
-	IdleMS        int64      `json:"idleMs,omitempty"`        // paused, stopped: since the last call
-	SleptMS       int64      `json:"sleptMs,omitempty"`       // woken: how long, when the engine that put it to sleep woke it
-	From          string     `json:"from,omitempty"`          // woken: paused or stopped
-	ProcessesKept *bool      `json:"processesKept,omitempty"` // woken: false when it was started again
-	Snapshot      string     `json:"snapshot,omitempty"`      // snapshot, restored, forked: the snapshot's ID
-	Image         string     `json:"image,omitempty"`         // snapshot: the image digest it is relative to
-	Layer         string     `json:"layer,omitempty"`         // snapshot: its layer's digest
-	Bytes         int64      `json:"bytes,omitempty"`         // snapshot: its layer's size
-	Replaced      string     `json:"replaced,omitempty"`      // restored: the instance it replaced
-	Keys          []EventKey `json:"keys,omitempty"`          // forked: the new sandboxes' keys
-	Instances     []string   `json:"instances,omitempty"`     // forked: their instances, in order
+	Reason        string            `json:"reason"`                  // idle, call or operator
+	IdleMS        int64             `json:"idleMs,omitempty"`        // paused, stopped: since the last call
+	SleptMS       int64             `json:"sleptMs,omitempty"`       // woken: how long, when the engine that put it to sleep woke it
+	From          string            `json:"from,omitempty"`          // woken: paused or stopped
+	ProcessesKept *bool             `json:"processesKept,omitempty"` // woken: false when it was started again
+	Snapshot      string            `json:"snapshot,omitempty"`      // snapshot, restored, forked: the snapshot's ID
+	Image         string            `json:"image,omitempty"`         // snapshot: the image digest it is relative to
+	Layer         string            `json:"layer,omitempty"`         // snapshot: its layer's digest
+	Bytes         int64             `json:"bytes,omitempty"`         // snapshot: its layer's size
+	Replaced      string            `json:"replaced,omitempty"`      // restored: the instance it replaced
+	Keys          []messages.APIKey `json:"keys,omitempty"`          // forked: the new sandboxes' keys
+	Instances     []string          `json:"instances,omitempty"`     // forked: their instances, in order
 }
 
-// Lifecycle is the lifecycle observer to give the backend (actors.WithLifecycleObserver): each
-// act an audit event on the audit outbox, never blocking the act.
-func (e *Events) Lifecycle() sandbox.LifecycleObserver { return lifecycleAudit{sink: e.Audit()} }
-
-type lifecycleAudit struct {
-	sandbox.NopObserver
-	sink *AuditSink
+// SandboxPaused records a pause.
+func (e *Events) SandboxPaused(ctx context.Context, a sandbox.SandboxPaused) {
+	e.lifecycle(ctx, AuditSandboxPaused, a.Act, &AuditLifecycle{Reason: a.Reason, IdleMS: a.IdleFor.Milliseconds()})
 }
 
-func eventKey(k sandbox.Key) *EventKey {
-	if k == (sandbox.Key{}) {
-		return nil
+// SandboxStopped records a stop.
+func (e *Events) SandboxStopped(ctx context.Context, a sandbox.SandboxStopped) {
+	e.lifecycle(ctx, AuditSandboxStopped, a.Act, &AuditLifecycle{Reason: a.Reason, IdleMS: a.IdleFor.Milliseconds()})
+}
+
+// SandboxWoken records a wake.
+func (e *Events) SandboxWoken(ctx context.Context, a sandbox.SandboxWoken) {
+	kept := a.ProcessesKept
+	e.lifecycle(ctx, AuditSandboxWoken, a.Act, &AuditLifecycle{Reason: a.Reason, From: a.From, ProcessesKept: &kept,
+		SleptMS: a.SleptFor.Milliseconds()})
+}
+
+// SnapshotTaken records a snapshot.
+func (e *Events) SnapshotTaken(ctx context.Context, a sandbox.SnapshotTaken) {
+	s := a.Snapshot
+	e.lifecycle(ctx, AuditSnapshotTaken, a.Act, &AuditLifecycle{Reason: s.Reason, Snapshot: s.ID, Image: s.Image, Layer: s.Layer, Bytes: s.Bytes})
+}
+
+// SandboxRestored records a restore.
+func (e *Events) SandboxRestored(ctx context.Context, a sandbox.SandboxRestored) {
+	e.lifecycle(ctx, AuditSandboxRestored, a.Act, &AuditLifecycle{Reason: a.Reason, Snapshot: a.Snapshot, Replaced: a.Replaced})
+}
+
+// SandboxForked records a fork.
+func (e *Events) SandboxForked(ctx context.Context, a sandbox.SandboxForked) {
+	d := &AuditLifecycle{Reason: a.Reason, Snapshot: a.Snapshot, Instances: a.Instances}
+	for _, k := range a.Keys {
+		d.Keys = append(d.Keys, *messages.KeyToWire(k))
 	}
-	return &EventKey{Scope: k.Scope, ThreadID: k.ThreadID, AgentID: k.AgentID, CallID: k.CallID}
+	e.lifecycle(ctx, AuditSandboxForked, a.Act, d)
 }
 
-func (l lifecycleAudit) record(typ string, key sandbox.Key, kind, instance string, took time.Duration, d *AuditLifecycle) {
-	l.sink.Record(AuditEvent{Type: typ, Key: eventKey(key), Kind: kind, InstanceID: instance, Outcome: OutcomeOK,
-		DurationMS: float64(took.Microseconds()) / 1000, Lifecycle: d})
+func (e *Events) lifecycle(ctx context.Context, typ string, a sandbox.Act, d *AuditLifecycle) {
+	ev := auditOf(ctx, typ, a)
+	ev.Lifecycle = d
+	e.audit.Record(ev)
 }
-
-func (l lifecycleAudit) SandboxPaused(ev sandbox.SandboxPaused) {
-	l.record(AuditSandboxPaused, ev.Key, ev.Kind, ev.InstanceID, 0, &AuditLifecycle{Reason: ev.Reason, IdleMS: ev.IdleFor.Milliseconds()})
-}
-
-func (l lifecycleAudit) SandboxStopped(ev sandbox.SandboxStopped) {
-	l.record(AuditSandboxStopped, ev.Key, ev.Kind, ev.InstanceID, 0, &AuditLifecycle{Reason: ev.Reason, IdleMS: ev.IdleFor.Milliseconds()})
-}
-
-func (l lifecycleAudit) SandboxWoken(ev sandbox.SandboxWoken) {
-	kept := ev.ProcessesKept
-	l.record(AuditSandboxWoken, ev.Key, ev.Kind, ev.InstanceID, 0, &AuditLifecycle{Reason: ev.Reason, From: ev.From,
-		ProcessesKept: &kept, SleptMS: ev.SleptFor.Milliseconds()})
-}
-
-func (l lifecycleAudit) SnapshotTaken(ev sandbox.SnapshotTaken) {
-	s := ev.Snapshot
-	l.record(AuditSnapshotTaken, s.Key, s.Kind, s.InstanceID, seconds(ev.Seconds), &AuditLifecycle{Reason: s.Reason,
-		Snapshot: s.ID, Image: s.Image, Layer: s.Layer, Bytes: s.Bytes})
-}
-
-func (l lifecycleAudit) SandboxRestored(ev sandbox.SandboxRestored) {
-	l.record(AuditSandboxRestored, ev.Key, ev.Kind, ev.InstanceID, seconds(ev.Seconds), &AuditLifecycle{Reason: ev.Reason,
-		Snapshot: ev.Snapshot, Replaced: ev.Replaced})
-}
-
-func (l lifecycleAudit) SandboxForked(ev sandbox.SandboxForked) {
-	d := &AuditLifecycle{Reason: ev.Reason, Snapshot: ev.Snapshot, Instances: ev.Instances}
-	var scope sandbox.Key
-	for _, k := range ev.Keys {
-		d.Keys = append(d.Keys, *eventKey(k))
-		scope = sandbox.Key{Scope: k.Scope, ThreadID: k.ThreadID}
-	}
-	l.record(AuditSandboxForked, scope, ev.Kind, "", seconds(ev.Seconds), d)
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -11,7 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // Outbox is a bounded, in-memory queue in front of a [Publisher]. Enqueue never blocks on
@@ -318,7 +318,7 @@ func permanent(err error) bool {
 // and enqueues it: the one call a sink needs once the proxy's removal succeeded or found it
 // absent. [ErrInvalidEvent] for a window that must not be published (nothing is
 // enqueued), otherwise as [Outbox.Enqueue].
-func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) error {
+func (b *Outbox) EnqueueWindow(prefix, engineID string, w sandbox.EgressWindow) error {
 	m, err := windowMessage(prefix, engineID, w)
 	if err != nil {
 		return err
@@ -329,7 +329,7 @@ func (b *Outbox) EnqueueWindow(prefix, engineID string, w egresslog.Window) erro
 // EnqueueWindowWait is [Outbox.EnqueueWindow] that waits as [Outbox.EnqueueWait] does, for a
 // caller that may block until the stream holds the window. Like EnqueueWindow it is called
 // only once the proxy's removal succeeded or found it absent (§3.4), never before.
-func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string, w egresslog.Window) error {
+func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string, w sandbox.EgressWindow) error {
 	m, err := windowMessage(prefix, engineID, w)
 	if err != nil {
 		return err
@@ -340,7 +340,7 @@ func (b *Outbox) EnqueueWindowWait(ctx context.Context, prefix, engineID string,
 // EnqueueWindowThen is [Outbox.EnqueueWindow] that calls then, from the outbox's worker, with
 // how the window ended: nil once the publisher accepted it, the refusal, or [ErrOutboxClosed].
 // then is not called when the window is not enqueued (the error is returned instead).
-func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w egresslog.Window, then func(error)) error {
+func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w sandbox.EgressWindow, then func(error)) error {
 	m, err := windowMessage(prefix, engineID, w)
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func (b *Outbox) EnqueueWindowThen(prefix, engineID string, w egresslog.Window, 
 	return b.enqueue(entry{m: m, then: then})
 }
 
-func windowMessage(prefix, engineID string, w egresslog.Window) (Message, error) {
+func windowMessage(prefix, engineID string, w sandbox.EgressWindow) (Message, error) {
 	ev, err := EgressEvent(w, engineID, time.Now())
 	if err != nil {
 		return Message{}, err

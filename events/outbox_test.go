@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // fakePublisher fails while down is set and records what it accepted.
@@ -239,10 +241,10 @@ func TestWindowSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := b.WindowSink(DefaultSubjectPrefix, "E")
-	sink.EgressDrained(context.Background(), testWindow())
+	sink.EgressObserved(context.Background(), testWindow())
 	empty := testWindow()
 	empty.Decisions = nil
-	sink.EgressDrained(context.Background(), empty) // nothing to publish: said, not sent
+	sink.EgressObserved(context.Background(), empty) // nothing to publish: said, not sent
 	b.Close(context.Background())
 	if got := p.got(); len(got) != 1 || got[0] != "egw_"+testProxyID {
 		t.Fatalf("published %v", got)
@@ -324,7 +326,7 @@ func TestOutboxHeldByAFullStream(t *testing.T) {
 	}
 	limit(2) // an operator's tiny limit, discarding new messages
 	for i := range 5 {
-		ev.Audit().Record(AuditEvent{Type: AuditExecFinished, RequestID: fmt.Sprintf("req-%d", i), Outcome: OutcomeOK})
+		ev.Audit().Record(AuditEvent{Type: AuditExecFinished, RequestID: fmt.Sprintf("req-%d", i), Outcome: sandbox.OutcomeOK})
 	}
 	waitFor(t, "the stream's refusal counted", func() bool { st := ev.AuditStats(); return st.Delivered == 2 && st.StreamRefusals >= 2 })
 	st, all := ev.AuditStats(), ev.Stats()
@@ -379,8 +381,8 @@ func TestOutboxEventOverTheStreamsMaxSize(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	ev.Audit().Record(AuditEvent{Type: AuditFileWritten, Outcome: OutcomeOK, File: &AuditFile{Direction: "in", Path: strings.Repeat("p", 2048)}})
-	ev.Audit().Record(AuditEvent{Type: AuditExecFinished, Outcome: OutcomeOK})
+	ev.Audit().Record(AuditEvent{Type: AuditFileWritten, Outcome: sandbox.OutcomeOK, File: &AuditFile{Direction: "in", Path: strings.Repeat("p", 2048)}})
+	ev.Audit().Record(AuditEvent{Type: AuditExecFinished, Outcome: sandbox.OutcomeOK})
 	waitFor(t, "the small event delivered past the large one", func() bool { st := ev.AuditStats(); return st.Pending == 0 && st.Delivered == 1 })
 	if st := ev.AuditStats(); st.Failed != 1 || st.Blocked != 0 {
 		t.Fatalf("stats %+v, want the large event failed, nothing blocked", st)

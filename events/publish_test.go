@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // A subscriber receives exactly one event per window, with the headers and fields of §3.7;
@@ -44,7 +44,7 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 1", len(msgs))
 	}
 	h := msgs[0].Headers()
-	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v1" || h.Get(HeaderContentType) != "application/json" {
+	if h.Get(HeaderMsgID) != "egw_"+testProxyID || h.Get(HeaderEventType) != "egress.observed.v2" || h.Get(HeaderContentType) != "application/json" {
 		t.Fatalf("headers %v", h)
 	}
 	var got EgressObservedEvent
@@ -71,7 +71,7 @@ func TestJetStreamPublishOneEventPerWindow(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 2", n)
 	}
 	// Reap summaries go to their own stream.
-	rev, _ := ReapEvent(reaper.Result{OlderThan: time.Hour}, "run-00000001", "E", time.Now())
+	rev, _ := ReapEvent(sandbox.ReapResult{OlderThan: time.Hour}, "run-00000001", "E", time.Now())
 	rm, _ := ReapMessage(DefaultSubjectPrefix, rev)
 	if err := pub.Publish(ctx, rm); err != nil {
 		t.Fatal(err)

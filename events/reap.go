@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // ReapSink publishes the summary of each sweep (docs/events.md, reap.completed) through the
@@ -25,7 +25,7 @@ type ReapSink struct {
 // subject). It never blocks on NATS: [Events.Close] says whether it was delivered.
 // [ErrInvalidEvent] for a summary that must not be published, otherwise as [Outbox.Enqueue];
 // either is also logged at Error, so a caller with nobody to tell may drop it.
-func (s ReapSink) Publish(_ context.Context, res reaper.Result) (Message, error) {
+func (s ReapSink) Publish(_ context.Context, res sandbox.ReapResult) (Message, error) {
 	m, err := s.message(res)
 	if err == nil {
 		err = s.box.Enqueue(m)
@@ -39,7 +39,7 @@ func (s ReapSink) Publish(_ context.Context, res reaper.Result) (Message, error)
 	return m, nil
 }
 
-func (s ReapSink) message(res reaper.Result) (Message, error) {
+func (s ReapSink) message(res sandbox.ReapResult) (Message, error) {
 	run := make([]byte, 16)
 	_, _ = rand.Read(run)
 	ev, err := ReapEvent(res, hex.EncodeToString(run), s.engineID, time.Now())

@@ -2,14 +2,12 @@ package events
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/docker"
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // DefaultRecoveryEvery is how often [New]'s recovery loop publishes the pending windows whose
@@ -29,13 +27,7 @@ func (e *Events) Recover(ctx context.Context) (int, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, recoveryPass)
 	defer cancel()
-	n, err := e.pending.Recover(pctx, func(ctx context.Context, id string) (bool, error) {
-		_, err := e.o.daemon.Inspect(ctx, id)
-		if errors.Is(err, docker.ErrNotFound) {
-			return true, nil
-		}
-		return false, err
-	}, func(ctx context.Context, w egresslog.Window) error {
+	n, err := e.pending.Recover(pctx, e.o.daemon.Gone, func(ctx context.Context, w sandbox.EgressWindow) error {
 		return e.box.EnqueueWindowWait(ctx, e.o.prefix, e.engineID, w)
 	})
 	if n > 0 {

@@ -10,25 +10,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/egresslog"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// fakeProxies answers Inspect from a set of existing proxy IDs, and EngineID.
+// fakeProxies answers Gone from a set of existing proxy IDs, and EngineID.
 type fakeProxies struct {
 	mu    sync.Mutex
 	exist map[string]bool
 }
 
-func (f *fakeProxies) Inspect(_ context.Context, id string) (docker.ContainerInfo, error) {
+func (f *fakeProxies) Gone(_ context.Context, id string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.exist[id] {
-		return docker.ContainerInfo{}, docker.ErrNotFound
-	}
-	return docker.ContainerInfo{ID: id}, nil
+	return !f.exist[id], nil
 }
 
 func (f *fakeProxies) EngineID(context.Context) (string, error) { return "E", nil }
@@ -53,8 +49,8 @@ func TestRecoveryLoop(t *testing.T) {
 	gone, kept := strings.Repeat("a", 64), strings.Repeat("b", 64)
 	proxies.exist[kept] = true
 	for _, id := range []string{gone, kept} {
-		w := egresslog.Window{ProxyID: id, ProxyName: "p", Kind: "codeact", Key: sandbox.Key{Scope: "s", ThreadID: "t"},
-			Attribution: egresslog.AttributionLabel, Closed: true, Trigger: egresslog.TriggerDispose,
+		w := sandbox.EgressWindow{ProxyID: id, ProxyName: "p", Kind: "codeact", Key: sandbox.Key{Scope: "s", ThreadID: "t"},
+			Attribution: string(egresslog.AttributionLabel), Closed: true, Trigger: string(egresslog.TriggerDispose),
 			Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionAllow, Host: "a.example", Port: 443}}}
 		if err := store.Put(ctx, w); err != nil {
 			t.Fatal(err)

@@ -7,14 +7,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/egresslog"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // WindowSink hands every window the engine drains to an outbox, stamped with the engine's
-// daemon ID and published under a subject prefix. It is the backend's egress sink
-// (actors.WithEgressSink): its method set is actors.EgressSink's, without this package
-// importing the engine.
+// daemon ID and published under a subject prefix: the egress family of the events' observer
+// ([Events.EgressPending], [Events.EgressObserved]), an observer of egress windows alone
+// that a backend may be handed itself.
 type WindowSink struct {
+	sandbox.NopObserver
 	box              *Outbox
 	prefix, engineID string
 	pending          *PendingStore
@@ -40,7 +41,7 @@ func (s WindowSink) WithPending(p *PendingStore) WindowSink {
 
 // EgressPending records w, drained and its proxy not yet removed, as pending: a record, not
 // an event. It waits at most pendingWait; a failure is logged and the removal follows.
-func (s WindowSink) EgressPending(ctx context.Context, w egresslog.Window) {
+func (s WindowSink) EgressPending(ctx context.Context, w sandbox.EgressWindow) {
 	if s.pending == nil {
 		return
 	}
@@ -52,23 +53,18 @@ func (s WindowSink) EgressPending(ctx context.Context, w egresslog.Window) {
 	}
 }
 
-// EgressDrained enqueues w's event, its proxy removed or absent, and with a pending store
-// forgets w's record once the stream acknowledged the event. It never blocks on NATS. A full outbox has already said
-// so at Error; a window that cannot become an event is logged here, because the drain that
-// handed it over has nobody else to tell.
-func (s WindowSink) EgressDrained(_ context.Context, w egresslog.Window) {
+// EgressObserved enqueues w's event, its proxy removed or absent, and with a pending store
+// forgets w's record once the stream acknowledged the event. It never blocks on NATS. A full
+// outbox has already said so at Error; a window that cannot become an event is logged here,
+// because the drain that handed it over has nobody else to tell.
+func (s WindowSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	var err error
 	if s.pending == nil {
 		err = s.box.EnqueueWindow(s.prefix, s.engineID, w)
 	} else {
 		err = s.box.EnqueueWindowThen(s.prefix, s.engineID, w, func(delivered error) {
-			if delivered != nil {
-				return // kept for the recovery
-			}
-			dctx, cancel := context.WithTimeout(context.Background(), pendingWait)
-			defer cancel()
-			if err := s.pending.Delete(dctx, w.ProxyID); err != nil {
-				s.box.log.Info("pending egress record not forgotten; the recovery publishes it again as a repeat", zap.String("proxy_id", w.ProxyID), zap.Error(err))
+			if delivered == nil { // else kept for the recovery
+				s.pending.Forget(w.ProxyID) // on the store's worker: the outbox's goes on at once
 			}
 		})
 	}

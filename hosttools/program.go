@@ -68,6 +68,16 @@ func RunProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, sou
 		return sandbox.ExecResult{}, invalid("RunProgram needs a layout from NewLayout")
 	}
 	o.callTimeout = max(o.callTimeout, timeout+finalLookGrace)
+	start := time.Now()
+	run.runDir = l.Dir
+	res, err := runProgram(sandbox.WithinAct(ctx), sb, run, l, source, timeout, o)
+	run.reportProgram(ctx, start, sb, source, res, err)
+	return res, err
+}
+
+// runProgram is RunProgram once its arguments are checked, its many sandbox calls parts of the
+// one act it reports.
+func runProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, source []byte, timeout time.Duration, o programOptions) (sandbox.ExecResult, error) {
 	s := &supervisor{sb: sb, run: run, l: l, o: o, timeout: timeout, logger: o.logger.With(zap.String("run", l.Dir))}
 	if err := s.sweepBefore(ctx); err != nil {
 		return sandbox.ExecResult{}, err
@@ -75,6 +85,24 @@ func RunProgram(ctx context.Context, sb sandbox.Sandbox, run *Run, l Layout, sou
 	defer s.reclaim(ctx)
 	defer s.sweepAfter(ctx)
 	return s.supervise(ctx, source)
+}
+
+// reportProgram reports the program's run to the run's observer: one command of form program,
+// its output counted as stdout.
+func (r *Run) reportProgram(ctx context.Context, start time.Time, sb sandbox.Sandbox, source []byte, res sandbox.ExecResult, err error) {
+	if len(r.obs) == 0 {
+		return
+	}
+	act := r.obsAct
+	act.InstanceID, act.Took, act.Err = sb.InstanceID(), time.Since(start), err
+	a := sandbox.ExecFinished{Act: act, Form: sandbox.FormProgram}
+	_, a.CommandSHA256 = sandbox.CommandDigest(nil, string(source), sandbox.FormProgram)
+	if err == nil {
+		a.ExitCode, a.StdoutBytes = res.ExitCode, int64(len(res.StdoutBytes))
+	}
+	for _, obs := range r.obs {
+		r.contain(func() { obs.ExecFinished(ctx, a) })
+	}
 }
 
 // ReclaimRun removes a run directory, work/ included, once the caller has collected from it.
@@ -437,14 +465,14 @@ func later(a, b time.Time) time.Time {
 // counted and reported with its refusal.
 func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, bool) {
 	if r.tooLarge {
-		return s.run.refuseRequest(refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory")), true
+		return s.run.refuseRequest(ctx, refuse(RefusedRequestLarge, "Error: this host-tool request is larger than the host will read; pass less, or write it to a file in the working directory")), true
 	}
 	body := bytes.TrimSpace(r.body)
 	if !utf8.Valid(body) || !json.Valid(body) {
-		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
+		return s.run.refuseRequest(ctx, refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if len(body) == 0 || body[0] != '{' {
-		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object")), true
+		return s.run.refuseRequest(ctx, refuse(RefusedBadRequest, "Error: a host-tool request must be a JSON object")), true
 	}
 	var req struct {
 		Name      json.RawMessage `json:"name"`
@@ -452,7 +480,7 @@ func (s *supervisor) answer(ctx context.Context, number int, r probe) (Answer, b
 		Abandoned json.RawMessage `json:"abandoned"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return s.run.refuseRequest(refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
+		return s.run.refuseRequest(ctx, refuse(RefusedBadRequest, "Error: this host-tool request is not valid JSON")), true
 	}
 	if bytes.Equal(bytes.TrimSpace(req.Abandoned), []byte("true")) {
 		return Answer{}, false

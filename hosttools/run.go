@@ -86,6 +86,9 @@ type Run struct {
 	reg     *Registry
 	logger  *zap.Logger
 	reports []func(Called)
+	obs     []sandbox.Observer // WithObserver
+	obsAct  sandbox.Act        // the key and kind its acts concern
+	runDir  string             // RunProgram's layout, for the acts
 
 	mu             sync.Mutex
 	calls          int
@@ -106,17 +109,16 @@ func WithCallReport(report func(Called)) RunOption {
 	}
 }
 
-// WithObserver reports every call to obs as a [sandbox.HostToolCalled] of key and kind
-// (protocol §12), synchronously on the calling goroutine; a panicking observer is contained
-// and logged and never alters the call. A nil obs builds no event.
+// WithObserver reports every call to obs as a [sandbox.HostToolCalled] of key and kind, and
+// the program [RunProgram] runs as one [sandbox.ExecFinished] (form program), synchronously
+// on the calling goroutine; a panicking observer is contained and logged and never alters
+// the call. A nil obs builds no act.
 func WithObserver(obs sandbox.Observer, key sandbox.Key, kind string) RunOption {
-	if obs == nil {
-		return nil
+	return func(r *Run) {
+		if obs != nil {
+			r.obs, r.obsAct = append(r.obs, obs), sandbox.Act{Key: key, Kind: kind}
+		}
 	}
-	return WithCallReport(func(c Called) {
-		obs.HostToolCalled(sandbox.HostToolCalled{Key: key, Kind: kind, Tool: c.Tool, Call: c.Number,
-			Refusal: c.Code, Bytes: c.Bytes, Seconds: c.Seconds})
-	})
 }
 
 // NewRun seals the registry and starts a fresh ledger.
@@ -166,20 +168,20 @@ func (r *Run) CallJSON(ctx context.Context, name, arguments json.RawMessage) Ans
 		shown = bounded(s)
 	}
 	a := r.call(ctx, number, name, arguments)
-	r.report(number, shown, a, start)
+	r.report(ctx, number, shown, a, start)
 	return a
 }
 
 // refuseRequest answers a request the transport could not read as a call (not JSON, not an
 // object, too large) with a, counted and reported like any call: the guest made it, so it
 // takes a number under the cap, and the cap's refusal comes first.
-func (r *Run) refuseRequest(a Answer) Answer {
+func (r *Run) refuseRequest(ctx context.Context, a Answer) Answer {
 	start := time.Now()
 	number := r.count()
 	if number > r.reg.opts.maxCalls {
 		a = capRefusal(r.reg.opts.maxCalls)
 	}
-	r.report(number, "", a, start)
+	r.report(ctx, number, "", a, start)
 	return a
 }
 
@@ -191,27 +193,35 @@ func (r *Run) count() int {
 	return r.calls
 }
 
-// report hands one call's outcome to every hook of [WithCallReport].
-func (r *Run) report(number int, shown string, a Answer, start time.Time) {
-	if len(r.reports) == 0 {
+// report hands one call's outcome to every hook of [WithCallReport] and to the observer.
+func (r *Run) report(ctx context.Context, number int, shown string, a Answer, start time.Time) {
+	if len(r.reports) == 0 && len(r.obs) == 0 {
 		return
 	}
-	c := Called{Number: number, Tool: shown, Code: a.Code, Seconds: time.Since(start).Seconds()}
+	took := time.Since(start)
+	c := Called{Number: number, Tool: shown, Code: a.Code, Seconds: took.Seconds()}
 	if !a.Refused() {
 		c.Bytes = len(a.Value) + Framing
 	}
 	for _, report := range r.reports {
-		r.safeReport(report, c)
+		r.contain(func() { report(c) })
+	}
+	act := r.obsAct
+	act.Took = took
+	called := sandbox.HostToolCalled{Act: act, RunDir: r.runDir, Tool: c.Tool, Call: c.Number, Refusal: c.Code, Bytes: c.Bytes}
+	for _, obs := range r.obs {
+		r.contain(func() { obs.HostToolCalled(ctx, called) })
 	}
 }
 
-func (r *Run) safeReport(report func(Called), c Called) {
+// contain runs report, containing its panic.
+func (r *Run) contain(report func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.logger.Warn("host tools: an observer of calls panicked", zap.Any("panic", p))
 		}
 	}()
-	report(c)
+	report()
 }
 
 func refuse(code, format string, args ...any) Answer {

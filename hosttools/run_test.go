@@ -178,11 +178,15 @@ type calledEvents struct {
 	got []sandbox.HostToolCalled
 }
 
-func (o *calledEvents) HostToolCalled(ev sandbox.HostToolCalled) { o.got = append(o.got, ev) }
+func (o *calledEvents) HostToolCalled(_ context.Context, ev sandbox.HostToolCalled) {
+	o.got = append(o.got, ev)
+}
 
 type panickingObserver struct{ sandbox.NopObserver }
 
-func (panickingObserver) HostToolCalled(sandbox.HostToolCalled) { panic("observer bug") }
+func (panickingObserver) HostToolCalled(context.Context, sandbox.HostToolCalled) {
+	panic("observer bug")
+}
 
 // TestRunObserver: every call, refused or not, reaches the observer with its refusal code
 // only; a panicking observer changes nothing.
@@ -199,14 +203,14 @@ func TestRunObserver(t *testing.T) {
 	}
 	run.Call(ctx, `a secret "name" at 10.0.0.1`, nil)
 	want := []sandbox.HostToolCalled{
-		{Key: key, Kind: "codeact", Tool: "echo", Call: 1, Bytes: len(`"hi"`) + hosttools.Framing},
-		{Key: key, Kind: "codeact", Tool: `a secret "name" at 10.0.0.1`, Call: 2, Refusal: hosttools.RefusedUnknown},
+		{Act: sandbox.Act{Key: key, Kind: "codeact"}, Tool: "echo", Call: 1, Bytes: len(`"hi"`) + hosttools.Framing},
+		{Act: sandbox.Act{Key: key, Kind: "codeact"}, Tool: `a secret "name" at 10.0.0.1`, Call: 2, Refusal: hosttools.RefusedUnknown},
 	}
 	if len(obs.got) != 2 {
 		t.Fatalf("events %+v", obs.got)
 	}
 	for i := range want {
-		obs.got[i].Seconds = 0
+		obs.got[i].Took = 0
 		if obs.got[i] != want[i] {
 			t.Fatalf("event %d = %+v, want %+v", i, obs.got[i], want[i])
 		}

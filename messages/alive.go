@@ -1,7 +1,7 @@
 package messages
 
-// AliveReply is the body of an answer on [SubjectEngineAlive] (an engine before issue 16
-// answered with an empty body, which a client reads as "nothing known").
+// AliveReply is the body of an answer on [SubjectEngineAlive] (an engine of an older
+// release answered with an empty body, which a client reads as "nothing known").
 type AliveReply struct {
 	// ConnectedMS is how long ago the engine's NATS connection was last (re)established, by
 	// the engine's own clock: a call that has waited longer than that may have had its request

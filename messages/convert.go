@@ -95,7 +95,19 @@ func capabilitiesFromWire(w APISpec) []sandbox.SpecOption {
 	if w.RequiresOSFamily != nil {
 		add(sandbox.WithRequiresOSFamily(sandbox.OSFamily(*w.RequiresOSFamily)))
 	}
+	if w.Resources != nil {
+		add(sandbox.WithResources(ResourcesFromWire(*w.Resources)))
+	}
 	return opts
+}
+
+// ResourcesFromWire converts wire resource bounds.
+func ResourcesFromWire(w APIResources) sandbox.Resources {
+	return sandbox.Resources{MemoryBytes: w.MemoryBytes, CPUs: w.CPUs, Pids: w.Pids}
+}
+
+func resourcesToWire(r sandbox.Resources) *APIResources {
+	return &APIResources{MemoryBytes: r.MemoryBytes, CPUs: r.CPUs, Pids: r.Pids}
 }
 
 // admissionFromWire is the options of how the sandbox is admitted and shared: isolation
@@ -189,6 +201,9 @@ func SpecToWire(s sandbox.Spec) APISpec {
 	if s.MinCleanup != nil {
 		v := string(*s.MinCleanup)
 		w.MinCleanup = &v
+	}
+	if !s.Resources.IsZero() {
+		w.Resources = resourcesToWire(s.Resources)
 	}
 	if h := s.HostTools; h != nil {
 		wh := &APIHostTools{
@@ -336,6 +351,9 @@ func DeclarationsToWire(d sandbox.Declarations) APIDeclarations {
 	if d.Limits != nil {
 		w.Limits = &APISandboxLimits{FilesIn: limitsToWire(d.Limits.FilesIn), FilesOut: limitsToWire(d.Limits.FilesOut)}
 	}
+	if d.Resources != nil {
+		w.Resources = resourcesToWire(*d.Resources)
+	}
 	for _, m := range d.EgressModes.Sorted() {
 		w.EgressModes = append(w.EgressModes, string(m))
 	}
@@ -369,6 +387,10 @@ func DeclarationsFromWire(w APIDeclarations) sandbox.Declarations {
 	if w.Limits != nil {
 		d.Limits = &sandbox.SandboxLimits{FilesIn: LimitsFromWire(w.Limits.FilesIn), FilesOut: LimitsFromWire(w.Limits.FilesOut)}
 	}
+	if w.Resources != nil {
+		r := ResourcesFromWire(*w.Resources)
+		d.Resources = &r
+	}
 	for _, m := range w.EgressModes {
 		d.EgressModes[sandbox.Egress(m)] = struct{}{}
 	}
@@ -391,4 +413,41 @@ func cloneString(s *string) *string {
 	}
 	v := *s
 	return &v
+}
+
+// ReapToWire converts a sweep's result.
+func ReapToWire(r sandbox.ReapResult) APIReapResult {
+	w := APIReapResult{OlderThanMS: r.OlderThan.Milliseconds(), Cutoff: r.Cutoff.UTC(), StartedAt: r.StartedAt.UTC(),
+		FinishedAt: r.FinishedAt.UTC(), DryRun: r.DryRun, Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved,
+		NetworksRemoved: r.NetworksRemoved, ObserversRemoved: r.ObserversRemoved, Failures: make([]APIReapFailure, 0, len(r.Failures))}
+	if r.Scope != "" {
+		scope := r.Scope
+		w.Scope = &scope
+	}
+	for _, f := range r.Failures {
+		w.Failures = append(w.Failures, APIReapFailure{Code: string(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	for _, d := range r.Resources {
+		w.Resources = append(w.Resources, APIReapResource{Group: d.Group, Kind: d.Kind, Name: d.Name, ID: d.ID, Created: d.Created.UTC(),
+			Anchor: d.Anchor, Expired: d.Expired, Action: string(d.Action)})
+	}
+	return w
+}
+
+// ReapFromWire converts a wire sweep's result; an unknown code or action is kept as it came.
+func ReapFromWire(w APIReapResult) sandbox.ReapResult {
+	r := sandbox.ReapResult{OlderThan: time.Duration(w.OlderThanMS) * time.Millisecond, Cutoff: w.Cutoff, StartedAt: w.StartedAt,
+		FinishedAt: w.FinishedAt, DryRun: w.DryRun, Disposed: w.Disposed, ProxiesRemoved: w.ProxiesRemoved,
+		NetworksRemoved: w.NetworksRemoved, ObserversRemoved: w.ObserversRemoved}
+	if w.Scope != nil {
+		r.Scope = *w.Scope
+	}
+	for _, f := range w.Failures {
+		r.Failures = append(r.Failures, sandbox.ReapFailure{Code: sandbox.DisposalCode(f.Code), Detail: f.Detail, ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
+	}
+	for _, d := range w.Resources {
+		r.Resources = append(r.Resources, sandbox.ReapDecision{Group: d.Group, Kind: d.Kind, Name: d.Name, ID: d.ID, Created: d.Created,
+			Anchor: d.Anchor, Expired: d.Expired, Action: sandbox.ReapAction(d.Action)})
+	}
+	return r
 }

@@ -97,6 +97,7 @@ func TestSpecRoundTrips(t *testing.T) {
 			ResponseLimits: sandbox.TransferLimits{MaxBytesPerFile: 7, MaxTotalBytes: 8, MaxFiles: 9}, MaxCallsPerRun: 10}),
 		sandbox.WithIsolationScope(sandbox.ScopeCall), sandbox.WithCleanupFloor(sandbox.CleanupReset),
 		sandbox.WithConfinedToGuestCallPath(), sandbox.WithExclusiveAdmission(),
+		sandbox.WithResources(sandbox.Resources{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64}),
 	)
 	if err != nil {
 		t.Fatalf("new spec: %v", err)
@@ -125,6 +126,7 @@ func TestDeclarationsRoundTrip(t *testing.T) {
 			ObservesEgress:  true, EgressMethodTokens: []string{"GET"}, EgressPaths: true,
 			AttachedIdentity:           &sandbox.AttachedIdentityDeclaration{Scope: sandbox.ScopeCall, RetentionSeconds: 5, Channels: []string{"c"}},
 			RequiresExclusiveAdmission: true,
+			Resources:                  &sandbox.Resources{MemoryBytes: 1 << 30, Pids: 512},
 		}},
 	}
 	for _, tc := range cases {

@@ -30,6 +30,7 @@ const (
 	CodeEgressNotEnforced            = "egress_not_enforced"
 	CodeTransferLimitsNotPermitted   = "transfer_limits_not_permitted"
 	CodeScopeNotEnforced             = "scope_not_enforced"
+	CodeResourcesNotPermitted        = "resources_not_permitted"
 	CodeUnclean                      = "unclean"
 	CodeAttachedIdentityNotPermitted = "attached_identity_not_permitted"
 	CodeNotConfined                  = "not_confined"
@@ -128,6 +129,7 @@ var errorCodes = []errorCode{
 	typed[*sandbox.EgressNotEnforcedError](CodeEgressNotEnforced),
 	typed[*sandbox.TransferLimitsNotPermittedError](CodeTransferLimitsNotPermitted),
 	typed[*sandbox.ScopeNotEnforcedError](CodeScopeNotEnforced),
+	typed[*sandbox.ResourcesNotPermittedError](CodeResourcesNotPermitted),
 	typed[*sandbox.UncleanError](CodeUnclean),
 	typed[*sandbox.AttachedIdentityNotPermittedError](CodeAttachedIdentityNotPermitted),
 	typed[*sandbox.NotConfinedError](CodeNotConfined),
@@ -383,6 +385,24 @@ func EncodeError(err error) *APIError {
 		}
 	}
 	return out
+}
+
+// ErrorCode is the wire code of err, as [EncodeError] gives it, without its text or detail:
+// what an event or a metric records of a refusal. "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	c, found := findCode(err)
+	if found != nil {
+		return c.code
+	}
+	for _, f := range families {
+		if errors.Is(err, f.sentinel) {
+			return f.code
+		}
+	}
+	return CodeInternal
 }
 
 // findCode walks err's chain, depth first as errors.As does, to the first error whose type

@@ -135,6 +135,7 @@ type APISpec struct {
 	MinCleanup              *string             `json:"min_cleanup,omitempty"`
 	ConfinedToGuestCallPath bool                `json:"confined_to_guest_call_path,omitempty"`
 	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
+	Resources               *APIResources       `json:"resources,omitempty"`
 	Sleep                   *APISleep           `json:"sleep,omitempty"`
 }
 
@@ -143,6 +144,15 @@ type APISpec struct {
 type APISleep struct {
 	PauseAfterMS int64 `json:"pause_after_ms"`
 	StopAfterMS  int64 `json:"stop_after_ms"`
+}
+
+// APIResources bound one sandbox's memory (bytes), CPUs (a share of one CPU's time) and
+// processes; an omitted or zero field states nothing. In a spec it is what the workload asks
+// for, in declarations the most the backend lets one sandbox have (zero: no ceiling).
+type APIResources struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
 }
 
 // APIEgressRule is one allowlist entry: `{"host": "pypi.org"}` (tunnel-only), or with methods
@@ -503,21 +513,49 @@ type APIReapRequest struct {
 	Scope       string `json:"scope,omitempty"`
 }
 
-// APIReapFailure is one resource the sweep could not remove.
+// APIReapResult is what one age-based sweep did, in the one JSON spelling every form of it
+// shares: the reap call's answer, the reap.completed event (package events) and engine reap
+// --json. Counts include only successful removals.
+type APIReapResult struct {
+	Scope            *string           `json:"scope"`         // null: every scope
+	OlderThanMS      int64             `json:"older_than_ms"` // the age swept
+	Cutoff           time.Time         `json:"cutoff"`        // what was created strictly before it expired
+	StartedAt        time.Time         `json:"started_at"`
+	FinishedAt       time.Time         `json:"finished_at"`
+	DryRun           bool              `json:"dry_run"`
+	Disposed         int               `json:"disposed"`
+	ProxiesRemoved   int               `json:"proxies_removed"`
+	NetworksRemoved  int               `json:"networks_removed"`
+	ObserversRemoved int               `json:"observers_removed"`
+	Failures         []APIReapFailure  `json:"failures"`
+	Resources        []APIReapResource `json:"resources,omitempty"` // every qualifying resource and what became of it; the event omits them
+}
+
+// APIReapFailure is one resource the sweep could not remove, or, without a resource, why it
+// removed nothing (code unlisted).
 type APIReapFailure struct {
 	Code         string `json:"code"`
 	Detail       string `json:"detail"`
 	ResourceID   string `json:"resource_id,omitempty"`
-	ResourceKind string `json:"resource_kind,omitempty"`
+	ResourceKind string `json:"resource_kind,omitempty"` // workload, proxy, network or observer
 }
 
-// APIReapResponse counts what the sweep removed.
+// APIReapResource is one qualifying resource and what the sweep did with it.
+type APIReapResource struct {
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"`
+	Name    string    `json:"name"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	Anchor  bool      `json:"anchor,omitempty"`
+	Expired bool      `json:"expired,omitempty"`
+	Action  string    `json:"action"`
+}
+
+// APIReapResponse is what the sweep did.
 type APIReapResponse struct {
 	APIResponse
-	Disposed        int              `json:"disposed"`
-	ProxiesRemoved  int              `json:"proxies_removed"`
-	NetworksRemoved int              `json:"networks_removed"`
-	Failures        []APIReapFailure `json:"failures,omitempty"`
+	APIReapResult
 }
 
 // APIDeclarationsRequest asks what the engine's backends declare.
@@ -538,6 +576,7 @@ type APIDeclarations struct {
 	EgressPaths                bool                 `json:"egress_paths,omitempty"`
 	AttachedIdentity           *APIAttachedIdentity `json:"attached_identity,omitempty"`
 	RequiresExclusiveAdmission bool                 `json:"requires_exclusive_admission,omitempty"`
+	Resources                  *APIResources        `json:"resources,omitempty"`
 }
 
 // APISandboxLimits are a backend's transfer ceilings in each direction.

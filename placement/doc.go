@@ -39,12 +39,14 @@
 //
 // # The owner
 //
-// [Owner] is one engine's ownership component over these buckets and the engine's router:
-// [Owner.Route] answers "serve here" (claiming, or taking a lapsed owner's sandbox over) or
-// "forward to engine X"; [Owner.Lighter] picks a lighter engine for a cold acquire; it renews
-// the leases, fences each call on a sandbox by its lease ([Owner.Fence]), announces the engine
-// and gives everything up at [Owner.Stop]. The engine (package service) carries the forwards
-// and hears of claims and lost leases through [Hooks].
+// [Owner] is one engine's ownership component over these buckets, and a layer around the
+// engine's router: its [Owner.Acquire], [Owner.Dispose] and [Owner.DisposeScope] are the
+// router's in a cluster (layer.go). [Owner.Route] answers "serve here" (claiming, or taking a
+// lapsed owner's sandbox over) or "forward to engine X"; [Owner.Lighter] picks a lighter
+// engine for a cold acquire; it renews the leases, fences each call on a sandbox by its lease
+// ([Owner.Fence]), announces the engine and gives everything up at [Owner.Stop]. The engine
+// (package service) carries the forwards ([Forwarder]) and hears of claims and lost leases
+// through [Hooks].
 //
 // # Membership
 //

@@ -235,7 +235,13 @@ func (ow *Owner) Release(ctx context.Context, match func(key sandbox.Key, kind s
 		return
 	}
 	for _, h := range ow.leases.take(func(h heldLease) bool { return match(h.key, h.kind) }) {
-		if err := ow.o.store.Release(ctx, h.lease); err != nil {
+		err := ow.o.store.Release(ctx, h.lease)
+		if errors.Is(err, ErrNotOwner) {
+			// A renewal of this engine's own moved the revision under the lease held (one in
+			// flight, or one whose answer timed out): the entry is still this engine's to end.
+			err = ow.o.store.ReleaseKey(ctx, h.key, h.kind)
+		}
+		if err != nil {
 			ow.log.Debug("release a placement entry", zap.String("entry", h.lease.Entry), zap.Error(err))
 		}
 	}

@@ -12,12 +12,13 @@ import (
 type OwnerOption func(*ownerOptions) error
 
 type ownerOptions struct {
-	logger  *zap.Logger
-	store   *Store
-	members *Members
-	daemon  string
-	load    func() (sandboxes int, draining bool)
-	hooks   Hooks
+	logger    *zap.Logger
+	store     *Store
+	members   *Members
+	daemon    string
+	load      func() (sandboxes int, draining bool)
+	hooks     Hooks
+	forwarder Forwarder // layer.go; nil: every call served here
 }
 
 // Hooks are what an [Owner] tells its engine of, each optional. They run on the goroutine of

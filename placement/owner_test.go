@@ -165,3 +165,30 @@ func TestOwnerKeepsALeaseWhoseRenewalItDidNotHear(t *testing.T) {
 		t.Fatalf("b routes a's key to %+v, %v; want engine a", r, err)
 	}
 }
+
+// TestOwnerReleasesAnEntryARenewalMoved: a dispose releases its sandbox's entry even when a
+// renewal of the engine's own moved the entry's revision under the lease the owner holds (a
+// renewal in flight as the dispose lands, or one whose answer timed out under load): the
+// entry is deleted, not left naming this engine until its lease lapses.
+func TestOwnerReleasesAnEntryARenewalMoved(t *testing.T) {
+	noLeaks(t)
+	url := embedded(t)
+	const lease = 30 * time.Second // no renewal of the owner's own runs during the test
+	a := owner(t, "a", placement.WithStore(store(t, url, "a", placement.WithLease(lease))))
+	k := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "x"}
+	if r, err := a.Route(t.Context(), k, "py"); err != nil || !r.Here {
+		t.Fatalf("a routes a new key to %+v, %v; want here", r, err)
+	}
+	other := store(t, url, "a", placement.WithLease(lease))
+	r, ok, err := other.Get(t.Context(), k, "py")
+	if err != nil || !ok {
+		t.Fatalf("read a's entry: %+v %v %v", r, ok, err)
+	}
+	if _, err := other.Renew(t.Context(), placement.Lease{Entry: placement.EntryKey(k, "py"), Engine: "a", Revision: r.Revision, Instance: r.Instance}); err != nil {
+		t.Fatal(err)
+	}
+	a.Release(t.Context(), func(key sandbox.Key, kind string) bool { return key == k && kind == "py" })
+	if r, ok, err := other.Get(t.Context(), k, "py"); err != nil || ok {
+		t.Fatalf("after the release: entry %+v (present %v, %v); want none", r, ok, err)
+	}
+}

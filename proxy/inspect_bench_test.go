@@ -19,7 +19,7 @@ import (
 // BenchmarkRequestThroughProxy is one GET and its response on a kept-alive connection through
 // the proxy on loopback, to the same HTTPS origin: "tunnel" with the client's TLS end to end,
 // "inspected" with the proxy terminating TLS, deciding the request and re-encrypting it.
-// Their difference is what inspection adds to a request (issue 24's target: under 2 ms at the
+// Their difference is what inspection adds to a request (the target: under 2 ms at the
 // median). "inspected, credentials" adds a credential to the rule: the placeholder swapped in,
 // and the response read through the redactor.
 func BenchmarkRequestThroughProxy(b *testing.B) {

@@ -433,7 +433,7 @@ func TestRunInspectsFromEnv(t *testing.T) {
 }
 
 // TestInspectMemoryOf100Connections: 100 inspected connections held open after one permitted
-// request each cost less than issue 24's 40 MiB. The figure is an upper bound: clients, the
+// request each cost less than the 40 MiB target. The figure is an upper bound: clients, the
 // origin and the proxy share this process, and all of their live heap and stacks count.
 func TestInspectMemoryOf100Connections(t *testing.T) {
 	const n = 100

@@ -17,7 +17,7 @@
 // network.
 //
 // Any failure to list, inspect or revalidate deletes nothing at all in that sweep: it comes
-// back as one [Failure] with code unlisted. Removal failures are returned one per resource and
+// back as one [sandbox.ReapFailure] with code unlisted. Removal failures are returned one per resource and
 // never stop another group. Within a group the proxy goes first (drained through the
 // [Drainer], when one is wired, and its window published only once its removal succeeded or
 // found it absent), then the workload, then the network, which is never forced. Every

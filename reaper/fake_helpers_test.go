@@ -11,6 +11,7 @@ import (
 
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // t0 is the fake clock's now.
@@ -227,7 +228,9 @@ func (f *fakeInventory) exists(id string) bool {
 // counts is (Disposed, ProxiesRemoved, NetworksRemoved).
 type counts struct{ W, P, N int }
 
-func countsOf(r Result) counts { return counts{r.Disposed, r.ProxiesRemoved, r.NetworksRemoved} }
+func countsOf(r sandbox.ReapResult) counts {
+	return counts{r.Disposed, r.ProxiesRemoved, r.NetworksRemoved}
+}
 
 // fakeDrainer records every drain and every publication.
 type fakeDrainer struct {

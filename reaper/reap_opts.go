@@ -41,7 +41,7 @@ func WithScope(scope string) Option {
 }
 
 // WithDryRun takes the inventory, decides and revalidates as a real sweep does, and removes
-// nothing: [Result.Resources] says what a sweep would have removed.
+// nothing: [sandbox.ReapResult.Resources] says what a sweep would have removed.
 func WithDryRun() Option {
 	return func(o *options) error {
 		o.dryRun = true

@@ -15,70 +15,6 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Resource kinds as [Failure.ResourceKind] and [Decision.Kind] name them.
-const (
-	KindWorkload = "workload"
-	KindProxy    = "proxy"
-	KindNetwork  = "network"
-	KindObserver = "observer" // a fingerprint observer container an engine left behind
-)
-
-// Result is what one sweep did. Counts include only successful removals.
-type Result struct {
-	Disposed        int // workload containers removed
-	ProxiesRemoved  int // proxy containers removed (confirmed-absent ones not counted)
-	NetworksRemoved int
-	// ObserversRemoved counts fingerprint observer containers removed: each lives only while
-	// it measures, so one the sweep finds is what an engine that died left.
-	ObserversRemoved int
-	Failures         []Failure
-
-	Scope      string // the WithScope value, "" for every scope
-	OlderThan  time.Duration
-	Cutoff     time.Time // now − olderThan; resources created strictly before it expired
-	StartedAt  time.Time // the one reading of the clock
-	FinishedAt time.Time
-	DryRun     bool
-	// Resources is every qualifying resource the inventory saw, in removal order, with what
-	// the sweep decided and did.
-	Resources []Decision
-}
-
-// Failure is one problem of a sweep (§4.7).
-type Failure struct {
-	Code         sandbox.DisposalCode // unlisted | unreachable | timeout | refused
-	Detail       string               // starts with "<resource name or ID>: "
-	ResourceID   string
-	ResourceKind string // KindWorkload | KindProxy | KindNetwork | KindObserver | "" (inventory-wide)
-}
-
-// Action says what became of one resource.
-type Action string
-
-// Actions.
-const (
-	ActionKept        Action = "kept"         // its group's anchor is not expired
-	ActionWouldRemove Action = "would-remove" // dry run: expired, revalidated
-	ActionRemoved     Action = "removed"
-	ActionAbsent      Action = "absent"   // already gone when removed by ID
-	ActionFailed      Action = "failed"   // see Failures
-	ActionSkipped     Action = "skipped"  // an earlier step of its group stopped the group
-	ActionReplaced    Action = "replaced" // its anchor was gone at revalidation: the group is left alone
-	ActionNotReached  Action = "not-reached"
-)
-
-// Decision is one qualifying resource and what the sweep did with it.
-type Decision struct {
-	Group   string // the base name maf-sandbox-docker-<12 hex>, or an observer's own name
-	Kind    string // KindWorkload | KindProxy | KindNetwork | KindObserver
-	ID      string
-	Name    string
-	Created time.Time
-	Anchor  bool // its Created decided the group
-	Expired bool // the group's anchor is expired
-	Action  Action
-}
-
 // Drainer reads an egress proxy's window right before the reaper removes it (§4.8). Drain
 // gets the proxy as inventoried (its ID is the expected ID; there is no caller key) and
 // returns the publication of what it drained, or nil when there is nothing to publish. Drain
@@ -108,7 +44,7 @@ type group struct {
 	networks []*member
 	anchor   *member
 	expired  bool
-	decision map[string]*Decision // by ID
+	decision map[string]*sandbox.ReapDecision // by ID
 }
 
 // sweep is the state of one Reap call.
@@ -116,7 +52,7 @@ type sweep struct {
 	inv docker.Inventory
 	o   options
 	log *zap.Logger
-	res Result
+	res sandbox.ReapResult
 }
 
 // Reap sweeps inv once (egress-and-reap.md §4) and removes every qualifying resource whose
@@ -124,13 +60,13 @@ type sweep struct {
 //
 // The error is only for an argument refused before any engine call ([ErrInvalid]) and for
 // ctx ending ([context.Canceled] or [context.DeadlineExceeded], as ctx.Err() returns it, with
-// the partial result); every operational problem is a [Failure] in the result.
-func Reap(ctx context.Context, inv docker.Inventory, olderThan time.Duration, opts ...Option) (Result, error) {
+// the partial result); every operational problem is a [sandbox.ReapFailure] in the result.
+func Reap(ctx context.Context, inv docker.Inventory, olderThan time.Duration, opts ...Option) (sandbox.ReapResult, error) {
 	if olderThan <= 0 {
-		return Result{}, fmt.Errorf("%w: the age must be positive, got %s", ErrInvalid, olderThan)
+		return sandbox.ReapResult{}, fmt.Errorf("%w: the age must be positive, got %s", ErrInvalid, olderThan)
 	}
 	if inv == nil {
-		return Result{}, fmt.Errorf("%w: nil inventory", ErrInvalid)
+		return sandbox.ReapResult{}, fmt.Errorf("%w: nil inventory", ErrInvalid)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -138,15 +74,15 @@ func Reap(ctx context.Context, inv docker.Inventory, olderThan time.Duration, op
 			continue
 		}
 		if err := opt(&o); err != nil {
-			return Result{}, err
+			return sandbox.ReapResult{}, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return sandbox.ReapResult{}, err
 	}
 	now := o.now()
 	s := &sweep{inv: inv, o: o, log: o.log.With(zap.String("op", "reap"), zap.String("scope", o.scope))}
-	s.res = Result{Scope: o.scope, OlderThan: olderThan, StartedAt: now, Cutoff: now.Add(-olderThan), DryRun: o.dryRun}
+	s.res = sandbox.ReapResult{Scope: o.scope, OlderThan: olderThan, StartedAt: now, Cutoff: now.Add(-olderThan), DryRun: o.dryRun}
 	err := s.run(ctx, now)
 	s.res.FinishedAt = o.now()
 	if s.res.FinishedAt.Before(now) {
@@ -188,7 +124,7 @@ func (s *sweep) run(ctx context.Context, now time.Time) error {
 		for _, g := range groups {
 			if g.expired {
 				for _, d := range g.decision {
-					d.Action = ActionWouldRemove
+					d.Action = sandbox.ReapWouldRemove
 				}
 			}
 		}
@@ -201,7 +137,7 @@ func (s *sweep) run(ctx context.Context, now time.Time) error {
 			continue
 		}
 		for _, d := range g.decision {
-			d.Action = ActionNotReached
+			d.Action = sandbox.ReapNotReached
 		}
 		if err := s.remove(ctx, g); err != nil {
 			return err
@@ -216,8 +152,8 @@ func (s *sweep) decide(groups []*group, retainAll bool) {
 	for _, g := range groups {
 		g.expired = !retainAll && g.anchor.created.Before(s.res.Cutoff)
 		for _, m := range g.members() {
-			d := &Decision{Group: g.base, Kind: m.kind, ID: m.res.ID, Name: m.res.Name, Created: m.created,
-				Anchor: m == g.anchor, Expired: g.expired, Action: ActionKept}
+			d := &sandbox.ReapDecision{Group: g.base, Kind: m.kind, ID: m.res.ID, Name: m.res.Name, Created: m.created,
+				Anchor: m == g.anchor, Expired: g.expired, Action: sandbox.ReapKept}
 			g.decision[m.res.ID] = d
 		}
 	}
@@ -237,7 +173,7 @@ func (s *sweep) revalidateExpired(ctx context.Context, groups []*group) (ok bool
 		if gone {
 			g.expired = false
 			for _, d := range g.decision {
-				d.Action = ActionReplaced
+				d.Action = sandbox.ReapReplaced
 			}
 		}
 	}
@@ -245,8 +181,8 @@ func (s *sweep) revalidateExpired(ctx context.Context, groups []*group) (ok bool
 }
 
 // snapshot copies the decisions out in removal order.
-func (s *sweep) snapshot(groups []*group) []Decision {
-	var out []Decision
+func (s *sweep) snapshot(groups []*group) []sandbox.ReapDecision {
+	var out []sandbox.ReapDecision
 	for _, g := range groups {
 		out = append(out, g.decisions()...)
 	}
@@ -269,7 +205,7 @@ func (s *sweep) inventory(ctx context.Context, what string, filter map[string]st
 	}
 	kind := ""
 	if what == "networks" {
-		kind = KindNetwork
+		kind = sandbox.ReapNetwork
 	}
 	out := make([]docker.Resource, 0, len(ids))
 	for _, id := range ids {
@@ -329,7 +265,7 @@ func parseCreated(v string) (time.Time, error) {
 }
 
 func (s *sweep) unlisted(id, kind, detail string) {
-	s.res.Failures = append(s.res.Failures, Failure{Code: sandbox.DisposalUnlisted, Detail: detail, ResourceID: id, ResourceKind: kind})
+	s.res.Failures = append(s.res.Failures, sandbox.ReapFailure{Code: sandbox.DisposalUnlisted, Detail: detail, ResourceID: id, ResourceKind: kind})
 	s.log.Warn("reap deletes nothing: inventory could not be trusted", zap.String("detail", detail))
 }
 
@@ -339,7 +275,7 @@ func classify(containers, networks []docker.Resource) []*group {
 	get := func(base string) *group {
 		g := byBase[base]
 		if g == nil {
-			g = &group{base: base, decision: map[string]*Decision{}}
+			g = &group{base: base, decision: map[string]*sandbox.ReapDecision{}}
 			byBase[base] = g
 		}
 		return g
@@ -348,13 +284,13 @@ func classify(containers, networks []docker.Resource) []*group {
 	for _, r := range containers {
 		if docker.IsObserverName(r.Name) && r.Labels[label.Role] == label.RoleObserver && hasIdentity(r.Labels) {
 			created, _ := parseCreated(r.Created)
-			m := &member{res: r, kind: KindObserver, created: created}
-			out = append(out, &group{base: r.Name, observer: m, anchor: m, decision: map[string]*Decision{}})
+			m := &member{res: r, kind: sandbox.ReapObserver, created: created}
+			out = append(out, &group{base: r.Name, observer: m, anchor: m, decision: map[string]*sandbox.ReapDecision{}})
 			continue
 		}
 		if base, ok := poolBase(r); ok {
 			created, _ := parseCreated(r.Created)
-			get(base).workload = &member{res: r, kind: KindWorkload, created: created}
+			get(base).workload = &member{res: r, kind: sandbox.ReapWorkload, created: created}
 			continue
 		}
 		base, role, ok := docker.ParseName(r.Name)
@@ -366,10 +302,10 @@ func classify(containers, networks []docker.Resource) []*group {
 		switch {
 		case role == docker.RoleWorkload && !hasRole:
 			g := get(base)
-			g.workload = &member{res: r, kind: KindWorkload, created: created}
+			g.workload = &member{res: r, kind: sandbox.ReapWorkload, created: created}
 		case role == docker.RoleProxyName && r.Labels[label.Role] == label.RoleProxy:
 			g := get(base)
-			g.proxy = &member{res: r, kind: KindProxy, created: created}
+			g.proxy = &member{res: r, kind: sandbox.ReapProxy, created: created}
 		}
 	}
 	// Networks whose group has no container are judged one by one by their own age.
@@ -379,12 +315,12 @@ func classify(containers, networks []docker.Resource) []*group {
 			continue
 		}
 		created, _ := parseCreated(r.Created)
-		m := &member{res: r, kind: KindNetwork, created: created}
+		m := &member{res: r, kind: sandbox.ReapNetwork, created: created}
 		if g := byBase[base]; g != nil {
 			g.networks = append(g.networks, m)
 			continue
 		}
-		out = append(out, &group{base: base, networks: []*member{m}, anchor: m, decision: map[string]*Decision{}})
+		out = append(out, &group{base: base, networks: []*member{m}, anchor: m, decision: map[string]*sandbox.ReapDecision{}})
 	}
 	for _, g := range byBase {
 		g.anchorMembers()
@@ -484,8 +420,8 @@ func (g *group) members() []*member {
 	return append(out, g.networks...)
 }
 
-func (g *group) decisions() []Decision {
-	var out []Decision
+func (g *group) decisions() []sandbox.ReapDecision {
+	var out []sandbox.ReapDecision
 	for _, m := range g.members() {
 		out = append(out, *g.decision[m.res.ID])
 	}
@@ -498,7 +434,7 @@ func (g *group) decisions() []Decision {
 func (s *sweep) revalidate(ctx context.Context, g *group) (gone, ok bool, _ error) {
 	a := g.anchor
 	inspect := s.inv.InspectContainerID
-	if a.kind == KindNetwork {
+	if a.kind == sandbox.ReapNetwork {
 		inspect = s.inv.InspectNetworkID
 	}
 	r, err := bounded(ctx, s.o.callTimeout, func(c context.Context) (docker.Resource, error) { return inspect(c, a.res.ID) })
@@ -526,7 +462,7 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 			continue
 		}
 		var publish Publication
-		if c.kind == KindProxy && s.o.drainer != nil {
+		if c.kind == sandbox.ReapProxy && s.o.drainer != nil {
 			publish = s.drain(ctx, c.res)
 			if err := ctx.Err(); err != nil {
 				return err
@@ -550,15 +486,15 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 			publish(ctx, outcome)
 		}
 		if outcome == docker.Absent {
-			g.decision[c.res.ID].Action = ActionAbsent
+			g.decision[c.res.ID].Action = sandbox.ReapAbsent
 			s.skipRest(g)
 			return nil
 		}
-		g.decision[c.res.ID].Action = ActionRemoved
+		g.decision[c.res.ID].Action = sandbox.ReapRemoved
 		switch c.kind {
-		case KindProxy:
+		case sandbox.ReapProxy:
 			s.res.ProxiesRemoved++
-		case KindObserver:
+		case sandbox.ReapObserver:
 			s.res.ObserversRemoved++
 		default:
 			s.res.Disposed++
@@ -576,9 +512,9 @@ func (s *sweep) remove(ctx context.Context, g *group) error {
 		case err != nil:
 			s.failed(g, n, err)
 		case outcome == docker.Absent:
-			g.decision[n.res.ID].Action = ActionAbsent
+			g.decision[n.res.ID].Action = sandbox.ReapAbsent
 		default:
-			g.decision[n.res.ID].Action = ActionRemoved
+			g.decision[n.res.ID].Action = sandbox.ReapRemoved
 			s.res.NetworksRemoved++
 			s.log.Info("reap removed a network", zap.String("network", n.res.Name), zap.String("network_id", n.res.ID))
 		}
@@ -597,15 +533,15 @@ func (s *sweep) drain(ctx context.Context, proxy docker.Resource) Publication {
 // skipRest marks every member of g not yet acted on as skipped.
 func (s *sweep) skipRest(g *group) {
 	for _, d := range g.decision {
-		if d.Action == ActionNotReached {
-			d.Action = ActionSkipped
+		if d.Action == sandbox.ReapNotReached {
+			d.Action = sandbox.ReapSkipped
 		}
 	}
 }
 
 func (s *sweep) failed(g *group, m *member, err error) {
-	g.decision[m.res.ID].Action = ActionFailed
-	f := Failure{Code: code(err), Detail: fmt.Sprintf("%s: remove %s: %v", m.res.Name, m.kind, err), ResourceID: m.res.ID, ResourceKind: m.kind}
+	g.decision[m.res.ID].Action = sandbox.ReapFailed
+	f := sandbox.ReapFailure{Code: code(err), Detail: fmt.Sprintf("%s: remove %s: %v", m.res.Name, m.kind, err), ResourceID: m.res.ID, ResourceKind: m.kind}
 	s.res.Failures = append(s.res.Failures, f)
 	s.log.Warn("reap could not remove a resource", zap.String("container", m.res.Name), zap.String("container_id", m.res.ID),
 		zap.String("code", string(f.Code)), zap.Error(err))

@@ -32,7 +32,7 @@ func TestReapVectors(t *testing.T) {
 		wantCodes []sandbox.DisposalCode
 		gone      []string
 		kept      []string
-		check     func(t *testing.T, f *fakeInventory, got ids, res Result)
+		check     func(t *testing.T, f *fakeInventory, got ids, res sandbox.ReapResult)
 	}{
 		{
 			name: "old workload, proxy and network go (1,1,1) by ID, network last",
@@ -41,7 +41,7 @@ func TestReapVectors(t *testing.T) {
 				return ids{"w": w, "p": p, "n": n}
 			},
 			age: day, want: counts{1, 1, 1}, gone: []string{"w", "p", "n"},
-			check: func(t *testing.T, f *fakeInventory, got ids, _ Result) {
+			check: func(t *testing.T, f *fakeInventory, got ids, _ sandbox.ReapResult) {
 				rm := f.removals()
 				if len(rm) != 3 || rm[0].ID != got["p"] || rm[1].ID != got["w"] || rm[2] != (call{"rm-network", got["n"]}) {
 					t.Fatalf("removals %v, want proxy, workload, then network", rm)
@@ -229,7 +229,7 @@ func TestReapVectors(t *testing.T) {
 				return ids{"w": w, "p": p, "n": n}
 			},
 			age: day, wantCodes: []sandbox.DisposalCode{sandbox.DisposalUnlisted}, kept: []string{"w", "p", "n"},
-			check: func(t *testing.T, f *fakeInventory, _ ids, _ Result) {
+			check: func(t *testing.T, f *fakeInventory, _ ids, _ sandbox.ReapResult) {
 				if rm := f.removals(); len(rm) != 0 {
 					t.Fatalf("removals %v after an inventory failure", rm)
 				}
@@ -352,7 +352,7 @@ func TestReapVectors(t *testing.T) {
 				return ids{"nw": fakeID("new-w"), "nn": fakeID("new-n")}
 			},
 			age: day, kept: []string{"nw", "nn"},
-			check: func(t *testing.T, f *fakeInventory, _ ids, _ Result) {
+			check: func(t *testing.T, f *fakeInventory, _ ids, _ sandbox.ReapResult) {
 				if rm := f.removals(); len(rm) != 0 {
 					t.Fatalf("removals %v: the anchor was gone at revalidation", rm)
 				}
@@ -383,7 +383,7 @@ func TestReapVectors(t *testing.T) {
 				return ids{"w": w, "n": n}
 			},
 			age: day, kept: []string{"n"},
-			check: func(t *testing.T, f *fakeInventory, got ids, res Result) {
+			check: func(t *testing.T, f *fakeInventory, got ids, res sandbox.ReapResult) {
 				if rm := f.removals(); len(rm) != 1 || rm[0].ID != got["w"] {
 					t.Fatalf("removals %v, want only the workload's", rm)
 				}
@@ -441,9 +441,9 @@ func TestReapVectors(t *testing.T) {
 			},
 			age: day, want: counts{1, 1, 1}, wantCodes: []sandbox.DisposalCode{sandbox.DisposalRefused},
 			gone: []string{"w2", "p2", "n2"}, kept: []string{"w", "p", "n"},
-			check: func(t *testing.T, _ *fakeInventory, got ids, res Result) {
+			check: func(t *testing.T, _ *fakeInventory, got ids, res sandbox.ReapResult) {
 				f := res.Failures[0]
-				if f.ResourceID != got["p"] || f.ResourceKind != KindProxy || !strings.HasPrefix(f.Detail, base(1)+"-proxy: ") {
+				if f.ResourceID != got["p"] || f.ResourceKind != sandbox.ReapProxy || !strings.HasPrefix(f.Detail, base(1)+"-proxy: ") {
 					t.Fatalf("failure %+v", f)
 				}
 			},
@@ -487,11 +487,11 @@ func TestReapVectors(t *testing.T) {
 			},
 			opts: []Option{WithDryRun()},
 			age:  day, kept: []string{"w", "p", "n", "y"},
-			check: func(t *testing.T, f *fakeInventory, got ids, res Result) {
+			check: func(t *testing.T, f *fakeInventory, got ids, res sandbox.ReapResult) {
 				if rm := f.removals(); len(rm) != 0 {
 					t.Fatalf("dry run removed %v", rm)
 				}
-				want := map[string]Action{got["p"]: ActionWouldRemove, got["w"]: ActionWouldRemove, got["n"]: ActionWouldRemove, got["y"]: ActionKept}
+				want := map[string]sandbox.ReapAction{got["p"]: sandbox.ReapWouldRemove, got["w"]: sandbox.ReapWouldRemove, got["n"]: sandbox.ReapWouldRemove, got["y"]: sandbox.ReapKept}
 				if len(res.Resources) != len(want) {
 					t.Fatalf("resources %+v", res.Resources)
 				}
@@ -767,7 +767,7 @@ func TestReapObservers(t *testing.T) {
 	}
 	var kinds []string
 	for _, d := range res.Resources {
-		if d.Kind == KindObserver {
+		if d.Kind == sandbox.ReapObserver {
 			kinds = append(kinds, d.Name+" "+string(d.Action))
 		}
 	}

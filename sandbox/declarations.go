@@ -21,6 +21,9 @@ type Declarations struct {
 	EgressPaths                bool     // enforces the path patterns of inspecting rules
 	AttachedIdentity           *AttachedIdentityDeclaration
 	RequiresExclusiveAdmission bool
+	// Resources are the most of the host one sandbox may be given (a zero field: no ceiling).
+	// nil: the backend holds sandboxes to no resource ask, and refuses a spec that makes one.
+	Resources *Resources
 }
 
 // AttachedIdentityDeclaration bounds a platform identity a backend attaches to sandboxes.

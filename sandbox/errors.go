@@ -241,6 +241,27 @@ func (e *TransferLimitsNotPermittedError) Error() string {
 // Is reports the refused family.
 func (e *TransferLimitsNotPermittedError) Is(target error) bool { return target == ErrRefused }
 
+// ResourcesNotPermittedError says a workload asks for more of a resource (memory, CPUs,
+// processes) than the backend lets one sandbox have, or for a bound the backend cannot hold a
+// sandbox to. Asks are refused, never clamped.
+type ResourcesNotPermittedError struct {
+	Backend   string
+	Resource  string // "memory_bytes", "cpus" or "pids"; "" when the backend enforces none
+	Asked     string
+	Permitted string
+}
+
+func (e *ResourcesNotPermittedError) Error() string {
+	if e.Resource == "" {
+		return fmt.Sprintf("the workload asks for resource bounds but sandbox backend %q enforces none; refused rather than ignored", e.Backend)
+	}
+	return fmt.Sprintf("the workload asks for %s %s but sandbox backend %q permits at most %s; refused rather than clamped",
+		e.Resource, e.Asked, e.Backend, e.Permitted)
+}
+
+// Is reports the refused family.
+func (e *ResourcesNotPermittedError) Is(target error) bool { return target == ErrRefused }
+
 // ScopeNotEnforcedError says the backend cannot keep sandboxes apart at the effective scope.
 type ScopeNotEnforcedError struct {
 	Backend string

@@ -1,6 +1,10 @@
 package sandbox
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
 
 // MiB is 1,048,576 bytes.
 const MiB = 1 << 20
@@ -40,4 +44,43 @@ type SandboxLimits struct {
 // DefaultSandboxLimits is the default ceiling in both directions.
 func DefaultSandboxLimits() SandboxLimits {
 	return SandboxLimits{FilesIn: DefaultTransferLimits(), FilesOut: DefaultTransferLimits()}
+}
+
+// Resources bound what one sandbox may use of its host: memory in bytes, CPUs (a share of one
+// CPU's time: 0.5, 2) and processes. A zero field states nothing. In a [Spec] it is what the
+// workload asks for; in [Declarations] it is the most the backend lets a workload have, a zero
+// field there meaning no ceiling.
+type Resources struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int64
+}
+
+// IsZero reports whether r states nothing.
+func (r Resources) IsZero() bool { return r == Resources{} }
+
+func (r Resources) validate() error {
+	switch {
+	case r.MemoryBytes < 0:
+		return &InvalidArgumentError{Reason: "resources: memory_bytes is negative"}
+	case r.Pids < 0:
+		return &InvalidArgumentError{Reason: "resources: pids is negative"}
+	case r.CPUs < 0 || math.IsNaN(r.CPUs) || math.IsInf(r.CPUs, 0):
+		return &InvalidArgumentError{Reason: "resources: cpus must be a finite number, zero or more"}
+	}
+	return nil
+}
+
+// exceeds returns the first resource of asked over ceiling (a ceiling's zero field bounds
+// nothing), with both values as text; "" when asked fits.
+func (asked Resources) exceeds(ceiling Resources) (name, ask, bound string) {
+	switch {
+	case ceiling.MemoryBytes > 0 && asked.MemoryBytes > ceiling.MemoryBytes:
+		return "memory_bytes", strconv.FormatInt(asked.MemoryBytes, 10), strconv.FormatInt(ceiling.MemoryBytes, 10)
+	case ceiling.CPUs > 0 && asked.CPUs > ceiling.CPUs:
+		return "cpus", strconv.FormatFloat(asked.CPUs, 'g', -1, 64), strconv.FormatFloat(ceiling.CPUs, 'g', -1, 64)
+	case ceiling.Pids > 0 && asked.Pids > ceiling.Pids:
+		return "pids", strconv.FormatInt(asked.Pids, 10), strconv.FormatInt(ceiling.Pids, 10)
+	}
+	return "", "", ""
 }

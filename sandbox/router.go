@@ -2,12 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -19,6 +18,8 @@ type Router struct {
 	opts     routerOptions
 	backends []Backend // every registered backend, asked on every disposal
 	routable []Backend // backends that may serve specs (those clearing the floor)
+
+	obs Observer // the observer, guarded; nil: no acts are built
 
 	acquireLocks keyLock[SandboxID]
 	disposeLocks keyLock[Key]
@@ -46,7 +47,7 @@ func NewRouter(backends []Backend, opts ...RouterOption) (*Router, error) {
 			return nil, err
 		}
 	}
-	r := &Router{opts: o, backends: slices.Clone(backends),
+	r := &Router{opts: o, backends: slices.Clone(backends), obs: guard(o.observer, o.logger),
 		unclean: map[Key]DisposalCode{}, served: map[servedKey]map[string]struct{}{}}
 	if o.selected != "" && o.selection == SelectionPerSpec {
 		return nil, &InvalidArgumentError{Reason: "a selected backend cannot be combined with per_spec selection"}
@@ -109,34 +110,35 @@ func (r *Router) lookup(name string) (Backend, error) {
 	return nil, &NoBackendError{Selected: name, Registered: names}
 }
 
-// handOutReporter gives every observing backend the router's reporter (nil without an
-// observer, which switches their reads off), all or nothing.
+// handOutReporter gives every reporting backend the router's observer, guarded (nil without
+// one, which switches their reports and egress reads off), all or nothing.
 func (r *Router) handOutReporter() error {
-	var report func(EgressObserved)
-	if r.opts.observer != nil {
-		report = func(ev EgressObserved) { r.notify(func(o Observer) { o.EgressObserved(ev) }) }
-	}
 	type swapped struct {
-		obs  EgressObserver
-		prev func(EgressObserved)
+		b    Reporting
+		prev Observer
 	}
 	var done []swapped
 	for _, b := range r.backends {
-		obs, ok := b.(EgressObserver)
+		rb, ok := b.(Reporting)
 		if !ok {
 			continue
 		}
-		prev, err := obs.ObserveEgress(report)
+		prev, err := rb.ReportTo(r.obs)
 		if err != nil {
 			for _, s := range slices.Backward(done) {
-				_, _ = s.obs.ObserveEgress(s.prev)
+				_, _ = s.b.ReportTo(s.prev)
 			}
-			return fmt.Errorf("hand egress reporter to %s: %w", b.Name(), err)
+			return fmt.Errorf("hand the observer to %s: %w", b.Name(), err)
 		}
-		done = append(done, swapped{obs, prev})
+		done = append(done, swapped{rb, prev})
 	}
 	return nil
 }
+
+// Observer is the router's observer, guarded as the router delivers to it (a panic is
+// contained and logged), for an API in front of the router to report its own acts to; nil
+// when the router has none.
+func (r *Router) Observer() Observer { return r.obs }
 
 // Enabled reports whether any backend is registered.
 func (r *Router) Enabled() bool { return len(r.backends) > 0 }
@@ -295,6 +297,9 @@ func (r *Router) admit(b Backend, spec Spec) error {
 	if !out.Within(limits.FilesOut) {
 		return &TransferLimitsNotPermittedError{Backend: b.Name(), Direction: string(FilesOut), Asked: out, Permitted: limits.FilesOut}
 	}
+	if err := checkResources(b, spec, d); err != nil { // 4b
+		return err
+	}
 	if !d.EgressModes.Has(spec.Egress) { // 5
 		return &EgressNotEnforcedError{Backend: b.Name(), Mode: spec.Egress, Kind: spec.Kind, Enforced: d.EgressModes.Sorted()}
 	}
@@ -307,6 +312,21 @@ func (r *Router) admit(b Backend, spec Spec) error {
 			return &AttachedIdentityNotPermittedError{Bound: fmt.Sprintf("backend %q attaches no identity", b.Name())}
 		}
 		return &AttachedIdentityNotPermittedError{Bound: "this host permits no attached identity to be shared"}
+	}
+	return nil
+}
+
+// checkResources refuses a spec asking for more memory, CPUs or processes than the backend
+// permits one sandbox, or asking for any bound of a backend that declares none.
+func checkResources(b Backend, spec Spec, d Declarations) error {
+	if spec.Resources.IsZero() {
+		return nil
+	}
+	if d.Resources == nil {
+		return &ResourcesNotPermittedError{Backend: b.Name()}
+	}
+	if name, asked, bound := spec.Resources.exceeds(*d.Resources); name != "" {
+		return &ResourcesNotPermittedError{Backend: b.Name(), Resource: name, Asked: asked, Permitted: bound}
 	}
 	return nil
 }
@@ -338,23 +358,49 @@ func (r *Router) Acquire(ctx context.Context, key Key, spec Spec) (Sandbox, erro
 	}
 	defer unlock()
 
-	sb, b, err := r.acquire(ctx, key, spec)
-	if r.opts.observer != nil {
-		ev := SandboxAcquired{Key: key, Kind: spec.Kind}
-		if b != nil {
-			ev.Backend = b.Name()
-		}
-		if err != nil {
-			ev.Refusal = errorTypeName(err)
-		} else {
-			ev.InstanceID = sb.InstanceID()
-		}
-		r.notify(func(o Observer) { o.SandboxAcquired(ev) })
+	start := time.Now()
+	var untrusted untrustedReport
+	sb, b, err := r.acquire(ctx, key, spec, &untrusted)
+	if r.obs != nil {
+		r.obs.SandboxAcquired(ctx, acquiredAct(key, spec, sb, b, err, untrusted, time.Since(start)))
 	}
 	return sb, err
 }
 
-func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Backend, error) {
+// untrustedReport is what an acquire did with an instance it did not trust (§8.3 step 7).
+type untrustedReport struct {
+	instance string // "" when it trusted the one it found
+	outcome  string // OutcomeReset or OutcomeReplaced
+}
+
+// acquiredAct is the act of one acquire: how the backend got the instance (an [Acquired]
+// sandbox says; else created or reused as [Fresh] says), outranked by what the router did
+// with an untrusted one, which the backend never saw.
+func acquiredAct(key Key, spec Spec, sb Sandbox, b Backend, err error, u untrustedReport, took time.Duration) SandboxAcquired {
+	a := SandboxAcquired{Act: Act{Key: key, Kind: spec.Kind, Took: took, Err: err}, Image: spec.Image, Egress: spec.Egress}
+	if b != nil {
+		a.Backend = b.Name()
+	}
+	if err != nil {
+		return a
+	}
+	a.InstanceID, a.Outcome = sb.InstanceID(), OutcomeReused
+	if created(sb) {
+		a.Outcome = OutcomeCreated
+	}
+	if r, ok := sb.(Acquired); ok {
+		if r.AcquireOutcome() != "" {
+			a.Outcome = r.AcquireOutcome()
+		}
+		a.ImageID = r.ImageID()
+	}
+	if u.instance != "" {
+		a.Outcome, a.Untrusted = u.outcome, u.instance
+	}
+	return a
+}
+
+func (r *Router) acquire(ctx context.Context, key Key, spec Spec, untrustedRep *untrustedReport) (Sandbox, Backend, error) {
 	if len(r.routable) == 0 {
 		return nil, nil, &NoBackendError{}
 	}
@@ -390,7 +436,7 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 				}
 				return nil, b, fmt.Errorf("reset untrusted instance: %w", err)
 			}
-			reportUntrusted(ctx, OutcomeReset, untrusted)
+			*untrustedRep = untrustedReport{untrusted, OutcomeReset}
 		} else {
 			if f := r.disposeInstance(ctx, b, key, spec.Kind, sb.InstanceID()); f != nil {
 				return nil, b, &UncleanError{Key: key, Code: f.Code}
@@ -398,7 +444,7 @@ func (r *Router) acquire(ctx context.Context, key Key, spec Spec) (Sandbox, Back
 			if sb, err = r.acquireChecked(ctx, b, key, spec); err != nil {
 				return nil, b, err
 			}
-			reportUntrusted(ctx, OutcomeReplaced, untrusted)
+			*untrustedRep = untrustedReport{untrusted, OutcomeReplaced}
 		}
 	}
 	r.remember(sk, sb.InstanceID())
@@ -440,7 +486,7 @@ const (
 // Acquired is implemented by sandboxes that know how the acquire returning them got the
 // instance (one of the Outcome constants) and which image it runs (the daemon's image ID;
 // "" when unknown). An untrusted instance the router reset or replaced is not the backend's
-// to know: the router reports it through the context ([WithAcquireReport]).
+// to know: the router's [SandboxAcquired] says so.
 type Acquired interface {
 	AcquireOutcome() string
 	ImageID() string
@@ -452,27 +498,6 @@ const (
 	OutcomeReset    = "reset"    // reset to its snapshot in place
 	OutcomeReplaced = "replaced" // disposed, and a new instance created in its place
 )
-
-// AcquireReport is what an Acquire tells its caller beyond the sandbox, filled through the
-// context it was given ([WithAcquireReport]).
-type AcquireReport struct {
-	Untrusted string // the instance the router did not trust; "" when it trusted the one it found
-	Outcome   string // OutcomeReset or OutcomeReplaced when Untrusted is set
-}
-
-type acquireReportKey struct{}
-
-// WithAcquireReport returns a context whose Acquire fills the returned report.
-func WithAcquireReport(ctx context.Context) (context.Context, *AcquireReport) {
-	rep := &AcquireReport{}
-	return context.WithValue(ctx, acquireReportKey{}, rep), rep
-}
-
-func reportUntrusted(ctx context.Context, outcome, instance string) {
-	if rep, ok := ctx.Value(acquireReportKey{}).(*AcquireReport); ok {
-		rep.Untrusted, rep.Outcome = instance, outcome
-	}
-}
 
 func created(sb Sandbox) bool {
 	f, ok := sb.(Fresh)
@@ -493,6 +518,7 @@ func (r *Router) disposeInstance(ctx context.Context, b Backend, key Key, kind, 
 // an unclean key; a narrowed one does not, since the ledger does not record which kind or
 // instance failed and a key reopens only when every failed target is gone.
 func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *DisposalFailure {
+	start := time.Now()
 	unlock, err := r.disposeLocks.lock(ctx, key, 0, "disposal of "+key.String())
 	if err != nil {
 		return &DisposalFailure{Code: DisposalUnknown, Detail: err.Error()}
@@ -508,8 +534,15 @@ func (r *Router) Dispose(ctx context.Context, key Key, opts DisposeOptions) *Dis
 	if folded == nil && opts.Kind == nil && opts.InstanceID == "" {
 		r.clearUnclean(func(k Key) bool { return k == key })
 	}
-	if r.opts.observer != nil {
-		r.notify(func(o Observer) { o.SandboxDisposed(SandboxDisposed{Key: key, Undisposed: folded}) })
+	if r.obs != nil {
+		a := SandboxDisposed{Act: Act{Key: key, InstanceID: opts.InstanceID, Took: time.Since(start)}, Undisposed: folded}
+		if opts.Kind != nil {
+			a.Kind = *opts.Kind
+		}
+		if len(r.backends) == 1 {
+			a.Backend = r.backends[0].Name()
+		}
+		r.obs.SandboxDisposed(ctx, a)
 	}
 	return folded
 }
@@ -530,6 +563,7 @@ func (r *Router) safeDispose(ctx context.Context, b Backend, key Key, opts Dispo
 // DisposeScope deletes every sandbox of a conversation on every registered backend, summing
 // the counts. It never fails the caller; a clean purge reopens the conversation's keys.
 func (r *Router) DisposeScope(ctx context.Context, scope, threadID string) ScopePurge {
+	start := time.Now()
 	var total ScopePurge
 	var failures []DisposalFailure
 	for _, b := range r.backends {
@@ -552,8 +586,12 @@ func (r *Router) DisposeScope(ctx context.Context, scope, threadID string) Scope
 	if total.Undisposed == nil {
 		r.clearUnclean(func(k Key) bool { return k.Scope == scope && k.ThreadID == threadID })
 	}
-	if r.opts.observer != nil {
-		r.notify(func(o Observer) { o.ScopeDisposed(ScopeDisposed{Scope: scope, ThreadID: threadID, Purge: total}) })
+	if r.obs != nil {
+		a := ScopeDisposed{Act: Act{Key: Key{Scope: scope, ThreadID: threadID}, Took: time.Since(start)}, Purge: total}
+		if len(r.backends) == 1 {
+			a.Backend = r.backends[0].Name()
+		}
+		r.obs.ScopeDisposed(ctx, a)
 	}
 	return total
 }
@@ -633,33 +671,6 @@ func (r *Router) remember(k servedKey, instanceID string) {
 		r.served[k] = map[string]struct{}{}
 	}
 	r.served[k][instanceID] = struct{}{}
-}
-
-// notify delivers one event, containing an observer's panic so it never alters a call.
-func (r *Router) notify(deliver func(Observer)) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.opts.logger.Warn("observer panicked", zap.Any("panic", p))
-		}
-	}()
-	deliver(r.opts.observer)
-}
-
-// errorTypeName records a refusal by its type only: messages may carry endpoints.
-func errorTypeName(err error) string {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if _, wrapped := e.(*routeRefusedError); wrapped {
-			continue
-		}
-		t := reflect.TypeOf(e)
-		if t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if t.PkgPath() == reflect.TypeFor[Router]().PkgPath() {
-			return t.Name()
-		}
-	}
-	return reflect.TypeOf(err).String()
 }
 
 // checkEgressRules is admission check 2b: every method an inspecting rule names is a token

@@ -215,34 +215,42 @@ func (panicky) DisposeScope(context.Context, string, string) sandbox.ScopePurge 
 	panic("purge exploded")
 }
 
-// observing is a backend that reads its own egress enforcement: it holds a reporter, and
-// fails the swap with fail when set.
+// observing is a backend that reports its own acts: it holds an observer, and fails the
+// swap with fail when set.
 type observing struct {
 	*sandboxtest.Backend
-	mu     sync.Mutex
-	report func(sandbox.EgressObserved)
-	swaps  int
-	fail   error
+	mu    sync.Mutex
+	obs   sandbox.Observer
+	swaps int
+	fail  error
 }
 
-func (b *observing) ObserveEgress(report func(sandbox.EgressObserved)) (func(sandbox.EgressObserved), error) {
+func (b *observing) ReportTo(obs sandbox.Observer) (sandbox.Observer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.fail != nil {
 		return nil, b.fail
 	}
-	prev := b.report
-	b.report = report
+	prev := b.obs
+	b.obs = obs
 	b.swaps++
 	return prev, nil
 }
 
-// reporter is the reporter the backend holds now.
-func (b *observing) reporter() func(sandbox.EgressObserved) {
+// reporter is the observer the backend holds now.
+func (b *observing) reporter() sandbox.Observer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.report
+	return b.obs
 }
+
+// counted is an observer that counts the egress windows it hears.
+type counted struct {
+	sandbox.NopObserver
+	n *int
+}
+
+func (c counted) EgressObserved(context.Context, sandbox.EgressWindow) { *c.n++ }
 
 // events is an observer recording every event; with explode set it records and then panics.
 type events struct {
@@ -252,7 +260,7 @@ type events struct {
 	acquired []sandbox.SandboxAcquired
 	disposed []sandbox.SandboxDisposed
 	scopes   []sandbox.ScopeDisposed
-	egress   []sandbox.EgressObserved
+	egress   []sandbox.EgressWindow
 }
 
 func (e *events) record(f func()) {
@@ -264,19 +272,19 @@ func (e *events) record(f func()) {
 	}
 }
 
-func (e *events) SandboxAcquired(ev sandbox.SandboxAcquired) {
+func (e *events) SandboxAcquired(_ context.Context, ev sandbox.SandboxAcquired) {
 	e.record(func() { e.acquired = append(e.acquired, ev) })
 }
 
-func (e *events) SandboxDisposed(ev sandbox.SandboxDisposed) {
+func (e *events) SandboxDisposed(_ context.Context, ev sandbox.SandboxDisposed) {
 	e.record(func() { e.disposed = append(e.disposed, ev) })
 }
 
-func (e *events) ScopeDisposed(ev sandbox.ScopeDisposed) {
+func (e *events) ScopeDisposed(_ context.Context, ev sandbox.ScopeDisposed) {
 	e.record(func() { e.scopes = append(e.scopes, ev) })
 }
 
-func (e *events) EgressObserved(ev sandbox.EgressObserved) {
+func (e *events) EgressObserved(_ context.Context, ev sandbox.EgressWindow) {
 	e.record(func() { e.egress = append(e.egress, ev) })
 }
 
@@ -357,4 +365,14 @@ func checkPurge(t *testing.T, got, want sandbox.ScopePurge, mentions ...string) 
 			t.Fatalf("detail %q does not mention %q", got.Undisposed.Detail, m)
 		}
 	}
+}
+
+// last is the last acquire the observer heard.
+func (e *events) last() sandbox.SandboxAcquired {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.acquired) == 0 {
+		return sandbox.SandboxAcquired{}
+	}
+	return e.acquired[len(e.acquired)-1]
 }

@@ -145,7 +145,10 @@ func WithAcquireWait(d time.Duration) RouterOption {
 	}
 }
 
-// WithObserver receives the router's events. Without one no event is built.
+// WithObserver reports every act to obs: the router's own (acquires, disposals, purges), its
+// backends' (the router hands obs, guarded, to each [Reporting] backend at construction) and
+// an API's in front of it ([Router.Observer]). Combine several with [Observers]. Without one no
+// act is built, and reporting backends read no egress enforcer.
 func WithObserver(obs Observer) RouterOption {
 	return func(o *routerOptions) error { o.observer = obs; return nil }
 }

@@ -173,11 +173,11 @@ func TestRouterOptionErrors(t *testing.T) {
 	}
 }
 
-// The egress reporter is handed to every observing backend at the end of construction, or
-// nil without an observer; a failed hand-out restores what was swapped already (§12.3).
-func TestNewRouterHandsOutEgressReporter(t *testing.T) {
+// The observer is handed to every reporting backend at the end of construction, or nil
+// without one; a failed hand-out restores what was swapped already (§12.3).
+func TestNewRouterHandsOutTheObserver(t *testing.T) {
 	errSwap := errors.New("swap refused")
-	ev := sandbox.EgressObserved{Key: convKey, Backend: "a",
+	ev := sandbox.EgressWindow{Key: convKey, Backend: "a",
 		Decisions: []sandbox.EgressDecision{{Decision: sandbox.DecisionDeny, Host: "evil.example", Port: 443}}}
 	cases := []struct {
 		name      string
@@ -199,10 +199,10 @@ func TestNewRouterHandsOutEgressReporter(t *testing.T) {
 			isolation: [2]sandbox.Isolation{sandbox.IsolationMicroVM, sandbox.IsolationContainer}, wantSwaps: [2]int{1, 1}},
 		{name: "a failing second hand-out restores the first", observer: &events{},
 			isolation: [2]sandbox.Isolation{sandbox.IsolationMicroVM, sandbox.IsolationMicroVM}, fail: [2]error{nil, errSwap},
-			wantErr: errSwap, mentions: []string{"hand egress reporter to b"}, wantSwaps: [2]int{2, 0}, wantPrev: [2]bool{true, true}},
+			wantErr: errSwap, mentions: []string{"hand the observer to b"}, wantSwaps: [2]int{2, 0}, wantPrev: [2]bool{true, true}},
 		{name: "a failing first hand-out changes nothing", observer: &events{},
 			isolation: [2]sandbox.Isolation{sandbox.IsolationMicroVM, sandbox.IsolationMicroVM}, fail: [2]error{errSwap, nil},
-			wantErr: errSwap, mentions: []string{"hand egress reporter to a"}, wantSwaps: [2]int{0, 0}, wantPrev: [2]bool{true, true}},
+			wantErr: errSwap, mentions: []string{"hand the observer to a"}, wantSwaps: [2]int{0, 0}, wantPrev: [2]bool{true, true}},
 		{name: "a refused construction hands out nothing", observer: &events{},
 			isolation: [2]sandbox.Isolation{sandbox.IsolationContainer, sandbox.IsolationMicroVM},
 			wantErr:   &sandbox.BackendNotPermittedError{}, wantSwaps: [2]int{0, 0}, wantPrev: [2]bool{true, true}},
@@ -215,7 +215,7 @@ func TestNewRouterHandsOutEgressReporter(t *testing.T) {
 			obs := make([]*observing, 2)
 			for i, name := range []string{"a", "b"} {
 				obs[i] = &observing{Backend: fakeAt(t, name, tc.isolation[i]), fail: tc.fail[i]}
-				obs[i].report = func(sandbox.EgressObserved) { before[i]++ }
+				obs[i].obs = counted{n: &before[i]}
 			}
 			opts := []sandbox.RouterOption{}
 			if tc.observer != nil {
@@ -240,7 +240,7 @@ func TestNewRouterHandsOutEgressReporter(t *testing.T) {
 				case report == nil:
 					t.Fatalf("backend %d holds no reporter", i)
 				}
-				report(ev)
+				report.EgressObserved(context.Background(), ev)
 				if got := before[i] == 1; got != tc.wantPrev[i] {
 					t.Fatalf("backend %d: report reached the earlier reporter = %v, want %v", i, got, tc.wantPrev[i])
 				}
@@ -274,6 +274,7 @@ func TestAdmission(t *testing.T) {
 	posix, windows := sandbox.OSPosix, sandbox.OSWindows
 	decl := func(d sandbox.Declarations) sandboxtest.Option { return sandboxtest.WithDeclarations(d) }
 	closed := sandbox.NewEgressSet(sandbox.EgressClosed)
+	bounds := sandbox.Resources{MemoryBytes: 1 << 30, CPUs: 1, Pids: 512}
 
 	cases := []struct {
 		name     string
@@ -416,6 +417,24 @@ func TestAdmission(t *testing.T) {
 				sandbox.WithFilesOut(sandbox.TransferLimits{MaxBytesPerFile: 8 * sandbox.MiB, MaxTotalBytes: 32 * sandbox.MiB, MaxFiles: 48}))},
 		{name: "4 comes before egress", backend: []sandboxtest.Option{decl(sandbox.Declarations{})}, spec: withAll(sandbox.WithFilesIn(big)),
 			wantErr: &sandbox.TransferLimitsNotPermittedError{}},
+
+		// 4b: resources.
+		{name: "4b an ask of a backend that holds sandboxes to none", spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 64})),
+			wantErr: &sandbox.ResourcesNotPermittedError{}, family: sandbox.ErrRefused, mentions: []string{`"fake"`, "enforces none", "refused rather than ignored"}},
+		{name: "4b no ask, no resource declaration"},
+		{name: "4b memory above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec:    withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 2 << 30})),
+			wantErr: &sandbox.ResourcesNotPermittedError{}, family: sandbox.ErrRefused, mentions: []string{"memory_bytes 2147483648", "at most 1073741824", "refused rather than clamped"}},
+		{name: "4b cpus above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{CPUs: 1.5})), wantErr: &sandbox.ResourcesNotPermittedError{}, mentions: []string{"cpus 1.5", "at most 1"}},
+		{name: "4b pids above the bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 513})), wantErr: &sandbox.ResourcesNotPermittedError{}, mentions: []string{"pids 513", "at most 512"}},
+		{name: "4b less than every bound", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &bounds})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64}))},
+		{name: "4b a zero bound is no ceiling", backend: []sandboxtest.Option{decl(sandbox.Declarations{EgressModes: closed, Resources: &sandbox.Resources{Pids: 512}})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{MemoryBytes: 64 << 30, CPUs: 64}))},
+		{name: "4b comes before egress", backend: []sandboxtest.Option{decl(sandbox.Declarations{})},
+			spec: withAll(sandbox.WithResources(sandbox.Resources{Pids: 1})), wantErr: &sandbox.ResourcesNotPermittedError{}},
 
 		// 5: egress, never substituted.
 		{name: "5 an empty egress set refuses closed", backend: []sandboxtest.Option{decl(sandbox.Declarations{})},
@@ -612,7 +631,8 @@ func TestDisabledRouter(t *testing.T) {
 	if sb != nil {
 		t.Fatalf("Acquire returned %v", sb)
 	}
-	if len(obs.acquired) != 1 || obs.acquired[0].Refusal != "NoBackendError" {
+	var nb *sandbox.NoBackendError
+	if len(obs.acquired) != 1 || !errors.As(obs.acquired[0].Err, &nb) {
 		t.Fatalf("events = %+v, want one refusal by NoBackendError", obs.acquired)
 	}
 	if f := r.Dispose(context.Background(), convKey, sandbox.DisposeOptions{}); f != nil {
@@ -805,7 +825,8 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 			if tc.hand != nil {
 				b.hand = tc.hand(sb, t)
 			}
-			r := mustRouter(t, backends(b))
+			obs := &events{}
+			r := mustRouter(t, backends(b), sandbox.WithObserver(obs))
 			key := tc.key
 			if key == (sandbox.Key{}) {
 				key = convKey
@@ -816,9 +837,8 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 				if kind == "" {
 					kind = "report"
 				}
-				ctx, rep := sandbox.WithAcquireReport(context.Background())
-				got, err := r.Acquire(ctx, key, specOf(t, kind, tc.spec...))
-				checkAcquireReport(t, i, rep, err, st.resets > before.resets, st.disposals > before.disposals)
+				got, err := r.Acquire(context.Background(), key, specOf(t, kind, tc.spec...))
+				checkAcquireReport(t, i, obs.last(), err, st.resets > before.resets, st.disposals > before.disposals)
 				before = st
 				checkRouterErr(t, err, st.wantErr, st.mentions...)
 				checkFamily(t, err, st.family)
@@ -860,18 +880,21 @@ func TestAcquireUntrustedInstance(t *testing.T) {
 }
 
 // checkAcquireReport checks what an acquire reported of an untrusted instance: reset when
-// it reset one, replaced when it disposed one and served another, nothing otherwise.
-func checkAcquireReport(t *testing.T, step int, rep *sandbox.AcquireReport, err error, reset, disposed bool) {
+// it reset one, replaced when it disposed one and served another, the backend's word
+// otherwise (created or reused), nothing when refused.
+func checkAcquireReport(t *testing.T, step int, rep sandbox.SandboxAcquired, err error, reset, disposed bool) {
 	t.Helper()
-	want := ""
+	want := []string{sandbox.OutcomeCreated, sandbox.OutcomeReused}
 	switch {
 	case err != nil:
+		want = []string{""}
 	case reset:
-		want = sandbox.OutcomeReset
+		want = []string{sandbox.OutcomeReset}
 	case disposed:
-		want = sandbox.OutcomeReplaced
+		want = []string{sandbox.OutcomeReplaced}
 	}
-	if rep.Outcome != want || (want != "") != (rep.Untrusted != "") {
+	untrusted := reset || disposed
+	if !slices.Contains(want, rep.Outcome) || (err == nil && untrusted) != (rep.Untrusted != "") || (err != nil) != (rep.Err != nil) {
 		t.Fatalf("step %d: report %+v, want outcome %q", step, rep, want)
 	}
 }
@@ -1044,8 +1067,9 @@ func TestAcquireKeyTurnsUncleanMeanwhile(t *testing.T) {
 	}
 }
 
-// Events (protocol §12): one SandboxAcquired per acquire, refusals recorded by type name
-// only; a panicking observer never alters a call.
+// Acts (protocol §12): one SandboxAcquired per acquire, a refusal carrying the error the call
+// returned (an observer records what it may of it: events its code); a panicking observer
+// never alters a call.
 func TestAcquireObserverEvents(t *testing.T) {
 	cases := []struct {
 		name        string
@@ -1056,22 +1080,21 @@ func TestAcquireObserverEvents(t *testing.T) {
 		key         sandbox.Key
 		wantErr     error
 		wantBackend string
-		wantRefusal string
 	}{
 		{name: "served", wantBackend: "alpha"},
 		{name: "served to a panicking observer", explode: true, wantBackend: "alpha"},
 		{name: "refused by admission", spec: []sandbox.SpecOption{sandbox.WithRequires(sandbox.RunCode)},
-			wantErr: &sandbox.CapabilityNotSupportedError{}, wantRefusal: "CapabilityNotSupportedError"},
+			wantErr: &sandbox.CapabilityNotSupportedError{}},
 		{name: "refused per spec: the first candidate's type", perSpec: true, spec: []sandbox.SpecOption{sandbox.WithRequires(sandbox.RunCode)},
-			wantErr: &sandbox.CapabilityNotSupportedError{}, wantRefusal: "CapabilityNotSupportedError"},
+			wantErr: &sandbox.CapabilityNotSupportedError{}},
 		{name: "refused to a panicking observer", explode: true, spec: []sandbox.SpecOption{sandbox.WithEgress(sandbox.EgressUnrestricted)},
-			wantErr: &sandbox.EgressNotEnforcedError{}, wantRefusal: "EgressNotEnforcedError"},
+			wantErr: &sandbox.EgressNotEnforcedError{}},
 		{name: "key refused after routing", key: callKey, wantErr: &sandbox.InvalidArgumentError{},
-			wantBackend: "alpha", wantRefusal: "InvalidArgumentError"},
+			wantBackend: "alpha"},
 		{name: "backend failure outside the protocol's types", acquireErr: errEngineDown, wantErr: errEngineDown,
-			wantBackend: "alpha", wantRefusal: "*errors.errorString"},
+			wantBackend: "alpha"},
 		{name: "backend failure wrapping a protocol type", acquireErr: fmtErr(&sandbox.TimeoutError{Op: "pull image"}),
-			wantErr: &sandbox.TimeoutError{}, wantBackend: "alpha", wantRefusal: "TimeoutError"},
+			wantErr: &sandbox.TimeoutError{}, wantBackend: "alpha"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1099,12 +1122,19 @@ func TestAcquireObserverEvents(t *testing.T) {
 			if len(obs.acquired) != 1 {
 				t.Fatalf("events = %+v, want one", obs.acquired)
 			}
-			want := sandbox.SandboxAcquired{Key: key, Kind: "report", Backend: tc.wantBackend, Refusal: tc.wantRefusal}
+			got := obs.acquired[0]
+			want := sandbox.SandboxAcquired{Act: sandbox.Act{Key: key, Kind: "report", Backend: tc.wantBackend}, Image: got.Image, Egress: got.Egress}
 			if err == nil {
-				want.InstanceID = "inst-a"
+				// The fake hands out an instance it did not create, which this router never
+				// served: untrusted, it is disposed and the next one served (§8.3 step 7).
+				want.InstanceID, want.Outcome, want.Untrusted = "inst-a", sandbox.OutcomeReplaced, "inst-a"
 			}
-			if got := obs.acquired[0]; got != want {
-				t.Fatalf("event = %+v, want %+v", got, want)
+			if got.Err != err { //nolint:errorlint // the very error the call returned
+				t.Fatalf("act carries %v, want the call's %v", got.Err, err)
+			}
+			got.Err, got.Took = nil, 0
+			if got != want {
+				t.Fatalf("act = %+v, want %+v", got, want)
 			}
 		})
 	}
@@ -1360,7 +1390,7 @@ func TestDisposeScope(t *testing.T) {
 					}
 				}
 			}
-			if len(obs.scopes) != 1 || obs.scopes[0].Scope != "tenant" || obs.scopes[0].ThreadID != "thread" || obs.scopes[0].Purge.Disposed != tc.want.Disposed {
+			if len(obs.scopes) != 1 || obs.scopes[0].Key != (sandbox.Key{Scope: "tenant", ThreadID: "thread"}) || obs.scopes[0].Purge.Disposed != tc.want.Disposed {
 				t.Fatalf("events = %+v", obs.scopes)
 			}
 			if n := r.PurgeScopedThread(context.Background(), "tenant", "thread"); n != tc.want.Disposed {
@@ -1512,17 +1542,55 @@ func TestEffectiveIsolationScope(t *testing.T) {
 
 // The observer's zero value does nothing, so hosts embed it and override what they need.
 func TestNopObserver(t *testing.T) {
+	ctx := context.Background()
 	var o sandbox.Observer = sandbox.NopObserver{}
-	o.SandboxAcquired(sandbox.SandboxAcquired{})
-	o.SandboxDisposed(sandbox.SandboxDisposed{})
-	o.ScopeDisposed(sandbox.ScopeDisposed{})
-	o.EgressObserved(sandbox.EgressObserved{})
+	o.SandboxAcquired(ctx, sandbox.SandboxAcquired{})
+	o.SandboxDisposed(ctx, sandbox.SandboxDisposed{})
+	o.ScopeDisposed(ctx, sandbox.ScopeDisposed{})
+	o.EgressObserved(ctx, sandbox.EgressWindow{})
 	r := mustRouter(t, backends(fakeAt(t, "fake", sandbox.IsolationMicroVM)), sandbox.WithObserver(o))
-	if _, err := r.Acquire(context.Background(), convKey, specOf(t, "report")); err != nil {
+	if _, err := r.Acquire(ctx, convKey, specOf(t, "report")); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	_ = r.Dispose(context.Background(), convKey, sandbox.DisposeOptions{})
-	_ = r.DisposeScope(context.Background(), "tenant", "thread")
+	_ = r.Dispose(ctx, convKey, sandbox.DisposeOptions{})
+	_ = r.DisposeScope(ctx, "tenant", "thread")
+}
+
+// Observers hands each act to every observer in turn, skipping nil ones; a router over it
+// contains a panicking one, and the others still hear every act.
+func TestObserversFanOut(t *testing.T) {
+	if sandbox.Observers() != nil || sandbox.Observers(nil, nil) != nil {
+		t.Fatal("Observers of nothing is not nil")
+	}
+	one := &events{}
+	if sandbox.Observers(nil, one) != sandbox.Observer(one) {
+		t.Fatal("Observers of one is not that one")
+	}
+	a, b := &events{}, &events{}
+	r := mustRouter(t, backends(fakeAt(t, "fake", sandbox.IsolationMicroVM)), sandbox.WithObserver(sandbox.Observers(a, nil, b)))
+	if r.Observer() == nil {
+		t.Fatal("the router hands out no observer")
+	}
+	ctx := context.Background()
+	if _, err := r.Acquire(ctx, convKey, specOf(t, "report")); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	_ = r.Dispose(ctx, convKey, sandbox.DisposeOptions{})
+	r.Observer().ScopeDisposed(ctx, sandbox.ScopeDisposed{})
+	for i, o := range []*events{a, b} {
+		if len(o.acquired) != 1 || len(o.disposed) != 1 || len(o.scopes) != 1 {
+			t.Fatalf("observer %d heard %d acquires, %d disposals, %d purges; want one each", i, len(o.acquired), len(o.disposed), len(o.scopes))
+		}
+	}
+	boom := &events{explode: true}
+	r = mustRouter(t, backends(fakeAt(t, "fake", sandbox.IsolationMicroVM)), sandbox.WithObserver(boom))
+	r.Observer().ScopeDisposed(ctx, sandbox.ScopeDisposed{}) // contained: the test goes on
+	if len(boom.scopes) != 1 {
+		t.Fatalf("the panicking observer heard %d purges", len(boom.scopes))
+	}
+	if mustRouter(t, nil).Observer() != nil {
+		t.Fatal("a router without an observer hands one out")
+	}
 }
 
 // Admission is silent: refusals are returned, never logged. The one construction warning

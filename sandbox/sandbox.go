@@ -97,10 +97,3 @@ type StreamingExec interface {
 	ExecStreaming(ctx context.Context, cmd Command, wd string, timeout time.Duration, maxOutputBytes int64,
 		emit func(stream string, p []byte)) (ExecResult, error)
 }
-
-// EgressObserver is implemented by backends that can read their own egress enforcement. The
-// swap is atomic: it either installs report and returns the previous reporter, or fails
-// having changed nothing. A nil report switches observation off.
-type EgressObserver interface {
-	ObserveEgress(report func(EgressObserved)) (previous func(EgressObserved), err error)
-}

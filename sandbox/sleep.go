@@ -73,23 +73,17 @@ type Pausable interface {
 	Pause(ctx context.Context) error
 }
 
-// SandboxPaused records a sandbox paused: its processes frozen, kept.
+// SandboxPaused is a sandbox paused: its processes frozen, kept.
 type SandboxPaused struct {
-	Key        Key
-	Kind       string
-	Backend    string
-	InstanceID string
-	Reason     string        // ReasonIdle or ReasonOperator
-	IdleFor    time.Duration // since its last call
+	Act
+	Reason  string        // ReasonIdle, or ReasonCall / ReasonOperator for a pause asked for
+	IdleFor time.Duration // since its last call
 }
 
-// SandboxWoken records a sleeping sandbox made to run again.
+// SandboxWoken is a sleeping sandbox made to run again.
 type SandboxWoken struct {
-	Key        Key
-	Kind       string
-	Backend    string
-	InstanceID string
-	Reason     string // ReasonCall: the call that needed it; ReasonOperator
+	Act
+	Reason string // ReasonCall: the call that needed it; ReasonOperator
 	// From is what it woke from: "paused" (its processes kept) or "stopped" (started again:
 	// its processes were not kept).
 	From          string
@@ -99,15 +93,11 @@ type SandboxWoken struct {
 	SleptFor time.Duration
 }
 
-// SandboxStopped records a sandbox stopped by the engine: its filesystem kept, its processes
-// not.
+// SandboxStopped is a sandbox stopped by the engine: its filesystem kept, its processes not.
 type SandboxStopped struct {
-	Key        Key
-	Kind       string
-	Backend    string
-	InstanceID string
-	Reason     string // ReasonIdle or ReasonOperator
-	IdleFor    time.Duration
+	Act
+	Reason  string // ReasonIdle or ReasonOperator
+	IdleFor time.Duration
 }
 
 // What a sandbox woke from ([SandboxWoken.From]).
@@ -116,24 +106,11 @@ const (
 	WokenFromStopped = "stopped"
 )
 
-// LifecycleObserver receives a sandbox's lifecycle acts, which the backend makes on its own
-// (an idle sandbox paused or stopped) or for a call (woken, snapshotted, restored, forked).
-// Calls come synchronously from the backend; a panicking observer is contained. Embed
-// [NopObserver] so that new acts never break an implementation.
-type LifecycleObserver interface {
-	SandboxPaused(SandboxPaused)
-	SandboxWoken(SandboxWoken)
-	SandboxStopped(SandboxStopped)
-	SnapshotTaken(SnapshotTaken)
-	SandboxRestored(SandboxRestored)
-	SandboxForked(SandboxForked)
-}
-
 // SandboxPaused does nothing.
-func (NopObserver) SandboxPaused(SandboxPaused) {}
+func (NopObserver) SandboxPaused(context.Context, SandboxPaused) {}
 
 // SandboxWoken does nothing.
-func (NopObserver) SandboxWoken(SandboxWoken) {}
+func (NopObserver) SandboxWoken(context.Context, SandboxWoken) {}
 
 // SandboxStopped does nothing.
-func (NopObserver) SandboxStopped(SandboxStopped) {}
+func (NopObserver) SandboxStopped(context.Context, SandboxStopped) {}

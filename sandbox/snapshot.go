@@ -107,40 +107,35 @@ func (e *SnapshotRefusedError) Error() string {
 // Is reports the refused family.
 func (e *SnapshotRefusedError) Is(target error) bool { return target == ErrRefused }
 
-// SnapshotTaken records a snapshot taken.
+// SnapshotTaken is a snapshot taken.
 type SnapshotTaken struct {
+	Act
 	Snapshot SnapshotInfo
-	Seconds  float64
 }
 
-// SandboxRestored records a sandbox put back to a snapshot: a new instance in its place.
+// SandboxRestored is a sandbox put back to a snapshot: a new instance (Act.InstanceID) in its
+// place.
 type SandboxRestored struct {
-	Key        Key
-	Kind       string
-	Backend    string
-	Snapshot   string
-	InstanceID string // the new instance
-	Replaced   string // the instance it replaced; "" when the key had none
-	Reason     string
-	Seconds    float64
+	Act
+	Snapshot string
+	Replaced string // the instance it replaced; "" when the key had none
+	Reason   string
 }
 
-// SandboxForked records one snapshot forked into new sandboxes.
+// SandboxForked is one snapshot forked into new sandboxes (Act.Key names their conversation).
 type SandboxForked struct {
+	Act
 	Snapshot  string
-	Kind      string
-	Backend   string
 	Keys      []Key
 	Instances []string // in the order of Keys
 	Reason    string
-	Seconds   float64
 }
 
 // SnapshotTaken does nothing.
-func (NopObserver) SnapshotTaken(SnapshotTaken) {}
+func (NopObserver) SnapshotTaken(context.Context, SnapshotTaken) {}
 
 // SandboxRestored does nothing.
-func (NopObserver) SandboxRestored(SandboxRestored) {}
+func (NopObserver) SandboxRestored(context.Context, SandboxRestored) {}
 
 // SandboxForked does nothing.
-func (NopObserver) SandboxForked(SandboxForked) {}
+func (NopObserver) SandboxForked(context.Context, SandboxForked) {}

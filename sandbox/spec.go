@@ -64,7 +64,8 @@ type Spec struct {
 	MinCleanup              *Cleanup
 	ConfinedToGuestCallPath bool // advisory claim only
 	ExclusiveAdmission      bool
-	Sleep                   *Sleep // nil: the backend's sleep times; see [WithSleep]
+	Resources               Resources // zero: the backend's own bounds
+	Sleep                   *Sleep    // nil: the backend's sleep times; see [WithSleep]
 
 	built bool // set by NewSpec; a literal or zero Spec is refused by the router
 }
@@ -139,9 +140,11 @@ func (s *Spec) validate() error {
 		}
 	}
 	if s.Sleep != nil {
-		return s.Sleep.Validate()
+		if err := s.Sleep.Validate(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.Resources.validate()
 }
 
 // Valid reports whether the spec was built by [NewSpec].
@@ -284,6 +287,13 @@ func WithCleanupFloor(c Cleanup) SpecOption {
 // WithConfinedToGuestCallPath records the kind's advisory confinement claim.
 func WithConfinedToGuestCallPath() SpecOption {
 	return func(s *Spec) error { s.ConfinedToGuestCallPath = true; return nil }
+}
+
+// WithResources asks for at most r of the host's memory, CPUs and processes (a zero field asks
+// nothing, leaving the backend's bound). A backend that cannot hold a sandbox to an ask, or
+// whose bound is lower, refuses the spec ([*ResourcesNotPermittedError]).
+func WithResources(r Resources) SpecOption {
+	return func(s *Spec) error { s.Resources = r; return nil }
 }
 
 // WithExclusiveAdmission makes calls of this kind never overlap.

@@ -49,6 +49,9 @@ func TestNewSpecValidation(t *testing.T) {
 		{"unknown cleanup", "k", []SpecOption{WithCleanupFloor("scrub")}, "unknown cleanup"},
 		{"unknown family", "k", []SpecOption{WithRequiresOSFamily("beos")}, "unknown os family"},
 		{"unknown disposition", "k", []SpecOption{WithDeclaredOutputs(DeclaredOutput{Path: "a", Disposition: "drop"})}, "unknown output disposition"},
+		{"negative memory", "k", []SpecOption{WithResources(Resources{MemoryBytes: -1})}, "memory_bytes is negative"},
+		{"negative pids", "k", []SpecOption{WithResources(Resources{Pids: -1})}, "pids is negative"},
+		{"negative cpus", "k", []SpecOption{WithResources(Resources{CPUs: -0.5})}, "cpus must be"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

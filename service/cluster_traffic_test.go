@@ -146,7 +146,11 @@ func TestClusterNodeKillMidTraffic(t *testing.T) {
 	acquired.Add(workers)
 	work := func(w int) {
 		defer wg.Done()
-		cl := clusterClient(t, c, w%3, client.WithLivenessInterval(200*time.Millisecond), client.WithRetryWait(10*time.Second))
+		// The reconnect grace is 5 s, not the default 1 s: on a loaded two-core machine an engine
+		// whose node died took over a second to subscribe again from another node, and a call
+		// pinned to it found nobody there.
+		cl := clusterClient(t, c, w%3, client.WithLivenessInterval(200*time.Millisecond), client.WithRetryWait(10*time.Second),
+			client.WithReconnectGrace(5*time.Second))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		key := sandbox.Key{Scope: "traffic", ThreadID: fmt.Sprint(w), AgentID: "a"}

@@ -56,7 +56,7 @@ func (s *Service) watchConnection() {
 		return
 	}
 	s.conn.pool = sub
-	s.subs++ // it stays through the drain, as the engine's own alive subject does
+	s.eps.subs++ // it stays through the drain, as the engine's own alive subject does
 }
 
 func (s *Service) stopConnWatch() {

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/telemetry"
 )
@@ -33,13 +32,21 @@ type call struct {
 	msg         *nats.Msg
 	start       time.Time
 	requestID   string
-	traceparent string             // "" unless the request carried a valid one
-	log         *zap.Logger        // carries op, subject, request_id, and once read the key and handle
-	ctx         context.Context    // the engine's life with the call's span, child of the caller's traceparent
-	span        trace.Span         // ended by reply
-	audit       *events.AuditEvent // audit.go: the event the call becomes; nil for none
-	identity    *Identity          // tenancy.go: the caller, on an engine with tenancy; else nil
-	account     string             // admission.go: the account the call counts against
+	traceparent string          // "" unless the request carried a valid one
+	log         *zap.Logger     // carries op, subject, request_id, and once read the key and handle
+	ctx         context.Context // the engine's life with the call's span, child of the caller's traceparent
+	span        trace.Span      // ended by reply
+	identity    *Identity       // tenancy.go: the caller, on an engine with tenancy; else nil
+	account     string          // admission.go: the account the call counts against
+	forwarded   any             // forward.go: the answer of the engine a call was forwarded to
+}
+
+// callerAccount is the account the caller acquired under, on an engine with tenancy; "" else.
+func (c *call) callerAccount() string {
+	if c == nil || c.identity == nil {
+		return ""
+	}
+	return c.identity.Account
 }
 
 // newCall reads m's correlation headers and derives the call's logger.

@@ -6,6 +6,19 @@
 // calls answered off the subscription's goroutine (endpoints.go). docs/nats-api.md is the reference a client in any language
 // needs; package client is the Go client.
 //
+// # Decode, check, dispatch
+//
+// Each call is decoded (its size, JSON, type and envelope), checked (admission: the engine's
+// and the account's bounds; tenancy: the caller's identity against the scopes, handles and
+// subjects it names, tenancy.go) and dispatched to the engine through the layers around the
+// router: the placement owner ([placement.Owner], a layer of its own) for acquires, disposals
+// and purges, the handle's sandbox for every other call. What the engine does is reported
+// where it happens (sandbox.Observer: the router's observer, handed to the backend): the
+// service puts only what the NATS edge knows of each call in its context — request ID,
+// traceparent, account, this engine's ID, the handle (report.go) — and reports the acts that
+// are its own: its states, placement changes, the calls its tenancy refused, a fingerprint's
+// verdict, a host-tools run's program and tool calls.
+//
 // # Subjects and engines
 //
 // Every subject is a constant of package messages (messages/subjects.go), which the Go client shares.
@@ -23,8 +36,9 @@
 // acquire of a sandbox another engine owns is forwarded to it, the engine renews its leases and
 // refuses calls on a sandbox whose lease it no longer holds. [WithMembers] announces the engine
 // and its load; [Service.LameDuck] stops it taking new sandboxes. Those decisions, the leases
-// and the goroutines that keep them are a [placement.Owner]'s; the service asks it where an
-// acquire is served and carries the forward itself (forward.go).
+// and the goroutines that keep them are a [placement.Owner]'s, a layer around the router the
+// service dispatches to; the service carries the forwards it routes ([placement.Forwarder],
+// forward.go).
 //
 // # Errors
 //
@@ -52,7 +66,7 @@
 // # Streaming exec
 //
 // An exec request that names a stream_to subject gets APIExecChunk messages there, then its
-// response. A sandbox that implements [StreamingSandbox] hands output over while the command
+// response. A sandbox that implements [sandbox.StreamingExec] hands output over while the command
 // runs; for any other the engine publishes the output's chunks when the command ends.
 //
 // # Shutdown

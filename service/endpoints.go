@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
 )
 
 // Why the engine answers the nats micro protocol itself instead of through micro.AddService:
@@ -22,7 +23,18 @@ import (
 // micro's wire format ($SRV.PING|INFO|STATS, [micro.Info], [micro.Stats], the
 // Nats-Service-Error headers), subscribes its endpoints itself with each request handled on
 // its own goroutine, and counts every call when its reply is sent: requests, errors (every
-// reply with an error object), and the time from the request's arrival to its reply.
+// reply with an error object), the engine's own failures among them (the endpoint's data,
+// [messages.EndpointStatsData]: a caller's bad request is no failure of the engine's), and
+// the time from the request's arrival to its reply.
+
+// endpointSet is every subject the engine answers: the endpoints, alive last, and the $SRV
+// subscriptions (control).
+type endpointSet struct {
+	all     []*endpoint
+	control []*nats.Subscription
+	alive   *endpoint
+	subs    int // the connection's subscriptions before the service added its own, alive included
+}
 
 // endpoint is one subject the engine answers: an operation's, or the alive subject. Its
 // counters are what $SRV.STATS reports.
@@ -36,12 +48,14 @@ type endpoint struct {
 	mu         sync.Mutex
 	requests   int
 	errors     int
+	failures   int // errors of the engine's own (engineFailureCodes)
 	lastError  string
 	processing time.Duration
 }
 
-// record counts one request answered after elapsed, failed with errText when it is not "".
-func (e *endpoint) record(elapsed time.Duration, errText string) {
+// record counts one request answered after elapsed, failed with errText when it is not "",
+// and by the engine's own fault when code is one of [engineFailureCodes].
+func (e *endpoint) record(elapsed time.Duration, errText, code string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.requests++
@@ -49,6 +63,9 @@ func (e *endpoint) record(elapsed time.Duration, errText string) {
 	if errText != "" {
 		e.errors++
 		e.lastError = errText
+	}
+	if engineFailureCodes[code] {
+		e.failures++
 	}
 }
 
@@ -61,6 +78,7 @@ func (e *endpoint) stats() *micro.EndpointStats {
 	defer e.mu.Unlock()
 	st := &micro.EndpointStats{Name: e.name, Subject: e.subject, QueueGroup: e.queue,
 		NumRequests: e.requests, NumErrors: e.errors, LastError: e.lastError, ProcessingTime: e.processing}
+	st.Data, _ = json.Marshal(messages.EndpointStatsData{EngineFailures: e.failures})
 	if e.requests > 0 {
 		st.AverageProcessingTime = e.processing / time.Duration(e.requests)
 	}
@@ -106,16 +124,16 @@ func (s *Service) discover() error {
 		{micro.PingVerb, func() any { return micro.Ping{ServiceIdentity: s.identity(), Type: micro.PingResponseType} }},
 		{micro.InfoVerb, func() any {
 			info := micro.Info{ServiceIdentity: s.identity(), Type: micro.InfoResponseType, Description: serviceDescription,
-				Endpoints: make([]micro.EndpointInfo, 0, len(s.endpoints))}
-			for _, e := range s.endpoints {
+				Endpoints: make([]micro.EndpointInfo, 0, len(s.eps.all))}
+			for _, e := range s.eps.all {
 				info.Endpoints = append(info.Endpoints, e.info())
 			}
 			return info
 		}},
 		{micro.StatsVerb, func() any {
 			st := micro.Stats{ServiceIdentity: s.identity(), Type: micro.StatsResponseType, Started: s.started,
-				Endpoints: make([]*micro.EndpointStats, 0, len(s.endpoints))}
-			for _, e := range s.endpoints {
+				Endpoints: make([]*micro.EndpointStats, 0, len(s.eps.all))}
+			for _, e := range s.eps.all {
 				st.Endpoints = append(st.Endpoints, e.stats())
 			}
 			return st
@@ -140,7 +158,7 @@ func (s *Service) discover() error {
 			if err != nil {
 				return fmt.Errorf("subscribe to %s: %w", subject, err)
 			}
-			s.control = append(s.control, sub)
+			s.eps.control = append(s.eps.control, sub)
 		}
 	}
 	return nil

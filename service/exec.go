@@ -21,12 +21,7 @@ const (
 	StreamStderr = "stderr"
 )
 
-// StreamingSandbox is [sandbox.StreamingExec]: a sandbox that hands over a command's output
-// while it runs. For a sandbox without it the engine streams the output when the command has
-// ended.
-type StreamingSandbox = sandbox.StreamingExec
-
-func exec(ctx context.Context, s *Service, data []byte) (any, error) {
+func exec(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIExecRequest](data)
 	if err != nil {
 		return nil, err
@@ -45,14 +40,9 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	s.callLog(ctx).Debug("exec", zap.String("exec_id", execID))
 	cmd := sandbox.Command{Argv: req.Argv, Shell: req.Shell}
-	if len(req.Argv) > 0 {
-		auditCommand(ctx, req.Argv, "", "argv")
-	} else {
-		auditCommand(ctx, nil, req.Shell, "shell")
-	}
 	timeout := millis(req.TimeoutMS)
 	var res sandbox.ExecResult
-	switch live, ok := h.sandbox().(StreamingSandbox); {
+	switch live, ok := h.sandbox().(sandbox.StreamingExec); {
 	case st != nil && ok:
 		st.live = true
 		res, err = live.ExecStreaming(ctx, cmd, req.WorkDir, timeout, req.MaxOutputBytes, st.emit)
@@ -72,7 +62,7 @@ func exec(ctx context.Context, s *Service, data []byte) (any, error) {
 	return s.execResponse(ctx, h, res, st, execID)
 }
 
-func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
+func runCode(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRunCodeRequest](data)
 	if err != nil {
 		return nil, err
@@ -81,7 +71,6 @@ func runCode(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditCommand(ctx, nil, req.Code, "code")
 	res, err := h.sandbox().RunCode(ctx, req.Code, millis(req.TimeoutMS))
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
@@ -60,18 +61,45 @@ const nothingLeftBehind = "NOTHING_LEFT_BEHIND"
 // fingerprint answers one phase. A refusal or an unreadable measurement comes back as the
 // [*sandbox.ConformanceFailure] the Go probe would report, so no failure of the proof reads as
 // anything but one.
-func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
+func fingerprint(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIFingerprintRequest](data)
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	resp, h, err := takeFingerprint(ctx, s, req)
+	if h != nil {
+		s.reportFingerprint(ctx, h, req.Phase, resp, err, start)
+	}
+	return resp, err
+}
+
+// reportFingerprint reports a fingerprint's verdict: skipped, or the final comparison's.
+func (s *Service) reportFingerprint(ctx context.Context, h *handle, phase string, resp *messages.APIFingerprintResponse, err error, start time.Time) {
+	a := sandbox.FingerprintTaken{Act: sandbox.Act{Key: h.key, Kind: h.kind, InstanceID: h.instanceID(), Took: time.Since(start), Err: err}, Phase: phase}
+	if err == nil {
+		switch {
+		case resp.Skipped:
+			a.Verdict = "skipped"
+		case resp.Comparison == nil:
+		case resp.Passed:
+			a.Verdict = "clean"
+		default:
+			a.Verdict = "changed"
+		}
+	}
+	s.obs.FingerprintTaken(ctx, a)
+}
+
+// takeFingerprint answers one phase for the handle it names (nil when none could be named).
+func takeFingerprint(ctx context.Context, s *Service, req *messages.APIFingerprintRequest) (*messages.APIFingerprintResponse, *handle, error) {
 	fp := s.o.fingerprints
 	if fp == nil {
-		return nil, fingerprintUnsupportedError{}
+		return nil, nil, fingerprintUnsupportedError{}
 	}
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp := &messages.APIFingerprintResponse{Phase: req.Phase}
 	failed := func(probe string, err error) error {
@@ -82,47 +110,47 @@ func fingerprint(ctx context.Context, s *Service, data []byte) (any, error) {
 	case messages.FingerprintBaseline:
 		subject, err := fp.f.NewSubject(ctx, h.sandbox())
 		if err != nil {
-			return nil, failed("the-baseline-is-pristine", err)
+			return nil, h, failed("the-baseline-is-pristine", err)
 		}
 		got, err := subject.Fingerprint(ctx)
 		if errors.Is(err, sandbox.ErrFingerprintUnsupported) {
 			resp.Skipped, resp.Reason = true, err.Error()
-			return resp, nil
+			return resp, h, nil
 		}
 		if err == nil && len(got.ChangedPaths()) > 0 {
 			err = fmt.Errorf("the sandbox is not pristine before the call: %v", got.ChangedPaths())
 		}
 		if err != nil {
-			return nil, failed("the-baseline-is-pristine", err)
+			return nil, h, failed("the-baseline-is-pristine", err)
 		}
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		if _, replacing := fp.held[h.id]; !replacing && len(fp.held) >= maxHeldBaselines {
-			return nil, &messages.EngineUnavailableError{Subject: "fingerprint", Reason: fmt.Sprintf("the engine holds its limit of %d baselines", maxHeldBaselines)}
+			return nil, h, &messages.EngineUnavailableError{Subject: "fingerprint", Reason: fmt.Sprintf("the engine holds its limit of %d baselines", maxHeldBaselines)}
 		}
 		fp.held[h.id] = &held{subject: subject, baseline: got}
 		resp.ChangedPaths, resp.RunningPrograms = nonNil(got.ChangedPaths()), nonNil(got.RunningPrograms())
-		return resp, nil
+		return resp, h, nil
 	case messages.FingerprintFinal:
 		fp.mu.Lock()
 		b, ok := fp.held[h.id]
 		delete(fp.held, h.id)
 		fp.mu.Unlock()
 		if !ok {
-			return nil, &messages.BadRequestError{Reason: fmt.Sprintf("sandbox %q has no baseline fingerprint: ask for phase %q first", h.id, messages.FingerprintBaseline)}
+			return nil, h, &messages.BadRequestError{Reason: fmt.Sprintf("sandbox %q has no baseline fingerprint: ask for phase %q first", h.id, messages.FingerprintBaseline)}
 		}
 		got, err := b.subject.Fingerprint(ctx)
 		if err != nil {
-			return nil, failed("the-final-state-is-measured", err)
+			return nil, h, failed("the-final-state-is-measured", err)
 		}
 		c := sandbox.CompareFingerprints(b.baseline, got)
 		resp.ChangedPaths, resp.RunningPrograms = nonNil(got.ChangedPaths()), nonNil(got.RunningPrograms())
 		resp.Comparison = &messages.APIFingerprintComparison{PathsAdded: nonNil(c.PathsAdded), PathsRemoved: nonNil(c.PathsRemoved),
 			ProgramsAdded: nonNil(c.ProgramsAdded), ProgramsRemoved: nonNil(c.ProgramsRemoved)}
 		resp.Passed = c.Clean()
-		return resp, nil
+		return resp, h, nil
 	}
-	return nil, &messages.BadRequestError{Reason: fmt.Sprintf("unknown fingerprint phase %q: want %q or %q", req.Phase,
+	return nil, h, &messages.BadRequestError{Reason: fmt.Sprintf("unknown fingerprint phase %q: want %q or %q", req.Phase,
 		messages.FingerprintBaseline, messages.FingerprintFinal)}
 }
 

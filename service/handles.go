@@ -67,6 +67,7 @@ type handles struct {
 	mu         sync.Mutex
 	byID       map[string]*handle
 	byInstance map[handleKey]string
+	reserved   map[handleKey]string // the handle an acquire's act named before put
 
 	// Handles whose sandbox is gone, with the instance each addressed, so that later calls
 	// on them still say so; the oldest are forgotten beyond maxBuried.
@@ -89,11 +90,21 @@ type handleKey struct {
 }
 
 func newHandles() *handles {
-	return &handles{byID: map[string]*handle{}, byInstance: map[handleKey]string{}, buried: map[string]buriedHandle{}}
+	return &handles{byID: map[string]*handle{}, byInstance: map[handleKey]string{}, reserved: map[handleKey]string{},
+		buried: map[string]buriedHandle{}}
 }
 
-// put records sb, acquired for key and spec, and returns its handle.
-func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *handle {
+// put records sb, acquired for key and spec by account (tenancy.go: the handle is bound to
+// the accounts that acquired it; "" without tenancy), and returns its handle.
+func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox, account string) *handle {
+	h := t.putSandbox(key, spec, sb)
+	if account != "" {
+		h.own(account)
+	}
+	return h
+}
+
+func (t *handles) putSandbox(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *handle {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	hk := handleKey{sandbox.Identity(key, spec.Kind), sb.InstanceID()}
@@ -104,13 +115,45 @@ func (t *handles) put(key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *h
 			return h
 		}
 	}
-	h := &handle{id: nuid.Next(), key: key, kind: spec.Kind, instance: sb.InstanceID(), acquired: time.Now()}
+	id, ok := t.reserved[hk]
+	if ok {
+		delete(t.reserved, hk)
+	} else {
+		id = nuid.Next()
+	}
+	h := &handle{id: id, key: key, kind: spec.Kind, instance: sb.InstanceID(), acquired: time.Now()}
 	h.touch()
 	h.cur.Store(&handleState{sb: sb, spec: spec})
 	t.byID[h.id] = h
 	t.byInstance[hk] = h.id
 	return h
 }
+
+// reserver names, for an acquire of key and kind, the handle its answer will carry for an
+// instance: the handle that instance has, or a new one that put then takes. The acquire's act
+// is reported, with that name, before the answer is made.
+func (t *handles) reserver(key sandbox.Key, kind string) func(instanceID string) string {
+	return func(instance string) string {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		hk := handleKey{sandbox.Identity(key, kind), instance}
+		if id, ok := t.byInstance[hk]; ok && t.byID[id] != nil {
+			return id
+		}
+		if id, ok := t.reserved[hk]; ok {
+			return id
+		}
+		if len(t.reserved) >= maxReserved {
+			clear(t.reserved) // acquires that never put: nothing depends on their names
+		}
+		id := nuid.Next()
+		t.reserved[hk] = id
+		return id
+	}
+}
+
+// maxReserved bounds the names reserved by acquires that have not put their handle yet.
+const maxReserved = 4096
 
 // get returns the handle of id, or nil.
 func (t *handles) get(id string) *handle {

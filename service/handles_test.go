@@ -21,7 +21,7 @@ func TestBuriedHandles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return hs.put(key, spec, sb)
+		return hs.put(key, spec, sb, "")
 	}
 	first := put()
 	if ids := hs.bury(first.id); len(ids) != 1 || ids[0] != first.id {

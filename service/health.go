@@ -73,10 +73,10 @@ func (s *Service) daemonHealth(ctx context.Context) *messages.APIDaemonHealth {
 	defer cancel()
 	if err := hc.CheckHealth(ctx); err != nil {
 		apiErr := messages.EncodeError(err)
-		s.daemonState(false, apiErr.Code) // audit.go
+		s.daemonState(false, err) // report.go
 		return &messages.APIDaemonHealth{Reachable: false, Error: apiErr}
 	}
-	s.daemonState(true, "")
+	s.daemonState(true, nil)
 	return &messages.APIDaemonHealth{Reachable: true}
 }
 

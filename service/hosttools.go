@@ -25,12 +25,11 @@ const defaultRunBase = "/maf-sandbox/work"
 // tool answered by a NATS request to the subject the request names for it. The registry is
 // built from the request and enforced here: declarations, allowed identities, the call cap
 // and the response limits, which may not exceed what the acquire's spec declared.
-func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
+func runProgram(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRunProgramRequest](data)
 	if err != nil {
 		return nil, err
 	}
-	auditCommand(ctx, nil, req.Source, "program")
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
@@ -67,7 +66,10 @@ func runProgram(ctx context.Context, s *Service, data []byte) (any, error) {
 	if req.Interpreter != "" {
 		opts = append(opts, hosttools.WithInterpreter(req.Interpreter))
 	}
-	run := reg.NewRun(hosttools.WithCallReport(s.hostToolReporter(h, l)))
+	run := reg.NewRun(hosttools.WithObserver(s.obs, h.key, h.kind), hosttools.WithCallReport(func(c hosttools.Called) {
+		s.callLog(ctx).Debug("host tool called", zap.String("tool", c.Tool), zap.Int("call", c.Number),
+			zap.String("refusal", c.Code), zap.String("run", l.Dir))
+	}))
 	res, err := hosttools.RunProgram(ctx, h.sandbox(), run, l, []byte(req.Source), millis(req.TimeoutMS), opts...)
 	if !req.KeepRun {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -80,6 +80,7 @@ type inventoryFilter struct {
 	req   *messages.APIListSandboxesRequest
 	now   time.Time
 	after *cursor
+	own   func(scope string) bool // nil: any scope; else the tenant's own scopes alone
 }
 
 func newInventoryFilter(req *messages.APIListSandboxesRequest, now time.Time) (*inventoryFilter, error) {
@@ -102,6 +103,19 @@ func newInventoryFilter(req *messages.APIListSandboxesRequest, now time.Time) (*
 	return f, nil
 }
 
+// ownScopes is, on an engine with tenancy, the filter of a tenant's list_sandboxes that names
+// no scope: the scopes its identity may use (tenancy.go, mayUse), so that a tenant's console
+// finds its own sandboxes without being told its scope; nil for an operator, an engine
+// without tenancy, or a request that names its scope (the tenancy check already held it to
+// the caller's).
+func (s *Service) ownScopes(c *call, scope string) func(string) bool {
+	if s.tenancy == nil || scope != "" || c == nil || c.identity == nil || s.tenancy.operators[c.identity.Account] {
+		return nil
+	}
+	id := c.identity
+	return func(sc string) bool { return s.tenancy.mayUse(id, sc) }
+}
+
 // match reports whether e passes every filter the request set.
 func (f *inventoryFilter) match(e *messages.APISandboxEntry) bool {
 	r := f.req
@@ -112,13 +126,16 @@ func (f *inventoryFilter) match(e *messages.APISandboxEntry) bool {
 			return false
 		}
 	}
+	if f.own != nil && !f.own(e.Key.Scope) {
+		return false
+	}
 	if r.OlderThanMS > 0 && f.now.Sub(e.AcquiredAt) < millis(r.OlderThanMS) {
 		return false
 	}
 	return r.IdleMS <= 0 || f.now.Sub(e.LastCallAt) >= millis(r.IdleMS)
 }
 
-func listSandboxes(_ context.Context, s *Service, data []byte) (any, error) {
+func listSandboxes(_ context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIListSandboxesRequest](data)
 	if err != nil {
 		return nil, err
@@ -127,6 +144,7 @@ func listSandboxes(_ context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.own = s.ownScopes(c, req.Scope)
 	limit := req.Limit
 	if limit == 0 {
 		limit = defaultListLimit

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mafsandbox/engine/events"
-	"github.com/mafsandbox/engine/messages"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // LameDuck makes the engine stop taking new sandboxes while it keeps serving the ones it holds:
@@ -18,18 +19,18 @@ import (
 // the members bucket Draining. Without placement, acquires on its own subject are still served,
 // new keys included. Calling it again does nothing; [Service.Stop] still ends the engine.
 func (s *Service) LameDuck() error {
-	s.mu.Lock()
-	if s.lameDuck || s.closed {
-		s.mu.Unlock()
+	s.gate.mu.Lock()
+	if s.gate.lameDuck || s.gate.closed {
+		s.gate.mu.Unlock()
 		return nil
 	}
-	s.lameDuck = true
-	s.mu.Unlock()
+	s.gate.lameDuck = true
+	s.gate.mu.Unlock()
 	s.owner.LameDuck()
 	s.log.Info("engine in lame duck: no new sandboxes", zap.Int("sandboxes", s.handles.len()))
-	s.auditEngine(events.AuditPlacementChanged, "lame_duck", nil, "")
+	s.obs.PlacementChanged(s.ownContext(), sandbox.PlacementChanged{Change: sandbox.PlacementLameDuck})
 	shared := messages.Shared(messages.SubjectAcquireT, s.o.prefix)
-	for _, e := range s.endpoints {
+	for _, e := range s.eps.all {
 		if e.subject == shared && e.sub != nil {
 			if err := e.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 				return fmt.Errorf("leave the shared acquire subject: %w", err)
@@ -46,9 +47,9 @@ func (s *Service) LameDuck() error {
 
 // lame reports whether the engine is in lame duck.
 func (s *Service) lame() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lameDuck
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	return s.gate.lameDuck
 }
 
 // errLameDuck is the answer to a new sandbox's acquire in lame duck.
@@ -58,7 +59,7 @@ func (s *Service) errLameDuck() error {
 
 // lameDuck is the lame_duck operation: [Service.LameDuck] through the API, on the engine's
 // own subject only (there is no shared one: the pool would pick the engine).
-func lameDuck(_ context.Context, s *Service, data []byte) (any, error) {
+func lameDuck(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APILameDuckRequest](data); err != nil {
 		return nil, err
 	}

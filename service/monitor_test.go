@@ -92,6 +92,11 @@ func TestMicroStatsCountTheRealWork(t *testing.T) {
 	if ex.NumRequests != 2 || ex.NumErrors != 1 || !strings.HasPrefix(ex.LastError, messages.CodeBadRequest+": ") {
 		t.Errorf("exec counted %d requests, %d errors, last %q; want 2, 1, bad_request", ex.NumRequests, ex.NumErrors, ex.LastError)
 	}
+	// A caller's bad request is an error of the endpoint's, never a failure of the engine's.
+	var data messages.EndpointStatsData
+	if err := json.Unmarshal(ex.Data, &data); err != nil || data.EngineFailures != 0 {
+		t.Errorf("exec data %s (%v): the refused exec counted as the engine's failure", ex.Data, err)
+	}
 	if ex.ProcessingTime < hold || ex.AverageProcessingTime < hold/2 {
 		t.Errorf("exec processing time %s (average %s), want at least the %s the exec was held", ex.ProcessingTime, ex.AverageProcessingTime, hold)
 	}

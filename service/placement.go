@@ -5,20 +5,16 @@ import (
 	"errors"
 	"fmt"
 
-	"go.uber.org/zap"
-
-	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/telemetry"
 )
 
-// Ownership across engines is package placement's ([placement.Owner]): it decides whether an
-// acquire is served here or forwarded, takes lapsed sandboxes over, renews and fences the
-// leases and announces the engine. The service builds it from the options below, asks it on
-// each acquire, carries the forwards (forward.go) and hears of claims and losses through its
-// hooks.
+// Ownership across engines is package placement's ([placement.Owner]), a layer around the
+// router: the service dispatches acquires, disposals and purges to it, and it decides whether
+// each is served here or forwarded, takes lapsed sandboxes over, renews and fences the leases
+// and announces the engine. The service builds it from the options below, carries its forwards
+// (forward.go) and hears of claims and losses through its hooks.
 
 // WithPlacement makes the engine one of a cluster that records sandbox ownership in p's bucket
 // (package placement): a cold acquire claims the sandbox before creating anything, an acquire
@@ -58,12 +54,13 @@ func (s *Service) newOwner() (*placement.Owner, error) {
 	opts := []placement.OwnerOption{
 		placement.WithOwnerLogger(s.log),
 		placement.WithLoad(func() (int, bool) {
-			s.mu.Lock()
-			draining := s.draining || s.lameDuck
-			s.mu.Unlock()
+			s.gate.mu.Lock()
+			draining := s.gate.draining || s.gate.lameDuck
+			s.gate.mu.Unlock()
 			return s.handles.len(), draining
 		}),
 		placement.WithHooks(placement.Hooks{Claimed: s.claimed, Lost: s.lost}),
+		placement.WithForwarder(forwarder{s}), // forward.go
 	}
 	if s.o.placement != nil {
 		opts = append(opts, placement.WithStore(s.o.placement))
@@ -74,63 +71,34 @@ func (s *Service) newOwner() (*placement.Owner, error) {
 	return placement.NewOwner(s.id, s.router, opts...)
 }
 
-// claimed counts and audits a claim the owner made for an acquire.
-func (s *Service) claimed(ctx context.Context, _ sandbox.Key, _, from string) {
-	change := telemetry.LeaseClaimed
+// claimed reports a claim the owner made for an acquire: of a sandbox no engine held, or taken
+// over from the lapsed owner from.
+func (s *Service) claimed(ctx context.Context, key sandbox.Key, kind, from string) {
+	a := sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementClaimed}
 	if from != "" {
-		change = telemetry.LeaseTakenOver
+		a.Change, a.Detail = sandbox.PlacementTakenOver, "from engine "+from
 	}
-	s.o.metrics.LeaseChanged(ctx, change)
-	auditClaim(ctx, from) // audit.go
+	s.obs.PlacementChanged(ctx, a)
 }
 
 // lost drops the handles of a sandbox whose lease the owner lost, so that later calls on them
-// are refused.
+// are refused, and reports the loss.
 func (s *Service) lost(key sandbox.Key, kind string) {
-	s.o.metrics.LeaseChanged(context.Background(), telemetry.LeaseLost)
 	s.transfers.forget(s.handles.drop(func(x *handle) bool { return x.key == key && x.kind == kind }))
-	s.auditEngine(events.AuditPlacementChanged, "lost", &key, kind)
+	s.obs.PlacementChanged(s.ownContext(), sandbox.PlacementChanged{Act: sandbox.Act{Key: key, Kind: kind}, Change: sandbox.PlacementLost})
 }
 
-// route decides where an acquire of (key, kind) is served. It returns the answer of the engine
-// the acquire was forwarded to (forwarded true), or the route to serve it here under, or the
-// error that ends the acquire. A cold
-// acquire that came through the pool may first go to a lighter engine; when that engine does
-// not take it, it is served here.
-func (s *Service) route(ctx context.Context, key sandbox.Key, kind string) (answer any, r placement.Route, forwarded bool, err error) {
-	if engine := s.lighter(ctx, key, kind); engine != "" {
-		answer, err = s.forward(ctx, engine)
-		if !errors.Is(err, messages.ErrUnavailable) {
-			return answer, r, true, err
-		}
-		s.log.Debug("the lighter engine did not take the acquire; serving it here", zap.String("engine", engine), zap.Error(err))
-	}
-	r, err = s.owner.Route(ctx, key, kind)
+// placementError answers an acquire the owner could not route as engine_unavailable (or the
+// lame duck's refusal): the client may try again, or another engine.
+func (s *Service) placementError(err error) error {
 	var te *placement.TakeoverError
 	switch {
 	case errors.Is(err, placement.ErrLameDuck):
-		return nil, r, false, s.errLameDuck()
+		return s.errLameDuck()
 	case errors.As(err, &te):
-		return nil, r, false, &messages.EngineUnavailableError{Reason: te.Error() + "; try again"}
-	case err != nil:
-		return nil, r, false, &messages.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
-	case !r.Here:
-		// Only an answer the owner gave is the owner's to audit; a forward that failed is
-		// this engine's answer, audited here.
-		answer, err = s.forward(ctx, r.Engine)
-		return answer, r, answer != nil, err
+		return &messages.EngineUnavailableError{Reason: te.Error() + "; try again"}
 	}
-	return nil, r, false, nil
-}
-
-// lighter is the engine the owner would hand this acquire to for its load, for an acquire
-// that came through the pool's shared subject and was not forwarded; "" otherwise.
-func (s *Service) lighter(ctx context.Context, key sandbox.Key, kind string) string {
-	c := callOf(ctx)
-	if c == nil || c.msg.Subject != messages.Shared(messages.SubjectAcquireT, s.o.prefix) || c.msg.Header.Get(ForwardedHeader) != "" {
-		return ""
-	}
-	return s.owner.Lighter(key, kind)
+	return &messages.EngineUnavailableError{Reason: fmt.Sprintf("the placement bucket cannot be reached: %v", err)}
 }
 
 // fenced bounds a call on the sandbox handle names by its lease's fence

@@ -13,6 +13,7 @@ import (
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/placement"
+	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
 	"github.com/mafsandbox/engine/telemetry"
 )
@@ -59,13 +60,13 @@ func TestPlacementLeaseMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := placementStore(t, srv, "e1", placement.WithLease(300*time.Millisecond))
-	e := startEngineOn(t, srv, newFake(t), service.WithPlacement(p), service.WithMetrics(m))
+	e := startObservedEngineOn(t, srv, newFake(t), m, service.WithPlacement(p), service.WithMetrics(m))
 	c := newClient(t, e, client.WithRetryWait(0))
 	ctx := ctxT(t)
 	if _, err := c.Acquire(ctx, testKey, testSpec(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitLeases(t, reader, 1, map[string]int64{telemetry.LeaseClaimed: 1})
+	waitLeases(t, reader, 1, map[string]int64{sandbox.PlacementClaimed: 1})
 
 	js, err := jetstream.New(natstest.Connect(t, srv))
 	if err != nil {
@@ -79,7 +80,7 @@ func TestPlacementLeaseMetrics(t *testing.T) {
 	if _, err := kv.Put(ctx, placement.EntryKey(testKey, "shell"), []byte(rec)); err != nil {
 		t.Fatal(err)
 	}
-	waitLeases(t, reader, 0, map[string]int64{telemetry.LeaseClaimed: 1, telemetry.LeaseLost: 1})
+	waitLeases(t, reader, 0, map[string]int64{sandbox.PlacementClaimed: 1, sandbox.PlacementLost: 1})
 }
 
 // waitLeases waits until the instruments read held leases and exactly the changes want.

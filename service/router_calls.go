@@ -2,17 +2,18 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mafsandbox/engine/messages"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/telemetry"
 )
 
 // The calls that are not addressed to one sandbox: acquire, dispose, dispose scope, reap,
 // declarations and health. They are answered on shared subjects (one engine of the pool)
 // and on each engine's own.
 
-func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
+func acquire(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIAcquireRequest](data)
 	if err != nil {
 		return nil, err
@@ -28,28 +29,19 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.owner.Acquiring()()
-	auditAcquire(ctx, spec) // audit.go
-	answer, route, elsewhere, err := s.route(ctx, key, spec.Kind)
-	if elsewhere {
-		forwarded(ctx)
-	}
-	if elsewhere || err != nil {
-		return answer, err
-	}
-	ctx, rep := sandbox.WithAcquireReport(ctx)
-	sb, err := s.router.Acquire(ctx, key, spec)
-	if err != nil {
-		s.owner.Abandon(route)
-		s.o.metrics.Acquired(ctx, spec.Kind, telemetry.OutcomeRefused, messages.EncodeError(err).Code)
+	// The acquire's act names the handle its answer will carry (report.go).
+	ctx = s.callContext(ctx, c, s.handles.reserver(key, spec.Kind))
+	sb, err := s.owner.Acquire(ctx, key, spec) // placement.Owner: a layer around the router
+	var re *placement.RouteError
+	switch {
+	case errors.Is(err, placement.ErrForwarded):
+		return c.forwarded, nil // the owner's answer
+	case errors.As(err, &re):
+		return nil, s.placementError(re.Err) // placement.go
+	case err != nil:
 		return nil, err
 	}
-	s.owner.RecordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	auditAcquired(ctx, sb, rep) // audit.go
-	h := s.handles.put(key, spec, sb)
-	if c := callOf(ctx); c != nil && c.identity != nil {
-		h.own(c.identity.Account) // tenancy.go: the handle is bound to who acquired it
-	}
+	h := s.handles.put(key, spec, sb, c.callerAccount())
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID()}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
 		out.WorkDir = b.WorkDir()
@@ -57,15 +49,10 @@ func acquire(ctx context.Context, s *Service, data []byte) (any, error) {
 	if f, ok := sb.(sandbox.Fresh); ok {
 		out.Created = f.Created()
 	}
-	outcome := telemetry.OutcomeReused
-	if out.Created {
-		outcome = telemetry.OutcomeCreated
-	}
-	s.o.metrics.Acquired(ctx, spec.Kind, outcome, "")
 	return &messages.APIAcquireResponse{Sandbox: out}, nil
 }
 
-func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
+func dispose(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDisposeRequest](data)
 	if err != nil {
 		return nil, err
@@ -80,25 +67,17 @@ func dispose(ctx context.Context, s *Service, data []byte) (any, error) {
 		kind = &k
 	}
 	opts := sandbox.DisposeOptions{Kind: kind, InstanceID: req.InstanceID}
-	failures, local := s.placedDispose(ctx, req, key) // placement_dispose.go
-	if !local {
-		forwarded(ctx)
-		return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	f, here := s.owner.Dispose(ctx, key, opts) // placement.Owner: a layer around the router
+	if here {
+		s.transfers.forget(s.handles.drop(func(h *handle) bool {
+			return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
+				(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
+		}))
 	}
-	f := s.router.Dispose(ctx, key, opts)
-	if f == nil {
-		s.owner.Release(ctx, func(k sandbox.Key, kind string) bool { return k == key && (opts.Kind == nil || kind == *opts.Kind) })
-	} else {
-		failures = append(failures, *f)
-	}
-	s.transfers.forget(s.handles.drop(func(h *handle) bool {
-		return h.key == key && (opts.Kind == nil || h.kind == *opts.Kind) &&
-			(opts.InstanceID == "" || h.instanceID() == opts.InstanceID)
-	}))
-	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeResponse{Undisposed: messages.FailureToWire(f)}, nil
 }
 
-func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
+func disposeScope(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDisposeScopeRequest](data)
 	if err != nil {
 		return nil, err
@@ -107,24 +86,16 @@ func disposeScope(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	failures, disposed, local := s.placedDisposeScope(ctx, req, key.Scope, key.ThreadID) // placement_dispose.go
-	if !local {
-		forwarded(ctx)
-		return &messages.APIDisposeScopeResponse{Disposed: disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	p, here := s.owner.DisposeScope(ctx, key.Scope, key.ThreadID) // placement.Owner: a layer around the router
+	if here {
+		s.transfers.forget(s.handles.drop(func(h *handle) bool {
+			return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
+		}))
 	}
-	p := s.router.DisposeScope(ctx, key.Scope, key.ThreadID)
-	if p.Undisposed == nil {
-		s.owner.Release(ctx, func(k sandbox.Key, _ string) bool { return k.Scope == key.Scope && k.ThreadID == key.ThreadID })
-	} else {
-		failures = append(failures, *p.Undisposed)
-	}
-	s.transfers.forget(s.handles.drop(func(h *handle) bool {
-		return h.key.Scope == key.Scope && h.key.ThreadID == key.ThreadID
-	}))
-	return &messages.APIDisposeScopeResponse{Disposed: disposed + p.Disposed, Undisposed: messages.FailureToWire(sandbox.FoldDisposalFailures(failures))}, nil
+	return &messages.APIDisposeScopeResponse{Disposed: p.Disposed, Undisposed: messages.FailureToWire(p.Undisposed)}, nil
 }
 
-func reap(ctx context.Context, s *Service, data []byte) (any, error) {
+func reap(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReapRequest](data)
 	if err != nil {
 		return nil, err
@@ -140,15 +111,10 @@ func reap(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &messages.APIReapResponse{Disposed: r.Disposed, ProxiesRemoved: r.ProxiesRemoved, NetworksRemoved: r.NetworksRemoved}
-	for _, f := range r.Failures {
-		out.Failures = append(out.Failures, messages.APIReapFailure{Code: string(f.Code), Detail: f.Detail,
-			ResourceID: f.ResourceID, ResourceKind: f.ResourceKind})
-	}
-	return out, nil
+	return &messages.APIReapResponse{APIReapResult: messages.ReapToWire(r)}, nil
 }
 
-func declarations(_ context.Context, s *Service, data []byte) (any, error) {
+func declarations(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APIDeclarationsRequest](data); err != nil {
 		return nil, err
 	}
@@ -162,20 +128,20 @@ func declarations(_ context.Context, s *Service, data []byte) (any, error) {
 	return out, nil
 }
 
-func health(ctx context.Context, s *Service, data []byte) (any, error) {
+func health(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	if _, err := decode[messages.APIHealthRequest](data); err != nil {
 		return nil, err
 	}
 	daemon := s.daemonHealth(ctx)
-	s.mu.Lock()
-	status, inFlight := HealthOK, s.inFlight-1 // not counting this call
+	s.gate.mu.Lock()
+	status, inFlight := HealthOK, s.gate.inFlight-1 // not counting this call
 	switch {
-	case s.draining || s.lameDuck:
+	case s.gate.draining || s.gate.lameDuck:
 		status = HealthDraining
 	case daemon != nil && !daemon.Reachable:
 		status = HealthEngineUnavailable
 	}
-	s.mu.Unlock()
+	s.gate.mu.Unlock()
 	out := &messages.APIHealthResponse{Engine: s.id, Version: s.o.version, Status: status, StartedAt: s.started,
 		InFlight: inFlight, Sandboxes: s.handles.len(), Backends: []string{}, Daemon: daemon, LastError: s.failures.get(),
 		Events: s.eventsHealth()}

@@ -12,12 +12,11 @@ import (
 // are passed to the sandbox as they came: confinement is the sandbox's (sandbox/paths), and
 // a path it refuses comes back as its own typed error.
 
-func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func writeFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIWriteFileRequest](data)
 	if err != nil {
 		return nil, err
 	}
-	auditFile(ctx, "in", req.Path, nil, "") // until the content is known to cross
 	h, err := s.sandboxFor(&req.APIEnvelope)
 	if err != nil {
 		return nil, err
@@ -43,14 +42,13 @@ func writeFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if content == nil {
 		content = []byte{}
 	}
-	auditFile(ctx, "in", req.Path, content, req.SHA256) // checked above: the sum, when given, is the content's
 	if err := h.sandbox().WriteFile(ctx, req.Path, content, req.WorkDir); err != nil {
 		return nil, err
 	}
 	return &messages.APIWriteFileResponse{}, nil
 }
 
-func uploadChunk(_ context.Context, s *Service, data []byte) (any, error) {
+func uploadChunk(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIUploadChunkRequest](data)
 	if err != nil {
 		return nil, err
@@ -66,7 +64,7 @@ func uploadChunk(_ context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIUploadChunkResponse{Received: n}, nil
 }
 
-func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func readFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReadFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -75,7 +73,6 @@ func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	auditFile(ctx, "out", req.Path, nil, "")
 	// Above the transfer limit the sandbox refuses the file rather than the engine sending it.
 	content, err := h.sandbox().ReadFile(ctx, req.Path, req.WorkDir, min(req.MaxBytes, s.o.maxFileBytes))
 	if err != nil {
@@ -88,7 +85,7 @@ func readFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIReadFileResponse{Content: blob}, nil
 }
 
-func downloadChunk(_ context.Context, s *Service, data []byte) (any, error) {
+func downloadChunk(_ context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIDownloadChunkRequest](data)
 	if err != nil {
 		return nil, err
@@ -104,7 +101,7 @@ func downloadChunk(_ context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIDownloadChunkResponse{Data: chunk, Last: last}, nil
 }
 
-func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
+func statFile(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIStatFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -120,7 +117,7 @@ func statFile(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIStatFileResponse{Stat: messages.StatToWire(st)}, nil
 }
 
-func remove(ctx context.Context, s *Service, data []byte) (any, error) {
+func remove(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRemoveRequest](data)
 	if err != nil {
 		return nil, err
@@ -135,7 +132,7 @@ func remove(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIRemoveResponse{}, nil
 }
 
-func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
+func listDir(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIListDirRequest](data)
 	if err != nil {
 		return nil, err
@@ -155,7 +152,7 @@ func listDir(ctx context.Context, s *Service, data []byte) (any, error) {
 	return out, nil
 }
 
-func reclaim(ctx context.Context, s *Service, data []byte) (any, error) {
+func reclaim(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIReclaimRequest](data)
 	if err != nil {
 		return nil, err
@@ -170,7 +167,7 @@ func reclaim(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIReclaimResponse{}, nil
 }
 
-func reset(ctx context.Context, s *Service, data []byte) (any, error) {
+func reset(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APIResetRequest](data)
 	if err != nil {
 		return nil, err
@@ -186,7 +183,7 @@ func reset(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIResetResponse{InstanceID: h.sandbox().InstanceID()}, nil
 }
 
-func collectOutputs(ctx context.Context, s *Service, data []byte) (any, error) {
+func collectOutputs(ctx context.Context, s *Service, _ *call, data []byte) (any, error) {
 	req, err := decode[messages.APICollectOutputsRequest](data)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
@@ -31,43 +30,47 @@ import (
 type Service struct {
 	nc      *nats.Conn
 	router  *sandbox.Router
+	owner   *placement.Owner // placement.go: the layer around the router for acquires, disposals, purges
+	obs     sandbox.Observer // report.go: the router's, for the service's own acts
+	tenancy *tenancy         // tenancy.go; nil: one tenant
 	o       options
 	log     *zap.Logger
+	tracer  trace.Tracer
 	id      string
 	started time.Time
-	// endpoints are every subject the engine answers, alive last; control are the $SRV
-	// subscriptions (endpoints.go).
-	endpoints []*endpoint
-	control   []*nats.Subscription
-	alive     *endpoint
-	subs      int // the connection's subscriptions before the service added its own, alive included
-
-	life  context.Context // ends when Stop gives up waiting: in-flight calls are abandoned
-	abort context.CancelFunc
 
 	handles   *handles
 	transfers *transfers
 	failures  lastFailure // the last engine failure, for health
 
+	gate callGate    // the calls in flight, their bounds and the engine's serving state
+	eps  endpointSet // endpoints.go: every subject the engine answers
+	jan  janitor     // the expiry of idle transfers and the daemon's probe
+	conn connAge     // connection.go: the connection's age, for the alive reply
+
+	life      context.Context // ends when Stop gives up waiting: in-flight calls are abandoned
+	abort     context.CancelFunc
+	unobserve func() error // stops the sandboxes and leases gauges (telemetry)
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// callGate counts the calls in flight against their bounds (admission.go) and holds whether
+// the engine still takes them: draining, lame duck, closed.
+type callGate struct {
 	mu       sync.Mutex
 	inFlight int           // every call being handled, health's included
-	admitted *admission    // admission.go: the bounds on calls in flight, guarded by mu
+	admitted *admission    // the bounds on calls in flight, guarded by mu
 	idle     chan struct{} // closed when inFlight reaches 0, while Stop waits
 	draining bool
 	lameDuck bool // lameduck.go: no new sandboxes
 	closed   bool
+}
 
-	janitorStop chan struct{}
-	janitorDone chan struct{}
-	daemonDown  atomic.Bool // audit.go: the last probe found the daemon away
-
-	owner     *placement.Owner // placement.go: serve here or forward, leases, announcements
-	conn      connAge          // connection.go: the connection's age, for the alive reply
-	unobserve func() error     // stops the sandboxes and leases gauges (telemetry)
-	tracer    trace.Tracer
-	tenancy   *tenancy // tenancy.go; nil: one tenant
-	stopOnce  sync.Once
-	stopErr   error
+// janitor expires idle transfers and, with an observer, asks the daemon whether it answers.
+type janitor struct {
+	stop, done chan struct{}
+	daemonDown atomic.Bool // report.go: the last probe found the daemon away
 }
 
 // flushTimeout bounds the round trip New makes to be sure the server has its subscriptions.
@@ -114,16 +117,20 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 		return nil, errOption("chunk size %d does not fit a request of at most %d bytes once encoded", o.chunkSize, min(maxPayload, o.maxRequestBytes))
 	}
 	life, abort := context.WithCancel(context.Background())
-	s := &Service{
+	obs := router.Observer()
+	if obs == nil {
+		obs = sandbox.NopObserver{}
+	}
+	s := &Service{obs: obs,
 		tracer: telemetry.Tracer(o.tracer), tenancy: o.tenancy,
 		nc: nc, router: router, o: o, id: o.engineID, started: time.Now().UTC(),
 		log:  o.logger.With(zap.String("engine", o.engineID)),
 		life: life, abort: abort,
-		handles:     newHandles(),
-		admitted:    newAdmission(o.maxInFlight, o.maxPerAccount),
-		transfers:   newTransfers(o.chunkSize, o.maxFileBytes, o.transferMemory, o.transferTTL),
-		janitorStop: make(chan struct{}), janitorDone: make(chan struct{}),
-		subs: nc.NumSubscriptions(),
+		handles:   newHandles(),
+		gate:      callGate{admitted: newAdmission(o.maxInFlight, o.maxPerAccount)},
+		transfers: newTransfers(o.chunkSize, o.maxFileBytes, o.transferMemory, o.transferTTL),
+		jan:       janitor{stop: make(chan struct{}), done: make(chan struct{})},
+		eps:       endpointSet{subs: nc.NumSubscriptions()},
 	}
 	owner, err := s.newOwner() // placement.go
 	if err != nil {
@@ -166,7 +173,7 @@ func New(nc *nats.Conn, router *sandbox.Router, opts ...Option) (*Service, error
 	}
 	s.log.Info("engine serving", zap.String("mode", mode), zap.String("prefix", o.prefix), zap.String("version", o.version),
 		zap.Int("chunk_size", o.chunkSize), zap.Int("max_request_bytes", o.maxRequestBytes))
-	s.auditEngine(events.AuditEngineStarted, "started", nil, "")
+	s.engineState(sandbox.EngineStarted, nil)
 	return s, nil
 }
 
@@ -183,20 +190,20 @@ func (s *Service) Prefix() string { return s.o.prefix }
 // result.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.draining = true
-		s.mu.Unlock()
+		s.gate.mu.Lock()
+		s.gate.draining = true
+		s.gate.mu.Unlock()
 		s.log.Info("engine draining", zap.Int("in_flight", s.inFlightNow()))
-		s.auditEngine(events.AuditEngineDraining, "draining", nil, "")
+		s.engineState(sandbox.EngineDraining, nil)
 		err := s.drain()
 		waitErr := s.waitDrained(ctx)
 		if waitErr == nil {
 			waitErr = s.waitIdle(ctx)
 		}
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		if err := s.alive.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.gate.mu.Lock()
+		s.gate.closed = true
+		s.gate.mu.Unlock()
+		if err := s.eps.alive.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Debug("unsubscribe the alive subject", zap.Error(err))
 		}
 		s.abort()
@@ -208,8 +215,8 @@ func (s *Service) Stop(ctx context.Context) error {
 			}
 			cancel()
 		}
-		close(s.janitorStop)
-		<-s.janitorDone
+		close(s.jan.stop)
+		<-s.jan.done
 		release, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.owner.Stop(release) // the leases given up, the members bucket left
 		cancel()
@@ -219,7 +226,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 		s.stopErr = errors.Join(err, waitErr)
 		s.log.Info("engine stopped", zap.Error(s.stopErr))
-		s.auditEngine(events.AuditEngineStopped, "stopped", nil, "")
+		s.engineState(sandbox.EngineStopped, nil)
 	})
 	return s.stopErr
 }
@@ -230,7 +237,7 @@ func (s *Service) Stop(ctx context.Context) error {
 func (s *Service) waitDrained(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for s.nc.NumSubscriptions() > s.subs && !s.nc.IsClosed() {
+	for s.nc.NumSubscriptions() > s.eps.subs && !s.nc.IsClosed() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("drain subscriptions: %w", ctx.Err())
@@ -242,16 +249,16 @@ func (s *Service) waitDrained(ctx context.Context) error {
 
 // waitIdle waits until no request is being handled.
 func (s *Service) waitIdle(ctx context.Context) error {
-	s.mu.Lock()
-	if s.inFlight == 0 {
-		s.mu.Unlock()
+	s.gate.mu.Lock()
+	if s.gate.inFlight == 0 {
+		s.gate.mu.Unlock()
 		return nil
 	}
-	if s.idle == nil {
-		s.idle = make(chan struct{})
+	if s.gate.idle == nil {
+		s.gate.idle = make(chan struct{})
 	}
-	idle := s.idle
-	s.mu.Unlock()
+	idle := s.gate.idle
+	s.gate.mu.Unlock()
 	select {
 	case <-idle:
 		return nil
@@ -261,50 +268,50 @@ func (s *Service) waitIdle(ctx context.Context) error {
 }
 
 func (s *Service) inFlightNow() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inFlight
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	return s.gate.inFlight
 }
 
 // begin admits one request, or says why not: the engine has stopped, or the caller's account
 // or the engine is at its bound (admission.go).
 func (s *Service) begin(c *call) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	if s.gate.closed {
 		return &messages.EngineUnavailableError{Subject: c.msg.Subject, Reason: "the engine has stopped"}
 	}
-	if err := s.admitted.admit(c.msg.Subject, c.account, c.op.name == "health"); err != nil {
+	if err := s.gate.admitted.admit(c.msg.Subject, c.account, c.op.name == "health"); err != nil {
 		return err
 	}
-	s.inFlight++
+	s.gate.inFlight++
 	return nil
 }
 
 func (s *Service) end(c *call) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.admitted.release(c.account, c.op.name == "health")
-	s.inFlight--
-	if s.inFlight == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	s.gate.admitted.release(c.account, c.op.name == "health")
+	s.gate.inFlight--
+	if s.gate.inFlight == 0 && s.gate.idle != nil {
+		close(s.gate.idle)
+		s.gate.idle = nil
 	}
 }
 
 func (s *Service) janitor() {
-	defer close(s.janitorDone)
+	defer close(s.jan.done)
 	t := time.NewTicker(max(s.o.transferTTL/4, time.Second))
 	defer t.Stop()
-	var probe <-chan time.Time // audit.go: the daemon's transitions, with the audit on
-	if s.o.audit != nil && s.o.daemonProbe > 0 {
+	var probe <-chan time.Time // report.go: the daemon's transitions, with an observer
+	if s.router.Observer() != nil && s.o.daemonProbe > 0 {
 		pt := time.NewTicker(s.o.daemonProbe)
 		defer pt.Stop()
 		probe = pt.C
 	}
 	for {
 		select {
-		case <-s.janitorStop:
+		case <-s.jan.stop:
 			return
 		case <-probe:
 			s.daemonHealth(s.life)
@@ -324,7 +331,7 @@ type operation struct {
 	engine      string
 	reqType     string
 	respType    string
-	run         func(ctx context.Context, s *Service, data []byte) (any, error)
+	run         func(ctx context.Context, s *Service, c *call, data []byte) (any, error)
 	description string
 }
 
@@ -335,7 +342,7 @@ func (s *Service) listen() error {
 		meta := endpointMeta(op.description, op.reqType, op.respType)
 		if op.shared != "" {
 			e := &endpoint{name: op.name, subject: messages.Shared(op.shared, s.o.prefix), queue: messages.QueueGroup, meta: meta}
-			s.endpoints = append(s.endpoints, e)
+			s.eps.all = append(s.eps.all, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
 			}
@@ -346,7 +353,7 @@ func (s *Service) listen() error {
 				name = "engine-" + op.name
 			}
 			e := &endpoint{name: name, subject: messages.Engine(op.engine, s.o.prefix, s.id), meta: meta}
-			s.endpoints = append(s.endpoints, e)
+			s.eps.all = append(s.eps.all, e)
 			if err := s.subscribe(e, s.serve(e, op)); err != nil {
 				return err
 			}
@@ -354,21 +361,21 @@ func (s *Service) listen() error {
 	}
 	// alive answers through the drain (Stop unsubscribes it last), so a client can tell a
 	// draining engine from a dead one while its calls finish.
-	s.alive = &endpoint{name: "alive", subject: messages.Engine(messages.SubjectEngineAliveT, s.o.prefix, s.id),
+	s.eps.alive = &endpoint{name: "alive", subject: messages.Engine(messages.SubjectEngineAliveT, s.o.prefix, s.id),
 		meta: map[string]string{"description": "answers while the engine runs, through its drain, with its connection's age: the Go client's liveness probe",
 			"request_type": "any", "response_type": "alive"}}
-	s.endpoints = append(s.endpoints, s.alive)
-	alive := s.alive
+	s.eps.all = append(s.eps.all, s.eps.alive)
+	alive := s.eps.alive
 	if err := s.subscribe(alive, func(m *nats.Msg) {
 		start := time.Now()
 		if m.Reply != "" {
 			_ = s.nc.Publish(m.Reply, s.aliveReply())
 		}
-		alive.record(time.Since(start), "")
+		alive.record(time.Since(start), "", "")
 	}); err != nil {
 		return err
 	}
-	s.subs++
+	s.eps.subs++
 	return s.discover()
 }
 
@@ -381,12 +388,12 @@ func (s *Service) drain() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, e := range s.endpoints {
-		if e != s.alive && e.sub != nil {
+	for _, e := range s.eps.all {
+		if e != s.eps.alive && e.sub != nil {
 			add(e.sub.Drain())
 		}
 	}
-	for _, sub := range s.control {
+	for _, sub := range s.eps.control {
 		add(sub.Drain())
 	}
 	return errors.Join(errs...)
@@ -394,12 +401,12 @@ func (s *Service) drain() error {
 
 // unsubscribe drops every subscription New made, for a New that fails.
 func (s *Service) unsubscribe() {
-	for _, e := range s.endpoints {
+	for _, e := range s.eps.all {
 		if e.sub != nil {
 			_ = e.sub.Unsubscribe()
 		}
 	}
-	for _, sub := range s.control {
+	for _, sub := range s.eps.control {
 		_ = sub.Unsubscribe()
 	}
 }
@@ -419,7 +426,6 @@ func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 			resp, err := s.call(c)
 			s.failures.note(op.name, err)
 			s.reply(c, resp, err)
-			s.auditFinish(c, resp, err) // audit.go
 		}()
 	}
 }
@@ -459,7 +465,6 @@ func (s *Service) call(c *call) (resp any, err error) {
 	case env.WaitMS < 0:
 		return nil, &messages.BadRequestError{Field: "wait_ms", Reason: fmt.Sprintf("field wait_ms must not be negative, got %d", env.WaitMS)}
 	}
-	s.auditStart(c, &env) // audit.go
 	if s.tenancy != nil {
 		id, err := s.authorize(op.name, c.msg.Header, &env, data) // tenancy.go
 		if id != nil {
@@ -467,17 +472,19 @@ func (s *Service) call(c *call) (resp any, err error) {
 			c.log = c.log.With(zap.String("account", id.Account))
 		}
 		if err != nil {
+			s.refused(c.ctx, c, err) // report.go
 			return nil, err
 		}
 	}
-	ctx, unfence := s.fenced(withCall(c.ctx, c), env.Sandbox) // placement.go: the call ends with the lease
+	ctx := s.callContext(withCall(c.ctx, c), c, namedHandle(env.Sandbox)) // report.go
+	ctx, unfence := s.fenced(ctx, env.Sandbox)                            // placement.go: the call ends with the lease
 	defer unfence()
 	if env.WaitMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(env.WaitMS)*time.Millisecond)
 		defer cancel()
 	}
-	resp, err = op.run(ctx, s, data)
+	resp, err = op.run(ctx, s, c, data)
 	err = fenceError(ctx, err)
 	if env.Sandbox != "" && sandboxGone(err) {
 		s.transfers.forget(s.handles.bury(env.Sandbox))
@@ -503,7 +510,7 @@ func (s *Service) reply(c *call, resp any, err error) {
 	code := ""
 	defer func() {
 		elapsed := time.Since(c.start)
-		c.ep.record(elapsed, errText)
+		c.ep.record(elapsed, errText, code)
 		s.o.metrics.Call(s.life, op.name, elapsed, code)
 		if code != "" {
 			c.span.SetAttributes(telemetry.KeyErrorType.String(code))

@@ -48,8 +48,14 @@ func startEngine(t testing.TB, backend sandbox.Backend, opts ...service.Option) 
 
 func startEngineOn(t testing.TB, srv *server.Server, backend sandbox.Backend, opts ...service.Option) *engine {
 	t.Helper()
+	return startObservedEngineOn(t, srv, backend, nil, opts...)
+}
+
+// startObservedEngineOn is startEngineOn whose router reports every act to obs.
+func startObservedEngineOn(t testing.TB, srv *server.Server, backend sandbox.Backend, obs sandbox.Observer, opts ...service.Option) *engine {
+	t.Helper()
 	nc := natstest.Connect(t, srv)
-	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationNone))
+	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationNone), sandbox.WithObserver(obs))
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}

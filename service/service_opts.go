@@ -34,10 +34,8 @@ type options struct {
 	transferMemory  int64
 	transferTTL     time.Duration
 	fingerprints    *fingerprints      // fingerprint.go; nil: the call is refused as unsupported
-	hostToolEvents  HostToolSink       // nil: no host-tool events
-	audit           *events.AuditSink  // audit.go; nil: no audit stream
 	eventStats      EventStats         // health.go; nil: health reports no events
-	daemonProbe     time.Duration      // audit.go: how often the daemon is asked, for its transitions; 0: only on health calls
+	daemonProbe     time.Duration      // report.go: how often the daemon is asked, for its transitions; 0: only on health calls
 	placement       *placement.Store   // placement.go; nil: no cluster placement
 	members         *placement.Members // members.go; nil: no announcement
 	daemon          string
@@ -251,26 +249,6 @@ func WithTransfers(memory int64, ttl time.Duration) Option {
 	}
 }
 
-// WithHostToolEvents hands one event per host-tool call of a run_program to sink (the sink
-// events.Events.HostTools hands out publishes it under the events' prefix, on core NATS); nil
-// publishes none, the default.
-func WithHostToolEvents(sink HostToolSink) Option {
-	return func(o *options) error {
-		o.hostToolEvents = sink
-		return nil
-	}
-}
-
-// WithAudit records one audit event per act (an acquire, a disposal, a purge, a command, a
-// file crossing, a reset, a fingerprint) on sink (events.Events.Audit); nil, the default,
-// records none (docs/events.md, "The audit stream").
-func WithAudit(sink *events.AuditSink) Option {
-	return func(o *options) error {
-		o.audit = sink
-		return nil
-	}
-}
-
 // EventStats is what health reports of the engine's events: [events.Events] has it.
 type EventStats interface {
 	Stats() events.OutboxStats
@@ -286,13 +264,13 @@ func WithEventStats(s EventStats) Option {
 	}
 }
 
-// DefaultDaemonProbe is how often an engine recording the audit stream asks its daemon
-// whether it answers, so that the daemon going away and coming back are events.
+// DefaultDaemonProbe is how often an engine whose router has an observer asks its daemon
+// whether it answers, so that the daemon going away and coming back are acts it reports.
 const DefaultDaemonProbe = 15 * time.Second
 
 // WithDaemonProbe sets how often the daemon is asked (default [DefaultDaemonProbe]; zero asks
-// only when a health call does). Only an engine with [WithAudit] asks: the answer feeds the
-// engine.daemon_unreachable and engine.daemon_back events.
+// only when a health call does). Only an engine whose router has an observer asks: the answer
+// is reported as the engine's state (daemon_unreachable, daemon_back).
 func WithDaemonProbe(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
@@ -303,8 +281,9 @@ func WithDaemonProbe(d time.Duration) Option {
 	}
 }
 
-// WithMetrics records every call (its duration and refusal code), every acquire's outcome and
-// the sandboxes held by kind into m; nil, the default, records nothing.
+// WithMetrics records every call (its duration and refusal code), the sandboxes held by kind
+// and the placement leases held into m; nil, the default, records nothing. The engine's acts
+// (acquires, commands, lease changes) m counts as the router's observer, as the events do.
 func WithMetrics(m *telemetry.Metrics) Option {
 	return func(o *options) error {
 		o.metrics = m

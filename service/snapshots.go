@@ -15,7 +15,7 @@ import (
 // describe, list and delete snapshots. Who may touch a snapshot is tenancy's
 // (checkSnapshotScope, tenancy.go): the scope of the sandbox it was taken of.
 
-func pause(ctx context.Context, s *Service, data []byte) (any, error) {
+func pause(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIPauseRequest](data)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func pause(ctx context.Context, s *Service, data []byte) (any, error) {
 	return &messages.APIPauseResponse{}, nil
 }
 
-func snapshot(ctx context.Context, s *Service, data []byte) (any, error) {
+func snapshot(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APISnapshotRequest](data)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (s *Service) snapshotFor(ctx context.Context, id string) (sandbox.SnapshotI
 	return info, s.checkSnapshotScope(ctx, info.Key.Scope)
 }
 
-func restore(ctx context.Context, s *Service, data []byte) (any, error) {
+func restore(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIRestoreRequest](data)
 	if err != nil {
 		return nil, err
@@ -118,19 +118,19 @@ func restore(ctx context.Context, s *Service, data []byte) (any, error) {
 		if err := s.relayed(ctx, messages.SubjectEngineRestoreT, r.Engine, data, &resp); err != nil {
 			return nil, err
 		}
-		forwarded(ctx)
 		return &resp, nil
 	}
+	ctx = s.callContext(ctx, c, s.handles.reserver(key, spec.Kind)) // the restore's act names the handle it answers with
 	sb, err := s.router.Restore(sandbox.WithActReason(ctx, s.actReason(ctx)), key, spec, req.Snapshot)
 	if err != nil {
 		s.owner.Abandon(r)
 		return nil, err
 	}
 	s.transfers.forget(s.handles.drop(func(h *handle) bool { return h.key == key && h.kind == spec.Kind }))
-	return &messages.APIRestoreResponse{Sandbox: s.handOut(ctx, key, spec, sb)}, nil
+	return &messages.APIRestoreResponse{Sandbox: s.handOut(ctx, c, key, spec, sb)}, nil
 }
 
-func fork(ctx context.Context, s *Service, data []byte) (any, error) {
+func fork(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APIForkRequest](data)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func fork(ctx context.Context, s *Service, data []byte) (any, error) {
 	}
 	resp := &messages.APIForkResponse{}
 	for i, sb := range sbs {
-		resp.Sandboxes = append(resp.Sandboxes, *s.handOut(ctx, keys[i], spec, sb))
+		resp.Sandboxes = append(resp.Sandboxes, *s.handOut(ctx, c, keys[i], spec, sb))
 	}
 	return resp, nil
 }
@@ -200,12 +200,9 @@ func (s *Service) placeHere(ctx context.Context, key sandbox.Key, kind string) (
 
 // handOut records a sandbox a restore or fork made: its instance in placement, its handle,
 // bound to the caller's account.
-func (s *Service) handOut(ctx context.Context, key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *messages.APISandbox {
+func (s *Service) handOut(ctx context.Context, c *call, key sandbox.Key, spec sandbox.Spec, sb sandbox.Sandbox) *messages.APISandbox {
 	s.owner.RecordInstance(ctx, key, spec.Kind, sb.InstanceID())
-	h := s.handles.put(key, spec, sb)
-	if c := callOf(ctx); c != nil && c.identity != nil {
-		h.own(c.identity.Account)
-	}
+	h := s.handles.put(key, spec, sb, c.callerAccount())
 	out := &messages.APISandbox{ID: h.id, Engine: s.id, Kind: spec.Kind, InstanceID: sb.InstanceID(), Created: true}
 	if b, ok := sb.(interface{ WorkDir() string }); ok {
 		out.WorkDir = b.WorkDir()
@@ -213,7 +210,7 @@ func (s *Service) handOut(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	return out
 }
 
-func snapshots(ctx context.Context, s *Service, data []byte) (any, error) {
+func snapshots(ctx context.Context, s *Service, c *call, data []byte) (any, error) {
 	req, err := decode[messages.APISnapshotsRequest](data)
 	if err != nil {
 		return nil, err

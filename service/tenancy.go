@@ -240,7 +240,7 @@ const (
 	ruleHandle                           // ruleKey, and the handle must be one the caller acquired
 	rulePurge                            // ruleKey, or the caller is an operator
 	ruleHandleOrOperator                 // ruleHandle, or the caller is an operator (a sandbox's lifecycle, not its data)
-	ruleReap                             // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes
+	ruleReap                             // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes (a tenant naming none lists its own scopes)
 	ruleOperator                         // operators only: lame_duck
 )
 
@@ -344,6 +344,9 @@ func (t *tenancy) checkReap(op string, id *Identity, data []byte) error {
 	}
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil // the operation refuses the malformed body itself
+	}
+	if req.Scope == "" && op == "list_sandboxes" {
+		return nil // answered with the scopes the caller may use alone (inventory.go, listSandboxes)
 	}
 	if req.Scope == "" {
 		return &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not %s every scope: only an operator may", id.Account, verbOf(op))}

@@ -202,12 +202,6 @@ func (t *transfers) expire(now time.Time) int {
 
 // checkIntegrity compares data with the size and lower-case hex SHA-256 a writer declared;
 // an empty sum is not checked (inline content only).
-// sha256Hex is data's SHA-256 in lower-case hex, the form the API's sums take.
-func sha256Hex(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 func checkIntegrity(data []byte, size int64, sum string) error {
 	if size != 0 && int64(len(data)) != size {
 		return &messages.BadRequestError{Reason: fmt.Sprintf("integrity check failed: %d bytes arrived, %d were declared; nothing was written", len(data), size)}

@@ -15,6 +15,7 @@ import (
 const (
 	NameCallDuration   = "rpc.server.call.duration"
 	NameAcquires       = "maf_sandbox.acquires"
+	NameExecDuration   = "maf_sandbox.exec.duration"
 	NameSandboxes      = "maf_sandbox.sandboxes"
 	NameDaemonDuration = "maf_sandbox.docker.call.duration"
 	NameEventsPending  = "maf_sandbox.events.pending"
@@ -41,20 +42,6 @@ const (
 	KeyChange    = attribute.Key("maf_sandbox.placement.change")
 )
 
-// Placement lease changes ([Metrics.LeaseChanged]).
-const (
-	LeaseClaimed   = "claimed"    // this engine claimed a sandbox no engine held
-	LeaseTakenOver = "taken_over" // this engine claimed a sandbox whose owner's lease had lapsed
-	LeaseLost      = "lost"       // a renewal found the sandbox another engine's
-)
-
-// Acquire outcomes ([Metrics.Acquired]).
-const (
-	OutcomeCreated = "created"
-	OutcomeReused  = "reused"
-	OutcomeRefused = "refused"
-)
-
 // durationBuckets are the histogram bounds in seconds: an exec or a cached acquire answers
 // in milliseconds, a cold allowlisted acquire in about a second, a long exec in minutes.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
@@ -64,6 +51,7 @@ var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 type Metrics struct {
 	calls    metric.Float64Histogram
 	acquires metric.Int64Counter
+	execs    metric.Float64Histogram
 	daemon   metric.Float64Histogram
 	freezes  metric.Float64Histogram
 	egress   metric.Int64Counter
@@ -101,8 +89,13 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOpt) (*Metrics, error) {
 		return nil, fmt.Errorf("telemetry: %s: %w", NameCallDuration, err)
 	}
 	if m.acquires, err = m.meter.Int64Counter(NameAcquires, metric.WithUnit("{acquire}"),
-		metric.WithDescription("Acquires answered, by sandbox kind and outcome (created, reused, refused with its code).")); err != nil {
+		metric.WithDescription("Acquires, by sandbox kind and outcome (created, reused, restarted, adopted, reset, replaced, or refused with its code).")); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", NameAcquires, err)
+	}
+	if m.execs, err = m.meter.Float64Histogram(NameExecDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each command run in a sandbox (exec, run_code, a host-tools program), by sandbox kind and outcome (ok, timeout, output_limit, refused with its code)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", NameExecDuration, err)
 	}
 	if m.daemon, err = m.meter.Float64Histogram(NameDaemonDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each call to the Docker daemon, by operation."),
@@ -147,20 +140,7 @@ func (m *Metrics) Call(ctx context.Context, op string, d time.Duration, code str
 	m.calls.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
 }
 
-// Acquired counts one acquire of kind (bounded: labels.go): created or reused, or refused
-// with code.
-func (m *Metrics) Acquired(ctx context.Context, kind, outcome, code string) {
-	if m == nil {
-		return
-	}
-	attrs := []attribute.KeyValue{KeyKind.String(m.kinds.value(kind)), KeyOutcome.String(outcome)}
-	if code != "" {
-		attrs = append(attrs, KeyErrorType.String(code))
-	}
-	m.acquires.Add(ctx, 1, metric.WithAttributes(attrs...))
-}
-
-// DaemonCall records one call to the Docker daemon: the operation as the CLI names it
+// DaemonCall records one call to the Docker daemon: the operation as the docker command names it
 // (create, start, exec, ...), its duration, and whether it failed.
 func (m *Metrics) DaemonCall(ctx context.Context, op string, d time.Duration, err error) {
 	if m == nil {
@@ -255,26 +235,6 @@ func (m *Metrics) Froze(ctx context.Context, d time.Duration) {
 		return
 	}
 	m.freezes.Record(ctx, d.Seconds())
-}
-
-// EgressDecisions counts one drained window's decisions for a sandbox of scope (bounded:
-// labels.go): how many of each decision code it holds.
-func (m *Metrics) EgressDecisions(ctx context.Context, scope string, counts map[string]int) {
-	if m == nil {
-		return
-	}
-	scope = m.scopes.value(scope)
-	for decision, n := range counts {
-		m.egress.Add(ctx, int64(n), metric.WithAttributes(KeyScope.String(scope), KeyDecision.String(decision)))
-	}
-}
-
-// LeaseChanged counts one placement lease change (LeaseClaimed, LeaseTakenOver, LeaseLost).
-func (m *Metrics) LeaseChanged(ctx context.Context, change string) {
-	if m == nil {
-		return
-	}
-	m.leases.Add(ctx, 1, metric.WithAttributes(KeyChange.String(change)))
 }
 
 // ObserveLeases reports the placement leases this engine holds, as count returns them, at

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 
+	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/telemetry"
 )
 
@@ -29,13 +30,15 @@ func TestPrometheusExposesTheInstruments(t *testing.T) {
 	ctx := context.Background()
 	m.Call(ctx, "exec", 30*time.Millisecond, "")
 	m.Call(ctx, "read_file", time.Millisecond, "not_confined")
-	m.Acquired(ctx, "shell", telemetry.OutcomeCreated, "")
-	m.Acquired(ctx, "shell", telemetry.OutcomeRefused, "image_not_found")
+	m.SandboxAcquired(ctx, acquired("shell", sandbox.OutcomeCreated))
+	m.SandboxAcquired(ctx, refusedAcquire("shell", &sandbox.ImageMissingError{Image: "x"}))
+	m.ExecFinished(ctx, exec("shell", 20*time.Millisecond, nil))
+	m.ExecFinished(ctx, exec("shell", time.Minute, &sandbox.TimeoutError{Op: "exec"}))
 	m.DaemonCall(ctx, "create", 200*time.Millisecond, nil)
 	m.DaemonCall(ctx, "inspect", time.Millisecond, errors.New("no such container"))
 	m.Froze(ctx, 40*time.Millisecond)
-	m.EgressDecisions(ctx, "tenant-a", map[string]int{"ALLOW": 2, "DENY": 1})
-	m.LeaseChanged(ctx, telemetry.LeaseClaimed)
+	m.EgressObserved(ctx, window("tenant-a", sandbox.DecisionAllow, sandbox.DecisionAllow, sandbox.DecisionDeny))
+	m.PlacementChanged(ctx, lease(sandbox.PlacementClaimed))
 	stopLeases, err := m.ObserveLeases(func() int { return 4 })
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,11 @@ func TestPrometheusExposesTheInstruments(t *testing.T) {
 		`error_type="not_confined"`,
 		`maf_sandbox_acquires_total{`,
 		`maf_sandbox_outcome="created"`,
+		`error_type="image_missing"`,
+		`maf_sandbox_exec_duration_seconds_bucket{`,
+		`maf_sandbox_outcome="timeout"`,
+		`maf_sandbox_egress_decisions_total{`,
+		`maf_sandbox_placement_lease_changes_total{`,
 		`maf_sandbox_docker_call_duration_seconds_bucket{`,
 		`maf_sandbox_docker_operation="create"`,
 		`maf_sandbox_sandboxes{`,
@@ -88,11 +96,12 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *telemetry.Metrics
 	ctx := context.Background()
 	m.Call(ctx, "exec", time.Second, "")
-	m.Acquired(ctx, "shell", telemetry.OutcomeCreated, "")
+	m.SandboxAcquired(ctx, acquired("shell", sandbox.OutcomeCreated))
+	m.ExecFinished(ctx, exec("shell", time.Second, nil))
 	m.DaemonCall(ctx, "create", time.Second, nil)
 	m.Froze(ctx, time.Second)
-	m.EgressDecisions(ctx, "s", map[string]int{"DENY": 1})
-	m.LeaseChanged(ctx, telemetry.LeaseLost)
+	m.EgressObserved(ctx, window("s", sandbox.DecisionDeny))
+	m.PlacementChanged(ctx, lease(sandbox.PlacementLost))
 	stop, err := m.ObserveLeases(func() int { t.Fatal("counted with metrics off"); return 0 })
 	if err != nil || stop() != nil {
 		t.Fatalf("ObserveLeases on nil: %v", err)
@@ -142,11 +151,11 @@ func TestCallerLabelsAreBounded(t *testing.T) {
 	held := map[string]int{}
 	for i := range 10 {
 		kind := fmt.Sprintf("made-up-%d", i)
-		m.Acquired(ctx, kind, telemetry.OutcomeRefused, "image_missing")
-		m.EgressDecisions(ctx, fmt.Sprintf("scope-%d", i), map[string]int{"DENY": 1})
+		m.SandboxAcquired(ctx, refusedAcquire(kind, &sandbox.ImageMissingError{Image: "x"}))
+		m.EgressObserved(ctx, window(fmt.Sprintf("scope-%d", i), sandbox.DecisionDeny))
 		held[kind] = 1
 	}
-	m.Acquired(ctx, "python", telemetry.OutcomeCreated, "") // listed: its own series, whatever came first
+	m.SandboxAcquired(ctx, acquired("python", sandbox.OutcomeCreated)) // listed: its own series, whatever came first
 	held["python"] = 5
 	stop, err := m.ObserveSandboxes(func() map[string]int { return held })
 	if err != nil {
@@ -199,4 +208,27 @@ func scrape(t *testing.T, p *telemetry.Prometheus) string {
 		t.Fatal(err)
 	}
 	return string(body)
+}
+
+// acquired, refusedAcquire, window, lease and exec build the acts the metrics observe.
+func acquired(kind, outcome string) sandbox.SandboxAcquired {
+	return sandbox.SandboxAcquired{Act: sandbox.Act{Kind: kind}, Outcome: outcome}
+}
+
+func refusedAcquire(kind string, err error) sandbox.SandboxAcquired {
+	return sandbox.SandboxAcquired{Act: sandbox.Act{Kind: kind, Err: err}}
+}
+
+func window(scope string, decisions ...sandbox.EgressDecisionCode) sandbox.EgressWindow {
+	w := sandbox.EgressWindow{Key: sandbox.Key{Scope: scope}}
+	for _, d := range decisions {
+		w.Decisions = append(w.Decisions, sandbox.EgressDecision{Decision: d})
+	}
+	return w
+}
+
+func lease(change string) sandbox.PlacementChanged { return sandbox.PlacementChanged{Change: change} }
+
+func exec(kind string, took time.Duration, err error) sandbox.ExecFinished {
+	return sandbox.ExecFinished{Act: sandbox.Act{Kind: kind, Took: took, Err: err}}
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/console"
 	"github.com/mafsandbox/engine/events"
 )
@@ -61,7 +62,7 @@ func (v *consoleVerb) parse(args []string) error {
 	v.nats.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), consoleUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -101,7 +102,7 @@ func (v *consoleVerb) run(ctx context.Context) error {
 	defer func() { _ = log.Sync() }()
 	nc, err := v.nats.connect("maf-sandbox engine console", log)
 	if err != nil {
-		return err
+		return fmt.Errorf("console: %w", v.nats.noEngine(err))
 	}
 	defer nc.Close()
 	c, err := console.New(nc, console.WithLogger(log), console.WithPrefix(v.nats.prefix), console.WithEventPrefix(v.eventPrefix),

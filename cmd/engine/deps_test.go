@@ -13,7 +13,6 @@ func TestEngineLinksNoTestKit(t *testing.T) {
 	kits := []string{
 		"github.com/mafsandbox/engine/sandbox/conformance",
 		"github.com/mafsandbox/engine/sandbox/sandboxtest",
-		"github.com/mafsandbox/engine/docker/enginetest",
 		"github.com/mafsandbox/engine/internal/dockertest",
 		"github.com/mafsandbox/engine/internal/natstest",
 		"github.com/mafsandbox/engine/internal/natscluster",

@@ -77,10 +77,9 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// serveEngine starts "bin serve" on an embedded NATS server on a free loopback port, on the
-// driver MAF_SANDBOX_TEST_DRIVER names (default the API driver), with the test labels on
-// every container, and returns the URL clients use and its JSON log. Cleanup stops it with
-// SIGTERM.
+// serveEngine starts "bin serve" on an embedded NATS server on a free loopback port, with the
+// test labels on every container, and returns the URL clients use and its JSON log. Cleanup
+// stops it with SIGTERM.
 func serveEngine(t *testing.T, bin string) (url string, log *lockedBuffer) {
 	t.Helper()
 	return serveEngineArgs(t, bin)
@@ -96,6 +95,18 @@ func serveEngineArgs(t *testing.T, bin string, extra ...string) (url string, log
 // serveEngineProc is [serveEngineArgs] that also returns the process, for signals.
 func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
 	t.Helper()
+	return serveEngineEnv(t, bin, nil, extra...)
+}
+
+// serveEngineEnv is [serveEngineProc] with env added to the test's environment.
+func serveEngineEnv(t *testing.T, bin string, env []string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
+	t.Helper()
+	return serveEngineIn(t, "", bin, env, extra...)
+}
+
+// serveEngineIn is [serveEngineEnv] run in the working directory dir ("": the test's).
+func serveEngineIn(t *testing.T, workDir, bin string, env []string, extra ...string) (url string, log *lockedBuffer, proc *os.Process) {
+	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
@@ -106,10 +117,8 @@ func serveEngineProc(t *testing.T, bin string, extra ...string) (url string, log
 		args = append(args, "--label", k+"="+v)
 	}
 	serve := exec.Command(bin, args...)
-	serve.Env = os.Environ()
-	if d := os.Getenv("MAF_SANDBOX_TEST_DRIVER"); d != "" {
-		serve.Env = append(serve.Env, "MAF_SANDBOX_DRIVER="+d)
-	}
+	serve.Dir = workDir
+	serve.Env = append(os.Environ(), env...)
 	log = &lockedBuffer{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/internal/images"
 )
 
@@ -15,8 +16,9 @@ Builds, on the local Docker daemon, the images the engine and its tests use, pul
 the busybox workload image (from Debian's busybox-static at /bin/busybox), the egress proxy
 image and the fingerprint observer image (each FROM scratch around one static binary). An
 engine built with "make engine" carries those binaries for the daemon's platform, so it
-needs neither the source tree nor a Go toolchain; any other build compiles them from the
-source tree it is run in. This one embeds the proxy for: %s; the observer for: %s.
+needs neither the source tree nor a Go toolchain; any other build (go build, go install)
+compiles them with the Go toolchain from the source it was built from, wherever it is run.
+This one embeds the proxy for: %s; the observer for: %s.
 An image that is already current is left alone unless --force.
 
 Flags:
@@ -51,13 +53,13 @@ func (v *imagesVerb) parse(args []string) error {
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || args[0] != "build" {
-		fs.Usage()
 		if len(args) > 0 && isHelp(args[0]) {
+			fs.Usage()
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("images: want the verb build")
+		return fmt.Errorf("images: want the verb build\n(run \"engine images build -h\" for its flags)")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := settings.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -73,7 +75,7 @@ func (v *imagesVerb) run(ctx context.Context) error {
 		ensure, always func(context.Context, string, string) error
 	}
 	for _, b := range []build{
-		{v.busyboxTag, images.EnsureBusybox, images.BuildBusybox},
+		{v.busyboxTag, func(ctx context.Context, docker, tag string) error { return images.EnsureBusybox(ctx, docker, tag) }, images.BuildBusybox},
 		{v.proxyTag, images.EnsureProxy, images.BuildProxy},
 		{v.observerTag, images.EnsureObserver, images.BuildObserver},
 	} {

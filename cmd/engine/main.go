@@ -27,6 +27,7 @@ import (
 
 	"github.com/mafsandbox/engine/cmd/engine/internal/bench"
 	"github.com/mafsandbox/engine/cmd/engine/internal/demo"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/cmd/engine/internal/version"
 )
 
@@ -82,6 +83,9 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 		fmt.Print(usage)
 		return 0, nil
 	}
+	if err := refuseDriver(args[0], args[1:], os.LookupEnv); err != nil {
+		return 0, err
+	}
 	switch args[0] {
 	case "serve":
 		return 0, serveCmd(ctx, args[1:])
@@ -129,7 +133,7 @@ func (versionVerb) parse(args []string) error {
 		fmt.Fprint(fs.Output(), "Usage: engine version\n\nPrints the version, from the build's module information "+
 			"(the module version, or the VCS revision of a development build).\n")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -15,9 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/events"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // errReapFailures makes the command exit non-zero when a sweep reported failures (§4.9).
@@ -28,7 +31,7 @@ var errReapFailures = errors.New("the sweep reported failures")
 type reapVerb struct {
 	olderThan, callTimeout, natsWait  time.Duration
 	natsDupes                         time.Duration
-	scope, dockerPath, driver         string
+	scope, dockerPath                 string
 	dryRun, asJSON, verbose, natsCore bool
 	natsURL, natsPrefix               string
 }
@@ -49,7 +52,6 @@ func (v *reapVerb) parse(args []string) error {
 	fs.BoolVar(&v.dryRun, "dry-run", false, "take the inventory and decide, remove nothing")
 	fs.BoolVar(&v.asJSON, "json", false, "print the result as JSON instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", docker.DefaultDockerPath, "the Docker CLI binary (the daemon is the one its context or DOCKER_HOST names)")
-	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the sweep drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.DurationVar(&v.callTimeout, "call-timeout", reaper.DefaultCallTimeout, "bound on each call to the daemon of the sweep")
 	fs.BoolVar(&v.verbose, "v", false, "log the sweep's work to stderr")
 	fs.StringVar(&v.natsURL, "nats-url", "", "publish the sweep's summary ("+events.SchemaReapCompleted+") and the windows of the egress proxies it removes ("+events.SchemaEgressObserved+") to this NATS server")
@@ -64,7 +66,7 @@ func (v *reapVerb) parse(args []string) error {
 			"non-zero when anything could not be removed.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -83,7 +85,7 @@ func (v *reapVerb) run(ctx context.Context) error {
 	if v.verbose {
 		log, _ = zap.NewDevelopment()
 	}
-	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
+	cfg := docker.Config{DockerPath: v.dockerPath}
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
@@ -92,29 +94,29 @@ func (v *reapVerb) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reap: bind the daemon: %w", err)
 	}
-	backendOpts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch()}
+	backend, err := actors.NewBackend(cfg, actors.WithEngine(drv), actors.WithLogger(log), actors.WithoutEventWatch())
+	if err != nil {
+		return err
+	}
+	defer backend.Close(context.WithoutCancel(ctx))
 	var ev *events.Events
 	if v.natsURL != "" && !v.dryRun {
 		// An orphaned proxy (its engine died before removing it) may be the only record of
 		// its window: the sweep drains it, removes it by the inspected ID and publishes the
-		// window only once that removal succeeded or found it absent, as an engine would.
+		// window only once that removal succeeded or found it absent, as an engine would. The
+		// backend reports the windows and the sweep to the events.
 		nc, err := nats.Connect(v.natsURL, nats.Name("maf-sandbox engine reap"), nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("reap: connect %s: %w", v.natsURL, err)
 		}
 		defer nc.Close()
-		if ev, err = v.events(ctx, nc, drv, log); err != nil {
+		if ev, err = v.events(ctx, nc, backend, log); err != nil {
 			return err
 		}
 		defer func() { _ = v.closeEvents(ctx, ev) }() // on an early return; the run's own close comes first
-		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
+		_, _ = backend.ReportTo(ev)
 	}
-	backend, err := actors.NewBackend(cfg, backendOpts...)
-	if err != nil {
-		return err
-	}
-	defer backend.Close(context.WithoutCancel(ctx))
 
 	opts := []reaper.Option{reaper.WithCallTimeout(v.callTimeout)}
 	if v.scope != "" {
@@ -144,16 +146,13 @@ func (v *reapVerb) run(ctx context.Context) error {
 		return err
 	}
 	if ev != nil {
-		// The summary is published once (§3.7): kept and retried while NATS is unreachable,
-		// for at most --nats-wait; not delivered by then is an error, never a silent loss.
-		msg, err := ev.Reaps().Publish(ctx, res)
-		if cerr := v.closeEvents(ctx, ev); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		// The summary, which the backend reported once the sweep ran, is published once
+		// (§3.7): kept and retried while NATS is unreachable, for at most --nats-wait; not
+		// delivered by then is an error, never a silent loss.
+		if err := v.closeEvents(ctx, ev); err != nil {
 			return fmt.Errorf("reap: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "published %s on %s\n", msg.ID, msg.Subject)
+		fmt.Fprintf(os.Stderr, "published the sweep's summary (%s) on %s\n", events.SchemaReapCompleted, events.ReapSubject(v.natsPrefix))
 	}
 	if len(res.Failures) > 0 {
 		return fmt.Errorf("reap: %w (%d)", errReapFailures, len(res.Failures))
@@ -161,62 +160,22 @@ func (v *reapVerb) run(ctx context.Context) error {
 	return nil
 }
 
-// reapReport is the --json output.
+// reapReport is the --json output: the daemon swept, then the sweep in the one spelling its
+// every form shares (messages.APIReapResult: the reap call's answer, the reap.completed event).
 type reapReport struct {
-	Engine           string            `json:"engine"`
-	Context          string            `json:"context"`
-	Scope            *string           `json:"scope"`
-	OlderThan        string            `json:"olderThan"`
-	Cutoff           time.Time         `json:"cutoff"`
-	StartedAt        time.Time         `json:"startedAt"`
-	FinishedAt       time.Time         `json:"finishedAt"`
-	DryRun           bool              `json:"dryRun"`
-	Disposed         int               `json:"disposed"`
-	ProxiesRemoved   int               `json:"proxiesRemoved"`
-	NetworksRemoved  int               `json:"networksRemoved"`
-	ObserversRemoved int               `json:"observersRemoved"`
-	Failures         []reapFailureJSON `json:"failures"`
-	Resources        []reapEntryJSON   `json:"resources"`
+	Engine  string `json:"engine"`
+	Context string `json:"context"`
+	messages.APIReapResult
 }
 
-type reapFailureJSON struct {
-	Code         string `json:"code"`
-	Detail       string `json:"detail"`
-	ResourceID   string `json:"resourceId"`
-	ResourceKind string `json:"resourceKind"`
-}
-
-type reapEntryJSON struct {
-	Group   string    `json:"group"`
-	Kind    string    `json:"kind"`
-	Name    string    `json:"name"`
-	ID      string    `json:"id"`
-	Created time.Time `json:"created"`
-	Anchor  bool      `json:"anchor"`
-	Expired bool      `json:"expired"`
-	Action  string    `json:"action"`
-}
-
-func printReapJSON(w io.Writer, b docker.Binding, res reaper.Result) error {
-	r := reapReport{Engine: b.Endpoint, Context: b.Context, OlderThan: res.OlderThan.String(), Cutoff: res.Cutoff,
-		StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, DryRun: res.DryRun, Disposed: res.Disposed,
-		ProxiesRemoved: res.ProxiesRemoved, NetworksRemoved: res.NetworksRemoved, ObserversRemoved: res.ObserversRemoved,
-		Failures: []reapFailureJSON{}, Resources: []reapEntryJSON{}}
-	if res.Scope != "" {
-		r.Scope = &res.Scope
-	}
-	for _, f := range res.Failures {
-		r.Failures = append(r.Failures, reapFailureJSON{string(f.Code), f.Detail, f.ResourceID, f.ResourceKind})
-	}
-	for _, d := range res.Resources {
-		r.Resources = append(r.Resources, reapEntryJSON{d.Group, d.Kind, d.Name, d.ID, d.Created, d.Anchor, d.Expired, string(d.Action)})
-	}
+func printReapJSON(w io.Writer, b docker.Binding, res sandbox.ReapResult) error {
+	r := reapReport{Engine: b.Endpoint, Context: b.Context, APIReapResult: messages.ReapToWire(res)}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
-func printReapTable(w io.Writer, b docker.Binding, res reaper.Result) error {
+func printReapTable(w io.Writer, b docker.Binding, res sandbox.ReapResult) error {
 	scope := "every scope"
 	if res.Scope != "" {
 		scope = fmt.Sprintf("scope %q", res.Scope)
@@ -277,8 +236,8 @@ func dash(s string) string {
 // events starts the sweep's events on nc: its egress windows and its summary, under
 // --nats-prefix, on JetStream (the windows recorded as pending before each removal) or core
 // NATS. No recovery loop: the run makes one pass once the sweep is done.
-func (v *reapVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, log *zap.Logger) (*events.Events, error) {
-	opts := []events.Option{events.WithPrefix(v.natsPrefix), events.WithDaemon(drv), events.WithLogger(log),
+func (v *reapVerb) events(ctx context.Context, nc *nats.Conn, daemon events.Daemon, log *zap.Logger) (*events.Events, error) {
+	opts := []events.Option{events.WithPrefix(v.natsPrefix), events.WithDaemon(daemon), events.WithLogger(log),
 		events.WithRecoveryEvery(0), events.WithStreams(events.WithDuplicateWindow(v.natsDupes)),
 		events.WithOutbox(events.WithBackoff(200*time.Millisecond, 5*time.Second))}
 	if v.natsCore {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/mafsandbox/engine/client"
+	"github.com/mafsandbox/engine/cmd/engine/internal/settings"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/service"
@@ -38,6 +39,10 @@ Paths in the sandbox are relative to its storage base and confined to it.
 
 Flags:
 `
+
+// defaultRetryWait is how long a call of engine run waits for an engine to take it (one
+// restarting, or at its limit), as the client waits by default, unless --call-timeout is shorter.
+const defaultRetryWait = 30 * time.Second
 
 // runVerb is "engine run": one shot through a serving engine — acquire, copy in, exec, copy
 // out, dispose.
@@ -82,7 +87,7 @@ func (v *runVerb) parse(args []string) error {
 	v.logs.register(fs)
 	_ = fs.Set("log-level", envOr("MAF_SANDBOX_LOG_LEVEL", "warn"))
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	v.cmd = sandbox.Command{Argv: fs.Args(), Shell: v.shell}
@@ -114,16 +119,18 @@ func (v *runVerb) run(ctx context.Context) (int, error) {
 	}
 	nc, err := v.conn.connect("maf-sandbox engine run", log)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("run: %w", v.conn.noEngine(err))
 	}
 	defer nc.Close()
-	copts := []client.Option{client.WithPrefix(v.conn.prefix), client.WithLogger(log), client.WithCallTimeout(v.callTimeout)}
+	// No call waits longer for an engine to take it than --call-timeout lets it run.
+	copts := []client.Option{client.WithPrefix(v.conn.prefix), client.WithLogger(log), client.WithCallTimeout(v.callTimeout),
+		client.WithRetryWait(min(v.callTimeout, defaultRetryWait))}
 	if v.streamPrefix != "" {
 		copts = append(copts, client.WithStreamPrefix(v.streamPrefix))
 	}
 	backend, err := client.New(ctx, nc, copts...)
 	if err != nil {
-		return 0, fmt.Errorf("run: %w", err)
+		return 0, fmt.Errorf("run: %w", v.conn.noEngine(err))
 	}
 	key := v.key()
 	sb, err := backend.Acquire(ctx, key, spec)

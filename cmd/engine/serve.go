@@ -59,7 +59,7 @@ Flags:
 type serveVerb struct {
 	conn                                                        natsFlags
 	logs                                                        logFlags
-	listen, dataDir, readyFile, engineID, dockerPath, driver    string
+	listen, dataDir, readyFile, engineID, dockerPath            string
 	proxyImage, outbound, subnetPool, privateCIDRs, eventPrefix string
 	upstreamCAs                                                 string // a PEM file inspecting proxies verify hosts against
 	observerImage, metricsListen, otlpEndpoint                  string
@@ -67,10 +67,11 @@ type serveVerb struct {
 	labels                                                      settings.Labels
 	place                                                       placementFlags
 	tenancy                                                     tenancyFlags
-	execChannel, execChannelAsked                               bool       // asked: set by flag or env, so a missing supervisor fails the start
-	pool                                                        poolFlags  // serve_pool.go
-	limits                                                      limitFlags // serve_limits.go
-	sleep                                                       sleepFlags // serve_sleep.go
+	execChannel, execChannelAsked                               bool          // asked: set by flag or env, so a missing supervisor fails the start
+	pool                                                        poolFlags     // serve_pool.go
+	limits                                                      limitFlags    // serve_limits.go
+	resources                                                   resourceFlags // serve_resources.go
+	sleep                                                       sleepFlags    // serve_sleep.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -90,7 +91,6 @@ func (v *serveVerb) parse(args []string) error {
 	fs.StringVar(&v.readyFile, "ready-file", envOr("MAF_SANDBOX_READY_FILE", ""), "write the NATS URL clients should use to this file once serving (env MAF_SANDBOX_READY_FILE)")
 	fs.StringVar(&v.engineID, "engine-id", envOr("MAF_SANDBOX_ENGINE_ID", ""), "this engine's ID on its own subjects; default random at each start (env MAF_SANDBOX_ENGINE_ID)")
 	fs.StringVar(&v.dockerPath, "docker", envOr("MAF_SANDBOX_DOCKER", docker.DefaultDockerPath), "the Docker CLI binary (env MAF_SANDBOX_DOCKER)")
-	fs.StringVar(&v.driver, "driver", envOr("MAF_SANDBOX_DRIVER", docker.DefaultDriver), "how the engine drives the Docker daemon: api (its HTTP API) or cli (the docker CLI) (env MAF_SANDBOX_DRIVER)")
 	fs.StringVar(&v.observerImage, "observer-image", envOr("MAF_SANDBOX_DOCKER_OBSERVER_IMAGE", images.ObserverTag),
 		"fingerprint observer image, resolved to its ID per baseline (env MAF_SANDBOX_DOCKER_OBSERVER_IMAGE; engine images build makes the default)")
 	fs.StringVar(&v.proxyImage, "egress-proxy-image", envOr("MAF_SANDBOX_EGRESS_PROXY_IMAGE", ""), "egress proxy image; serves allowlist egress when set (env MAF_SANDBOX_EGRESS_PROXY_IMAGE)")
@@ -110,10 +110,11 @@ func (v *serveVerb) parse(args []string) error {
 	fs.Var(v.labels, "label", "extra label k=v on every container the engine creates; repeatable")
 	v.pool.register(fs)
 	v.limits.register(fs)
+	v.resources.register(fs)
 	v.sleep.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	v.execChannelAsked = os.Getenv("MAF_SANDBOX_EXEC_CHANNEL") != "" // an empty variable asks for nothing
@@ -167,34 +168,48 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return err
 	}
 	defer closeTelemetry()
-	// One driver serves the backend and answers the daemon's ID the events carry.
+	// One driver serves the backend, which answers the daemon's ID the events carry.
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log.Named("actors")), docker.WithMetrics(metrics), docker.WithTracerProvider(tp))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	ev, err := v.events(ctx, eventsNC, drv, metrics, log)
+	daemonUp := checkDaemon(ctx, drv, v.dockerPath, log)                                                                   // serve_daemon.go
+	backendOpts := append(snapshotOptions(ctx, eventsNC, log), actors.WithMetrics(metrics), actors.WithTracerProvider(tp)) // serve_sleep.go
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, backendOpts...)
 	if err != nil {
 		return err
 	}
-	// Closed after the backend, which hands it the windows of the proxies it still drains.
-	defer v.closeEvents(ctx, ev, log)
-	backendOpts := append(lifecycleOptions(ctx, eventsNC, ev, log), actors.WithMetrics(metrics), actors.WithTracerProvider(tp)) // serve_sleep.go
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, ev, log, backendOpts...)
+	ev, err := v.events(ctx, eventsNC, backend, metrics, log)
 	if err != nil {
+		closeBackend()
 		return err
 	}
-	defer closeBackend()
+	// The events close after the backend, which still reports the windows of the proxies
+	// it drains.
+	defer func() {
+		closeBackend()
+		v.closeEvents(ctx, ev, log)
+	}()
+	// Every act is reported where it happens (the router, the backend it hands the observer
+	// to, the service through the router's): the events publish it, the metrics count it.
+	var observers []sandbox.Observer
+	if ev != nil {
+		observers = append(observers, ev)
+	}
+	if metrics != nil {
+		observers = append(observers, metrics)
+	}
 	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
-		sandbox.WithLogger(log.Named("router")))
+		sandbox.WithLogger(log.Named("router")), sandbox.WithObserver(sandbox.Observers(observers...)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
-		service.WithReaper(backendReaper(backend, ev)), service.WithVersion(version.Build()),
+		service.WithReaper(backendReaper(backend)), service.WithVersion(version.Build()),
 		service.WithMetrics(metrics), service.WithTracerProvider(tp)}
 	opts = append(opts, v.limits.serviceOptions()...)
 	if ev != nil {
-		opts = append(opts, service.WithHostToolEvents(ev.HostTools()), service.WithAudit(ev.Audit()), service.WithEventStats(ev))
+		opts = append(opts, service.WithEventStats(ev))
 	}
 	tenancyOpt, mode, err := v.tenancy.option(v.conn.url == "")
 	if err != nil {
@@ -218,7 +233,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("engine ready", zap.String("version", version.Build()), zap.String("nats_url", url), zap.String("engine", svc.EngineID()),
-		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode))
+		zap.String("prefix", svc.Prefix()), zap.String("isolation", string(backend.Isolation())), zap.String("mode", mode),
+		zap.Bool("daemon_reachable", daemonUp))
 	if v.readyFile != "" {
 		if err := os.WriteFile(v.readyFile, []byte(url+"\n"), 0o600); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
@@ -266,14 +282,20 @@ func (v *serveVerb) config() (docker.Config, error) {
 	if err != nil {
 		return docker.Config{}, fmt.Errorf("serve: --egress-private-cidrs: %w", err)
 	}
-	return docker.Config{DockerPath: v.dockerPath, Driver: v.driver, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
-		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}, nil
+	cfg := docker.Config{DockerPath: v.dockerPath, EgressProxyImage: v.proxyImage, Labels: v.labels, EgressSubnetPool: pool,
+		OutboundNetwork: v.outbound, EgressPrivateCIDRs: private}
+	if err := v.resources.apply(&cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	if err := docker.CheckConfig(cfg); err != nil {
+		return docker.Config{}, fmt.Errorf("serve: %w", err)
+	}
+	return cfg, nil
 }
 
-// backend creates the Docker backend on drv, its egress windows handed to ev when
-// allowlists are served and events are on (ev not nil), with extra options (its telemetry).
-// closeAll closes it.
-func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, ev *events.Events, log *zap.Logger,
+// backend creates the Docker backend on drv with extra options (its telemetry); the router
+// hands it its observer. closeAll closes it.
+func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.Driver, log *zap.Logger,
 	extra ...actors.Option) (b *actors.Backend, closeAll func(), err error) {
 	planeOpt, err := settings.FilePlane()
 	if err != nil {
@@ -282,9 +304,6 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	backendOpts = append(backendOpts, v.pool.options()...)
 	backendOpts = append(backendOpts, v.sleep.options()...)
-	if v.proxyImage != "" && ev != nil {
-		backendOpts = append(backendOpts, actors.WithEgressSink(ev.Windows()))
-	}
 	upstream, err := v.upstreamOption()
 	if err != nil {
 		return nil, nil, err
@@ -298,7 +317,8 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 		case v.execChannelAsked:
 			return nil, nil, fmt.Errorf("serve: --exec-channel: %w", err)
 		default: // the default, not a request: serve with docker exec and say why
-			log.Warn("exec channel off: no supervisor binary for the daemon's platform (build the engine with make engine); commands take docker exec", zap.Error(err))
+			log.Warn("exec channel off: no supervisor binary for the daemon's platform (this engine embeds none and could not build one: "+
+				"build it with make engine, or install the Go toolchain where it runs); commands take docker exec", zap.Error(err))
 		}
 	}
 	b, err = actors.Create(ctx, cfg, backendOpts...)
@@ -329,7 +349,7 @@ func (v *serveVerb) upstreamOption() (actors.Option, error) {
 // events starts the engine's events on nc under --event-prefix (nil when it is empty): reap
 // summaries, host-tool calls, and with --egress-proxy-image the egress windows, recorded as
 // pending before each proxy's removal and recovered every events.DefaultRecoveryEvery.
-func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver, metrics *telemetry.Metrics, log *zap.Logger) (*events.Events, error) {
+func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, daemon *actors.Backend, metrics *telemetry.Metrics, log *zap.Logger) (*events.Events, error) {
 	if v.eventPrefix == "" {
 		return nil, nil
 	}
@@ -337,13 +357,13 @@ func (v *serveVerb) events(ctx context.Context, nc *nats.Conn, drv docker.Driver
 		events.WithStreams(events.WithDuplicateWindow(v.eventDupes))}
 	if v.proxyImage != "" {
 		// Egress windows need the daemon's identity: events.New asks it and refuses without it.
-		opts = append(opts, events.WithDaemon(drv))
+		opts = append(opts, events.WithDaemon(daemon))
 	} else {
 		// No proxies, no windows to recover; the daemon's ID is only what the reap summaries
 		// carry, and an engine serves (answering health as unavailable) with its daemon down.
 		opts = append(opts, events.WithRecoveryEvery(0))
-		if _, err := drv.EngineID(ctx); err == nil {
-			opts = append(opts, events.WithDaemon(drv))
+		if _, err := daemon.EngineID(ctx); err == nil {
+			opts = append(opts, events.WithDaemon(daemon))
 		} else {
 			log.Warn("the daemon's ID is unknown: reap summaries carry none", zap.Error(err))
 		}
@@ -383,25 +403,20 @@ type engineIdentity interface {
 	EngineID(ctx context.Context) (string, error)
 }
 
-// backendReaper serves reap requests with the Docker backend's sweep, publishing each sweep's
-// summary through ev (none when ev is nil).
-func backendReaper(b *actors.Backend, ev *events.Events) service.Reaper {
-	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
+// backendReaper serves reap requests with the Docker backend's sweep; the backend reports each
+// sweep to its observer, whose events publish the summary.
+func backendReaper(b *actors.Backend) service.Reaper {
+	return service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))
 		}
 		res, err := b.Reap(ctx, olderThan, opts...)
 		if errors.Is(err, actors.ErrReapInProgress) {
-			return reaper.Result{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
+			return sandbox.ReapResult{}, &messages.EngineUnavailableError{Subject: "reap", Reason: "a reap of this engine is already in progress"}
 		}
 		if err != nil {
-			return reaper.Result{}, err
-		}
-		if ev != nil {
-			// Enqueued, never waited for: the outbox keeps and retries it while NATS is away;
-			// a summary not taken is logged by the sink.
-			_, _ = ev.Reaps().Publish(ctx, res)
+			return sandbox.ReapResult{}, err
 		}
 		return res, nil
 	})
@@ -490,6 +505,33 @@ func (c *natsFlags) connect(name string, log *zap.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// engineURL is the URL a client verb connects to: --nats-url, or the embedded server's.
+func (c *natsFlags) engineURL() string {
+	if c.url == "" {
+		return defaultNATSURL
+	}
+	return c.url
+}
+
+// noEngine explains a client verb's failure to reach any engine: nothing listens at the URL
+// (no NATS server, so no engine either), or a NATS server answers and no engine serves the
+// prefix there. Each says how to start one. Other errors pass unchanged, an engine's own
+// engine_unavailable (its daemon out of reach) among them.
+func (c *natsFlags) noEngine(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		hint := "start one with \"engine serve\" (its embedded NATS server listens on " + defaultListen + ")"
+		if c.url != "" && c.url != defaultNATSURL {
+			hint = "start one with \"engine serve --nats-url " + c.url + "\" once that server runs, or point --nats-url at the pool's server"
+		}
+		return fmt.Errorf("no engine answers on %s: nothing listens there; %s: %w", c.engineURL(), hint, err)
+	case errors.Is(err, nats.ErrNoResponders): // the client's mark of a call no engine took
+		return fmt.Errorf("no engine answers on %s: a NATS server does, but no engine serves the prefix %q there; start one with "+
+			"\"engine serve --nats-url %s\" (and --prefix, when the pool uses another): %w", c.engineURL(), c.prefix, c.engineURL(), err)
+	}
+	return err
+}
+
 // logFlags choose the log format and level.
 type logFlags struct{ format, level string }
 
@@ -561,11 +603,7 @@ func fingerprinter(cfg docker.Config, observerImage string, log *zap.Logger) (se
 	if err != nil {
 		return nil, err
 	}
-	fe, ok := eng.(fingerprint.Engine)
-	if !ok {
-		return nil, fmt.Errorf("the %s driver cannot fingerprint", cfg.Driver)
-	}
-	f, err := fingerprint.NewFactory(fe, fingerprint.WithObserverImage(observerImage), fingerprint.WithLogger(log.Named("fingerprint")))
+	f, err := fingerprint.NewFactory(eng, fingerprint.WithObserverImage(observerImage), fingerprint.WithLogger(log.Named("fingerprint")))
 	if err != nil {
 		return nil, err
 	}

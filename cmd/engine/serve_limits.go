@@ -17,7 +17,7 @@ import (
 type limitFlags struct {
 	maxInFlight, perAccount, labelCap int
 	kinds                             string
-	envErr                            error // a bad number in the environment, returned by check
+	envNumbers
 }
 
 func (f *limitFlags) register(fs *flag.FlagSet) {
@@ -31,9 +31,13 @@ func (f *limitFlags) register(fs *flag.FlagSet) {
 		"how many other kinds, and how many scopes, get metric series of their own in order of first use; the rest are counted as \"other\" (env MAF_SANDBOX_METRICS_LABEL_CAP)")
 }
 
+// envNumbers reads flags' integer defaults from the environment; the first value that is not
+// an integer is kept, and refused when the flags are checked.
+type envNumbers struct{ envErr error }
+
 // envInt is the integer in the environment variable name, else def; a value that is not one
-// is kept for check.
-func (f *limitFlags) envInt(name string, def int) int {
+// is kept in envErr.
+func (f *envNumbers) envInt(name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def

@@ -46,21 +46,16 @@ func (f *sleepFlags) options() []actors.Option {
 	return []actors.Option{actors.WithSleep(f.s.PauseAfter, f.s.StopAfter), actors.WithUnfinishedSnapshotAge(f.unfinished)}
 }
 
-// lifecycleOptions are the backend options of the sandboxes' lifecycle on a NATS engine: the
-// snapshots kept in JetStream's object store (every engine of the cluster reads them), and
-// the lifecycle acts (paused, woken, stopped, snapshot taken, restored, forked) on the audit
-// stream when there are events. A store that cannot be made leaves the engine without
-// snapshots, said once.
-func lifecycleOptions(ctx context.Context, nc *nats.Conn, ev *events.Events, log *zap.Logger) []actors.Option {
-	var opts []actors.Option
-	if ev != nil {
-		opts = append(opts, actors.WithLifecycleObserver(ev.Lifecycle()))
-	}
+// snapshotOptions are the backend's snapshot options on a NATS engine: the snapshots kept in
+// JetStream's object store, where every engine of the cluster reads them. A store that cannot
+// be made leaves the engine without snapshots, said once. (The sandboxes' lifecycle acts reach
+// the events through the router, as every act does.)
+func snapshotOptions(ctx context.Context, nc *nats.Conn, log *zap.Logger) []actors.Option {
 	store, err := events.NewSnapshots(ctx, nc)
 	if err != nil {
 		log.Warn("no snapshots: their object store cannot be made", zap.Error(err))
-		return opts
+		return nil
 	}
 	var _ actors.SnapshotStore = store
-	return append(opts, actors.WithSnapshotStore(store))
+	return []actors.Option{actors.WithSnapshotStore(store)}
 }

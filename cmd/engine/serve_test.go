@@ -132,3 +132,52 @@ func TestServeExecChannelDefault(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestServeLimits: --memory, --cpus, --pids-limit and --cap-add (or their environment
+// variables) reach the Docker configuration; a value no create could take, or a capability
+// outside the allow-list, stops serve before anything starts.
+func TestServeLimits(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    docker.Bounds
+		wantCap []string
+		wantErr bool
+	}{
+		{name: "defaults: 512 pids, no capability", want: docker.Bounds{Pids: 512}},
+		{name: "every flag", args: []string{"--memory", "1g", "--cpus", "1.5", "--pids-limit", "100", "--cap-add", "kill, setuid"},
+			want: docker.Bounds{MemoryBytes: 1 << 30, CPUs: 1.5, Pids: 100}, wantCap: []string{"KILL", "SETUID"}},
+		{name: "the environment", env: map[string]string{"MAF_SANDBOX_MEMORY": "256m", "MAF_SANDBOX_PIDS_LIMIT": "64", "MAF_SANDBOX_CAP_ADD": "CHOWN"},
+			want: docker.Bounds{MemoryBytes: 256 << 20, Pids: 64}, wantCap: []string{"CHOWN"}},
+		{name: "a capability outside the allow-list", args: []string{"--cap-add", "NET_RAW"}, wantErr: true},
+		{name: "memory that does not parse", args: []string{"--memory", "lots"}, wantErr: true},
+		{name: "cpus that do not parse", args: []string{"--cpus", "two"}, wantErr: true},
+		{name: "no process", args: []string{"--pids-limit", "0"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"MAF_SANDBOX_MEMORY", "MAF_SANDBOX_CPUS", "MAF_SANDBOX_PIDS_LIMIT", "MAF_SANDBOX_CAP_ADD"} {
+				t.Setenv(k, tc.env[k])
+			}
+			v := &serveVerb{labels: settings.Labels{}}
+			if err := v.parse(tc.args); err != nil {
+				t.Fatalf("parse %q: %v", tc.args, err)
+			}
+			cfg, err := v.config()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("config() = %+v, want an error", cfg)
+				}
+				return
+			}
+			if err != nil || cfg.Bounds() != tc.want {
+				t.Fatalf("config() bounds %+v, %v; want %+v", cfg.Bounds(), err, tc.want)
+			}
+			spec := docker.NewCreateSpec("N", "img", cfg.WorkloadOpts()...)
+			if !spec.CapDropAll || !slices.Equal(spec.CapAdd, tc.wantCap) {
+				t.Fatalf("workloads get cap-drop %v cap-add %v, want ALL and %v", spec.CapDropAll, spec.CapAdd, tc.wantCap)
+			}
+		})
+	}
+}

@@ -41,7 +41,7 @@ const engineRows = new Map(); // engine ID → its row, kept across polls so a b
 function engineRow(id) {
   const tr = document.createElement("tr");
   tr.dataset.engine = id;
-  for (let i = 0; i < 8; i++) cell(tr, "");
+  for (let i = 0; i < 9; i++) cell(tr, "");
   tr.cells[0].className = "mono";
   const td = document.createElement("td");
   const b = document.createElement("button");
@@ -60,7 +60,7 @@ function renderEngines() {
     let tr = engineRows.get(e.id);
     if (!tr) { tr = engineRow(e.id); engineRows.set(e.id, tr); }
     const texts = [e.id, e.version, e.status + (e.daemon ? " (daemon " + e.daemon + ")" : ""),
-      e.sandboxes, e.in_flight, e.requests, e.errors, ago(e.started_at)];
+      e.sandboxes, e.in_flight, e.requests, e.errors, e.refused, ago(e.started_at)];
     texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
     const b = tr.querySelector("button.lame-duck");
     b.disabled = denied || e.status === "draining";
@@ -74,7 +74,11 @@ const rows = new Map(); // ref → its row, kept across renders so a row is neve
 
 function sandboxRow(s) {
   const tr = document.createElement("tr");
-  for (let i = 0; i < 12; i++) cell(tr, "");
+  for (let i = 0; i < 12; i++) {
+    const span = document.createElement("span");
+    span.className = "clip";
+    cell(tr, "").appendChild(span);
+  }
   const td = document.createElement("td");
   for (const [cls, act] of [["dispose", dispose], ["pause", pauseSandbox], ["snapshot", snapshotSandbox]]) {
     const b = document.createElement("button");
@@ -100,9 +104,12 @@ function renderSandboxes() {
     tr.dataset.ref = ref(s);
     tr.dataset.instance = s.instance_id;
     tr.dataset.sandbox = s.id;
-    const texts = [s.key.scope, s.key.thread_id, s.key.agent_id, s.kind, s.engine, (s.instance_id || "").slice(0, 12),
+    const texts = [s.key.scope, s.key.thread_id, s.key.agent_id || "", s.kind, s.engine, (s.instance_id || "").slice(0, 12),
       s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state, snapsOf(s).length];
-    texts.forEach((t, j) => { const c = tr.cells[j]; const v = t == null ? "" : String(t); if (c.textContent !== v) c.textContent = v; });
+    texts.forEach((t, j) => {
+      const c = tr.cells[j], v = t == null ? "" : String(t);
+      if (c.firstChild.textContent !== v) { c.firstChild.textContent = v; c.title = v; }
+    });
     tr.cells[4].className = "mono"; tr.cells[5].className = "mono";
     const b = tr.querySelector("button.dispose");
     b.dataset.instance = s.instance_id;
@@ -136,6 +143,11 @@ function renderSnapshots() {
   if (!ul.children.length) { const li = document.createElement("li"); li.textContent = "no snapshot seen"; ul.appendChild(li); }
 }
 
+function renderNotice(text) {
+  $("notice").textContent = text;
+  $("notice").hidden = !text;
+}
+
 function renderAudit() {
   const s = st.open;
   $("audit-panel").hidden = !s;
@@ -144,11 +156,11 @@ function renderAudit() {
   const denied = st.actions["dispose_scope"] === "denied";
   $("purge").disabled = denied;
   $("purge").title = denied ? "the console's NATS identity may not purge" : "dispose every sandbox of this scope and thread";
-  $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + s.key.agent_id + " (" + s.kind + ")";
+  $("audit-of").textContent = s.key.scope + " / " + s.key.thread_id + " / " + (s.key.agent_id || "") + " (" + s.kind + ")";
   const tb = $("audit").tBodies[0];
   tb.replaceChildren();
   const mine = st.audit.filter((e) => e.sandbox === s.id ||
-    (e.key && e.key.scope === s.key.scope && e.key.threadId === s.key.thread_id && e.key.agentId === s.key.agent_id &&
+    (e.key && e.key.scope === s.key.scope && e.key.thread_id === s.key.thread_id && (e.key.agent_id || "") === (s.key.agent_id || "") &&
       (!e.kind || e.kind === s.kind)));
   for (const e of mine.slice().reverse()) {
     const tr = document.createElement("tr");
@@ -199,7 +211,7 @@ function renderEngineEvents() {
     tr.dataset.type = e.type;
     tr.dataset.engine = e.service || "";
     cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.service, "mono"); cell(tr, e.type);
-    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.threadId + " / " + e.key.agentId : "");
+    cell(tr, e.placement ? e.placement.change : ""); cell(tr, e.key ? e.key.scope + " / " + e.key.thread_id + " / " + (e.key.agent_id || "") : "");
     cell(tr, e.kind);
     tb.appendChild(tr);
   }
@@ -211,8 +223,8 @@ function renderReaps() {
   for (const r of st.reaps.slice().reverse()) {
     const tr = document.createElement("tr");
     const s = r.summary || r;
-    cell(tr, new Date(r.publishedAt || r.time || Date.now()).toLocaleTimeString());
-    cell(tr, s.disposed); cell(tr, s.proxiesRemoved); cell(tr, s.networksRemoved); cell(tr, (s.failures || []).length);
+    cell(tr, new Date(r.published_at || r.time || Date.now()).toLocaleTimeString());
+    cell(tr, s.disposed); cell(tr, s.proxies_removed); cell(tr, s.networks_removed); cell(tr, (s.failures || []).length);
     tb.appendChild(tr);
   }
 }
@@ -263,7 +275,7 @@ function countLatency(e) {
   if (!b) { b = { acq: [], ex: [], ids: new Set() }; minutes.set(m, b); }
   if (b.ids.has(e.id)) return;
   b.ids.add(e.id);
-  (e.type === "exec.finished" ? b.ex : b.acq).push(e.durationMs || 0);
+  (e.type === "exec.finished" ? b.ex : b.acq).push(e.duration_ms || 0);
 }
 
 function median(v) {
@@ -288,6 +300,20 @@ function renderLatency() {
     .filter((p) => p !== null).join(" ");
   $("latency-acquires").setAttribute("points", pts(acq));
   $("latency-execs").setAttribute("points", pts(ex));
+  // A dot on every minute with calls: a line needs two such minutes, and the legend names the
+  // last one whether or not it has a neighbour.
+  const dots = (g, vals) => {
+    g.replaceChildren();
+    vals.forEach((v, i) => {
+      if (v === null) return;
+      const c = document.createElementNS("http://www.w3.org/2000/svg", "circle");
+      c.setAttribute("cx", (i * 720 / (HOUR - 1)).toFixed(1)); c.setAttribute("cy", (115 - v / top * 105).toFixed(1));
+      c.setAttribute("r", "3");
+      g.appendChild(c);
+    });
+  };
+  dots($("latency-acquire-dots"), acq);
+  dots($("latency-exec-dots"), ex);
   $("latency").dataset.samples = String(samples);
   const last = (v) => { for (let i = v.length - 1; i >= 0; i--) if (v[i] !== null) return v[i].toFixed(0) + " ms"; return "—"; };
   $("latency-numbers").textContent = "· median this minute or the last with calls: acquire " + last(acq) + ", exec " + last(ex) +
@@ -365,8 +391,9 @@ const handlers = {
     st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || []; st.snaps = d.snapshots || [];
     st.audit.forEach(countLatency);
     renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
-    renderLatency(); renderDenials();
+    renderLatency(); renderDenials(); renderNotice(d.notice || "");
   },
+  notice(d) { renderNotice(d || ""); },
   actions(d) { st.actions = d; renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); },
   engines(d) { st.engines = d || []; renderEngines(); },
   sandbox(d) { st.sandboxes.set(ref(d), d); renderSandboxes(); },

@@ -243,8 +243,8 @@ func TestSubjectCompares(t *testing.T) {
 			}
 			for _, spec := range f.specs {
 				if spec.Image != observerID || spec.Target != workloadID || !strings.HasPrefix(spec.Name, ObserverNamePrefix) ||
-					!slices.Contains(spec.Labels, docker.Label{Key: label.Role, Value: label.RoleObserver}) ||
-					!slices.Contains(spec.Labels, docker.Label{Key: label.Scope, Value: "s"}) || len(spec.Labels) != 5 {
+					!slices.Contains(spec.Labels, label.Label{Key: label.Role, Value: label.RoleObserver}) ||
+					!slices.Contains(spec.Labels, label.Label{Key: label.Scope, Value: "s"}) || len(spec.Labels) != 5 {
 					t.Fatalf("observer spec %+v: want the image by ID, the workload by ID, the prefix, the role label and the workload's four identity labels alone", spec)
 				}
 			}

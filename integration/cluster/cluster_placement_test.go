@@ -24,8 +24,7 @@ import (
 // node of a 3-node NATS cluster, and 50 workers acquiring 20 keys of one scope at once through
 // the pool from clients on every node. The daemon then holds exactly 20 containers of the
 // scope, every worker of a key was served by one engine, and that engine is the one the
-// placement record names. It is about the cluster, not the driver: it runs once per make
-// test, in the API driver's pass.
+// placement record names.
 func TestClusterOneContainerPerKeyDocker(t *testing.T) {
 	d := newDockerCluster(t, natscluster.Run(t, 3), 3, "k")
 	backends, stores := d.backends, d.stores

@@ -240,7 +240,7 @@ func TestTakeoverAdoptsTheContainerOnItsDaemon(t *testing.T) {
 // Engines as processes for the freeze test: "engine serve --placement" on a cluster node.
 
 // clusterServe runs "engine serve --placement" with the ID id on the cluster node url, on the
-// test's driver and the archive file plane, env added to the test's environment; it returns
+// archive file plane, env added to the test's environment; it returns
 // the process and its log. Cleanup stops it (SIGTERM) unless it is already gone.
 func clusterServe(t *testing.T, bin, url, id string, env ...string) (*os.Process, *syncBuffer) {
 	t.Helper()
@@ -248,9 +248,6 @@ func clusterServe(t *testing.T, bin, url, id string, env ...string) (*os.Process
 	ready := filepath.Join(dir, "ready")
 	args := []string{"serve", "--nats-url", url, "--placement", "--placement-replicas", "3", "--engine-id", id,
 		"--ready-file", ready, "--log-format", "json", "--data-dir", filepath.Join(dir, "data")}
-	if d := itest.Driver(); d != "" {
-		args = append(args, "--driver", d)
-	}
 	for k, v := range dockertest.Labels() {
 		args = append(args, "--label", k+"="+v)
 	}

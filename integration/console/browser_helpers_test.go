@@ -21,7 +21,6 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
-	"github.com/mafsandbox/engine/service"
 )
 
 // The NATS users of the tests: the engine and the operator may do anything; the viewer may
@@ -70,17 +69,17 @@ func startPoolWith(t *testing.T, cfg *docker.Config) *pool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = itest.NewBackend(t, actors.WithEgressSink(ev.Windows()), actors.WithLifecycleObserver(ev.Lifecycle()), actors.WithSnapshotStore(store))
+		b = itest.NewBackend(t, actors.WithSnapshotStore(store))
 	} else {
 		c := *cfg
-		c.Driver, c.Labels, c.CommandTimeout = itest.Driver(), dockertest.Labels(), 30*time.Second
+		c.Labels, c.CommandTimeout = dockertest.Labels(), 30*time.Second
 		var err error
-		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t)), actors.WithEgressSink(ev.Windows())); err != nil {
+		if b, err = actors.Create(context.Background(), c, actors.WithLogger(zaptest.NewLogger(t))); err != nil {
 			t.Fatalf("create backend: %v", err)
 		}
 		t.Cleanup(func() { b.Close(context.Background()) })
 	}
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithAudit(ev.Audit()))
+	svc, _ := itest.ServeObserved(t, srv, b, ev) // the router hands the events to b: its windows, its acts
 	return &pool{srv: srv, engine: &itest.NATSEngine{Server: srv, Backend: b, Service: svc}}
 }
 

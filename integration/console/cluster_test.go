@@ -43,10 +43,10 @@ func clusterEngine(t *testing.T, c *natscluster.Cluster, i int) (*service.Servic
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	b := itest.NewBackend(t)
-	return itest.ServeBackendOn(t, nc, b, service.WithAudit(ev.Audit())), b
+	return itest.ServeObservedOn(t, nc, b, ev), b
 }
 
-// TestConsoleOnAThreeNodeCluster is issue 26's done-when: two engines on nodes 1 and 2 of a
+// TestConsoleOnAThreeNodeCluster: two engines on nodes 1 and 2 of a
 // 3-node NATS cluster of containers, the console a client of node 3 only; the page lists both
 // engines, and a sandbox acquired through the pool (a client of node 3) within 2 s, on the row
 // of the engine that holds it. Everything the page shows crossed the cluster's routes.

@@ -69,6 +69,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	// The console's own permission probes (bad requests by design) are refusals, not the
+	// engine's errors; and the latency plot marks the one minute with calls that its legend
+	// names, where a line needs two.
+	t.Run("the engine's errors are its own, and the latency plot shows what its legend says", func(t *testing.T) {
+		itest.Sh(t, sb, "echo timed") // a command of this minute, whatever ran before
+		engineRow := `#engines tbody tr[data-engine="` + p.engine.Service.EngineID() + `"]`
+		if err := within(t, ctx, 10*time.Second, chromedp.Poll(`(() => {
+			const cells = document.querySelector('`+engineRow+`').cells;
+			return cells[6].textContent === "0" && Number(cells[7].textContent) >= 2;
+		})()`, nil)); err != nil {
+			var row string
+			_ = within(t, ctx, 5*time.Second, chromedp.Text(engineRow, &row, chromedp.ByQuery))
+			t.Fatalf("the engine's row counts the console's probes as its errors, or not as refusals: %q (%v)", row, err)
+		}
+		if err := within(t, ctx, 12*time.Second, chromedp.Poll(`(() => {
+			const legend = document.getElementById("latency-numbers").textContent;
+			return /acquire \d+ ms/.test(legend) && /exec \d+ ms/.test(legend) &&
+				document.querySelectorAll("#latency-acquire-dots circle").length >= 1 &&
+				document.querySelectorAll("#latency-exec-dots circle").length >= 1;
+		})()`, nil)); err != nil {
+			var legend string
+			_ = within(t, ctx, 5*time.Second, chromedp.Text(`#latency-numbers`, &legend, chromedp.ByQuery))
+			t.Fatalf("the latency legend names durations the plot does not mark: %q (%v)", legend, err)
+		}
+	})
+
 	t.Run("a user without permission cannot dispose", func(t *testing.T) {
 		_, viewerURL := p.startConsole(t, viewerUser)
 		tab := browser(t) // the viewer's own browser

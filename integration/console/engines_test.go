@@ -13,7 +13,6 @@ import (
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natstest"
-	"github.com/mafsandbox/engine/service"
 )
 
 // TestConsoleTwoEngines: a pool of two engines on one NATS server holds sandboxes acquired
@@ -27,7 +26,7 @@ func TestConsoleTwoEngines(t *testing.T) {
 		t.Fatalf("new events: %v", err)
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
-	second, _ := itest.ServeBackend(t, p.srv, itest.NewBackend(t), service.WithAudit(ev.Audit()))
+	second, _ := itest.ServeObserved(t, p.srv, itest.NewBackend(t), ev)
 	remote := p.engine.Remote(t)
 	spec := itest.BusyboxSpec(t)
 	held := map[string]string{} // instance → engine

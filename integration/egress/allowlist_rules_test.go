@@ -45,7 +45,8 @@ func TestAllowlistRulesOverNATS(t *testing.T) {
 		{"name over 253 octets", `["` + strings.Repeat("a", 250) + `.com"]`, invalid, messages.CodeInvalidArgument, "253 octets"},
 		{"method not a token", `[{"host":"` + allowedHost + `","methods":["GET POST"]}]`, invalid, messages.CodeInvalidArgument, "HTTP tokens"},
 		{"dot-dot path", `[{"host":"` + allowedHost + `","methods":["GET"],"paths":["/a/../admin"]}]`, invalid, messages.CodeInvalidArgument, "'..'"},
-		{"encoded path", `[{"host":"` + allowedHost + `","paths":["/a%2Fb"]}]`, invalid, messages.CodeInvalidArgument, "percent-encoding"},
+		{"encoded path", `[{"host":"` + allowedHost + `","paths":["/a%2Eb"]}]`, invalid, messages.CodeInvalidArgument, "percent-encoding"},
+		{"encoded slash beside dot-dot", `[{"host":"` + allowedHost + `","paths":["/a/..%2Fb"]}]`, invalid, messages.CodeInvalidArgument, "encoded slash"},
 		{"method not declared", `[{"host":"` + allowedHost + `","methods":["TRACE"],"paths":["/ok/**"]}]`,
 			unsupported, messages.CodeCapabilityNotSupported, "egress_methods"},
 	}

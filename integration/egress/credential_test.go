@@ -18,7 +18,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Credentials at the boundary on the real engine (issue 24, items 3 and 5): the workload
+// Credentials at the boundary on the real engine: the workload
 // holds a placeholder in the variable its spec names; the allowed GET that carries it reaches
 // the target with the real secret (the target logs the header's digest, never its value); the
 // same placeholder sent to another inspected host, and on a request the credential's rule

@@ -21,7 +21,7 @@ import (
 func TestDisposeEgressByInstanceRemovesProxyAndNetwork(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink))
+	b := egressBackend(t, fx.network, actors.WithObserver(sink))
 	key := itest.NewKey(t)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
@@ -49,7 +49,7 @@ func TestDisposeEgressByInstanceRemovesProxyAndNetwork(t *testing.T) {
 		t.Fatalf("windows: %+v, want exactly one", ws)
 	}
 	w := ws[0]
-	if w.Key != key || w.ProxyID != proxyID || w.Trigger != egresslog.TriggerDispose || w.Removal != "removed" ||
+	if w.Key != key || w.ProxyID != proxyID || w.Trigger != string(egresslog.TriggerDispose) || w.Removal != "removed" ||
 		len(w.Decisions) != 1 || w.Decisions[0].Decision != sandbox.DecisionAllow || w.Decisions[0].Host != allowedHost {
 		t.Fatalf("window %+v", w)
 	}
@@ -68,7 +68,7 @@ func TestDisposeEgressScopePurgeRemovesProxyAndNetwork(t *testing.T) {
 	if err := images.EnsureProxy(itest.Context(t), "docker", images.ProxyTag); err != nil {
 		t.Fatalf("build the proxy image: %v", err)
 	}
-	b := egressBackend(t, "", actors.WithEgressSink(&recordingSink{}))
+	b := egressBackend(t, "", actors.WithObserver(&recordingSink{}))
 	key := itest.NewKey(t)
 	spec := allowlistSpec(t, dockertest.Busybox(t), allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))

@@ -20,7 +20,7 @@ import (
 func BenchmarkAllowlist(b *testing.B) {
 	fx := newEgressFixture(b)
 	sink := &recordingSink{}
-	be := egressBackend(b, fx.network, actors.WithEgressSink(sink))
+	be := egressBackend(b, fx.network, actors.WithObserver(sink))
 	spec := allowlistSpec(b, images.ClientTag, allowedHost)
 	ctx := context.Background()
 	b.Run("acquire_cold", func(b *testing.B) {

@@ -17,6 +17,7 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/images"
 	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/reaper"
 	"github.com/mafsandbox/engine/sandbox"
 )
@@ -62,7 +63,7 @@ func TestEgressEventsOverNATS(t *testing.T) {
 	first := itest.NewKey(t)
 	useAllowlist(t, owner, first, fx)
 	// Another process, knowing nothing of the key, purges the conversation.
-	fresh := egressBackend(t, fx.network, actors.WithEgressSink(sink))
+	fresh := egressBackend(t, fx.network, actors.WithObserver(sink))
 	if p := fresh.DisposeScope(ctx, first.Scope, first.ThreadID); p.Disposed != 1 || p.Undisposed != nil {
 		t.Fatalf("fresh scope purge: %+v", p)
 	}
@@ -140,9 +141,9 @@ func checkEvent(t *testing.T, data []byte, msgID string, key sandbox.Key, trigge
 	if err := json.Unmarshal(data, &ev); err != nil {
 		t.Fatalf("decode %s: %v", data, err)
 	}
-	want := events.EventKey{Scope: key.Scope, ThreadID: key.ThreadID, AgentID: key.AgentID, CallID: key.CallID}
-	if ev.Schema != events.SchemaEgressObserved || ev.Key != want || ev.Attribution != egresslog.AttributionLabel ||
-		ev.Trigger != trigger || ev.EngineID != eventsEngineID || msgID != ev.EventID ||
+	want := messages.APIKey{Scope: key.Scope, ThreadID: key.ThreadID, AgentID: key.AgentID, CallID: key.CallID}
+	if ev.Schema != events.SchemaEgressObserved || ev.Key != want || ev.Attribution != string(egresslog.AttributionLabel) ||
+		ev.Trigger != string(trigger) || ev.EngineID != eventsEngineID || msgID != ev.EventID ||
 		ev.EventID != events.EgressEventID(ev.Proxy.ContainerID) || ev.Counts != (events.EventCounts{Allow: 1, Deny: 1}) ||
 		len(ev.Decisions) != 2 || ev.Decisions[0].Host != allowedHost || ev.Decisions[1].Host != deniedHost ||
 		!strings.HasSuffix(ev.Proxy.Name, "-proxy") {
@@ -174,7 +175,7 @@ func TestEgressFreshReapPublishesOnce(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond) // older than the one-second lifetime below
 
 	sink := &recordingSink{}
-	fresh := egressBackend(t, fx.network, actors.WithEgressSink(sink))
+	fresh := egressBackend(t, fx.network, actors.WithObserver(sink))
 	for sweep := 1; sweep <= 2; sweep++ {
 		got, err := fresh.Reap(ctx, time.Second, reaper.WithScope(key.Scope))
 		if err != nil || len(got.Failures) != 0 {
@@ -193,7 +194,7 @@ func TestEgressFreshReapPublishesOnce(t *testing.T) {
 		t.Fatalf("%d windows, want exactly one", len(ws))
 	}
 	w := ws[0]
-	if w.Key != key || w.Trigger != egresslog.TriggerReap || w.Attribution != egresslog.AttributionLabel ||
+	if w.Key != key || w.Trigger != string(egresslog.TriggerReap) || w.Attribution != string(egresslog.AttributionLabel) ||
 		len(w.Decisions) != 2 || w.Decisions[0].Host != allowedHost || w.Decisions[1].Decision != sandbox.DecisionDeny {
 		t.Fatalf("reaped window %+v", w)
 	}

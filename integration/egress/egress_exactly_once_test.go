@@ -136,6 +136,7 @@ func (d *mortalDriver) diedAt() string {
 // it then dies without publishing; with dieAfterPublish it waits for the stream's
 // acknowledgement and dies before forgetting the pending record.
 type dyingSink struct {
+	sandbox.NopObserver
 	box              *events.Outbox
 	pending          *events.PendingStore
 	prefix, engineID string
@@ -146,13 +147,13 @@ type dyingSink struct {
 	acked            []string // windows the stream acknowledged before the death
 }
 
-func (s *dyingSink) EgressPending(ctx context.Context, w actors.EgressWindow) {
+func (s *dyingSink) EgressPending(ctx context.Context, w sandbox.EgressWindow) {
 	if !s.drv.dead.Load() {
 		_ = s.pending.Put(ctx, w) // as WindowSink.EgressPending: a failure only reopens the gap
 	}
 }
 
-func (s *dyingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
+func (s *dyingSink) EgressObserved(ctx context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	s.ids = append(s.ids, w.ProxyID)
 	s.mu.Unlock()
@@ -191,7 +192,7 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub event
 		box.Close(dead) // a crash: what the outbox held is gone
 	}
 	s := &dyingSink{box: box, pending: pending, prefix: prefix, engineID: eventsEngineID, drv: drv, when: when}
-	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithoutEventWatch(), actors.WithLogger(log), actors.WithEgressSink(s))
+	b, err := actors.Create(ctx, cfg, actors.WithEngine(drv), actors.WithoutEventWatch(), actors.WithLogger(log), actors.WithObserver(s))
 	if err != nil {
 		box.Close(ctx)
 		return nil, nil, err
@@ -205,7 +206,7 @@ func dyingEngine(ctx context.Context, t *testing.T, cfg docker.Config, pub event
 // the daemon's identity, as engine serve and engine reap scope theirs.
 func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *events.PendingStore {
 	t.Helper()
-	drv, err := docker.NewEngine(docker.Config{Driver: itest.Driver()})
+	drv, err := docker.NewEngine(docker.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func daemonPendingStore(t *testing.T, nc *nats.Conn, prefix string) *events.Pend
 }
 
 func eventsConfig(fx *egressFixture) docker.Config {
-	return docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+	return docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
 		OutboundNetwork: fx.network, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
 }
 
@@ -233,8 +234,8 @@ type countingSink struct {
 	published map[string]int
 }
 
-func (s *countingSink) EgressDrained(ctx context.Context, w actors.EgressWindow) {
-	s.WindowSink.EgressDrained(ctx, w)
+func (s *countingSink) EgressObserved(ctx context.Context, w sandbox.EgressWindow) {
+	s.WindowSink.EgressObserved(ctx, w)
 	s.mu.Lock()
 	s.published[w.ProxyID]++
 	s.mu.Unlock()
@@ -294,7 +295,7 @@ func testEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 	survivor := func() (*actors.Backend, *countingSink, *events.Outbox) {
 		box := newBox()
 		s := &countingSink{WindowSink: box.WindowSink(prefix, eventsEngineID).WithPending(pending), published: map[string]int{}}
-		return egressBackend(t, fx.network, actors.WithEgressSink(s), actors.WithLogger(log)), s, box
+		return egressBackend(t, fx.network, actors.WithObserver(s), actors.WithLogger(log)), s, box
 	}
 	look, err := docker.NewEngine(cfg) // the test's own eyes on the daemon
 	if err != nil {
@@ -315,7 +316,7 @@ func testEgressEventsExactlyOnceAcrossFaults(t *testing.T) {
 				return true, nil
 			}
 			return false, err
-		}, func(ctx context.Context, w egresslog.Window) error {
+		}, func(ctx context.Context, w sandbox.EgressWindow) error {
 			err := boxR.EnqueueWindowWait(ctx, prefix, eventsEngineID, w)
 			if err == nil {
 				recMu.Lock()
@@ -640,7 +641,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 		}
 		want[proxyID] = first
 		time.Sleep(1100 * time.Millisecond) // older than the sweep's cutoff
-		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json", "--driver", itest.Driver(),
+		out, err := exec.Command(bin, "reap", "--older-than", "1s", "--scope", key.Scope, "--json",
 			"--nats-url", srv.ClientURL(), "--nats-prefix", prefix).CombinedOutput()
 		if err != nil {
 			t.Fatalf("engine reap: %v\n%s", err, out)
@@ -668,7 +669,7 @@ func TestReapCommandPublishesWhatADeadEngineLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen[ev.Proxy.ContainerID]++
-		if want[ev.Proxy.ContainerID] != ev.Trigger || ev.Counts.Allow != 1 || ev.Counts.Deny != 1 {
+		if string(want[ev.Proxy.ContainerID]) != ev.Trigger || ev.Counts.Allow != 1 || ev.Counts.Deny != 1 {
 			t.Errorf("event %s", m.Data())
 		}
 	}

@@ -106,26 +106,27 @@ func testCA(t testing.TB, names ...string) (caPEM, certPEM, keyPEM []byte) {
 
 // recordingSink keeps every window it is handed.
 type recordingSink struct {
+	sandbox.NopObserver
 	mu      sync.Mutex
-	windows []actors.EgressWindow
+	windows []sandbox.EgressWindow
 }
 
-func (s *recordingSink) EgressDrained(_ context.Context, w actors.EgressWindow) {
+func (s *recordingSink) EgressObserved(_ context.Context, w sandbox.EgressWindow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows = append(s.windows, w)
 }
 
-func (s *recordingSink) got() []actors.EgressWindow {
+func (s *recordingSink) got() []sandbox.EgressWindow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]actors.EgressWindow(nil), s.windows...)
+	return append([]sandbox.EgressWindow(nil), s.windows...)
 }
 
 func egressBackend(t testing.TB, outbound string, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
-	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag,
 		OutboundNetwork: outbound, EgressPrivateCIDRs: []netip.Prefix{netip.MustParsePrefix(egressSubnet)}}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
@@ -220,7 +221,7 @@ func TestEgressTopologyOnThisDaemon(t *testing.T) {
 	}
 }
 
-// The attacks of the egress issue from a root workload with Docker's default capabilities but
+// The egress attacks from a root workload with Docker's default capabilities but
 // NET_RAW: raw sockets (ARP for the host's addresses, ICMPv6 echo to all-nodes, a crafted SYN)
 // are refused by the kernel; ordinary TCP and UDP to every host address and direct TCP to the
 // targets bypassing the proxy get nothing; an unlisted name does not resolve.
@@ -384,7 +385,7 @@ func TestEgressClosedAndEmptyAllowlistBuildNoNetwork(t *testing.T) {
 func TestEgressAllowlist(t *testing.T) {
 	fx := newEgressFixture(t)
 	sink := &recordingSink{}
-	b := egressBackend(t, fx.network, actors.WithEgressSink(sink))
+	b := egressBackend(t, fx.network, actors.WithObserver(sink))
 	key := itest.NewKey(t)
 	spec := allowlistSpec(t, images.ClientTag, allowedHost)
 	n := docker.ContainerName(key, spec.Kind, docker.EgressID(images.ProxyTag, []string{allowedHost}))
@@ -404,6 +405,8 @@ func TestEgressAllowlist(t *testing.T) {
 	if out, _ := run("maf-e2e", "get", "https://"+deniedHost+"/", fx.caB64); !strings.HasPrefix(out, "code=000") || !strings.Contains(out, "Forbidden") {
 		t.Fatalf("denied host: %s, want code=000 from the proxy's 403", out)
 	}
+	// The gate released the image's command with no capability, and allowed egress worked so.
+	itest.NoCapabilities(t, sb)
 	netInfo := dockertest.Docker(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", docker.NetworkName(n))
 	direct := []string{fx.targets[allowedHost] + ":443", fx.targets[deniedHost] + ":443", "172.17.0.1:22"}
 	for _, gw := range strings.Fields(netInfo) {

@@ -80,21 +80,24 @@ func TestEmbeddedWorkerRecoversPendingWindows(t *testing.T) {
 		t.Fatalf("before the worker the stream holds %v, want only the window acknowledged before its engine died", got)
 	}
 
-	// The worker: what an embedding Go program writes.
-	drv, err := docker.NewEngine(eventsConfig(fx), docker.WithLogger(log))
+	// The worker: what an embedding Go program writes. The backend is the events' daemon, and
+	// the router hands the events to the backend.
+	b, err := actors.Create(ctx, eventsConfig(fx), actors.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := events.New(ctx, natstest.Connect(t, srv), events.WithPrefix(prefix), events.WithDaemon(drv), events.WithLogger(log))
+	ev, err := events.New(ctx, natstest.Connect(t, srv), events.WithPrefix(prefix), events.WithDaemon(b), events.WithLogger(log))
 	if err != nil {
+		b.Close(context.Background())
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ev.Close(context.Background()) })
-	b, err := actors.Create(ctx, eventsConfig(fx), actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()))
-	if err != nil {
+	t.Cleanup(func() {
+		b.Close(context.Background())
+		_ = ev.Close(context.Background())
+	})
+	if _, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer), sandbox.WithObserver(ev)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close(context.Background()) })
 	key := itest.NewKey(t)
 	t.Cleanup(func() { _ = cleanup.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 	useAllowlist(t, b, key, fx)

@@ -13,7 +13,7 @@ import (
 // A cold acquire hands out its storage base on every file plane and egress mode: the very
 // first call, an exec in ".", runs there. An allowlisted (gated) workload on the host plane
 // was once handed out before its base existed, and the first exec answered runc's chdir
-// failure as exit 126 (issue 29, item 1).
+// failure as exit 126.
 func TestFirstExecRunsInTheBase(t *testing.T) {
 	image := dockertest.Busybox(t) // it has no /maf-sandbox/work: every acquire makes the base
 	egress := []struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// TestEgressInspectAttacks (issue 24, item 5): against the real engine, with an entry that
+// TestEgressInspectAttacks: against the real engine, with an entry that
 // allows only GET under /allowed/ on the HTTPS target (which logs every request it gets), each
 // attack is sent from inside the workload over a raw TLS connection through its proxy
 // (`maf-e2e raw`), and the test checks what the workload was answered and what reached the

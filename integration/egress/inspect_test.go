@@ -11,7 +11,7 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// Request-level egress on the real engine (issue 24): an entry allowing only GET under
+// Request-level egress on the real engine: an entry allowing only GET under
 // /allowed/ on the HTTPS target. The workload trusts the proxy's CA through SSL_CERT_FILE
 // alone (the client is given no CA), the allowed GET reaches the target, a POST and a GET on
 // another path are refused with 403 and the target never sees them, and the drained window

@@ -28,7 +28,7 @@ type inspected struct {
 func acquireInspected(t *testing.T, rules ...sandbox.EgressRule) *inspected {
 	t.Helper()
 	w := &inspected{fx: newEgressFixture(t), sink: &recordingSink{}, key: itest.NewKey(t)}
-	w.b = egressBackend(t, w.fx.network, actors.WithEgressSink(w.sink), actors.WithEgressUpstreamCAs(w.fx.caPEM))
+	w.b = egressBackend(t, w.fx.network, actors.WithObserver(w.sink), actors.WithEgressUpstreamCAs(w.fx.caPEM))
 	spec, err := sandbox.NewSpec("shell", sandbox.WithImage(images.ClientTag), sandbox.WithAllowlist(rules...))
 	if err != nil {
 		t.Fatal(err)

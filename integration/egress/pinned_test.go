@@ -12,8 +12,8 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// TestEgressPinnedClientFailsClosed (issue 24, item 2: "pinned clients fail closed with a
-// decision that says so"): against the real engine, a workload client that trusts only the
+// TestEgressPinnedClientFailsClosed (pinned clients fail closed with a decision that says
+// so): against the real engine, a workload client that trusts only the
 // target's own CA (as a client pinned to the origin's certificate, or one that ignores
 // SSL_CERT_FILE, does) refuses the proxy's certificate for an inspected host, and a
 // ClientHello naming another host than the CONNECT is refused. The target logs nothing, and

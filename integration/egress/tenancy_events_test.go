@@ -41,7 +41,7 @@ func TestTenancyEgressEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close(context.Background()) })
-	backend := egressBackend(t, fx.network, actors.WithEgressSink(box.WindowSink(events.DefaultSubjectPrefix, eventsEngineID)))
+	backend := egressBackend(t, fx.network, actors.WithObserver(box.WindowSink(events.DefaultSubjectPrefix, eventsEngineID)))
 
 	subs := map[string]*nats.Subscription{}
 	for _, acc := range []string{a, b} {

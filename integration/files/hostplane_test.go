@@ -97,7 +97,7 @@ func TestSwapRaceNeverEscapes(t *testing.T) {
 // another pid or start, is refused.
 func TestHostPlaneProvesTheProcess(t *testing.T) {
 	dockertest.Require(t)
-	eng, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels()})
+	eng, err := docker.NewEngine(docker.Config{Labels: dockertest.Labels()})
 	if err != nil {
 		t.Fatal(err)
 	}

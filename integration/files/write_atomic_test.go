@@ -141,7 +141,7 @@ func crashChild(t *testing.T, keyEnv string, plane actors.Option) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	b, err := actors.Create(ctx, docker.Config{Driver: itest.Driver(), Labels: labels, CommandTimeout: 30 * time.Second},
+	b, err := actors.Create(ctx, docker.Config{Labels: labels, CommandTimeout: 30 * time.Second},
 		actors.WithLogger(zap.NewNop()), plane)
 	if err != nil {
 		t.Fatal(err)

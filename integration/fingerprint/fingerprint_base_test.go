@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/mafsandbox/engine/actors"
+	"github.com/mafsandbox/engine/docker"
 	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/sandbox"
 	"github.com/mafsandbox/engine/sandbox/conformance"
 )
@@ -20,6 +22,10 @@ import (
 // baseline still refuses it.
 func TestFingerprintStorageBase(t *testing.T) {
 	b := itest.NewBackend(t)
+	chowner, err := docker.NewEngine(docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const base = actors.DefaultWorkDir
 	clean := func(ctx context.Context, sb *actors.Sandbox) error {
 		if err := sb.WriteFile(ctx, "call-0a1b2c3d4e5f/input.txt", []byte("input\n"), "."); err != nil {
@@ -56,7 +62,13 @@ func TestFingerprintStorageBase(t *testing.T) {
 			want: changedSince(base)},
 		{name: "a chown of the base's ancestor",
 			call: func(ctx context.Context, sb *actors.Sandbox) error {
-				return run(ctx, sb, "chown 4321:4321 /maf-sandbox")
+				// The guest holds no CAP_CHOWN (no workload holds a capability), so the
+				// daemon's archive API sets the owner a guest with it would have set.
+				tarball, err := docker.BuildTar(docker.DirEntry("/maf-sandbox", 0o755, 4321, 4321))
+				if err != nil {
+					return err
+				}
+				return chowner.CopyIn(ctx, sb.ContainerName(), tarball)
 			},
 			want: changedSince("/maf-sandbox")},
 		{name: "the default base removed",

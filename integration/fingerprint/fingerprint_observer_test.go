@@ -31,9 +31,8 @@ func observerName() string {
 	return docker.ObserverNamePrefix + hex.EncodeToString(b)
 }
 
-// An observer is created so that the daemon removes it when it exits, on both drivers (the
-// CLI's `docker run --rm`, the API's HostConfig.AutoRemove): an engine killed while one runs
-// leaves nothing once it exits (issue 29). The observer here is the busybox image sleeping,
+// An observer is created so that the daemon removes it when it exits (HostConfig.AutoRemove,
+// as `docker run --rm`): an engine killed while one runs leaves nothing once it exits. The observer here is the busybox image sleeping,
 // so that it can be inspected while it runs; cancelling the run removes it.
 func TestObserverIsAutoRemoved(t *testing.T) {
 	noObserverOutlives(t)
@@ -52,7 +51,7 @@ func TestObserverIsAutoRemoved(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := eng.RunObserver(runCtx, docker.ObserverSpec{Name: name, Image: img.ID, Target: target,
-			Args: []string{"sleep", "600"}, Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			Args: []string{"sleep", "600"}, Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}},
 			MaxOutputBytes: 1 << 20, Timeout: 10 * time.Minute})
 		done <- err
 	}()
@@ -233,12 +232,12 @@ func observerKillChild(t *testing.T, id string) {
 	if err := json.Unmarshal([]byte(os.Getenv(observerKillLabelsEnv)), &labels); err != nil {
 		t.Fatal(err)
 	}
-	e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: labels, CommandTimeout: 30 * time.Second})
+	e, err := docker.NewEngine(docker.Config{Labels: labels, CommandTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s, err := fingerprint.New(ctx, e.(fingerprint.Engine), container{name: id, id: id},
+	s, err := fingerprint.New(ctx, e, container{name: id, id: id},
 		fingerprint.WithObserverImage(observerImage(t)), fingerprint.WithStorageBase(fingerprintWorkDir))
 	if err != nil {
 		t.Fatal(err)

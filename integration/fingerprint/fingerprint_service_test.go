@@ -42,7 +42,7 @@ func TestFingerprintOverNATS(t *testing.T) {
 		{name: "the clean call on the default base passes", script: "mkdir /maf-sandbox/work/c && rm -rf /maf-sandbox/work/c", passed: true},
 		{name: "a chmod of the default base comes back named", script: "chmod 0705 /maf-sandbox/work",
 			pathsAdded: []string{"/maf-sandbox/work"}},
-		{name: "issue 29's trojaned file on the default base comes back named", script: trojanPasswd,
+		{name: "a trojaned file on the default base comes back named", script: trojanPasswd,
 			pathsAdded: []string{"/etc/passwd"}},
 	}
 	for _, tc := range cases {

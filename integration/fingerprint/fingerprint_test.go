@@ -61,7 +61,7 @@ func TestFingerprintCatchesResidue(t *testing.T) {
 		{name: "a changed byte in an existing file",
 			call: shell("printf X | dd of=/etc/passwd bs=1 seek=0 conv=notrunc 2>/dev/null"), want: []string{"/etc/passwd"}},
 		{name: "a chmod", call: shell("chmod 600 /etc/group"), want: []string{"/etc/group"}},
-		// Issue 29: the same size and mtime hide the change from a differ that compares
+		// The same size and mtime hide the change from a differ that compares
 		// only those (Docker's naive differ, which fuse-overlayfs, vfs, btrfs and zfs use).
 		{name: "a trojaned file whose size and mtime are put back",
 			call: shell(trojanPasswd), want: []string{"/etc/passwd"}},
@@ -214,7 +214,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := eng.RunObserver(ctx, docker.ObserverSpec{Name: name, Image: imageID, Target: c.id, Args: []string{"sleep", "60"},
-			Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}}, MaxOutputBytes: 1 << 10, Timeout: 2 * time.Minute})
+			Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}}, MaxOutputBytes: 1 << 10, Timeout: 2 * time.Minute})
 		done <- err
 	}()
 	deadline := time.Now().Add(time.Minute)
@@ -223,7 +223,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 		out, _, err := dockertest.DockerErr(itest.Context(t), "inspect", "--format",
 			`{{.State.Running}}|{{.HostConfig.NetworkMode}}|{{.HostConfig.ReadonlyRootfs}}|{{json .HostConfig.CapDrop}}|{{json .HostConfig.CapAdd}}|{{.HostConfig.PidMode}}|{{.HostConfig.Privileged}}|{{.Config.User}}|{{json .HostConfig.SecurityOpt}}`, name)
 		if err == nil && strings.HasPrefix(string(out), "true|") {
-			// The API driver's daemon writes capabilities with their CAP_ prefix, the CLI's without.
+			// The daemon writes capabilities with their CAP_ prefix when they came through the API.
 			got = strings.ReplaceAll(strings.TrimSpace(string(out)), `"CAP_`, `"`)
 			break
 		}
@@ -251,7 +251,7 @@ func TestObserverContainerHardenedAndRemovedOnCancel(t *testing.T) {
 
 // shell is a call that runs script in the guest and fails unless it exits 0.
 // trojanPasswd overwrites the first byte of /etc/passwd and puts its mtime back, exactly as
-// issue 29's attack did, then checks that it took.
+// the published attack on naive differs does, then checks that it took.
 const trojanPasswd = "touch -r /etc/passwd ./ref && printf X | dd of=/etc/passwd bs=1 count=1 conv=notrunc 2>/dev/null && " +
 	"touch -r ./ref /etc/passwd && rm ./ref && test \"$(head -c 4 /etc/passwd)\" = Xoot"
 
@@ -352,13 +352,13 @@ func plainContainer(t *testing.T, flags ...string) container {
 // The observer container is removed when its run outlives its timeout, and when the calling
 // goroutine panics after the container ran (a logger core panics on the run's own log line,
 // which comes before the removal; the run has timed out, so the container, auto-removed only
-// when it exits, is still running then, on both drivers).
+// when it exits, is still running then).
 func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 	c := plainContainer(t)
 	imageID := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", fingerprintWorkload(t))
 	spec := func(name string, args []string, timeout time.Duration) docker.ObserverSpec {
 		return docker.ObserverSpec{Name: fingerprint.ObserverNamePrefix + name + "-" + dockertest.Process(), Image: imageID,
-			Target: c.id, Args: args, Labels: []docker.Label{{Key: label.Role, Value: label.RoleObserver}},
+			Target: c.id, Args: args, Labels: []label.Label{{Key: label.Role, Value: label.RoleObserver}},
 			MaxOutputBytes: 1 << 10, Timeout: timeout}
 	}
 	gone := func(t *testing.T, name string) {
@@ -388,12 +388,12 @@ func TestObserverContainerRemovedOnTimeoutAndPanic(t *testing.T) {
 			existed = err == nil
 			panic("boom in the middle of an observer run")
 		}}
-		e, err := docker.NewEngine(docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
+		e, err := docker.NewEngine(docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second},
 			docker.WithLogger(zap.New(core)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := e.(fingerprint.Engine)
+		var fe fingerprint.Engine = e
 		func() {
 			defer func() {
 				if v := recover(); v == nil {

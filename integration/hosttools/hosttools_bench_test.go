@@ -41,8 +41,7 @@ var hintVariants = []struct {
 //
 //	go test -run '^$' -bench HostToolsRoundTrip -benchtime 3x ./integration
 //
-// (and MAF_SANDBOX_TEST_DRIVER=cli for the CLI driver). It reports the median and p95 over
-// every call of every iteration.
+// It reports the median and p95 over every call of every iteration.
 func BenchmarkHostToolsRoundTrip(b *testing.B) {
 	ping := hosttools.Tool{Name: "ping", Declaration: &hosttools.Declaration{}, AnyArguments: true,
 		Func: func(context.Context, hosttools.Arguments) (any, error) { return "pong", nil }}

@@ -22,7 +22,6 @@ import (
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
 )
 
 // envToolServer makes TestHelperToolServer serve tools on the NATS URL it holds, under the
@@ -217,7 +216,7 @@ func remoteToolsSandbox(t *testing.T, maxCalls int) (sb *client.Sandbox, prefix 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
-	svc, _ := itest.ServeBackend(t, srv, b, service.WithHostToolEvents(ev.HostTools()))
+	svc, _ := itest.ServeObserved(t, srv, b, ev)
 	e := &itest.NATSEngine{Server: srv, Backend: b, Service: svc}
 	c := e.Remote(t)
 	prefix = "tools." + itest.NewKey(t).Scope

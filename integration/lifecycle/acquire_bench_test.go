@@ -11,13 +11,12 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// BenchmarkAcquireBurst measures a burst of cold acquires on the suite's driver: 40 at once
-// over 10 fresh keys (so 10 containers are created and 30 acquires join or reuse them), each
-// followed by one exec. It reports the burst's wall clock and the acquires' median and
-// slowest latency; failures fail the benchmark. Run on each driver with
+// BenchmarkAcquireBurst measures a burst of cold acquires: 40 at once over 10 fresh keys (so
+// 10 containers are created and 30 acquires join or reuse them), each followed by one exec. It
+// reports the burst's wall clock and the acquires' median and slowest latency; failures fail
+// the benchmark. Run with
 //
 //	go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration/lifecycle
-//	MAF_SANDBOX_TEST_DRIVER=cli go test -run '^$' -bench AcquireBurst -benchtime 3x ./integration/lifecycle
 func BenchmarkAcquireBurst(b *testing.B) {
 	const keys, perKey = 10, 4
 	be := itest.NewBackend(b)

@@ -88,7 +88,7 @@ func (s *stallingUp) free() { s.once.Do(func() { close(s.release) }) }
 // A daemon too busy to answer an acquire's probe or start is reported as busy — a
 // BackendUnavailableError, engine_unavailable on the wire, which the client retries — never as
 // the image lacking a capability, nor as an untyped error; and the same acquire succeeds once
-// the daemon answers (issue 29, item 10). The relay in front of the daemon's socket holds the
+// the daemon answers. The relay in front of the daemon's socket holds the
 // probe's exec, then the container's start, back for good; each call ends at its own budget.
 func TestBusyDaemonAtAcquireIsRetryable(t *testing.T) {
 	dockertest.Require(t)
@@ -97,7 +97,7 @@ func TestBusyDaemonAtAcquireIsRetryable(t *testing.T) {
 	t.Cleanup(s.free) // before the relay's cut, which waits for its connections
 	t.Setenv("DOCKER_HOST", "unix://"+relay.ln.Addr().String())
 	t.Setenv("DOCKER_CONTEXT", "")
-	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 15 * time.Second}
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 15 * time.Second}
 	b, err := actors.Create(context.Background(), cfg, actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(actors.FilePlaneArchive))
 	if err != nil {
 		t.Fatal(err)

@@ -20,10 +20,11 @@ import (
 // retries the pause (unpausing first), so every call succeeds or, should the freezer give up
 // on every attempt, fails with *actors.FreezeError wrapping docker.ErrFreezeFailed, never as
 // a guest result; after the calls the guest runs. The refusal is load-dependent: the log
-// says how many retries this run needed.
+// says how many retries this run needed. The calls go over the archive file plane, the one
+// that freezes.
 func TestFreezeBusyGuest(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	b := itest.NewBackend(t, actors.WithLogger(zap.New(core)))
+	b := itest.NewBackend(t, actors.WithLogger(zap.New(core)), actors.WithFilePlane(actors.FilePlaneArchive))
 	sb := itest.Acquire(t, b, itest.NewKey(t), itest.BusyboxSpec(t))
 	busy := "for i in 1 2 3 4 5 6 7 8; do (while :; do /bin/true; done) >/dev/null 2>&1 & done; " +
 		"for i in 1 2; do (while :; do dd if=/dev/zero of=/tmp/busy$i bs=64k count=16; sync; done) >/dev/null 2>&1 & done"

@@ -128,9 +128,10 @@ func TestCancelledExecKeepsTheSandbox(t *testing.T) {
 }
 
 // Execs running while the host stats the sandbox again and again are never refused by the
-// engine's own freezes: the actor re-issues what its freeze refused.
+// engine's own freezes: the actor re-issues what its freeze refused. The stats go over the
+// archive file plane, the one that freezes.
 func TestExecsInterleavedWithFreezesAreNeverRefused(t *testing.T) {
-	b := itest.NewBackend(t)
+	b := itest.NewBackend(t, actors.WithFilePlane(actors.FilePlaneArchive))
 	sb := itest.Acquire(t, b, itest.NewKey(t), itest.FilesSpec(t))
 	ctx := itest.Context(t)
 	stop := make(chan struct{})

@@ -58,7 +58,7 @@ func (c *poolCase) labels() map[string]string {
 // backend builds a backend whose containers carry the case's label, closed when the test ends.
 func (c *poolCase) backend(opts ...actors.Option) *actors.Backend {
 	c.t.Helper()
-	cfg := docker.Config{Driver: itest.Driver(), Labels: c.labels(), CommandTimeout: 30 * time.Second}
+	cfg := docker.Config{Labels: c.labels(), CommandTimeout: 30 * time.Second}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(c.t))}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {
@@ -249,7 +249,7 @@ func TestWarmPoolReaped(t *testing.T) {
 	itest.Acquire(t, b, key, spec)
 	c.waitSpares(b, 1)
 	name := docker.ContainerName(key, spec.Kind, "")
-	drv, err := docker.NewEngine(docker.Config{Driver: itest.Driver()})
+	drv, err := docker.NewEngine(docker.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

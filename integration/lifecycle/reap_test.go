@@ -13,6 +13,7 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/reaper"
+	"github.com/mafsandbox/engine/sandbox"
 )
 
 // reapFixture makes labelled containers and networks with the reaper's name shapes in one
@@ -146,7 +147,7 @@ func TestReapByAge(t *testing.T) {
 	}
 	would := map[string]bool{}
 	for _, d := range dry.Resources {
-		if d.Action == reaper.ActionWouldRemove {
+		if d.Action == sandbox.ReapWouldRemove {
 			would[d.ID] = true
 		}
 	}
@@ -201,7 +202,7 @@ func TestReapNeverForcesANetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.NetworksRemoved != 0 || len(got.Failures) != 1 || got.Failures[0].ResourceID != n ||
-		got.Failures[0].ResourceKind != reaper.KindNetwork || got.Failures[0].Code != "refused" {
+		got.Failures[0].ResourceKind != sandbox.ReapNetwork || got.Failures[0].Code != "refused" {
 		t.Fatalf("result %+v", got)
 	}
 	if !f.exists(n) || !f.exists(stranger) {

@@ -13,19 +13,19 @@ import (
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// acts collects the lifecycle acts a backend reports.
-type acts struct {
+// lifeActs collects the lifecycle lifeActs a backend reports.
+type lifeActs struct {
 	sandbox.NopObserver
 	ch chan any
 }
 
-func newActs() *acts { return &acts{ch: make(chan any, 32)} }
+func newLifeActs() *lifeActs { return &lifeActs{ch: make(chan any, 32)} }
 
-func (o *acts) SandboxPaused(ev sandbox.SandboxPaused)   { o.ch <- ev }
-func (o *acts) SandboxWoken(ev sandbox.SandboxWoken)     { o.ch <- ev }
-func (o *acts) SandboxStopped(ev sandbox.SandboxStopped) { o.ch <- ev }
+func (o *lifeActs) SandboxPaused(_ context.Context, ev sandbox.SandboxPaused)   { o.ch <- ev }
+func (o *lifeActs) SandboxWoken(_ context.Context, ev sandbox.SandboxWoken)     { o.ch <- ev }
+func (o *lifeActs) SandboxStopped(_ context.Context, ev sandbox.SandboxStopped) { o.ch <- ev }
 
-func nextAct[T any](t *testing.T, o *acts) T {
+func nextAct[T any](t *testing.T, o *lifeActs) T {
 	t.Helper()
 	select {
 	case ev := <-o.ch:
@@ -50,8 +50,8 @@ func state(t *testing.T, id string) string {
 // on either file plane leave it asleep, the next exec wakes it and runs in the same processes.
 func TestIdleSandboxPausesAndWakes(t *testing.T) {
 	itest.OnEveryPlane(t, func(t *testing.T, plane actors.Option) {
-		o := newActs()
-		b := itest.NewBackend(t, plane, actors.WithLifecycleObserver(o))
+		o := newLifeActs()
+		b := itest.NewBackend(t, plane, actors.WithObserver(o))
 		key := itest.NewKey(t)
 		spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete),
 			sandbox.WithSleep(300*time.Millisecond, 0))
@@ -95,8 +95,8 @@ func TestIdleSandboxPausesAndWakes(t *testing.T) {
 // After the longer idle time the sandbox is stopped: its files are kept, its processes are
 // not; a call on its handle is answered as gone, and the next acquire starts it again.
 func TestIdleSandboxStopsAndRestarts(t *testing.T) {
-	o := newActs()
-	b := itest.NewBackend(t, actors.WithLifecycleObserver(o))
+	o := newLifeActs()
+	b := itest.NewBackend(t, actors.WithObserver(o))
 	key := itest.NewKey(t)
 	spec := itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut), sandbox.WithSleep(200*time.Millisecond, 700*time.Millisecond))
 	sb := itest.Acquire(t, b, key, spec)
@@ -130,8 +130,8 @@ func TestIdleSandboxStopsAndRestarts(t *testing.T) {
 // A sandbox asleep when its engine went is recognised by the next engine process as a sleep
 // (no freeze marker), not as a freeze a dead host left: woken, and reported as a wake.
 func TestSleepOutlivesTheEngine(t *testing.T) {
-	o1 := newActs()
-	first := itest.NewBackend(t, actors.WithLifecycleObserver(o1))
+	o1 := newLifeActs()
+	first := itest.NewBackend(t, actors.WithObserver(o1))
 	key := itest.NewKey(t)
 	sb, err := first.Acquire(itest.Context(t), key, itest.BusyboxSpec(t, sandbox.WithSleep(200*time.Millisecond, 0)))
 	if err != nil {
@@ -142,8 +142,8 @@ func TestSleepOutlivesTheEngine(t *testing.T) {
 	if got := state(t, sb.InstanceID()); !strings.Contains(got, "paused=true") {
 		t.Fatalf("the sandbox is %q after its engine closed, want still asleep", got)
 	}
-	o2 := newActs()
-	second := itest.NewBackend(t, actors.WithLifecycleObserver(o2))
+	o2 := newLifeActs()
+	second := itest.NewBackend(t, actors.WithObserver(o2))
 	again := itest.Acquire(t, second, key, itest.BusyboxSpec(t)) // disposes the key when the test ends
 	if again.InstanceID() != sb.InstanceID() {
 		t.Fatal("the sleeping instance was replaced")

@@ -9,20 +9,19 @@ import (
 	"github.com/mafsandbox/engine/integration/internal/itest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/sandbox"
-	"github.com/mafsandbox/engine/service"
 )
 
 // BenchmarkAuditCost times an exec and a file write over NATS on a warm Docker sandbox,
-// through two engines on one backend: one recording the audit stream to JetStream, one
-// without. The sub-benchmarks alternate, so `-count N` interleaves them; benchstat of
+// through two engines, each on a backend of its own (a backend reports to the router built
+// over it last): one recording the audit stream to JetStream, one without. The sub-benchmarks alternate, so `-count N` interleaves them; benchstat of
 // audit=off against audit=on is the audit's cost (docs/benchmarks.md, "The audit stream").
 func BenchmarkAuditCost(b *testing.B) {
-	backend := itest.NewBackend(b)
 	spec := itest.BusyboxSpec(b, sandbox.WithRequires(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut))
 	engines := map[string]sandbox.Sandbox{}
 	for _, audit := range []bool{false, true} {
+		backend := itest.NewBackend(b)
 		srv := natstest.Run(b)
-		var opts []service.Option
+		var obs sandbox.Observer
 		name := "audit=off"
 		if audit {
 			ev, err := events.New(itest.Context(b), natstest.Connect(b, srv))
@@ -34,9 +33,9 @@ func BenchmarkAuditCost(b *testing.B) {
 				defer cancel()
 				_ = ev.Close(ctx)
 			})
-			opts, name = append(opts, service.WithAudit(ev.Audit())), "audit=on"
+			obs, name = ev, "audit=on"
 		}
-		itest.ServeBackend(b, srv, backend, opts...)
+		itest.ServeObserved(b, srv, backend, obs)
 		e := &itest.NATSEngine{Server: srv, Backend: backend}
 		engines[name] = itest.AcquireRemote(b, e.Remote(b), backend, itest.NewKey(b), spec)
 	}

@@ -115,7 +115,7 @@ func TestServeAuditTrail(t *testing.T) {
 	if len(acquires) != 3 {
 		t.Fatalf("%d acquire events, want 3", len(acquires))
 	}
-	for i, want := range []string{events.OutcomeCreated, events.OutcomeReused, events.OutcomeRestarted} {
+	for i, want := range []string{sandbox.OutcomeCreated, sandbox.OutcomeReused, sandbox.OutcomeRestarted} {
 		a := acquires[i]
 		if a.Outcome != want || a.InstanceID != sb.InstanceID() || a.Kind != spec.Kind || a.Acquire == nil || a.Acquire.Image != spec.Image ||
 			!strings.HasPrefix(a.Acquire.ImageID, "sha256:") || a.Acquire.Egress != string(sandbox.EgressClosed) {
@@ -133,10 +133,10 @@ func TestServeAuditTrail(t *testing.T) {
 	sum, _ := json.Marshal(argv)
 	digest := sha256.Sum256(sum)
 	if e := first.Exec; e == nil || e.Form != "argv" || e.Argv0 != "sh" || e.CommandSHA256 != hex.EncodeToString(digest[:]) ||
-		e.ExitCode == nil || *e.ExitCode != 0 || e.StdoutBytes != len(secret)+1 || first.InstanceID != sb.InstanceID() {
+		e.ExitCode == nil || *e.ExitCode != 0 || e.StdoutBytes != int64(len(secret)+1) || first.InstanceID != sb.InstanceID() {
 		t.Errorf("exec event %+v %+v", first, first.Exec)
 	}
-	if e := second.Exec; e == nil || e.Form != "shell" || e.Argv0 != "" || e.ExitCode == nil || *e.ExitCode != 3 || second.Outcome != events.OutcomeOK {
+	if e := second.Exec; e == nil || e.Form != "shell" || e.Argv0 != "" || e.ExitCode == nil || *e.ExitCode != 3 || second.Outcome != sandbox.OutcomeOK {
 		t.Errorf("exit-3 exec event %+v %+v", second, second.Exec)
 	}
 	hello := sha256.Sum256([]byte("hello"))
@@ -147,11 +147,11 @@ func TestServeAuditTrail(t *testing.T) {
 	if r := one(events.AuditFileRead); r.File == nil || r.File.Direction != "out" || r.File.Size != 5 || r.File.SHA256 != hex.EncodeToString(hello[:]) {
 		t.Errorf("read: %+v %+v", r, r.File)
 	}
-	if r := one(events.AuditFileRefused); r.Outcome != events.OutcomeRefused || r.Error != messages.CodeNotConfined || r.File == nil ||
+	if r := one(events.AuditFileRefused); r.Outcome != sandbox.OutcomeRefused || r.Error != messages.CodeNotConfined || r.File == nil ||
 		r.File.Path != "../../escape.txt" || r.File.SHA256 != "" {
 		t.Errorf("refused: %+v %+v", r, r.File)
 	}
-	if d := one(events.AuditSandboxDisposed); d.Outcome != events.OutcomeOK || d.Disposal == nil || d.Disposal.Undisposed != "" {
+	if d := one(events.AuditSandboxDisposed); d.Outcome != sandbox.OutcomeOK || d.Disposal == nil || d.Disposal.Undisposed != "" {
 		t.Errorf("disposed: %+v", d)
 	}
 	// The confinement refusal alone, by its subject: what an alert subscribes to.
@@ -159,8 +159,10 @@ func TestServeAuditTrail(t *testing.T) {
 	if len(refusals) != 1 {
 		t.Errorf("%d events on the refusals' subject, want 1", len(refusals))
 	}
-	if started := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.started", 1); len(started) != 1 {
-		t.Errorf("%d engine.started events, want 1", len(started))
+	started := readAudit(t, nc, events.DefaultSubjectPrefix+".audit._._.engine.started", 1)
+	var st events.AuditEvent
+	if len(started) != 1 || json.Unmarshal(started[0].Data(), &st) != nil || st.Service == "" || st.Engine == "" {
+		t.Errorf("engine.started: %d events, the first %s; want one naming the engine (service) and its daemon (engine)", len(started), started[0].Data())
 	}
 }
 
@@ -251,7 +253,7 @@ func TestAuditWhileNATSIsAway(t *testing.T) {
 		_ = ev.Close(ctx)
 	})
 	backend := itest.NewBackend(t)
-	itest.ServeBackend(t, api, backend, service.WithAudit(ev.Audit()))
+	itest.ServeObserved(t, api, backend, ev)
 	remote := (&itest.NATSEngine{Server: api, Backend: backend}).Remote(t)
 	key := itest.NewKey(t)
 	sb := itest.AcquireRemote(t, remote, backend, key, itest.BusyboxSpec(t))
@@ -302,7 +304,7 @@ func TestAuditDaemonAwayAndBack(t *testing.T) {
 	fwd := newDaemonSocket(t)
 	t.Setenv("DOCKER_HOST", "unix://"+fwd.path)
 	t.Setenv("DOCKER_CONTEXT", "")
-	b, err := actors.Create(itest.Context(t), docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 5 * time.Second},
+	b, err := actors.Create(itest.Context(t), docker.Config{Labels: dockertest.Labels(), CommandTimeout: 5 * time.Second},
 		actors.WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatalf("create backend: %v", err)
@@ -314,7 +316,7 @@ func TestAuditDaemonAwayAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
-	itest.ServeBackend(t, srv, b, service.WithAudit(ev.Audit()), service.WithDaemonProbe(100*time.Millisecond))
+	itest.ServeObserved(t, srv, b, ev, service.WithDaemonProbe(100*time.Millisecond))
 	nc := natstest.Connect(t, srv)
 	subject := events.DefaultSubjectPrefix + ".audit._._.engine.>"
 
@@ -425,7 +427,7 @@ func TestAuditUntrustedInstanceReplaced(t *testing.T) {
 		defer cancel()
 		_ = ev.Close(ctx)
 	})
-	itest.ServeBackend(t, second.Server, second.Backend, service.WithAudit(ev.Audit()))
+	itest.ServeObserved(t, second.Server, second.Backend, ev)
 	sb := itest.AcquireRemote(t, second.Remote(t), second.Backend, key, spec)
 	if sb.InstanceID() == old.InstanceID() {
 		t.Fatalf("the second engine handed out the first's instance %s", old.InstanceID())
@@ -438,8 +440,8 @@ func TestAuditUntrustedInstanceReplaced(t *testing.T) {
 	if err := json.Unmarshal(got[0].Data(), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.Outcome != events.OutcomeReplaced || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
-		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), events.OutcomeReplaced, old.InstanceID(), sb.InstanceID())
+	if a.Outcome != sandbox.OutcomeReplaced || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
+		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), sandbox.OutcomeReplaced, old.InstanceID(), sb.InstanceID())
 	}
 }
 
@@ -460,7 +462,7 @@ func TestAuditOneRequestIDManyActs(t *testing.T) {
 		_ = ev.Close(ctx)
 	})
 	e := &itest.NATSEngine{Server: srv, Backend: itest.NewBackend(t)}
-	itest.ServeBackend(t, srv, e.Backend, service.WithAudit(ev.Audit()))
+	itest.ServeObserved(t, srv, e.Backend, ev)
 	c := e.Remote(t)
 	key := itest.NewKey(t)
 	t.Cleanup(func() {
@@ -509,7 +511,7 @@ func TestAuditOneRequestIDManyActs(t *testing.T) {
 		if err := json.Unmarshal(m.Data(), &a); err != nil {
 			t.Fatal(err)
 		}
-		if a.RequestID != turn || a.Outcome == events.OutcomeRefused {
+		if a.RequestID != turn || a.Outcome == sandbox.OutcomeRefused {
 			t.Errorf("event %s: request %q outcome %s, want %s and served", a.Type, a.RequestID, a.Outcome, turn)
 		}
 		ids[a.ID] = true

@@ -30,6 +30,10 @@ func TestDemoCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("engine demo: %v\n%s", err, out)
 	}
+	// Both images were there before the demo began: it builds neither, and says so.
+	if strings.Contains(string(out), "building the") {
+		t.Errorf("the demo says it builds an image the daemon already has:\n%s", out)
+	}
 	for _, want := range []string{"over NATS", "hello from Linux", "refused", "loopback only", "nothing was left behind",
 		"lists 0 containers", "sealed", "code=200", "Forbidden", "read back from JetStream", "durable consumer",
 		"ALLOW allowed.demo.maf-sandbox.example:443", "DENY denied.demo.maf-sandbox.example:443",

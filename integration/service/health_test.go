@@ -103,7 +103,7 @@ func TestServiceDaemonUnreachable(t *testing.T) {
 	spec := itest.BusyboxSpec(t) // its image is built while the daemon is still in reach
 	t.Setenv("DOCKER_HOST", "unix://"+deadSocket(t))
 	t.Setenv("DOCKER_CONTEXT", "")
-	b, err := actors.Create(context.Background(), docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 10 * time.Second},
+	b, err := actors.Create(context.Background(), docker.Config{Labels: dockertest.Labels(), CommandTimeout: 10 * time.Second},
 		actors.WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatalf("create backend: %v", err)

@@ -185,8 +185,7 @@ func TestServiceConcurrentClients(t *testing.T) {
 		ctx := itest.Context(t)
 		// Every client acquires at once; then every client writes and execs at once. (An
 		// acquire of a key overlapping an exec on it trips a data race in actors: the exec's
-		// goroutine reads the actor's storage base, which the acquire writes. See the
-		// report of issue 5; until actors reads it before starting the goroutine, the two
+		// goroutine reads the actor's storage base, which the acquire writes. Until actors reads it before starting the goroutine, the two
 		// phases stay apart.)
 		var wg sync.WaitGroup
 		ids := make([]string, n)

@@ -58,10 +58,13 @@ func startTenantPoolWith(t *testing.T, audit bool, extra ...service.Option) *ten
 			defer cancel()
 			_ = ev.Close(ctx)
 		})
-		opts = append(opts, service.WithAudit(ev.Audit()))
 		p.ev = ev
 	}
-	svc := itest.ServeBackendOn(t, natstest.ConnectAs(t, srv, "engine"), b, append(opts, extra...)...)
+	var obs sandbox.Observer
+	if p.ev != nil {
+		obs = p.ev
+	}
+	svc := itest.ServeObservedOn(t, natstest.ConnectAs(t, srv, "engine"), b, obs, append(opts, extra...)...)
 	p.engine = svc.EngineID()
 	for _, acc := range []string{p.a, p.b, p.ops} {
 		p.conns[acc] = natstest.ConnectAs(t, srv, acc)
@@ -166,7 +169,6 @@ func TestTenancyAttacks(t *testing.T) {
 		// Ages of ten years: a broken check still removes nothing of anyone's on the shared daemon.
 		{"A reaps every scope", "reap", true, nil, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}, OlderThanMS: 10 * 365 * 24 * 3600 * 1000}, messages.CodeForbidden},
 		{"A reaps B's scope", "reap", true, nil, &messages.APIReapRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIReapRequestType}, OlderThanMS: 10 * 365 * 24 * 3600 * 1000, Scope: p.b}, messages.CodeForbidden},
-		{"A lists every scope's sandboxes", "list_sandboxes", false, nil, &messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}}, messages.CodeForbidden},
 		{"A lists B's sandboxes", "list_sandboxes", false, nil, &messages.APIListSandboxesRequest{APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}, Scope: p.b}, messages.CodeForbidden},
 		{"A calls B's host-tool subject", "run_program", false, nil,
 			&messages.APIRunProgramRequest{APIEnvelope: env(messages.APIRunProgramRequestType, p.a, hA), Source: "print(1)", TimeoutMS: 10000,
@@ -194,6 +196,13 @@ func TestTenancyAttacks(t *testing.T) {
 	var own messages.APIListSandboxesResponse
 	if err := json.Unmarshal(body, &own); code != "" || err != nil || own.Total != 1 || own.Sandboxes[0].ID != hA {
 		t.Fatalf("A lists its own scope: code %q, %s (%v); want its one sandbox", code, body, err)
+	}
+	// A list naming no scope is A's own scopes' alone: B's sandbox, on the same engine, is not in it.
+	code, body = p.raw(t, p.a, "list_sandboxes", false, nil, &messages.APIListSandboxesRequest{
+		APIEnvelope: messages.APIEnvelope{Type: messages.APIListSandboxesRequestType}})
+	var mine messages.APIListSandboxesResponse
+	if err := json.Unmarshal(body, &mine); code != "" || err != nil || mine.Total != 1 || mine.Sandboxes[0].ID != hA {
+		t.Fatalf("A lists with no scope: code %q, %s (%v); want its one sandbox and none of B's", code, body, err)
 	}
 
 	// B's sandbox is untouched: same handle, same file.

@@ -37,7 +37,7 @@ func egressImages(t *testing.T) {
 // (its proxy and network included).
 func egressCleanup(t *testing.T) *actors.Backend {
 	t.Helper()
-	cfg := docker.Config{Driver: itest.Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag}
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second, EgressProxyImage: images.ProxyTag}
 	b, err := actors.Create(context.Background(), cfg, actors.WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatalf("create backend: %v", err)

@@ -8,7 +8,8 @@ import (
 	"github.com/mafsandbox/engine/internal/images"
 )
 
-// pythonBuildTimeout bounds bootstrapping the Python image, which downloads Debian packages.
+// pythonBuildTimeout bounds bootstrapping the Python or the sshd image, which download Debian
+// packages.
 const pythonBuildTimeout = 15 * time.Minute
 
 // Python calls [Require], builds the Python workload image ([images.EnsurePython]) when the

@@ -68,13 +68,15 @@ exec "$@"
 `
 
 // EnsureBusybox builds the busybox image under tag with [BuildBusybox] unless the engine
-// already has an image of that name; processes that ensure it at once build it once. It fails when the engine cannot be asked (a daemon that
+// already has an image of that name ([WithBuildNotice] hears of a build); processes that ensure it at once build it once. It fails when the engine cannot be asked (a daemon that
 // does not answer) and with any error of [BuildBusybox].
-func EnsureBusybox(ctx context.Context, dockerPath, tag string) error {
+func EnsureBusybox(ctx context.Context, dockerPath, tag string, opts ...EnsureOpt) error {
+	o := ensureOpts(opts)
 	return exclusive(ctx, tag, func() error {
 		if have, err := imagePresent(ctx, dockerPath, tag); err != nil || have {
 			return err
 		}
+		o.notice()
 		return BuildBusybox(ctx, dockerPath, tag)
 	})
 }

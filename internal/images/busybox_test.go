@@ -74,8 +74,12 @@ func TestBuildBusybox(t *testing.T) {
 		t.Fatalf("BuildBusybox: %v", err)
 	}
 	built := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", tag)
-	if err := images.EnsureBusybox(ctx, "docker", tag); err != nil {
+	noticed := false
+	if err := images.EnsureBusybox(ctx, "docker", tag, images.WithBuildNotice(func() { noticed = true })); err != nil {
 		t.Fatalf("EnsureBusybox: %v", err)
+	}
+	if noticed {
+		t.Fatal("EnsureBusybox gave notice of a build with the image present")
 	}
 	if got := dockertest.Docker(t, "image", "inspect", "--format", "{{.Id}}", tag); got != built {
 		t.Fatalf("EnsureBusybox rebuilt a present image: %s, was %s", got, built)

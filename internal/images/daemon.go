@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"unicode"
 )
 
-// goBuild builds the static binary of main, a package path relative to the root of the module
-// that holds the working directory, for goos/goarch, to out. The flags are those of
-// `make engine`, so both ways give the same binary from the same tree.
+// goBuild builds the static binary of main, a package path relative to the engine module's
+// root ([sourceRoot]), for goos/goarch, to out. The flags are those of `make engine`, so both
+// ways give the same binary from the same tree.
 func goBuild(ctx context.Context, main, goos, goarch, out string) error {
-	root, err := moduleRoot(ctx)
+	root, err := sourceRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -28,6 +31,85 @@ func goBuild(ctx context.Context, main, goos, goarch, out string) error {
 		return fmt.Errorf("go build %s: %w: %s", main, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
+}
+
+// enginePath is the module whose source goBuild builds from.
+const enginePath = "github.com/mafsandbox/engine"
+
+// sourceRoot finds the engine module's source, for a binary that embeds none of the programs
+// it runs in containers: the module of the working directory when it is the engine's (a
+// developer in the tree); else the tree this package was compiled from, which a plain
+// `go build` or `go install` records in the binary (a checkout, or the module cache); else,
+// for a binary built with -trimpath from a released version, that version in the module
+// cache. Each needs the Go toolchain; a binary built with `make engine` needs none of this.
+func sourceRoot(ctx context.Context) (string, error) {
+	var tried []string
+	if root, err := moduleRoot(ctx); err == nil && isEngineModule(root) {
+		return root, nil
+	} else if err != nil {
+		tried = append(tried, err.Error())
+	}
+	for _, dir := range []string{compiledRoot(), moduleCacheRoot(ctx)} {
+		if dir != "" && isEngineModule(dir) {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("the engine's source (module %s) is not in the working directory, where this binary was built, or the module cache (%s): "+
+		"build the engine with make engine, which embeds what it runs in containers, or run it from its source tree with the Go toolchain installed",
+		enginePath, strings.Join(append(tried, "no source found"), "; "))
+}
+
+// compiledRoot is the module root this file was compiled in: two directories up from its
+// path as the compiler recorded it, when that path is absolute (not under -trimpath).
+func compiledRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return ""
+	}
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// moduleCacheRoot is the released version of the engine this binary was built from, in the
+// module cache, as `go install module/cmd/engine@version` leaves it; "" for a development
+// build or with no toolchain to ask where the cache is.
+func moduleCacheRoot(ctx context.Context) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path != enginePath || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
+		return ""
+	}
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return ""
+	}
+	return moduleCacheDir(strings.TrimSpace(string(out)), bi.Main.Path, bi.Main.Version)
+}
+
+// moduleCacheDir is where the module cache at cache keeps path at version: upper-case
+// letters are written as '!' and the letter in lower case.
+func moduleCacheDir(cache, path, version string) string {
+	var b strings.Builder
+	for _, r := range path + "@" + version {
+		if unicode.IsUpper(r) {
+			b.WriteByte('!')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return filepath.Join(cache, filepath.FromSlash(b.String()))
+}
+
+// isEngineModule reports whether dir holds the engine module's go.mod.
+func isEngineModule(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == enginePath {
+			return true
+		}
+	}
+	return false
 }
 
 // moduleRoot returns the directory of the go.mod that governs the working directory.

@@ -11,7 +11,9 @@
 // one embedded in this program when `make engine` built it ([EmbeddedProxyPlatforms]), so an
 // installed engine needs no source tree and no Go toolchain, or else one built from the
 // module's source. The e2e fixture images ([TargetTag], [ClientTag]) are built from source
-// only: they are for the tests.
+// only: they are for the tests. The Python workload image ([PythonTag]) and the sshd image that
+// plays a remote Docker host ([SSHDTag]) are bootstrapped from Debian with debootstrap
+// (debootstrap.go), and rebuilt only when their recipe changes ([LabelInputs]).
 //
 // Every Ensure function checks and builds while it holds a lock of its tag shared by the
 // whole machine (a flock in the temporary directory), so test packages that run side by side

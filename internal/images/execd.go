@@ -16,8 +16,9 @@ const (
 
 // ExecSupervisor returns the exec channel's supervisor (cmd/execd) for the daemon's platform,
 // for actors.WithExecChannel: the binary `make engine` embedded in this program, else one
-// built from the module's source with CGO_ENABLED=0. It is copied into sandboxes, never run
-// on the host.
+// built with CGO_ENABLED=0 from the engine's source, wherever this program was built from it
+// (sourceRoot), which needs the Go toolchain. It is copied into sandboxes, never run on the
+// host.
 func ExecSupervisor(ctx context.Context, dockerPath string) ([]byte, error) {
 	goos, goarch, err := daemonPlatform(ctx, dockerPath)
 	if err != nil {

@@ -34,7 +34,7 @@ func EnsureObserver(ctx context.Context, dockerPath, tag string) error {
 // BuildObserver builds the fingerprint observer image and tags it tag, replacing any image of
 // that name. The observer binary, for the daemon's platform, is the one embedded in this
 // program when `make engine` built it, otherwise `CGO_ENABLED=0 go build` of ./cmd/observer
-// of the module holding the working directory, exactly as [BuildProxy] finds the proxy. The
+// of the engine's source, found exactly as [BuildProxy] finds the proxy's. The
 // image has the entrypoint ["/maf-fingerprint-observer", "measure"], runs as 0:0 and carries
 // [LabelImage]=observer and [LabelBinarySHA256].
 //

@@ -56,15 +56,16 @@ func EnsureProxy(ctx context.Context, dockerPath, tag string) error {
 // BuildProxy builds the egress proxy image and tags it tag, replacing any image of that name.
 // The proxy binary, for the daemon's OS and architecture, is the one embedded in this program
 // when `make engine` built it (then neither the source tree nor a Go toolchain is needed);
-// otherwise `CGO_ENABLED=0 go build` of ./cmd/proxy of the module that holds the working
-// directory (found with `go env GOMOD`). It goes into a temporary build context holding only
+// otherwise `CGO_ENABLED=0 go build` of ./cmd/proxy of the engine's source (the working
+// directory's module, else the tree or module-cache version this program was built from:
+// sourceRoot). It goes into a temporary build context holding only
 // that binary, the workload gate (./cmd/gate, got the same way) and a
 // Dockerfile FROM scratch; then `docker build`. The image runs as
 // 65532:65532, exposes 3128, has the entrypoint ["/maf-egress-proxy", "proxy"] and carries
 // [LabelImage]=proxy and [LabelBinarySHA256].
 //
 // It fails when the daemon cannot tell its platform; when no binary for it is embedded and
-// the working directory is not inside a module or go build fails; and when docker build fails.
+// no source is found or go build fails; and when docker build fails.
 func BuildProxy(ctx context.Context, dockerPath, tag string) error {
 	return proxyImage().build(ctx, dockerPath, tag)
 }

@@ -6,10 +6,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -78,8 +76,9 @@ func debianMirror() (string, error) {
 
 // EnsurePython builds the Python image under tag with [BuildPython] unless the engine already
 // has one whose [LabelInputs] matches the current recipe (suite, variant, packages, mirror);
-// processes that ensure it at once build it once.
-func EnsurePython(ctx context.Context, dockerPath, tag string) error {
+// processes that ensure it at once build it once. [WithBuildNotice] hears of a build.
+func EnsurePython(ctx context.Context, dockerPath, tag string, opts ...EnsureOpt) error {
+	o := ensureOpts(opts)
 	r, err := currentPythonRecipe()
 	if err != nil {
 		return err
@@ -88,6 +87,7 @@ func EnsurePython(ctx context.Context, dockerPath, tag string) error {
 		if have, err := imagePresent(ctx, dockerPath, tag, "--filter", "label="+LabelInputs+"="+r.hash()); err != nil || have {
 			return err
 		}
+		o.notice()
 		return buildPython(ctx, dockerPath, tag, r)
 	})
 }
@@ -105,57 +105,8 @@ func BuildPython(ctx context.Context, dockerPath, tag string) error {
 }
 
 func buildPython(ctx context.Context, dockerPath, tag string, r pythonRecipe) error {
-	if os.Geteuid() != 0 {
-		return errors.New("build the python image: debootstrap needs root")
-	}
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return fmt.Errorf("build the python image: %w (apt-get install debootstrap)", err)
-	}
-	dir, err := os.MkdirTemp("", "maf-python-rootfs-")
-	if err != nil {
-		return fmt.Errorf("build the python image: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	root := filepath.Join(dir, "rootfs")
-	boot := exec.CommandContext(ctx, "debootstrap", "--variant="+r.Variant, "--include="+strings.Join(r.Packages, ","),
-		r.Suite, root, r.Mirror)
-	if out, err := boot.CombinedOutput(); err != nil {
-		return fmt.Errorf("debootstrap %s from %s: %w: %s", r.Suite, r.Mirror, err, lastLines(out, 10))
-	}
-	// Trimmed: what a sandbox never reads makes every container creation slower.
-	for _, p := range []string{"var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-		"usr/share/info", "usr/share/locale", "var/log"} {
-		full := filepath.Join(root, p)
-		entries, _ := os.ReadDir(full)
-		for _, e := range entries {
-			_ = os.RemoveAll(filepath.Join(full, e.Name()))
-		}
-	}
-	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "-C", root, "-c", ".")
-	imp := exec.CommandContext(ctx, dockerPath, "import",
-		"--change", `CMD ["/bin/sh"]`,
-		"--change", "LABEL "+LabelTestImage+"=python",
-		"--change", "LABEL "+LabelInputs+"="+r.hash(),
-		"-", tag)
-	pipe, err := tarCmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("import %s: %w", tag, err)
-	}
-	imp.Stdin = pipe
-	var stderr, tarErr bytes.Buffer
-	imp.Stderr, tarCmd.Stderr = &stderr, &tarErr
-	if err := tarCmd.Start(); err != nil {
-		return fmt.Errorf("import %s: tar: %w", tag, err)
-	}
-	if err := imp.Run(); err != nil {
-		_ = tarCmd.Process.Kill()
-		_ = tarCmd.Wait()
-		return fmt.Errorf("import %s: %w: %s", tag, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	if err := tarCmd.Wait(); err != nil {
-		return fmt.Errorf("import %s: tar: %w: %s", tag, err, bytes.TrimSpace(tarErr.Bytes()))
-	}
-	return nil
+	boot := bootstrap{what: "the python image", suite: r.Suite, variant: r.Variant, packages: r.Packages, mirror: r.Mirror}
+	return boot.build(ctx, dockerPath, tag, nil, `CMD ["/bin/sh"]`, "LABEL "+LabelTestImage+"=python", "LABEL "+LabelInputs+"="+r.hash())
 }
 
 func lastLines(b []byte, n int) string {

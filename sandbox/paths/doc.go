@@ -26,7 +26,7 @@
 //
 // # Other helpers
 //
-// [HostOwned] is the reach rule of §6.5, [FileStatFromTarHeader] and [TarHeaderFromBlock]
-// turn the engine's tar headers into entries (§6.6), and [QuoteArgv] is the POSIX quoting an
-// argv needs when it must pass through a shell (§4.3).
+// [HostOwned] is the reach rule of §6.5, and [QuoteArgv] is the POSIX quoting an argv needs
+// when it must pass through a shell (§4.3). The engine's tar headers are read by the driver
+// (docker/tar.go), the one decoder of them.
 package paths

@@ -1,14 +1,6 @@
 package paths
 
-import (
-	"errors"
-
-	"github.com/mafsandbox/engine/sandbox"
-)
-
-// ErrTarHeader is returned, wrapped with the reason, for a block that is not a well-formed tar
-// header.
-var ErrTarHeader = errors.New("paths: malformed tar header")
+import "github.com/mafsandbox/engine/sandbox"
 
 // notConfined builds the confinement refusal every function here returns.
 func notConfined(p, wd, reason string) error {

@@ -1,17 +1,10 @@
 package paths
 
-import "archive/tar"
-
 // Owner is the ownership of one walked component, as the reach rule needs it.
 type Owner struct {
 	Path string // for messages and logs only
 	UID  int
-	Mode int64 // permission bits as the engine reports them (a tar header's Mode)
-}
-
-// OwnerFromTarHeader records a component's ownership from the engine's tar header.
-func OwnerFromTarHeader(h *tar.Header) Owner {
-	return Owner{Path: h.Name, UID: h.Uid, Mode: h.Mode}
+	Mode int64 // permission bits as the engine reports them (a tar header's or a stat's mode)
 }
 
 // HostOwned is the reach rule of protocol §6.5: an operation may run with more authority than

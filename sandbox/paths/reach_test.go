@@ -1,7 +1,6 @@
 package paths_test
 
 import (
-	"archive/tar"
 	"testing"
 
 	"github.com/mafsandbox/engine/sandbox/paths"
@@ -30,13 +29,5 @@ func TestHostOwned(t *testing.T) {
 				t.Fatalf("HostOwned = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestOwnerFromTarHeader(t *testing.T) {
-	got := paths.OwnerFromTarHeader(&tar.Header{Name: "maf-sandbox", Uid: 1000, Mode: 0o750})
-	want := paths.Owner{Path: "maf-sandbox", UID: 1000, Mode: 0o750}
-	if got != want {
-		t.Fatalf("OwnerFromTarHeader = %+v, want %+v", got, want)
 	}
 }

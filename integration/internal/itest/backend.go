@@ -21,7 +21,7 @@ import (
 func NewBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	t.Helper()
 	dockertest.Require(t)
-	cfg := docker.Config{Driver: Driver(), Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
+	cfg := docker.Config{Labels: dockertest.Labels(), CommandTimeout: 30 * time.Second}
 	opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t)), actors.WithFilePlane(testFilePlane(t)), suiteExecChannel(t)}, opts...)
 	b, err := actors.Create(context.Background(), cfg, opts...)
 	if err != nil {
@@ -31,33 +31,27 @@ func NewBackend(t testing.TB, opts ...actors.Option) *actors.Backend {
 	return b
 }
 
-// testFilePlane is the file plane the suite's backends use: MAF_SANDBOX_FILE_PLANE, else the
-// driver's default pass (see [FilePlanes]). A test over every plane passes its own
-// actors.WithFilePlane after it, which wins.
+// testFilePlane is the file plane the suite's backends use: MAF_SANDBOX_FILE_PLANE, else auto.
+// A test over every plane, or of the freeze, passes its own actors.WithFilePlane after it,
+// which wins.
 func testFilePlane(t testing.TB) actors.FilePlane {
 	p, err := actors.ParseFilePlane(os.Getenv(actors.FilePlaneEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p == actors.FilePlaneAuto && Driver() == "cli" {
-		return actors.FilePlaneArchive // the CLI pass covers the archive plane (docs/testing.md)
-	}
 	return p
 }
 
-// FilePlanes are the planes a file-surface test runs over: on the API pass the host plane
-// (forced, so a container it cannot prove fails the test) and the archive plane; on the CLI
-// pass the archive plane only; with MAF_SANDBOX_FILE_PLANE set, that plane alone.
+// FilePlanes are the planes a file-surface test runs over: the host plane (forced, so a
+// container it cannot prove fails the test) and the archive plane; with MAF_SANDBOX_FILE_PLANE
+// set, that plane alone.
 func FilePlanes(t testing.TB) []actors.FilePlane {
 	p, err := actors.ParseFilePlane(os.Getenv(actors.FilePlaneEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch {
-	case p != actors.FilePlaneAuto:
+	if p != actors.FilePlaneAuto {
 		return []actors.FilePlane{p}
-	case Driver() == "cli":
-		return []actors.FilePlane{actors.FilePlaneArchive}
 	}
 	return []actors.FilePlane{actors.FilePlaneHost, actors.FilePlaneArchive}
 }

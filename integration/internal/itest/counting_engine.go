@@ -2,7 +2,6 @@ package itest
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/mafsandbox/engine/internal/dockertest"
 )
 
-// CountingEngine is the real engine of the driver under test, counting the calls that touch a
+// CountingEngine is the real engine, counting the calls that touch a
 // container (exec, freeze, archive reads and writes) and noting the largest byte cap a read
 // asked for, so a test can show a refusal came before any of them.
 type CountingEngine struct {
@@ -21,15 +20,6 @@ type CountingEngine struct {
 	mu      sync.Mutex
 	calls   []string
 	ReadCap int64
-}
-
-// SecurityOptions passes through: the host file plane asks it before it is used.
-func (e *CountingEngine) SecurityOptions(ctx context.Context) ([]string, error) {
-	so, ok := e.Driver.(docker.SecurityOptionser)
-	if !ok {
-		return nil, errors.New("the driver has no security options")
-	}
-	return so.SecurityOptions(ctx)
 }
 
 func (e *CountingEngine) note(op string) {
@@ -57,11 +47,11 @@ func (e *CountingEngine) Exec(ctx context.Context, req docker.ExecRequest) (dock
 	return e.Driver.Exec(ctx, req)
 }
 
-// ExecStarter and TypeStater say the fast paths are not available, so that every exec and
-// every stat goes through the counted Exec and Stat above.
-func (e *CountingEngine) ExecStarter() (docker.ExecStarter, bool) { return nil, false }
-
-func (e *CountingEngine) TypeStater() (docker.TypeStater, bool) { return nil, false }
+// ExecWithStart counts as an exec.
+func (e *CountingEngine) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+	e.note("exec")
+	return e.Driver.ExecWithStart(ctx, req, started)
+}
 
 func (e *CountingEngine) Pause(ctx context.Context, target string) error {
 	e.note("pause")
@@ -71,6 +61,12 @@ func (e *CountingEngine) Pause(ctx context.Context, target string) error {
 func (e *CountingEngine) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
 	e.note("stat")
 	return e.Driver.Stat(ctx, target, guestPath)
+}
+
+// StatType counts as a stat.
+func (e *CountingEngine) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+	e.note("stat")
+	return e.Driver.StatType(ctx, target, guestPath)
 }
 
 func (e *CountingEngine) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*docker.Entry, []byte, error) {
@@ -86,11 +82,11 @@ func (e *CountingEngine) CopyIn(ctx context.Context, target string, tarball []by
 	return e.Driver.CopyIn(ctx, target, tarball)
 }
 
-// NewCountingBackend is [NewBackend] on a counting wrapper of the driver under test.
+// NewCountingBackend is [NewBackend] on a counting wrapper of the real engine.
 func NewCountingBackend(t testing.TB, opts ...actors.Option) (*actors.Backend, *CountingEngine) {
 	t.Helper()
 	dockertest.Require(t)
-	cfg := docker.Config{Driver: Driver(), Labels: dockertest.Labels()}
+	cfg := docker.Config{Labels: dockertest.Labels()}
 	real, err := docker.NewEngine(cfg)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)

@@ -32,14 +32,28 @@ func ServeBackend(t testing.TB, srv *server.Server, b *actors.Backend, opts ...s
 	return ServeBackendOn(t, nc, b, opts...), nc
 }
 
+// ServeObserved is [ServeBackend] whose router reports every act to obs (events.Events, a
+// metrics, both with sandbox.Observers), which it hands to b.
+func ServeObserved(t testing.TB, srv *server.Server, b *actors.Backend, obs sandbox.Observer, opts ...service.Option) (*service.Service, *nats.Conn) {
+	t.Helper()
+	nc := natstest.Connect(t, srv)
+	return ServeObservedOn(t, nc, b, obs, opts...), nc
+}
+
 // ServeBackendOn is [ServeBackend] on a connection the caller made (as a user of an account).
 func ServeBackendOn(t testing.TB, nc *nats.Conn, b *actors.Backend, opts ...service.Option) *service.Service {
 	t.Helper()
-	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer))
+	return ServeObservedOn(t, nc, b, nil, opts...)
+}
+
+// ServeObservedOn is [ServeObserved] on a connection the caller made.
+func ServeObservedOn(t testing.TB, nc *nats.Conn, b *actors.Backend, obs sandbox.Observer, opts ...service.Option) *service.Service {
+	t.Helper()
+	router, err := sandbox.NewRouter([]sandbox.Backend{b}, sandbox.WithMinIsolation(sandbox.IsolationContainer), sandbox.WithObserver(obs))
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (reaper.Result, error) {
+	reap := service.ReaperFunc(func(ctx context.Context, olderThan time.Duration, scope string) (sandbox.ReapResult, error) {
 		var opts []reaper.Option
 		if scope != "" {
 			opts = append(opts, reaper.WithScope(scope))

@@ -25,7 +25,7 @@ func BuildEngine(t *testing.T) string {
 	return bin
 }
 
-// StartServe runs "engine serve" on an embedded NATS server on the test's driver, with this
+// StartServe runs "engine serve" on an embedded NATS server, with this
 // run's test labels and env added to the test's environment, and stops it (SIGTERM) when the
 // test ends, failing the test when the stop takes longer than 15 s. It returns the NATS URL the ready file names.
 func StartServe(t *testing.T, env []string, args ...string) string {
@@ -35,9 +35,6 @@ func StartServe(t *testing.T, env []string, args ...string) string {
 	ready := filepath.Join(dir, "ready")
 	all := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--ready-file", ready, "--log-format", "json"}
-	if d := Driver(); d != "" {
-		all = append(all, "--driver", d)
-	}
 	for k, v := range dockertest.Labels() {
 		all = append(all, "--label", k+"="+v)
 	}

@@ -394,12 +394,10 @@ func randomHex() string {
 
 // coldAndBaseline times acquire_cold and, interleaved with it rep by rep (so that both see
 // the same load), the runtime's own floor under it: a raw create and start of the same image,
-// with the same hardening, network and labels, through the Engine-API driver whatever driver
-// the engine under test uses. The baseline's removal after each rep is untimed.
+// with the same hardening, network and labels, through a driver of its own. The baseline's
+// removal after each rep is untimed.
 func (r *runner) coldAndBaseline(ctx context.Context, files sandbox.Spec) (cold, base Row, err error) {
-	cfg := docker.Config{DockerPath: r.dockerPath(), Labels: r.cfg.Labels}
-	cfg.Driver = docker.DriverAPI
-	api, err := docker.NewEngine(cfg)
+	api, err := docker.NewEngine(docker.Config{DockerPath: r.dockerPath(), Labels: r.cfg.Labels})
 	if err != nil {
 		return Row{}, Row{}, err
 	}

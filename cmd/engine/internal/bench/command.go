@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -22,7 +23,7 @@ import (
 
 // verb is "engine bench": every operation measured against the local Docker daemon.
 type verb struct {
-	image, dockerPath, driver, only   string
+	image, dockerPath, only           string
 	reps, parallel, pool              int
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
@@ -49,7 +50,6 @@ func (v *verb) parse(args []string) error {
 	fs.IntVar(&v.reps, "reps", 20, "timed repetitions of each row, after one warm-up")
 	fs.BoolVar(&v.asJSON, "json", false, "print one JSON line per row instead of a table")
 	fs.StringVar(&v.dockerPath, "docker", "docker", "the Docker CLI binary")
-	fs.StringVar(&v.driver, "driver", "", "how the engine drives the Docker daemon: cli (the docker CLI) or api (its HTTP API); empty: the default")
 	fs.BoolVar(&v.trace, "trace", false, "instead of the rows, trace --reps cold acquires: every engine call's start and duration")
 	fs.BoolVar(&v.scale, "scale", false, "instead of the rows, hold --sizes live sandboxes in turn and measure how the costs grow (not for CI)")
 	fs.StringVar(&v.sizes, "sizes", "1,100,400", "with --scale: comma-separated, ascending counts of live sandboxes")
@@ -61,7 +61,7 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.cluster, "cluster", false, "instead of the rows, run three engines on a three-server NATS cluster in this process and measure snapshot_100mib, restore_other_engine_50mib and fork_8 over it")
 	fs.IntVar(&v.paused, "paused", 0, "instead of the rows, hold this many sandboxes, pause them all, and measure the CPU time they use awake and paused and the memory they keep (not for CI)")
 	fs.DurationVar(&v.pausedWindow, "paused-window", 30*time.Second, "with --paused: how long the CPU time is watched, awake and then paused")
-	if err := fs.Parse(args); err != nil {
+	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if v.reps < 1 {
@@ -87,35 +87,25 @@ func (v *verb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := docker.Config{DockerPath: v.dockerPath, Driver: v.driver}
-	driver, err := docker.NewEngine(cfg)
+	cfg := docker.Config{DockerPath: v.dockerPath}
+	eng, err := docker.NewEngine(cfg)
 	if err != nil {
 		return err
 	}
+	var driver docker.Driver = eng
 	var tracer *Tracer
 	if v.trace || v.scale {
 		tracer = NewTracer(driver)
 		driver = tracer
 	}
-	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
 	store, closeStore, err := v.snapshotStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	opts = append(opts, actors.WithSnapshotStore(store))
-	if v.scale {
-		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
-	}
-	if v.execChannel {
-		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
-		if err != nil {
-			return fmt.Errorf("exec channel: %w", err)
-		}
-		opts = append(opts, actors.WithExecChannel(execd))
-	}
-	if v.pool > 0 {
-		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	opts, err := v.backendOptions(ctx, driver, planeOpt, actors.WithSnapshotStore(store))
+	if err != nil {
+		return err
 	}
 	b, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
@@ -142,19 +132,52 @@ func (v *verb) run(ctx context.Context) error {
 	if why != nil {
 		planeNote += " (" + why.Error() + ")"
 	}
+	var table *rowTable
 	if v.asJSON {
 		line, _ := json.Marshal(map[string]string{"file_plane": string(plane), "note": planeNote})
 		fmt.Println(string(line))
 	} else {
 		fmt.Println("# " + planeNote)
+		table = newRowTable(os.Stdout)
 	}
-	report := v.printer()
+	report := func(r Row) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		table.add(r)
+	}
 	var groups []string
 	if v.only != "" {
 		groups = strings.Split(v.only, ",")
 	}
 	bcfg.Groups = groups
 	return Run(ctx, b, bcfg, report)
+}
+
+// rowTable prints rows as they come under a header: each number right-aligned in its column,
+// and a row's note, when it has one, after the p95 column and two spaces.
+type rowTable struct{ tw *tabwriter.Writer }
+
+// noteGap separates the p95 column from the note: the columns are right-aligned, so without
+// it a note would begin on the last digit of p95.
+const noteGap = "  "
+
+func newRowTable(w io.Writer) *rowTable {
+	t := &rowTable{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	fmt.Fprintln(t.tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+	return t
+}
+
+// add prints r and flushes it, so that a long run shows each row when it is measured.
+func (t *rowTable) add(r Row) {
+	note := ""
+	if r.Note != "" {
+		note = noteGap + r.Note
+	}
+	fmt.Fprintf(t.tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, note)
+	_ = t.tw.Flush()
 }
 
 // runScale runs `engine bench --scale` and prints its rows.
@@ -206,11 +229,30 @@ func (v *verb) snapshotStore(context.Context) (actors.SnapshotStore, func(), err
 	return store, func() { os.RemoveAll(dir) }, nil
 }
 
+// backendOptions are the options of the bench's backends.
+func (v *verb) backendOptions(ctx context.Context, driver docker.Driver, more ...actors.Option) ([]actors.Option, error) {
+	opts := append([]actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop())}, more...)
+	if v.scale {
+		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
+	}
+	if v.execChannel {
+		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
+		if err != nil {
+			return nil, fmt.Errorf("exec channel: %w", err)
+		}
+		opts = append(opts, actors.WithExecChannel(execd))
+	}
+	if v.pool > 0 {
+		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	}
+	return opts, nil
+}
+
 // printer prints each row as it is measured: a JSON line, or a line of the table.
 func (v *verb) printer() func(Row) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var table *rowTable
 	if !v.asJSON {
-		fmt.Fprintln(tw, "op\tn\tmin_ms\tmedian_ms\tp95_ms\t")
+		table = newRowTable(os.Stdout)
 	}
 	return func(r Row) {
 		if v.asJSON {
@@ -218,7 +260,6 @@ func (v *verb) printer() func(Row) {
 			fmt.Println(string(line))
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Op, r.N, r.MinMS, r.MedianMS, r.P95MS, r.Note)
-		tw.Flush()
+		table.add(r)
 	}
 }

@@ -57,7 +57,7 @@ func (t *Tracer) record(op, arg string, began time.Time, err error) {
 	t.calls = append(t.calls, Call{Op: op, Arg: arg, Begin: began.Sub(t.mark), Took: time.Since(began), Err: err != nil})
 }
 
-// Inspect implements docker.Engine.
+// Inspect implements docker.Driver.
 func (t *Tracer) Inspect(ctx context.Context, target string) (docker.ContainerInfo, error) {
 	began := time.Now()
 	info, err := t.Driver.Inspect(ctx, target)
@@ -65,7 +65,7 @@ func (t *Tracer) Inspect(ctx context.Context, target string) (docker.ContainerIn
 	return info, err
 }
 
-// ImageExists implements docker.Engine.
+// ImageExists implements docker.Driver.
 func (t *Tracer) ImageExists(ctx context.Context, image string) (bool, error) {
 	began := time.Now()
 	ok, err := t.Driver.ImageExists(ctx, image)
@@ -73,7 +73,7 @@ func (t *Tracer) ImageExists(ctx context.Context, image string) (bool, error) {
 	return ok, err
 }
 
-// ImageEntrypoint implements docker.Engine.
+// ImageEntrypoint implements docker.Driver.
 func (t *Tracer) ImageEntrypoint(ctx context.Context, image string) ([]string, bool, error) {
 	began := time.Now()
 	ep, ok, err := t.Driver.ImageEntrypoint(ctx, image)
@@ -81,7 +81,7 @@ func (t *Tracer) ImageEntrypoint(ctx context.Context, image string) ([]string, b
 	return ep, ok, err
 }
 
-// ServerOS implements docker.Engine.
+// ServerOS implements docker.Driver.
 func (t *Tracer) ServerOS(ctx context.Context) (string, error) {
 	began := time.Now()
 	os, err := t.Driver.ServerOS(ctx)
@@ -89,7 +89,7 @@ func (t *Tracer) ServerOS(ctx context.Context) (string, error) {
 	return os, err
 }
 
-// Create implements docker.Engine.
+// Create implements docker.Driver.
 func (t *Tracer) Create(ctx context.Context, spec docker.CreateSpec) (string, error) {
 	began := time.Now()
 	id, err := t.Driver.Create(ctx, spec)
@@ -97,7 +97,7 @@ func (t *Tracer) Create(ctx context.Context, spec docker.CreateSpec) (string, er
 	return id, err
 }
 
-// Start implements docker.Engine.
+// Start implements docker.Driver.
 func (t *Tracer) Start(ctx context.Context, target string) error {
 	began := time.Now()
 	err := t.Driver.Start(ctx, target)
@@ -105,7 +105,7 @@ func (t *Tracer) Start(ctx context.Context, target string) error {
 	return err
 }
 
-// Remove implements docker.Engine.
+// Remove implements docker.Driver.
 func (t *Tracer) Remove(ctx context.Context, target string) (docker.RemoveOutcome, error) {
 	began := time.Now()
 	o, err := t.Driver.Remove(ctx, target)
@@ -113,7 +113,7 @@ func (t *Tracer) Remove(ctx context.Context, target string) (docker.RemoveOutcom
 	return o, err
 }
 
-// Pause implements docker.Engine.
+// Pause implements docker.Driver.
 func (t *Tracer) Pause(ctx context.Context, target string) error {
 	began := time.Now()
 	err := t.Driver.Pause(ctx, target)
@@ -121,7 +121,7 @@ func (t *Tracer) Pause(ctx context.Context, target string) error {
 	return err
 }
 
-// Unpause implements docker.Engine.
+// Unpause implements docker.Driver.
 func (t *Tracer) Unpause(ctx context.Context, target string) error {
 	began := time.Now()
 	err := t.Driver.Unpause(ctx, target)
@@ -129,7 +129,7 @@ func (t *Tracer) Unpause(ctx context.Context, target string) error {
 	return err
 }
 
-// Exec implements docker.Engine.
+// Exec implements docker.Driver.
 func (t *Tracer) Exec(ctx context.Context, req docker.ExecRequest) (docker.ExecOutput, error) {
 	began := time.Now()
 	out, err := t.Driver.Exec(ctx, req)
@@ -137,7 +137,7 @@ func (t *Tracer) Exec(ctx context.Context, req docker.ExecRequest) (docker.ExecO
 	return out, err
 }
 
-// Stat implements docker.Engine.
+// Stat implements docker.Driver.
 func (t *Tracer) Stat(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
 	began := time.Now()
 	e, err := t.Driver.Stat(ctx, target, guestPath)
@@ -145,7 +145,7 @@ func (t *Tracer) Stat(ctx context.Context, target, guestPath string) (*docker.En
 	return e, err
 }
 
-// Read implements docker.Engine.
+// Read implements docker.Driver.
 func (t *Tracer) Read(ctx context.Context, target, guestPath string, maxBytes int64) (*docker.Entry, []byte, error) {
 	began := time.Now()
 	e, b, err := t.Driver.Read(ctx, target, guestPath, maxBytes)
@@ -153,7 +153,7 @@ func (t *Tracer) Read(ctx context.Context, target, guestPath string, maxBytes in
 	return e, b, err
 }
 
-// CopyIn implements docker.Engine.
+// CopyIn implements docker.Driver.
 func (t *Tracer) CopyIn(ctx context.Context, target string, tarball []byte) error {
 	began := time.Now()
 	err := t.Driver.CopyIn(ctx, target, tarball)
@@ -161,45 +161,19 @@ func (t *Tracer) CopyIn(ctx context.Context, target string, tarball []byte) erro
 	return err
 }
 
-// ExecStarter passes the driver's fast path on, traced.
-func (t *Tracer) ExecStarter() (docker.ExecStarter, bool) {
-	es, ok := t.Driver.ExecStarter()
-	if !ok {
-		return nil, false
-	}
-	return tracedStarter{t, es}, true
-}
-
-// TypeStater passes the driver's fast path on, traced.
-func (t *Tracer) TypeStater() (docker.TypeStater, bool) {
-	ts, ok := t.Driver.TypeStater()
-	if !ok {
-		return nil, false
-	}
-	return tracedStater{t, ts}, true
-}
-
-type tracedStarter struct {
-	t  *Tracer
-	es docker.ExecStarter
-}
-
-func (s tracedStarter) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
+// ExecWithStart implements docker.Driver.
+func (t *Tracer) ExecWithStart(ctx context.Context, req docker.ExecRequest, started func()) (docker.ExecOutput, error) {
 	began := time.Now()
-	out, err := s.es.ExecWithStart(ctx, req, started)
-	s.t.record("exec", argv(req.Argv), began, err)
+	out, err := t.Driver.ExecWithStart(ctx, req, started)
+	t.record("exec", argv(req.Argv), began, err)
 	return out, err
 }
 
-type tracedStater struct {
-	t  *Tracer
-	ts docker.TypeStater
-}
-
-func (s tracedStater) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
+// StatType implements docker.Driver.
+func (t *Tracer) StatType(ctx context.Context, target, guestPath string) (*docker.Entry, error) {
 	began := time.Now()
-	e, err := s.ts.StatType(ctx, target, guestPath)
-	s.t.record("stat type", guestPath, began, err)
+	e, err := t.Driver.StatType(ctx, target, guestPath)
+	t.record("stat type", guestPath, began, err)
 	return e, err
 }
 

@@ -33,8 +33,9 @@ except maf_host_tools.HostToolError as refusal:
 func codeactStep(ctx context.Context, step func(string, ...any), remote *client.Backend, nc *nats.Conn, key sandbox.Key,
 	image, dockerPath string) error {
 	if image == images.PythonTag {
-		step("building the Python image %s with debootstrap from apt's Debian mirror, once (nothing is pulled)", image)
-		if err := images.EnsurePython(ctx, dockerPath, image); err != nil {
+		if err := images.EnsurePython(ctx, dockerPath, image, images.WithBuildNotice(func() {
+			step("building the Python image %s with debootstrap from apt's Debian mirror, once (nothing is pulled)", image)
+		})); err != nil {
 			step("skipping the codeact step: %v", err)
 			return nil
 		}

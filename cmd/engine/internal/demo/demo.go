@@ -63,7 +63,7 @@ func (v *verb) parse(args []string) error {
 	fs.Var(v.labels, "label", "extra label k=v on every container the demo creates; repeatable")
 	fs.IntVar(&v.pool, "warm-pool", 1, "keep this many sandboxes of --image started ahead (the pooled acquire step); 0 skips the step")
 	fs.BoolVar(&v.execChannel, "exec-channel", true, "give closed sandboxes the exec channel's supervisor, as engine serve does by default: commands skip docker exec")
-	return fs.Parse(args)
+	return settings.ParseFlags(fs, args)
 }
 
 // step prints one step of the demo.
@@ -72,8 +72,9 @@ func step(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 // run starts the engine, then plays the agent against it.
 func (v *verb) run(ctx context.Context) error {
 	if v.image == images.BusyboxTag {
-		step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
-		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image); err != nil {
+		if err := images.EnsureBusybox(ctx, v.dockerPath, v.image, images.WithBuildNotice(func() {
+			step("building the workload image %s from Debian's busybox-static (nothing is pulled)", v.image)
+		})); err != nil {
 			return err
 		}
 	}
@@ -179,14 +180,6 @@ func (v *verb) startEngine(ctx context.Context, log *zap.Logger) (*engine, error
 		return eng, err
 	}
 	eng.onClose(eventsConn.Close)
-	backend, err := v.backend(ctx, eng, cfg, eventsConn, log)
-	if err != nil {
-		return eng, err
-	}
-	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer), sandbox.WithLogger(log))
-	if err != nil {
-		return eng, err
-	}
 	if eng.metrics, err = telemetry.NewPrometheus("127.0.0.1:0", log); err != nil {
 		return eng, err
 	}
@@ -197,8 +190,18 @@ func (v *verb) startEngine(ctx context.Context, log *zap.Logger) (*engine, error
 			log.Warn("stop the metrics endpoint", zap.Error(err))
 		}
 	})
+	backend, err := v.backend(ctx, eng, cfg, eventsConn, log)
+	if err != nil {
+		return eng, err
+	}
+	// The events and the metrics observe every act, as the router and the backend report it.
+	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer), sandbox.WithLogger(log),
+		sandbox.WithObserver(sandbox.Observers(eng.events, eng.metrics.Metrics())))
+	if err != nil {
+		return eng, err
+	}
 	svc, err := service.New(engineConn, router, service.WithLogger(log), service.WithVersion(version.Build()),
-		service.WithAudit(eng.events.Audit()), service.WithMetrics(eng.metrics.Metrics()))
+		service.WithMetrics(eng.metrics.Metrics()))
 	if err != nil {
 		return eng, err
 	}
@@ -208,26 +211,20 @@ func (v *verb) startEngine(ctx context.Context, log *zap.Logger) (*engine, error
 	return eng, nil
 }
 
-// backend creates the Docker backend, its egress windows published on eventsNC; eng closes both.
+// backend creates the Docker backend and the events on eventsNC, whose daemon it is; eng
+// closes both, the backend first (it still hands the events the windows it drains).
 func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, eventsNC *nats.Conn, log *zap.Logger) (*actors.Backend, error) {
 	drv, err := docker.NewEngine(cfg, docker.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	ev, err := events.New(ctx, eventsNC, events.WithDaemon(drv), events.WithLogger(log))
-	if err != nil {
-		return nil, err
-	}
-	eng.onClose(func() { _ = ev.Close(context.WithoutCancel(ctx)) })
-	eng.events = ev
 	planeOpt, err := settings.FilePlane()
 	if err != nil {
 		return nil, err
 	}
-	opts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), actors.WithEgressSink(ev.Windows()), planeOpt,
-		actors.WithEgressUpstreamCAs(eng.target.caPEM), // the inspected demo host is verified against the target's CA
-		actors.WithLifecycleObserver(ev.Lifecycle())}   // sleep and snapshots on the audit stream
-	if store, err := events.NewSnapshots(ctx, eventsNC); err == nil {
+	opts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), planeOpt,
+		actors.WithEgressUpstreamCAs(eng.target.caPEM)} // the inspected demo host is verified against the target's CA
+	if store, err := events.NewSnapshots(ctx, eventsNC); err == nil { // sleep.go's fork
 		opts = append(opts, actors.WithSnapshotStore(store))
 	} else {
 		step("snapshots off: their object store cannot be made (%v)", err)
@@ -247,8 +244,16 @@ func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, even
 	if err != nil {
 		return nil, err
 	}
-	eng.backend = backend
-	eng.onClose(func() { backend.Close(context.WithoutCancel(ctx)) })
+	ev, err := events.New(ctx, eventsNC, events.WithDaemon(backend), events.WithLogger(log))
+	if err != nil {
+		backend.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	eng.backend, eng.events = backend, ev
+	eng.onClose(func() {
+		backend.Close(context.WithoutCancel(ctx))
+		_ = ev.Close(context.WithoutCancel(ctx))
+	})
 	return backend, nil
 }
 

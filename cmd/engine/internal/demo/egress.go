@@ -27,7 +27,7 @@ import (
 // scratch) on a private internal network that serves two names; a sandbox whose allowlist
 // names one of them reaches it through its proxy and is refused the other; then dispose, and
 // the window of decisions is read back from JetStream with a durable consumer. A third name is
-// inspected (issue 24): one allowed GET carries a credential the sandbox never holds, swapped
+// inspected: one allowed GET carries a credential the sandbox never holds, swapped
 // in by the proxy (the target logs its digest, which the demo checks), and one POST is refused.
 
 const (

@@ -34,9 +34,9 @@ func main() {
 		return
 	}
 
-	build := images.EnsureBusybox
-	if *force {
-		build = images.BuildBusybox
+	build := images.BuildBusybox
+	if !*force {
+		build = func(ctx context.Context, docker, tag string) error { return images.EnsureBusybox(ctx, docker, tag) }
 	}
 	if err := build(ctx, *docker, images.BusyboxTag); err != nil {
 		fmt.Fprintf(os.Stderr, "buildimages: %v\n", err)
