@@ -87,6 +87,18 @@ type Backend struct {
 
 	metrics *telemetry.Metrics // nil: no metrics (instruments.go)
 	tracer  trace.Tracer       // a no-op one without WithTracerProvider
+
+	sleepDefault sandbox.Sleep  // the sleep of a spec that names none (sleep.go)
+	sleeps       sleepBook      // the sandboxes asleep (sleep.go)
+	markers      freezeMarkers  // freeze_marker.go
+	snapStore    SnapshotStore  // snapshot.go; nil: no snapshots
+	unfinished   time.Duration  // a layer with no record older than this is undone (snapshot.go)
+	sweeps       sync.WaitGroup // the sweep of unfinished snapshots, joined by Close
+	loadFlight   flight[bool]   // loads of one snapshot image at once share one
+	daemon       struct {       // the daemon's ID, which names the markers
+		mu sync.Mutex
+		id string
+	}
 }
 
 // newBackend is [NewBackend] without starting the warm pools.
@@ -120,10 +132,16 @@ func newBackend(cfg docker.Config, opts ...Option) (*Backend, error) {
 		freezes: o.freezes, askTimeout: o.askTimeout, idleTimeout: o.idleTimeout, actorHook: o.actorHook,
 		system: system, life: life, stop: stop, egress: o.egress, images: newImageFacts(imageFactsLimit),
 		filePlane: o.filePlane, execd: o.execd, metrics: o.metrics, tracer: telemetry.Tracer(o.tracer), procLimits: o.procLimits,
-		procStore: o.procStore,
-		acquired:  map[sandbox.SandboxID]map[string]struct{}{},
-		retained:  map[sandbox.Key]map[string]struct{}{},
+		procStore:    o.procStore,
+		acquired:     map[sandbox.SandboxID]map[string]struct{}{},
+		retained:     map[sandbox.Key]map[string]struct{}{},
+		sleepDefault: o.sleep, snapStore: o.snapStore, unfinished: o.unfinished,
 	}
+	markerDir := DefaultFreezeMarkerDir()
+	if o.markerDir != nil {
+		markerDir = *o.markerDir
+	}
+	b.markers = newFreezeMarkers(markerDir, b.log)
 	if o.observer != nil {
 		b.obs.Store(&observerRef{o.observer})
 	}
@@ -183,6 +201,7 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 			zap.String("daemon_os", osName), zap.Error(err))
 	}
 	b.startPools()
+	b.sweepSnapshots() // snapshot.go: what a dead engine left half made
 	return b, nil
 }
 
@@ -191,6 +210,7 @@ func Create(ctx context.Context, cfg docker.Config, opts ...Option) (*Backend, e
 func (b *Backend) Close(ctx context.Context) {
 	b.closeOnce.Do(func() {
 		b.stop()
+		b.sweeps.Wait()
 		if b.watch != nil {
 			b.watch.wait()
 		}
@@ -227,6 +247,7 @@ func (b *Backend) Declarations() sandbox.Declarations {
 	// (so that none races a freeze: freeze.go).
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
 		sandbox.HostTools, sandbox.Reclaim, sandbox.Processes)
+	b.snapshotCaps(caps) // snapshot.go
 	scopes := []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}
 	if len(b.cfg.CapAdd) > 0 {
 		// A guest given capabilities back can own, enter or rewrite what the removal rules
@@ -260,16 +281,19 @@ func (b *Backend) Declarations() sandbox.Declarations {
 // time (a probe, a start: busy, retry) and a
 // [*sandbox.ImageMissingError] when the workload's or the egress proxy's image is not there.
 func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return b.acquire(ctx, key, spec, false)
+}
+
+// acquire is Acquire; fresh asks for a new instance (snapshot.go): one already under the
+// key's name is refused, and no warm pool's member is taken.
+func (b *Backend) acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spec, fresh bool) (sandbox.Sandbox, error) {
 	if !spec.Valid() {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec was not built by sandbox.NewSpec"}
 	}
 	if spec.Image == "" && spec.ImageID == "" {
 		return nil, &sandbox.InvalidArgumentError{Reason: "the spec names neither image nor image_id"}
 	}
-	egressID := ""
-	if spec.Egress == sandbox.EgressAllowlist {
-		egressID = docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
-	}
+	egressID := b.egressID(spec)
 	name := docker.ContainerName(key, spec.Kind, egressID)
 	b.pools.begin() // no refill starts before this acquire ends
 	defer b.pools.end()
@@ -277,7 +301,7 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	env := &request{msg: &acquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID}}
+	env := &request{msg: &acquireRequest{Key: key, Spec: spec.Clone(), EgressID: egressID, Fresh: fresh}}
 	res, err := ask[*acquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
 		return nil, unavailable(err)
@@ -291,6 +315,14 @@ func (b *Backend) Acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 		b.reattach(sb) // process_store.go: an instance that may hold processes another engine followed
 	}
 	return sb, nil
+}
+
+// egressID is the egress identity an allowlisted spec's name carries; "" for any other.
+func (b *Backend) egressID(spec sandbox.Spec) string {
+	if spec.Egress != sandbox.EgressAllowlist {
+		return ""
+	}
+	return docker.EgressID(b.cfg.EgressProxyImage, sandbox.EgressIdentities(spec.EgressAllow))
 }
 
 // remember records a name this process handed out, so disposal can reach it even when the

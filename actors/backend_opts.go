@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -31,10 +32,14 @@ type options struct {
 	procLimits  ProcessLimits                    // process_opts.go
 	procStore   ProcessStore                     // process_store.go; nil: none
 	actorHook   func(name string, ev actorEvent) // tests only
+	sleep       sandbox.Sleep                    // sleep.go
+	markerDir   *string                          // freeze_marker.go; nil: DefaultFreezeMarkerDir
+	snapStore   SnapshotStore                    // snapshot.go; nil: no snapshots
+	unfinished  time.Duration                    // snapshot.go
 }
 
 func defaultOptions() options {
-	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto,
+	return options{logger: zap.NewNop(), askTimeout: 10 * time.Minute, unfinished: DefaultUnfinishedSnapshotAge, idleTimeout: DefaultIdleActorTimeout, watch: true, filePlane: FilePlaneAuto,
 		procLimits: defaultProcessLimits()}
 }
 
@@ -92,6 +97,48 @@ func WithoutEventWatch() Option {
 // zero or negative keeps every actor for the backend's life.
 func WithIdleActorTimeout(d time.Duration) Option {
 	return func(o *options) error { o.idleTimeout = max(d, 0); return nil }
+}
+
+// WithSleep sets the sleep times of every sandbox whose spec does not set its own
+// (sandbox.WithSleep): paused after pauseAfter without a call, its processes kept; stopped
+// after stopAfter, its filesystem kept; zero turns a step off (the default: no sleep). A
+// negative time, or a stop not after the pause, is refused.
+func WithSleep(pauseAfter, stopAfter time.Duration) Option {
+	return func(o *options) error {
+		s := sandbox.Sleep{PauseAfter: pauseAfter, StopAfter: stopAfter}
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		o.sleep = s
+		return nil
+	}
+}
+
+// WithFreezeMarkers keeps the freeze markers (freeze_marker.go) in dir, which every engine
+// process sharing a daemon on this host should share (default [DefaultFreezeMarkerDir]); ""
+// keeps none, so a paused container found after a crash is taken for a sleep and woken.
+func WithFreezeMarkers(dir string) Option {
+	return func(o *options) error { o.markerDir = &dir; return nil }
+}
+
+// WithSnapshotStore keeps the sandboxes' snapshots in store ([NewSnapshotDir], or the
+// events package's JetStream store), which makes the backend declare snapshot_files and
+// fork (default: none, and neither is declared).
+func WithSnapshotStore(store SnapshotStore) Option {
+	return func(o *options) error { o.snapStore = store; return nil }
+}
+
+// WithUnfinishedSnapshotAge sets how old a snapshot's layer with no record must be before a
+// backend starting up takes it for one its engine died writing, and removes it (default
+// [DefaultUnfinishedSnapshotAge]: no live snapshot is written that long).
+func WithUnfinishedSnapshotAge(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return &sandbox.InvalidArgumentError{Reason: fmt.Sprintf("unfinished snapshot age must be positive, got %s", d)}
+		}
+		o.unfinished = d
+		return nil
+	}
 }
 
 // withActorHook is told, from the actor's goroutine, what happens to the incarnations of

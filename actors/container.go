@@ -41,6 +41,10 @@ type containerActor struct {
 	asked      bool // a passivateRequest is out and nothing happened since
 	disposed   bool // a disposal removed everything: retire as soon as quiet
 
+	sleepT     *time.Timer // fires sleepCheck (sleep.go); nil when no step is due
+	restoring  bool        // a restore's acquire runs: the instance set aside is its own (snapshot.go)
+	markerHold *markerHold // the marker of the freeze held, if any (freeze_marker.go)
+
 	// egressBuild is the proxy an allowlisted acquire is building meanwhile (egress_run.go);
 	// nil outside such an acquire.
 	egressBuild *egressRun
@@ -81,6 +85,8 @@ type memory struct {
 	// inPlace holds the directories (→ the instance) where a staging name could not be
 	// removed (container_write.go): later writes there go in place.
 	inPlace map[string]string
+
+	sleeper sleeper // the sandbox's sleep times and what its reports name (sleep.go)
 }
 
 func newContainerActor(b *Backend, name string, mem *memory, t *tenure) *containerActor {
@@ -111,12 +117,15 @@ func (a *containerActor) Receive(ctx actor.Context) {
 			a.drain(ctx)
 		}
 		a.armIdle(ctx)
+		a.armSleep(ctx)
 	case *actor.Restarting:
 		a.disarmIdle()
+		a.disarmSleep()
 		a.thawHeld()
 		a.dropHost()
 	case *actor.Stopping:
 		a.disarmIdle()
+		a.disarmSleep()
 		a.thawHeld()
 		a.dropHost()
 		for _, st := range a.tenure.stash {
@@ -151,6 +160,10 @@ func (a *containerActor) Receive(ctx actor.Context) {
 		if m.gen == a.tenure.gen {
 			a.passivated(ctx)
 		}
+	case *sleepCheck:
+		if m.gen == a.tenure.gen {
+			a.sleepDue(ctx)
+		}
 	}
 }
 
@@ -181,7 +194,9 @@ func (a *containerActor) run(actx actor.Context, r *request, sender *actor.PID) 
 			panic(p)
 		}
 	}()
-	r.msg.run(r.ctx, a, actx, r, reply)
+	if a.beforeRequest(r.ctx, r, reply) { // sleep.go: a call that needs the guest running wakes it
+		r.msg.run(r.ctx, a, actx, r, reply)
+	}
 }
 
 // containerChanged is an engine lifecycle event of one container (start, die, pause,

@@ -22,6 +22,9 @@ type acquireRequest struct {
 	// Pool, when set, makes a warm pool's member (pool.go): this pool label instead of the
 	// key's labels, no key, and never a member taken from a pool.
 	Pool string
+	// Fresh asks for a new instance (snapshot.go): one found under the name is refused, and
+	// no pool's member is taken.
+	Fresh bool
 }
 
 // acquireResponse carries the instance the acquire handed out.
@@ -38,8 +41,13 @@ func (*acquireRequest) needsFreeze() bool  { return false }
 func (*acquireRequest) fail(err error) any { return &acquireResponse{Err: err} }
 
 func (m *acquireRequest) run(ctx context.Context, a *containerActor, _ actor.Context, env *request, reply func(any)) {
+	rec, asleep := a.b.sleeps.get(a.name)
 	res := a.acquire(ctx, m)
 	if res.Err == nil {
+		if asleep && rec.State == sleepStopped { // sleep.go: started again, its processes not kept
+			a.startedAgain(ctx, rec, res.Outcome, res.InstanceID)
+		}
+		a.slept(m, res.InstanceID)
 		env.bound = a.binding() // read by the caller once the reply arrived
 	}
 	reply(res)
@@ -70,6 +78,10 @@ func (a *containerActor) acquire(ctx context.Context, m *acquireRequest) *acquir
 	info, err := a.found(ctx, base)
 	if err != nil {
 		return fail(err)
+	}
+	if m.Fresh && info != nil {
+		return fail(&sandbox.InvalidArgumentError{Reason: fmt.Sprintf(
+			"%s already has a sandbox of kind %q (instance %.12s); a new one from a snapshot needs the key free", m.Key, spec.Kind, info.ID)})
 	}
 	// egress hook (egress.go): the allowlist network, and a fresh proxy built meanwhile; no
 	// workload process starts before its seal is proved.
@@ -117,11 +129,17 @@ func (a *containerActor) found(ctx context.Context, base string) (*docker.Contai
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", a.name, err)
 	}
-	if info == nil {
-		return nil, nil
+	if info, err = a.recoverAside(ctx, info); err != nil || info == nil { // snapshot.go: a restore a dead engine left
+		return info, err
 	}
 	if err := a.checkBase(ctx, info, base); err != nil {
 		return nil, err
+	}
+	if rec, ok := a.b.sleeps.get(a.name); ok && rec.State == sleepPaused && rec.Instance == info.ID {
+		if err := a.wake(ctx, sandbox.ReasonCall); err != nil { // sleep.go
+			return nil, err
+		}
+		return a.refresh(ctx)
 	}
 	if info.Paused {
 		return a.recoverFrozen(ctx, info)
@@ -140,7 +158,7 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		a.log.Debug("sandbox reused", zap.String("kind", spec.Kind))
 		return info, sandbox.OutcomeReused, nil
 	}
-	if info == nil { // a pool's member was made on this daemon: no OS re-check for it
+	if info == nil && !m.Fresh { // a pool's member was made on this daemon: no OS re-check for it
 		if pooled, ok := a.fromPool(ctx, m, base); ok {
 			return pooled, outcomePooled, nil
 		}
@@ -149,6 +167,9 @@ func (a *containerActor) ensureRunning(ctx context.Context, m *acquireRequest, i
 		return nil, "", err
 	}
 	outcome = sandbox.OutcomeRestarted
+	if info != nil && info.Labels[label.Snapshot] != "" {
+		imageRef = info.ImageID // a restored sandbox is replaced, if it must be, from its snapshot's image
+	}
 	if info != nil && a.restart(ctx, info) {
 		a.log.Info("sandbox restarted", zap.String("kind", spec.Kind))
 	} else {

@@ -80,11 +80,13 @@ func (a *containerActor) dispose(ctx context.Context, m *disposeRequest) *dispos
 			}
 		}()
 	}
+	img := a.snapshotImageOf(a.info) // snapshot.go: read before the removal forgets it
 	res := a.removeWorkload(ctx, a.name)
 	if derived {
 		<-proxied
 		a.sweepNetwork(ctx)
 	}
+	a.releaseImage(ctx, img, res)
 	return res
 }
 
@@ -116,6 +118,7 @@ func (a *containerActor) disposeInstance(ctx context.Context, m *disposeRequest)
 	if id, ok := info.Networks[docker.NetworkName(a.name)]; ok {
 		a.removeRecordedNetwork(id)
 	}
+	a.releaseImage(ctx, a.snapshotImageOf(&info), res)
 	return res
 }
 

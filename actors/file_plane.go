@@ -228,6 +228,10 @@ func (a *containerActor) archiveNow() (filePlane, error) {
 // this actor starts (freeze.go's stash rule): a file call on a container whose host plane is
 // proven and alive never freezes.
 func (a *containerActor) mayFreeze(m containerRequest) bool {
+	switch m.(type) {
+	case *pauseRequest, *snapshotRequest: // sleep.go, snapshot.go: not a file call's pause, but one that races an exec's start alike
+		return true
+	}
 	return m.needsFreeze() && (a.host == nil || !a.host.Alive())
 }
 

@@ -24,9 +24,16 @@ package actors
 //     lock, then runc joins a frozen cgroup holding it). A request whose work is frozen
 //     waits in the stash until the execs in flight have started, and whatever arrives behind
 //     it waits too, so calls keep their order;
+//   - the marker (freeze_marker.go): a file on the engine's host, locked while the freeze is
+//     held and removed once it is thawed, so that a pause found later is told apart from a
+//     sleep (sleep.go) even by another process;
 //   - the recovery (recoverFrozen): acquire finds a container paused that no freeze of this
-//     process claims, so a host died inside a file call; it is thawed before reuse. A claimed
-//     freeze is a live call's and is never lifted.
+//     process claims and this backend did not put to sleep. A dead freeze's marker says a host
+//     died inside a file call: it is thawed before reuse. A live marker or a claimed freeze is
+//     a live call's and is never lifted. No marker: not a freeze, woken as a sleep.
+//
+// A freeze never lifts a sleep: a container the engine put to sleep is already still, so a
+// file call on it runs at once, with no pause and no thaw of its own.
 
 import (
 	"context"
@@ -126,6 +133,11 @@ func (a *containerActor) freezeKey(ctx context.Context) (freezeKey, error) {
 func (a *containerActor) frozen(ctx context.Context, target string, body func(ctx context.Context) error) (err error) {
 	ctx, end := a.span(ctx, SpanFreeze)
 	defer func() { end(err) }()
+	if a.asleepOn(target) {
+		// sleep.go: the engine's own sleep already holds the guest still, and it is not this
+		// call's to lift.
+		return body(ctx)
+	}
 	k, err := a.freezeKey(ctx)
 	if err != nil {
 		return err
@@ -133,6 +145,14 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 	began := time.Now()
 	a.b.freezes.claim(k)
 	defer a.b.freezes.release(k)
+	// The marker (freeze_marker.go) outlives this process if it dies frozen: removed only
+	// once the thaw succeeded (or nothing froze).
+	var hold *markerHold
+	if mk, ok := a.markerKey(ctx); ok {
+		hold = a.b.markers.hold(ctx, mk)
+	}
+	thawed := true
+	defer func() { hold.release(thawed) }()
 	err = a.b.engine.Pause(ctx, target)
 	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
 		// No freeze of this process is on it. 20.10 applies containerd's events late: the
@@ -152,7 +172,7 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 	if err != nil {
 		if !daemonAnswered(err) {
 			// A pause that timed out or was cancelled may still have frozen the guest.
-			a.thaw(ctx, target)
+			thawed = a.thaw(ctx, target)
 		}
 		var fe *FreezeError
 		if errors.As(err, &fe) {
@@ -161,12 +181,12 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 		return fmt.Errorf("docker could not freeze %s for a file call: %w", a.name, err)
 	}
 	a.b.freezes.confirm(k)
-	a.holding = target
+	a.holding, a.markerHold = target, hold
 	a.ownPause++
 	defer func() {
 		a.b.freezes.unconfirm(k)
-		a.thaw(ctx, target)
-		a.holding = ""
+		thawed = a.thaw(ctx, target)
+		a.holding, a.markerHold = "", nil
 		a.b.froze(ctx, began)
 	}()
 	return body(ctx)
@@ -254,11 +274,15 @@ func (a *containerActor) thawHeld() {
 	if k, err := a.freezeKey(ctx); err == nil {
 		a.b.freezes.unconfirm(k)
 	}
-	a.thaw(ctx, target)
+	a.markerHold.release(a.thaw(ctx, target))
+	a.markerHold = nil
 }
 
-// recoverFrozen thaws a container found paused when no freeze of this process claims it: a
-// host died inside a file call. A claimed freeze is a live call's and is never lifted.
+// recoverFrozen handles a container an acquire found paused that this backend did not put to
+// sleep. A freeze of this process, or a live one of another process on this host (its
+// marker locked), is a live call's and is never lifted. A marker nobody holds is a freeze
+// whose process died inside a file call: thawed. No marker: not a freeze at all (a sleep
+// this process does not remember, or someone's pause), woken (sleep.go).
 func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
 	k, err := a.freezeKey(ctx)
 	if err != nil {
@@ -267,9 +291,21 @@ func (a *containerActor) recoverFrozen(ctx context.Context, info *docker.Contain
 	if a.b.freezes.claimed(k) {
 		return nil, fmt.Errorf("container %s is frozen by a live file call of this process; try again", a.name)
 	}
+	mk, marked := a.markerKey(ctx)
+	state := markerNone
+	if marked {
+		state = a.b.markers.probe(mk)
+	}
+	switch state {
+	case markerLive:
+		return nil, fmt.Errorf("container %s is frozen by a live file call of another engine process on this host; try again", a.name)
+	case markerNone:
+		return a.wakeUnremembered(ctx, info)
+	}
 	if !a.thaw(ctx, info.ID) {
 		return nil, fmt.Errorf("could not thaw %s, which a host left frozen; refusing to serve a container whose guest cannot run", a.name)
 	}
+	a.b.markers.clear(mk)
 	a.log.Info("thawed before reuse: a host left it frozen")
 	return a.refresh(ctx)
 }

@@ -86,10 +86,11 @@ type binding struct {
 	workDir  string
 	facts    *facts
 	factsKey string
+	sleeper  sleeper // sleep.go
 }
 
 func (a *containerActor) binding() *binding {
-	return &binding{key: a.key, workDir: a.workDir, facts: a.facts, factsKey: a.factsKey}
+	return &binding{key: a.key, workDir: a.workDir, facts: a.facts, factsKey: a.factsKey, sleeper: a.sleeper}
 }
 
 // adopt takes a handle's binding when this actor's memory is empty: it was passivated and
@@ -99,6 +100,9 @@ func (a *containerActor) adopt(bd *binding) {
 		return
 	}
 	a.workDir, a.facts, a.factsKey = bd.workDir, bd.facts, bd.factsKey
+	if a.sleeper.instance == "" {
+		a.sleeper = bd.sleeper
+	}
 	if a.key != bd.key {
 		a.key = bd.key
 		a.setLogger()
@@ -107,6 +111,12 @@ func (a *containerActor) adopt(bd *binding) {
 
 // quiet reports whether the actor holds nothing that stopping would lose.
 func (a *containerActor) quiet() bool {
+	return a.holdsNoCall() && !a.sleepHolds()
+}
+
+// holdsNoCall reports whether no call holds the actor: no exec in flight or starting, nothing
+// stashed, no freeze.
+func (a *containerActor) holdsNoCall() bool {
 	return len(a.tenure.execs) == 0 && len(a.tenure.starting) == 0 && len(a.tenure.stash) == 0 && a.holding == ""
 }
 
@@ -121,6 +131,7 @@ func (a *containerActor) touch() {
 // whose disposal removed everything retires at once when nothing else holds it.
 func (a *containerActor) settle(actx actor.Context) {
 	a.lastActive = time.Now()
+	a.armSleep(actx) // sleep.go: the idle time counts from here
 	if a.disposed && a.quiet() {
 		a.disposed = false
 		a.retire(actx)

@@ -166,6 +166,9 @@ func (b *Backend) send(ctx context.Context, subject string, data []byte) (*nats.
 	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
 		m.Header.Set(messages.RequestIDHeader, id)
 	}
+	if sandbox.ActReason(ctx) == sandbox.ReasonOperator { // an operator's act: the console's
+		m.Header.Set(messages.ReasonHeader, sandbox.ReasonOperator)
+	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		tc := propagation.MapCarrier{}
 		propagation.TraceContext{}.Inject(ctx, tc)

@@ -80,7 +80,7 @@ func New(nc *nats.Conn, opts ...Option) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{nc: nc, remote: remote, o: o, log: o.log.With(zap.String("prefix", o.prefix)), state: newState(o.window),
-		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown},
+		actions: map[string]string{ActionDispose: Unknown, ActionPurge: Unknown, ActionLameDuck: Unknown, ActionPause: Unknown, ActionSnapshot: Unknown},
 		listed:  map[string]time.Time{}, refused: map[string]bool{}, silent: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	nc.SetErrorHandler(c.asyncError)
 	scoped := ">" // every scope's events, or the one scope's: <prefix>.audit.<scope>.>

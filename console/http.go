@@ -42,6 +42,14 @@ func (c *Console) Handler() http.Handler {
 		var req PurgeRequest
 		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Purge(ctx, req) })
 	})
+	mux.HandleFunc("POST /api/pause", func(w http.ResponseWriter, r *http.Request) { // lifecycle.go
+		var req SandboxRequest
+		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Pause(ctx, req) })
+	})
+	mux.HandleFunc("POST /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		var req SandboxRequest
+		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.Snapshot(ctx, req) })
+	})
 	mux.HandleFunc("POST /api/lame_duck", func(w http.ResponseWriter, r *http.Request) {
 		var req LameDuckRequest
 		c.act(w, r, &req, func(ctx context.Context) (any, error) { return c.LameDuck(ctx, req) })

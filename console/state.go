@@ -58,7 +58,8 @@ type state struct {
 	audit     ring[json.RawMessage]
 	egress    ring[json.RawMessage]
 	reaps     ring[json.RawMessage]
-	notice    string // what the page says is missing, "" when nothing is
+	notice    string         // what the page says is missing, "" when nothing is
+	snaps     ring[Snapshot] // lifecycle.go
 	hub       *hub
 }
 
@@ -68,7 +69,7 @@ type sandboxRef struct{ engine, id string }
 func newState(window int) *state {
 	return &state{engines: map[string]*Engine{}, sandboxes: map[sandboxRef]messages.APISandboxEntry{},
 		audit: ring[json.RawMessage]{n: window}, egress: ring[json.RawMessage]{n: window}, reaps: ring[json.RawMessage]{n: window},
-		hub: newHub()}
+		snaps: ring[Snapshot]{n: window}, hub: newHub()}
 }
 
 // snapshot is the first message a browser gets.
@@ -80,6 +81,7 @@ type snapshot struct {
 	Audit     []json.RawMessage          `json:"audit"`
 	Egress    []json.RawMessage          `json:"egress"`
 	Reaps     []json.RawMessage          `json:"reaps"`
+	Snapshots []Snapshot                 `json:"snapshots"`
 	Notice    string                     `json:"notice,omitempty"`
 }
 
@@ -89,7 +91,7 @@ func (s *state) watch(identity string, actions map[string]string) (snapshot, *wa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Identity: identity, Actions: actions, Engines: s.engineList(), Sandboxes: s.sandboxList(),
-		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Notice: s.notice}
+		Audit: s.audit.all(), Egress: s.egress.all(), Reaps: s.reaps.all(), Notice: s.notice, Snapshots: s.snaps.all()}
 	return snap, s.hub.add()
 }
 
@@ -195,6 +197,9 @@ func (s *state) auditEvent(raw json.RawMessage, ev *events.AuditEvent) {
 	var key messages.APIKey
 	if ev.Key != nil {
 		key = *ev.Key
+	}
+	if s.lifecycleLocked(ev, key) { // lifecycle.go
+		return
 	}
 	switch ev.Type {
 	case events.AuditSandboxAcquired:

@@ -19,9 +19,6 @@ const importPath = "github.com/mafsandbox/engine/docker"
 var unspelled = map[string]string{
 	"Option":         "the type of NewEngine's options: an embedder that builds a list of them names it",
 	"NameRole":       "the type ParseName returns and the Role constants have",
-	"ChangeKind":     "the type of Change.Kind",
-	"ChangeDeleted":  "a value of Change.Kind: a caller of Changes meets all three",
-	"ChangeModified": "a value of Change.Kind: a caller of Changes meets all three",
 	"ErrCapExceeded": "the class *CapExceededError reports, for errors.Is",
 	"Containers":     "the container part of Driver, embedded in it: its methods are the seam's",
 	"DefaultConfig":  "an embedder's starting configuration, every default filled in",

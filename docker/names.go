@@ -86,6 +86,10 @@ func NetworkName(n string) string { return n + NetworkSuffix }
 // ProxyName is the egress proxy container of workload name n.
 func ProxyName(n string) string { return n + ProxySuffix }
 
+// AsideName is where a restore keeps workload n's previous instance until the new one serves
+// (actors/snapshot.go): n-aside. It carries n's labels, so a purge of its key removes it too.
+func AsideName(n string) string { return n + "-aside" }
+
 // ProxyURL is the proxy address a workload on n's network is given.
 func ProxyURL(n string) string { return "http://" + ProxyName(n) + ":" + strconv.Itoa(proxyPort) }
 

@@ -92,7 +92,8 @@ type AuditEvent struct {
 	Verdict   *AuditVerdict   `json:"verdict,omitempty"`
 	Placement *AuditPlacement `json:"placement,omitempty"`
 	Call      *AuditCall      `json:"call,omitempty"`
-	Process   *AuditProcess   `json:"process,omitempty"` // process.started, process.exited (process_audit.go)
+	Process   *AuditProcess   `json:"process,omitempty"`   // process.started, process.exited (process_audit.go)
+	Lifecycle *AuditLifecycle `json:"lifecycle,omitempty"` // lifecycle.go
 }
 
 // AuditAcquire is an acquire's detail.

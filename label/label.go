@@ -46,6 +46,9 @@ const (
 	// carries it and [WorkDir] instead of the identity labels, which cannot change once the
 	// member is handed to a key: its binding is recorded in the container instead.
 	Pool = Prefix + "pool.v1"
+	// Snapshot names the snapshot an image was made of (actors/snapshot.go): on a snapshot's
+	// image, and so on every container created from it.
+	Snapshot = Prefix + "snapshot.v1"
 )
 
 // RoleProxy is the value of [Role] on an egress proxy.

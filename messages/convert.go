@@ -127,6 +127,9 @@ func admissionFromWire(w APISpec) []sandbox.SpecOption {
 	if w.ExclusiveAdmission {
 		add(sandbox.WithExclusiveAdmission())
 	}
+	if w.Sleep != nil {
+		add(sandbox.WithSleep(time.Duration(w.Sleep.PauseAfterMS)*time.Millisecond, time.Duration(w.Sleep.StopAfterMS)*time.Millisecond))
+	}
 	return opts
 }
 
@@ -170,6 +173,9 @@ func SpecToWire(s sandbox.Spec) APISpec {
 		IsolationScope:          string(s.IsolationScope),
 		ConfinedToGuestCallPath: s.ConfinedToGuestCallPath,
 		ExclusiveAdmission:      s.ExclusiveAdmission,
+	}
+	if s.Sleep != nil {
+		w.Sleep = &APISleep{PauseAfterMS: s.Sleep.PauseAfter.Milliseconds(), StopAfterMS: s.Sleep.StopAfter.Milliseconds()}
 	}
 	fi, fo := limitsToWire(s.FilesIn), limitsToWire(s.FilesOut)
 	w.FilesIn, w.FilesOut = &fi, &fo

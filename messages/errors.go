@@ -69,6 +69,8 @@ const (
 	CodeProcessEnded                 = "process_ended"
 	CodeStdinClosed                  = "stdin_closed"
 	CodeProcessStartFailed           = "process_start_failed"
+	CodeSnapshotNotFound             = "snapshot_not_found"
+	CodeSnapshotRefused              = "snapshot_refused"
 
 	// Codes of this package's own errors.
 	CodeBadRequest        = "bad_request"
@@ -172,6 +174,8 @@ var errorCodes = []errorCode{
 	typed[*sandbox.ProcessEndedError](CodeProcessEnded),
 	typed[*sandbox.StdinClosedError](CodeStdinClosed),
 	typed[*sandbox.ProcessStartError](CodeProcessStartFailed),
+	typed[*sandbox.SnapshotNotFoundError](CodeSnapshotNotFound),
+	typed[*sandbox.SnapshotRefusedError](CodeSnapshotRefused),
 
 	typed[*BadRequestError](CodeBadRequest),
 	typed[*UnknownSandboxError](CodeUnknownSandbox),

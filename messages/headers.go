@@ -14,3 +14,9 @@ const (
 // share: true, "user" its user). The server replaces any value the sender set. An engine
 // with tenancy learns its caller from it and from nothing else (docs/operations.md#tenancy).
 const RequestInfoHeader = "Nats-Request-Info"
+
+// ReasonHeader is the reason a caller gives for a sandbox's lifecycle act (pause, snapshot,
+// restore, fork): "operator" from the operator console, which sends it on every call. An
+// engine with tenancy believes it from an operator account only; a single-tenant engine, whose
+// every caller is trusted alike, believes it from anyone.
+const ReasonHeader = "Maf-Sandbox-Reason"

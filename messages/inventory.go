@@ -42,8 +42,8 @@ type APIListSandboxesResponse struct {
 
 // APISandboxEntry is one sandbox an engine holds: its handle, key, kind, instance, image and
 // egress mode (the acquire's spec), when it was first acquired and when a call last named
-// it (an acquire or a call addressed to the handle). State is "live" for every sandbox the
-// engine holds; a disposed or gone sandbox is no longer listed.
+// it (an acquire or a call addressed to the handle). State is "live" for a sandbox awake,
+// "paused" or "stopped" for one asleep; a disposed or gone sandbox is no longer listed.
 type APISandboxEntry struct {
 	ID         string    `json:"id"`
 	Engine     string    `json:"engine"`
@@ -57,5 +57,10 @@ type APISandboxEntry struct {
 	LastCallAt time.Time `json:"last_call_at"`
 }
 
-// SandboxStateLive is the state of every sandbox an engine lists.
-const SandboxStateLive = "live"
+// The states an engine lists a sandbox in: live (awake), or asleep, paused or stopped
+// (docs/operations.md, "Sleep").
+const (
+	SandboxStateLive    = "live"
+	SandboxStatePaused  = "paused"
+	SandboxStateStopped = "stopped"
+)

@@ -136,6 +136,14 @@ type APISpec struct {
 	ConfinedToGuestCallPath bool                `json:"confined_to_guest_call_path,omitempty"`
 	ExclusiveAdmission      bool                `json:"exclusive_admission,omitempty"`
 	Resources               *APIResources       `json:"resources,omitempty"`
+	Sleep                   *APISleep           `json:"sleep,omitempty"`
+}
+
+// APISleep overrides the engine's sleep times for one workload (sandbox.Sleep): paused after
+// pause_after_ms without a call, stopped after stop_after_ms; 0 turns a step off.
+type APISleep struct {
+	PauseAfterMS int64 `json:"pause_after_ms"`
+	StopAfterMS  int64 `json:"stop_after_ms"`
 }
 
 // APIResources bound one sandbox's memory (bytes), CPUs (a share of one CPU's time) and

@@ -22,12 +22,17 @@ const (
 	AttachedIdentity Capability = "attached_identity" // platform identity scoped to the sandbox
 	EgressMethods    Capability = "egress_methods"    // inspecting allowlist entries (methods, paths)
 	Processes        Capability = "processes"         // ProcessRunner: processes that live across calls
+	// SnapshotFiles: snapshots of the sandbox's filesystem alone (SnapshotHolds), taken
+	// (Snapshottable) and restored (SnapshotKeeper.Restore); never memory or processes.
+	SnapshotFiles Capability = "snapshot_files"
+	// Fork: new sandboxes made from one snapshot (SnapshotKeeper.Fork).
+	Fork Capability = "fork"
 )
 
 // Capabilities lists every capability.
 func Capabilities() []Capability {
 	return []Capability{Exec, RunCode, HostTools, FilesIn, FilesOut, FilesList, FilesDelete,
-		Snapshot, Reclaim, AttachedIdentity, EgressMethods, Processes}
+		Snapshot, Reclaim, AttachedIdentity, EgressMethods, Processes, SnapshotFiles, Fork}
 }
 
 // ParseCapability parses a capability strictly.

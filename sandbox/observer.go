@@ -44,6 +44,13 @@ type Observer interface {
 	// the goroutine that saw the start or the end.
 	ProcessStarted(ctx context.Context, a ProcessStarted)
 	ProcessExited(ctx context.Context, a ProcessExited)
+	// A sandbox's lifecycle (sleep.go, snapshot.go): the backend's own acts.
+	SandboxPaused(ctx context.Context, a SandboxPaused)
+	SandboxWoken(ctx context.Context, a SandboxWoken)
+	SandboxStopped(ctx context.Context, a SandboxStopped)
+	SnapshotTaken(ctx context.Context, a SnapshotTaken)
+	SandboxRestored(ctx context.Context, a SandboxRestored)
+	SandboxForked(ctx context.Context, a SandboxForked)
 }
 
 // Reporting is implemented by a backend that reports the acts it does itself: the commands,

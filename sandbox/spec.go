@@ -65,6 +65,7 @@ type Spec struct {
 	ConfinedToGuestCallPath bool // advisory claim only
 	ExclusiveAdmission      bool
 	Resources               Resources // zero: the backend's own bounds
+	Sleep                   *Sleep    // nil: the backend's sleep times; see [WithSleep]
 
 	built bool // set by NewSpec; a literal or zero Spec is refused by the router
 }
@@ -135,6 +136,11 @@ func (s *Spec) validate() error {
 	}
 	for _, o := range s.DeclaredOutputs {
 		if _, err := ParseOutputDisposition(string(o.Disposition)); err != nil {
+			return err
+		}
+	}
+	if s.Sleep != nil {
+		if err := s.Sleep.Validate(); err != nil {
 			return err
 		}
 	}

@@ -71,7 +71,7 @@ func TestEnumerationsParseStrictly(t *testing.T) {
 		{"isolation scope", strs("conversation", "call"), p(func(s string) error { _, e := ParseIsolationScope(s); return e })},
 		{"egress", strs("unrestricted", "allowlist", "closed"), p(func(s string) error { _, e := ParseEgress(s); return e })},
 		{"capability", strs("exec", "run_code", "host_tools", "files_in", "files_out", "files_list", "files_delete",
-			"snapshot", "reclaim", "attached_identity", "egress_methods", "processes"), p(func(s string) error { _, e := ParseCapability(s); return e })},
+			"snapshot", "reclaim", "attached_identity", "egress_methods", "processes", "snapshot_files", "fork"), p(func(s string) error { _, e := ParseCapability(s); return e })},
 		{"os family", strs("posix", "windows"), p(func(s string) error { _, e := ParseOSFamily(s); return e })},
 		{"entry kind", strs("file", "directory", "symlink", "other"), p(func(s string) error { _, e := ParseEntryKind(s); return e })},
 		{"disposition", strs("land", "consume"), p(func(s string) error { _, e := ParseOutputDisposition(s); return e })},
@@ -101,7 +101,7 @@ func TestEnumerationsParseStrictly(t *testing.T) {
 			}
 		})
 	}
-	if len(Capabilities()) != 12 || len(EgressModes()) != 3 {
+	if len(Capabilities()) != 14 || len(EgressModes()) != 3 {
 		t.Fatal("enumeration lists changed size without updating this test")
 	}
 }

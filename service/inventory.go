@@ -26,8 +26,12 @@ func (h *handle) touch() { h.lastCall.Store(time.Now().UnixNano()) }
 // entry is h as the inventory lists it.
 func (h *handle) entry(engine string) messages.APISandboxEntry {
 	spec := h.spec()
+	state := messages.SandboxStateLive
+	if sl, ok := h.sandbox().(interface{ SleepState() string }); ok && sl.SleepState() != "" {
+		state = sl.SleepState() // paused or stopped (actors' sleep)
+	}
 	return messages.APISandboxEntry{ID: h.id, Engine: engine, Key: *messages.KeyToWire(h.key), Kind: h.kind,
-		InstanceID: h.instanceID(), Image: spec.Image, Egress: string(spec.Egress), State: messages.SandboxStateLive,
+		InstanceID: h.instanceID(), Image: spec.Image, Egress: string(spec.Egress), State: state,
 		AcquiredAt: h.acquired, LastCallAt: time.Unix(0, h.lastCall.Load())}
 }
 

@@ -146,8 +146,8 @@ func TestMicroInfoListsEveryEndpointWithItsMetadata(t *testing.T) {
 	if one.ID != e.svc.EngineID() || len(one.Endpoints) != len(info.Endpoints) {
 		t.Errorf("the engine's own INFO subject answered %s with %d endpoints", one.ID, len(one.Endpoints))
 	}
-	if len(info.Endpoints) != 6*2+16+8+1 {
-		t.Errorf("%d endpoints, want 37 (6 shared operations twice, 16 per-engine with fingerprint, run_program, list_sandboxes and lame_duck, 8 of processes, alive)", len(info.Endpoints))
+	if len(info.Endpoints) != 9*2+18+8+1 {
+		t.Errorf("%d endpoints, want 45 (9 shared operations twice, 18 per-engine with fingerprint, run_program, list_sandboxes, lame_duck, pause and snapshot, 8 of processes, alive)", len(info.Endpoints))
 	}
 }
 

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -234,12 +235,13 @@ func forwardIdentity(h nats.Header, id *Identity) {
 type rule int
 
 const (
-	ruleIdentity rule = iota + 1 // names nothing: any established identity
-	ruleKey                      // the envelope's key: its scope must be the caller's
-	ruleHandle                   // ruleKey, and the handle must be one the caller acquired
-	rulePurge                    // ruleKey, or the caller is an operator
-	ruleReap                     // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes (a tenant naming none lists its own scopes)
-	ruleOperator                 // operators only: lame_duck
+	ruleIdentity         rule = iota + 1 // names nothing: any established identity
+	ruleKey                              // the envelope's key: its scope must be the caller's
+	ruleHandle                           // ruleKey, and the handle must be one the caller acquired
+	rulePurge                            // ruleKey, or the caller is an operator
+	ruleHandleOrOperator                 // ruleHandle, or the caller is an operator (a sandbox's lifecycle, not its data)
+	ruleReap                             // the body's scope must be the caller's; an operator may name any, or none (all): reap, list_sandboxes (a tenant naming none lists its own scopes)
+	ruleOperator                         // operators only: lame_duck
 )
 
 // tenancyRules is every operation's rule. An operation that is not here is refused on an
@@ -264,6 +266,11 @@ var tenancyRules = map[string]rule{
 	"list_dir":        ruleHandle,
 	"reclaim":         ruleHandle,
 	"reset":           ruleHandle,
+	"pause":           ruleHandleOrOperator, // snapshots.go
+	"snapshot":        ruleHandleOrOperator,
+	"restore":         ruleKey, // and the snapshot's scope: checkSnapshotScope
+	"fork":            ruleIdentity,
+	"snapshots":       ruleIdentity,
 	"fingerprint":     ruleHandle,
 	"collect_outputs": ruleHandle,
 	"run_program":     ruleHandle,
@@ -305,7 +312,7 @@ func (s *Service) authorize(op string, h nats.Header, env *messages.APIEnvelope,
 			return id, &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not %s: only an operator may", id.Account, verbOf(op))}
 		}
 		return id, nil
-	case rulePurge:
+	case rulePurge, ruleHandleOrOperator:
 		if t.operators[id.Account] {
 			return id, nil
 		}
@@ -316,7 +323,7 @@ func (s *Service) authorize(op string, h nats.Header, env *messages.APIEnvelope,
 	if !t.mayUse(id, scope) {
 		return id, &messages.ForbiddenError{Reason: fmt.Sprintf("%s may not use scope %q", id, scope)}
 	}
-	if r == ruleHandle {
+	if r == ruleHandle || r == ruleHandleOrOperator {
 		if err := s.checkHandle(id, env.Sandbox); err != nil {
 			return id, err
 		}
@@ -407,4 +414,31 @@ func verbOf(op string) string {
 		return "put an engine in lame duck"
 	}
 	return op
+}
+
+// checkSnapshotScope refuses a snapshot call touching a scope the caller may not use: the
+// scope of the sandbox a snapshot was taken of (restore, fork, describe, delete), or of the
+// keys a fork makes, or of a listing ("" lists every scope: operators only). nil without
+// tenancy.
+func (s *Service) checkSnapshotScope(ctx context.Context, scope string) error {
+	c := callOf(ctx)
+	if s.tenancy == nil || c == nil || c.identity == nil {
+		return nil
+	}
+	id, t := c.identity, s.tenancy
+	switch {
+	case t.operators[id.Account] && scope == "":
+		return nil
+	case scope == "":
+		return &messages.ForbiddenError{Reason: fmt.Sprintf("account %q may not list every scope's snapshots: only an operator may", id.Account)}
+	case !t.mayUse(id, scope):
+		return &messages.ForbiddenError{Reason: fmt.Sprintf("%s may not use scope %q, whose snapshot this is", id, scope)}
+	}
+	return nil
+}
+
+// callerIsOperator reports whether the call's caller is an operator of an engine with tenancy.
+func (s *Service) callerIsOperator(ctx context.Context) bool {
+	c := callOf(ctx)
+	return s.tenancy != nil && c != nil && c.identity != nil && s.tenancy.operators[c.identity.Account]
 }

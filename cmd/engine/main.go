@@ -12,6 +12,8 @@
 //   - images build builds the images the engine and its tests run, pulling nothing;
 //   - reap removes the sandboxes, proxies and networks created before an age;
 //   - console serves the operator's web page about the engine pool, as a NATS client;
+//   - snapshot takes, lists, restores, forks and deletes snapshots through a serving engine;
+//   - pause pauses a key's sandbox through a serving engine (the next call wakes it);
 //   - version prints the version, taken from the build's module information.
 //
 // "engine -h", "engine help" and "engine <verb> -h" print help and exit 0. A failure exits 1;
@@ -49,6 +51,8 @@ Usage:
   engine images build [flags]    build the images the engine and its tests use (nothing is pulled)
   engine reap --older-than 24h [--scope S] [--dry-run] [--json]   remove sandboxes created before the age
   engine console [flags]         serve the operator console: a web page about the pool, a NATS client
+  engine snapshot ACTION [flags] take, list, restore, fork or delete snapshots through a serving engine
+  engine pause [flags]           pause a key's sandbox now; its next call that needs it running wakes it
   engine version                 print the version
 
 Run "engine <command> -h" for a command's flags.
@@ -109,6 +113,10 @@ func dispatch(ctx context.Context, args []string) (int, error) {
 		return 0, reapCmd(ctx, args[1:])
 	case "console":
 		return 0, consoleCmd(ctx, args[1:])
+	case "snapshot":
+		return 0, snapshotCmd(ctx, args[1:], false) // snapshot.go
+	case "pause":
+		return 0, snapshotCmd(ctx, args[1:], true)
 	case "version":
 		return 0, versionCmd(args[1:])
 	}

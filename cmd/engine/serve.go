@@ -74,6 +74,7 @@ type serveVerb struct {
 	resources                                                   resourceFlags // serve_resources.go
 	procRetentionBytes                                          int64         // each process's output kept on JetStream
 	procRetentionAge                                            time.Duration
+	sleep                                                       sleepFlags // serve_sleep.go
 }
 
 // serveCmd parses args into a [serveVerb] and runs it.
@@ -115,6 +116,7 @@ func (v *serveVerb) parse(args []string) error {
 	v.pool.register(fs)
 	v.limits.register(fs)
 	v.resources.register(fs)
+	v.sleep.register(fs)
 	v.logs.register(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := settings.ParseFlags(fs, args); err != nil {
@@ -126,6 +128,9 @@ func (v *serveVerb) parse(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if err := v.limits.check(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := v.sleep.check(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if fs.NArg() != 0 {
@@ -178,7 +183,8 @@ func (v *serveVerb) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, append(procStore, actors.WithMetrics(metrics), actors.WithTracerProvider(tp))...)
+	backendOpts := append(append(procStore, snapshotOptions(ctx, eventsNC, log)...), actors.WithMetrics(metrics), actors.WithTracerProvider(tp)) // serve_sleep.go
+	backend, closeBackend, err := v.backend(ctx, cfg, drv, log, backendOpts...)
 	if err != nil {
 		return err
 	}
@@ -306,6 +312,7 @@ func (v *serveVerb) backend(ctx context.Context, cfg docker.Config, drv docker.D
 	}
 	backendOpts := append([]actors.Option{actors.WithEngine(drv), actors.WithLogger(log.Named("actors")), actors.WithIdleActorTimeout(v.idleActors), planeOpt}, extra...)
 	backendOpts = append(backendOpts, v.pool.options()...)
+	backendOpts = append(backendOpts, v.sleep.options()...)
 	upstream, err := v.upstreamOption()
 	if err != nil {
 		return nil, nil, err

@@ -2,7 +2,7 @@
 // Everything shown is set with textContent: hosts, paths and keys are guest or caller text.
 "use strict";
 
-const st = { identity: "", actions: {}, engines: [], sandboxes: new Map(), audit: [], egress: [], reaps: [], open: null };
+const st = { identity: "", actions: {}, engines: [], sandboxes: new Map(), audit: [], egress: [], reaps: [], snaps: [], open: null };
 const MAX = 2000; // the page keeps at most this many events of each kind, as the server does
 
 const $ = (id) => document.getElementById(id);
@@ -74,19 +74,18 @@ const rows = new Map(); // ref → its row, kept across renders so a row is neve
 
 function sandboxRow(s) {
   const tr = document.createElement("tr");
-  for (let i = 0; i < 11; i++) {
+  for (let i = 0; i < 12; i++) {
     const span = document.createElement("span");
     span.className = "clip";
     cell(tr, "").appendChild(span);
   }
   const td = document.createElement("td");
-  const b = document.createElement("button");
-  b.type = "button"; b.className = "dispose"; b.textContent = "dispose";
-  b.addEventListener("click", (ev) => { ev.stopPropagation(); dispose(st.sandboxes.get(tr.dataset.ref)); });
-  const pb = document.createElement("button");
-  pb.type = "button"; pb.className = "processes"; pb.textContent = "processes";
-  pb.addEventListener("click", (ev) => { ev.stopPropagation(); openProcesses(st.sandboxes.get(tr.dataset.ref)); });
-  td.append(pb, " ", b);
+  for (const [cls, act] of [["processes", openProcesses], ["dispose", dispose], ["pause", pauseSandbox], ["snapshot", snapshotSandbox]]) {
+    const b = document.createElement("button");
+    b.type = "button"; b.className = cls; b.textContent = cls;
+    b.addEventListener("click", (ev) => { ev.stopPropagation(); act(st.sandboxes.get(tr.dataset.ref)); });
+    td.appendChild(b);
+  }
   tr.appendChild(td);
   tr.addEventListener("click", () => { st.open = st.sandboxes.get(tr.dataset.ref) || null; renderAudit(); });
   return tr;
@@ -106,7 +105,7 @@ function renderSandboxes() {
     tr.dataset.instance = s.instance_id;
     tr.dataset.sandbox = s.id;
     const texts = [s.key.scope, s.key.thread_id, s.key.agent_id || "", s.kind, s.engine, (s.instance_id || "").slice(0, 12),
-      s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state];
+      s.image, s.egress, ago(s.acquired_at), ago(s.last_call_at), s.state, snapsOf(s).length];
     texts.forEach((t, j) => {
       const c = tr.cells[j], v = t == null ? "" : String(t);
       if (c.firstChild.textContent !== v) { c.firstChild.textContent = v; c.title = v; }
@@ -116,8 +115,32 @@ function renderSandboxes() {
     b.dataset.instance = s.instance_id;
     b.disabled = denied;
     b.title = denied ? "the console's NATS identity may not dispose" : "dispose this exact instance";
+    const p = tr.querySelector("button.pause");
+    p.disabled = st.actions["pause"] === "denied" || s.state !== "live";
+    p.title = s.state !== "live" ? "asleep already: its next call wakes it" : "pause it now (its processes kept); its next call wakes it";
+    tr.querySelector("button.snapshot").disabled = st.actions["snapshot"] === "denied";
     if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
   });
+}
+
+// snapsOf is the snapshots the console saw taken of s's key and kind, newest last.
+function snapsOf(s) {
+  return st.snaps.filter((n) => n.key.scope === s.key.scope && n.key.thread_id === s.key.thread_id &&
+    n.key.agent_id === s.key.agent_id && n.kind === s.kind);
+}
+
+function renderSnapshots() {
+  const ul = $("snapshots-of");
+  ul.replaceChildren();
+  if (!st.open) return;
+  for (const n of snapsOf(st.open).slice().reverse()) {
+    const li = document.createElement("li");
+    li.className = "mono";
+    li.textContent = n.id + " — " + n.bytes + " bytes, " + n.reason + ", " + new Date(n.time).toLocaleTimeString() +
+      ", of instance " + (n.instance_id || "").slice(0, 12);
+    ul.appendChild(li);
+  }
+  if (!ul.children.length) { const li = document.createElement("li"); li.textContent = "no snapshot seen"; ul.appendChild(li); }
 }
 
 function renderNotice(text) {
@@ -128,6 +151,7 @@ function renderNotice(text) {
 function renderAudit() {
   const s = st.open;
   $("audit-panel").hidden = !s;
+  renderSnapshots();
   if (!s) return;
   const denied = st.actions["dispose_scope"] === "denied";
   $("purge").disabled = denied;
@@ -141,7 +165,7 @@ function renderAudit() {
   for (const e of mine.slice().reverse()) {
     const tr = document.createElement("tr");
     cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.type); cell(tr, e.outcome); cell(tr, e.error);
-    const d = e.exec || e.file || e.disposal || e.acquire || e.verdict || e.placement;
+    const d = e.exec || e.file || e.disposal || e.acquire || e.verdict || e.placement || e.lifecycle;
     cell(tr, d ? JSON.stringify(d) : "", "mono");
     tb.appendChild(tr);
   }
@@ -337,6 +361,19 @@ async function lameDuck(id) {
     ", holding " + r.out.sandboxes : "refused (" + r.status + "): " + (r.out.error || "");
 }
 
+async function pauseSandbox(s) {
+  const r = await post("/api/pause", { engine: s.engine, id: s.id, key: s.key });
+  $("action-result").textContent = r.ok ? "paused " + s.instance_id.slice(0, 12) : "refused (" + r.status + "): " + (r.out.error || "");
+  $("action-result").dataset.status = String(r.status);
+}
+
+async function snapshotSandbox(s) {
+  const r = await post("/api/snapshot", { engine: s.engine, id: s.id, key: s.key });
+  $("action-result").textContent = r.ok ? "snapshot " + r.out.snapshot.id + " of " + s.instance_id.slice(0, 12) + ": " + r.out.snapshot.bytes + " bytes" :
+    "refused (" + r.status + "): " + (r.out.error || "");
+  $("action-result").dataset.status = String(r.status);
+}
+
 async function dispose(s) {
   const r = await post("/api/dispose", { key: s.key, kind: s.kind, instance_id: s.instance_id });
   $("action-result").textContent = r.ok ? "disposed " + s.instance_id.slice(0, 12) +
@@ -422,7 +459,7 @@ const handlers = {
   snapshot(d) {
     st.identity = d.identity; st.actions = d.actions; st.engines = d.engines || [];
     st.sandboxes = new Map((d.sandboxes || []).map((s) => [ref(s), s]));
-    st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || [];
+    st.audit = d.audit || []; st.egress = d.egress || []; st.reaps = d.reaps || []; st.snaps = d.snapshots || [];
     st.audit.forEach(countLatency);
     renderHeader(); renderEngines(); renderSandboxes(); renderAudit(); renderEgress(); renderReaps(); renderEngineEvents(); renderPlot();
     renderLatency(); renderDenials(); renderNotice(d.notice || "");
@@ -435,6 +472,7 @@ const handlers = {
   audit(d) { keep(st.audit, d); countLatency(d); if (st.open) renderAudit(); if (engineEvent(d)) renderEngineEvents(); plotSoon(); },
   egress(d) { keep(st.egress, d); renderEgress(); renderDenials(); },
   reap(d) { keep(st.reaps, d); renderReaps(); },
+  snapshot_taken(d) { keep(st.snaps, d); renderSandboxes(); renderSnapshots(); },
 };
 
 function connect() {

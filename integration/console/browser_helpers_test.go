@@ -65,7 +65,11 @@ func startPoolWith(t *testing.T, cfg *docker.Config, backendOpts ...actors.Optio
 	t.Cleanup(func() { _ = ev.Close(context.Background()) })
 	var b *actors.Backend
 	if cfg == nil {
-		b = itest.NewBackend(t, backendOpts...)
+		store, err := events.NewSnapshots(ctx, natstest.Connect(t, srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = itest.NewBackend(t, append([]actors.Option{actors.WithSnapshotStore(store)}, backendOpts...)...)
 	} else {
 		c := *cfg
 		c.Labels, c.CommandTimeout = dockertest.Labels(), 30*time.Second

@@ -39,7 +39,7 @@ type Config struct {
 
 // Groups lists the groups of rows, in the order they run.
 func Groups() []string {
-	return []string{"lifecycle", "exec", "files", "concurrent", "loop", "pool", "process"}
+	return []string{"lifecycle", "exec", "files", "concurrent", "loop", "pool", "process", "sleep", "snapshot"}
 }
 
 // Run measures every row, reporting each as soon as it is done. Everything it creates is
@@ -53,7 +53,9 @@ func Run(ctx context.Context, b *actors.Backend, cfg Config, report func(Row)) e
 	}
 	steps := []func(context.Context, sandbox.Spec, sandbox.Spec, func(Row)) error{
 		r.lifecycle, r.execs, r.files, r.concurrent, r.guestLoop, r.firstCommand, // pool.go
-		r.processes, // process.go
+		r.processes,    // process.go
+		r.sleepRows,    // sleep.go
+		r.snapshotRows, // snapshot.go
 	}
 	for i, step := range steps {
 		if len(cfg.Groups) > 0 && !slices.Contains(cfg.Groups, Groups()[i]) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,6 +28,9 @@ type verb struct {
 	asJSON, trace, scale, execChannel bool
 	sizes                             string
 	idle                              time.Duration
+	cluster                           bool          // cluster.go
+	paused                            int           // sleep.go
+	pausedWindow                      time.Duration // sleep.go
 }
 
 // Command is "engine bench": it parses args (the flags after the verb) and runs the rows
@@ -54,6 +58,9 @@ func (v *verb) parse(args []string) error {
 	fs.BoolVar(&v.execChannel, "exec-channel", false, "give closed sandboxes the exec channel's supervisor: commands skip docker exec (docs/architecture.md)")
 	fs.IntVar(&v.pool, "warm-pool", 0, "keep a warm pool of this many sandboxes of --image, and measure time_to_first_command with it warm and cold (group pool)")
 	fs.StringVar(&v.only, "only", "", "comma-separated groups of rows to run: "+strings.Join(Groups(), ", "))
+	fs.BoolVar(&v.cluster, "cluster", false, "instead of the rows, run three engines on a three-server NATS cluster in this process and measure snapshot_100mib, restore_other_engine_50mib and fork_8 over it")
+	fs.IntVar(&v.paused, "paused", 0, "instead of the rows, hold this many sandboxes, pause them all, and measure the CPU time they use awake and paused and the memory they keep (not for CI)")
+	fs.DurationVar(&v.pausedWindow, "paused-window", 30*time.Second, "with --paused: how long the CPU time is watched, awake and then paused")
 	if err := settings.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,19 +98,14 @@ func (v *verb) run(ctx context.Context) error {
 		tracer = NewTracer(driver)
 		driver = tracer
 	}
-	opts := []actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop()), planeOpt}
-	if v.scale {
-		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
+	store, closeStore, err := v.snapshotStore(ctx)
+	if err != nil {
+		return err
 	}
-	if v.execChannel {
-		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
-		if err != nil {
-			return fmt.Errorf("exec channel: %w", err)
-		}
-		opts = append(opts, actors.WithExecChannel(execd))
-	}
-	if v.pool > 0 {
-		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	defer closeStore()
+	opts, err := v.backendOptions(ctx, driver, planeOpt, actors.WithSnapshotStore(store))
+	if err != nil {
+		return err
 	}
 	b, err := actors.Create(ctx, cfg, opts...)
 	if err != nil {
@@ -111,6 +113,14 @@ func (v *verb) run(ctx context.Context) error {
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	bcfg := Config{Image: v.image, Reps: v.reps, DockerPath: v.dockerPath, PoolSize: v.pool}
+	if v.cluster {
+		return Cluster(ctx, ClusterConfig{Config: bcfg, NewBackend: func(ctx context.Context, more ...actors.Option) (*actors.Backend, error) {
+			return actors.Create(ctx, cfg, append(slices.Clone(opts), more...)...)
+		}}, v.printer())
+	}
+	if v.paused > 0 {
+		return v.runPaused(ctx, b, bcfg)
+	}
 	if v.scale {
 		return v.runScale(ctx, b, bcfg, tracer)
 	}
@@ -191,4 +201,65 @@ func (v *verb) runScale(ctx context.Context, b *actors.Backend, cfg Config, trac
 		}
 		fmt.Printf("%5d  %-26s %9.1f %-4s %8.1f  %s\n", r.Live, r.Op, r.Value, r.Unit, r.P95, r.Note)
 	})
+}
+
+// runPaused runs `engine bench --paused` and prints its rows.
+func (v *verb) runPaused(ctx context.Context, b *actors.Backend, cfg Config) error {
+	return Paused(ctx, b, PausedConfig{Config: cfg, N: v.paused, Parallel: v.parallel, Window: v.pausedWindow}, func(r PausedRow) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		fmt.Printf("%-18s %10.1f %-4s  %s\n", r.Op, r.Value, r.Unit, r.Note)
+	})
+}
+
+// snapshotStore is the store the snapshot rows use: a temporary directory, removed after.
+func (v *verb) snapshotStore(context.Context) (actors.SnapshotStore, func(), error) {
+	dir, err := os.MkdirTemp("", "maf-sandbox-bench-snapshots-")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := actors.NewSnapshotDir(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return store, func() { os.RemoveAll(dir) }, nil
+}
+
+// backendOptions are the options of the bench's backends.
+func (v *verb) backendOptions(ctx context.Context, driver docker.Driver, more ...actors.Option) ([]actors.Option, error) {
+	opts := append([]actors.Option{actors.WithEngine(driver), actors.WithLogger(zap.NewNop())}, more...)
+	if v.scale {
+		opts = append(opts, actors.WithIdleActorTimeout(v.idle))
+	}
+	if v.execChannel {
+		execd, err := images.ExecSupervisor(ctx, v.dockerPath)
+		if err != nil {
+			return nil, fmt.Errorf("exec channel: %w", err)
+		}
+		opts = append(opts, actors.WithExecChannel(execd))
+	}
+	if v.pool > 0 {
+		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
+	}
+	return opts, nil
+}
+
+// printer prints each row as it is measured: a JSON line, or a line of the table.
+func (v *verb) printer() func(Row) {
+	var table *rowTable
+	if !v.asJSON {
+		table = newRowTable(os.Stdout)
+	}
+	return func(r Row) {
+		if v.asJSON {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+			return
+		}
+		table.add(r)
+	}
 }

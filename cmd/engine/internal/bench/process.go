@@ -143,7 +143,7 @@ func readToEnd(ctx context.Context, sb *actors.Sandbox, id string, from int64) (
 // beside it, docker exec streaming the same to the client.
 func (r *runner) outputRows(ctx context.Context, sb *actors.Sandbox, report func(Row)) error {
 	n := 0
-	row, err := r.timeN(ctx, "process_output_mib_per_s", outputReps, func() error {
+	row, err := r.timeN(ctx, "process_output_mib_per_s", outputReps, nil, func() error {
 		n++
 		id := "out-" + strconv.Itoa(n)
 		if _, err := sb.StartProcess(ctx, sandbox.ProcessSpec{ID: id, Command: sandbox.Shell(fmt.Sprintf("yes %s | head -c %d", line, outputBytes))}); err != nil {
@@ -159,7 +159,7 @@ func (r *runner) outputRows(ctx context.Context, sb *actors.Sandbox, report func
 		return err
 	}
 	report(rate(row, outputBytes, "64 MiB written to stdout, read through JetStream, every byte accounted for"))
-	row, err = r.timeN(ctx, "baseline_docker_exec_output_mib_per_s", outputReps, func() error {
+	row, err = r.timeN(ctx, "baseline_docker_exec_output_mib_per_s", outputReps, nil, func() error {
 		return r.dockerCount(ctx, outputBytes, "exec", "-i", sb.InstanceID(), "sh", "-c", fmt.Sprintf("yes %s | head -c %d", line, outputBytes))
 	})
 	if err != nil {
@@ -232,14 +232,6 @@ func (r *runner) dockerCount(ctx context.Context, want int64, args ...string) er
 		err = fmt.Errorf("docker %s: read %d bytes of %d", strings.Join(args, " "), got, want)
 	}
 	return err
-}
-
-// timeN is [runner.time] with reps of its own.
-func (r *runner) timeN(ctx context.Context, name string, reps int, op func() error) (Row, error) {
-	saved := r.cfg.Reps
-	r.cfg.Reps = reps
-	defer func() { r.cfg.Reps = saved }()
-	return r.time(ctx, name, nil, op)
 }
 
 // rate notes a row's throughput: bytes over its median.

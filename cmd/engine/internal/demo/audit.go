@@ -94,8 +94,24 @@ func auditDetail(a events.AuditEvent) string {
 		return fmt.Sprintf("process %s %s: %s %d, %d bytes out", a.Process.ID, a.Process.Argv0, a.Process.Reason, *a.Process.ExitCode, a.Process.Output)
 	case a.Process != nil:
 		return fmt.Sprintf("process %s %s (pid %d, %s)", a.Process.ID, a.Process.Argv0, a.Process.PID, a.Process.Transport)
+	case a.Lifecycle != nil:
+		return lifecycleDetail(a)
 	}
 	return ""
+}
+
+// lifecycleDetail is a sleep's or a snapshot's detail: its reason and what it concerned.
+func lifecycleDetail(a events.AuditEvent) string {
+	l := a.Lifecycle
+	switch a.Type {
+	case events.AuditSandboxWoken:
+		return fmt.Sprintf("reason %s, from %s, processes kept %v", l.Reason, l.From, l.ProcessesKept != nil && *l.ProcessesKept)
+	case events.AuditSandboxPaused, events.AuditSandboxStopped:
+		return fmt.Sprintf("reason %s, idle %d ms", l.Reason, l.IdleMS)
+	case events.AuditSandboxForked:
+		return fmt.Sprintf("reason %s, snapshot %.12s into %d sandboxes", l.Reason, l.Snapshot, len(l.Instances))
+	}
+	return fmt.Sprintf("reason %s, snapshot %.12s", l.Reason, l.Snapshot)
 }
 
 // metricsLine prints the acquire counts the engine's metrics endpoint serves.

@@ -111,6 +111,9 @@ func (v *verb) run(ctx context.Context) error {
 	if err := v.agent(ctx, agentConn, remote, eng.target); err != nil {
 		return err
 	}
+	if err := sleepStep(ctx, step, remote, v.image, v.dockerPath); err != nil { // sleep.go
+		return fmt.Errorf("sleep step: %w", err)
+	}
 	if err := auditTrail(ctx, step, agentConn, eng.events, scope); err != nil {
 		return err
 	}
@@ -221,6 +224,11 @@ func (v *verb) backend(ctx context.Context, eng *engine, cfg docker.Config, even
 	}
 	opts := []actors.Option{actors.WithEngine(drv), actors.WithLogger(log), planeOpt,
 		actors.WithEgressUpstreamCAs(eng.target.caPEM)} // the inspected demo host is verified against the target's CA
+	if store, err := events.NewSnapshots(ctx, eventsNC); err == nil { // sleep.go's fork
+		opts = append(opts, actors.WithSnapshotStore(store))
+	} else {
+		step("snapshots off: their object store cannot be made (%v)", err)
+	}
 	if v.pool > 0 {
 		opts = append(opts, actors.WithWarmPool(v.image, v.pool))
 	}

@@ -1,0 +1,202 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mafsandbox/engine/integration/internal/itest"
+	"github.com/mafsandbox/engine/internal/dockertest"
+	"github.com/mafsandbox/engine/label"
+	"github.com/mafsandbox/engine/sandbox"
+)
+
+// engine is one `engine serve` process of a fault test: its embedded NATS server keeps its
+// JetStream data in dir on port, so the next process on the same dir and port finds the
+// snapshots the killed one wrote.
+type engine struct {
+	cmd *exec.Cmd
+	log *syncBuffer
+	url string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startEngine(t *testing.T, bin, dir string, port int, extra ...string) *engine {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	args := []string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--data-dir", dir, "--ready-file", ready,
+		"--log-format", "json", "--exec-channel=false"}
+	for k, v := range dockertest.Labels() {
+		args = append(args, "--label", k+"="+v)
+	}
+	e := &engine{cmd: exec.Command(bin, append(args, extra...)...), log: &syncBuffer{}}
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+		_ = e.cmd.Wait()
+	})
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			e.url = strings.TrimSpace(string(b))
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine serve not ready:\n%s", e.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *engine) kill(t *testing.T) {
+	t.Helper()
+	if err := e.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.cmd.Wait()
+}
+
+// waitUntil polls cond every 5 ms for a minute: the moment a fault test kills an engine.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+func keyContainers(t *testing.T, key sandbox.Key) []string {
+	t.Helper()
+	return strings.Fields(dockertest.Docker(t, "ps", "-aq", "--no-trunc", "--filter", "label="+label.Scope+"="+label.Value(key.Scope)))
+}
+
+// An engine killed in the middle of a restore leaves the key's previous instance or the new
+// one, never neither and never both: the next engine finishes the restore (the previous
+// instance, set aside, removed) or undoes it (put back), says which, and one instance is left.
+func TestEngineKilledMidRestore(t *testing.T) {
+	bin := itest.BuildEngine(t)
+	dir, port := t.TempDir(), freePort(t)
+	first := startEngine(t, bin, dir, port)
+	_, c := itest.ServeClient(t, first.url)
+	key, sp := itest.NewKey(t), spec(t)
+	ctx := itest.Context(t)
+	sb, err := c.Acquire(ctx, key, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itest.Sh(t, sb, "echo before > /mark && dd if=/dev/urandom of=/big bs=1M count=30 2>/dev/null")
+	snap, err := sb.(sandbox.Snapshottable).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itest.Sh(t, sb, "echo after > /mark")
+	name := strings.TrimPrefix(dockertest.Docker(t, "inspect", "-f", "{{.Name}}", sb.InstanceID()), "/")
+	go func() { _, _ = c.Restore(context.Background(), key, sp, snap.ID) }()
+	waitUntil(t, "the restore sets the previous instance aside", func() bool {
+		out, _, _ := dockertest.DockerErr(ctx, "ps", "-aq", "--filter", "name=^"+name+"-aside$")
+		return len(bytes.TrimSpace(out)) > 0
+	})
+	first.kill(t)
+
+	second := startEngine(t, bin, dir, port)
+	_, c2 := itest.ServeClient(t, second.url)
+	t.Cleanup(func() { c2.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	again, err := c2.Acquire(ctx, key, sp)
+	if err != nil {
+		t.Fatalf("acquire after the kill: %v\n%s", err, second.log.String())
+	}
+	// The router of the next engine then replaces the instance, which it never handed out
+	// (protocol §8.3 step 7): what matters is that the restore was finished or undone first,
+	// said, and that one instance of the key is left.
+	log := second.log.String()
+	if !strings.Contains(log, "undid a restore its engine did not finish") && !strings.Contains(log, "finished a restore its engine did not") {
+		t.Fatalf("the next engine neither finished nor undid the restore (it says nothing of it):\n%s", log)
+	}
+	itest.Sh(t, again, "true")
+	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != again.InstanceID() {
+		t.Fatalf("containers of the key %v, want only %s", ids, again.InstanceID())
+	}
+}
+
+// An engine killed in the middle of a snapshot leaves no snapshot anyone is handed: no record
+// names the half-written one, the sandbox it froze is thawed by the next engine's acquire (its
+// freeze marker says a dead engine's freeze), and a layer it left without a record is removed
+// by the next engine, which says so.
+func TestEngineKilledMidSnapshot(t *testing.T) {
+	bin := itest.BuildEngine(t)
+	dir, port := t.TempDir(), freePort(t)
+	first := startEngine(t, bin, dir, port)
+	_, c := itest.ServeClient(t, first.url)
+	key, sp := itest.NewKey(t), spec(t)
+	ctx := itest.Context(t)
+	sb, err := c.Acquire(ctx, key, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itest.Sh(t, sb, "dd if=/dev/urandom of=/big bs=1M count=200 2>/dev/null")
+	go func() { _, _ = sb.(sandbox.Snapshottable).Snapshot(context.Background()) }()
+	waitUntil(t, "the snapshot freezes the sandbox", func() bool {
+		out, _, _ := dockertest.DockerErr(ctx, "inspect", "-f", "{{.State.Paused}}", sb.InstanceID())
+		return strings.TrimSpace(string(out)) == "true"
+	})
+	time.Sleep(300 * time.Millisecond) // into the layer's upload: the fault is mid-snapshot, not at its start
+	first.kill(t)
+
+	second := startEngine(t, bin, dir, port, "--snapshot-unfinished-age", "1ms")
+	_, c2 := itest.ServeClient(t, second.url)
+	t.Cleanup(func() { c2.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
+	if list, err := c2.Snapshots(ctx, key.Scope, key.ThreadID); err != nil || len(list) != 0 {
+		t.Fatalf("snapshots after the kill = %+v, %v; want none", list, err)
+	}
+	again, err := c2.Acquire(ctx, key, sp)
+	if err != nil {
+		t.Fatalf("acquire after the kill: %v\n%s", err, second.log.String())
+	}
+	itest.Sh(t, again, "true")
+	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != again.InstanceID() {
+		t.Fatalf("containers of the key %v, want only %s", ids, again.InstanceID())
+	}
+	log := second.log.String()
+	if !strings.Contains(log, "thawed before reuse: a host left it frozen") {
+		t.Fatalf("the next engine does not say it thawed the sandbox the snapshot froze:\n%s", log)
+	}
+	t.Logf("undid an unfinished layer: %v", strings.Contains(log, "undid a snapshot its engine did not finish"))
+}
