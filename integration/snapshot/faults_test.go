@@ -177,7 +177,11 @@ func TestEngineKilledMidSnapshot(t *testing.T) {
 		out, _, _ := dockertest.DockerErr(ctx, "inspect", "-f", "{{.State.Paused}}", sb.InstanceID())
 		return strings.TrimSpace(string(out)) == "true"
 	})
-	time.Sleep(300 * time.Millisecond) // into the layer's upload: the fault is mid-snapshot, not at its start
+	// Stopped the moment its freeze shows, the engine is inside the snapshot whatever the
+	// machine's speed: a sleep before the kill let a quiet machine finish the snapshot first.
+	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	first.kill(t)
 
 	second := startEngine(t, bin, dir, port, "--snapshot-unfinished-age", "1ms")
