@@ -565,7 +565,7 @@ func (b *Backend) snapshotConfig(ctx context.Context, seam snapshotSeam, rec san
 	if err != nil {
 		return base, nil, "", unavailable(fmt.Errorf("inspect image %s: %w", rec.Image, err))
 	}
-	cfg, err := snapshotImageConfig(base, rec)
+	cfg, err := snapshotImageConfig(base, rec, b.cfg.Labels)
 	if err != nil {
 		return base, nil, "", err
 	}
@@ -573,9 +573,10 @@ func (b *Backend) snapshotConfig(ctx context.Context, seam snapshotSeam, rec san
 	return base, cfg, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// snapshotImageConfig is the image configuration of a snapshot: the image's own, with
+// snapshotImageConfig is the image configuration of a snapshot: the image's own, with the
+// engine's configured labels (docker.Config.Labels, as on every resource it makes) and
 // label.Snapshot naming the snapshot, and its layers followed by the snapshot's.
-func snapshotImageConfig(base docker.ImageConfig, rec sandbox.SnapshotInfo) ([]byte, error) {
+func snapshotImageConfig(base docker.ImageConfig, rec sandbox.SnapshotInfo, extra map[string]string) ([]byte, error) {
 	var config map[string]any
 	if len(base.Config) > 0 && string(base.Config) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(base.Config))
@@ -590,6 +591,9 @@ func snapshotImageConfig(base docker.ImageConfig, rec sandbox.SnapshotInfo) ([]b
 	labels, _ := config["Labels"].(map[string]any)
 	if labels == nil {
 		labels = map[string]any{}
+	}
+	for k, v := range extra {
+		labels[k] = v
 	}
 	labels[label.Snapshot] = rec.ID
 	config["Labels"] = labels

@@ -55,8 +55,8 @@ func run(m *testing.M) int {
 }
 
 // sweep removes the containers, then the networks (a network in use cannot go; an endpoint
-// the daemon kept is disconnected by force, [RemoveNetwork]), that carry this process's
-// labels, and reports on w what it removed or failed to. Each call to the engine has its own
+// the daemon kept is disconnected by force, [RemoveNetwork]), then the images (a snapshot's
+// the engine loaded), that carry this process's labels, and reports on w what it removed or failed to. Each call to the engine has its own
 // timeout, so a hung daemon cannot stall the sweep.
 func sweep(w io.Writer) {
 	filters := []string{
@@ -76,6 +76,10 @@ func sweep(w io.Writer) {
 		}
 		return errors.Join(errs...)
 	}
+	removeImages := func(ids []string) error {
+		_, err := call(append([]string{"image", "rm", "--force"}, ids...))
+		return err
+	}
 	kinds := []struct {
 		what   string
 		list   []string
@@ -83,6 +87,7 @@ func sweep(w io.Writer) {
 	}{
 		{"container", []string{"ps", "--all", "--quiet", "--no-trunc"}, removeContainers},
 		{"network", []string{"network", "ls", "--quiet", "--no-trunc"}, removeNetworks},
+		{"image", []string{"image", "ls", "--quiet", "--no-trunc"}, removeImages}, // a snapshot's, restored by an engine that died
 	}
 	for _, k := range kinds {
 		out, err := call(append(k.list, filters...))
