@@ -199,19 +199,9 @@ func (v *serveVerb) run(ctx context.Context) error {
 		closeBackend()
 		v.closeEvents(ctx, ev, log)
 	}()
-	// Every act is reported where it happens (the router, the backend it hands the observer
-	// to, the service through the router's): the events publish it, the metrics count it.
-	var observers []sandbox.Observer
-	if ev != nil {
-		observers = append(observers, ev)
-	}
-	if metrics != nil {
-		observers = append(observers, metrics)
-	}
-	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
-		sandbox.WithLogger(log.Named("router")), sandbox.WithObserver(sandbox.Observers(observers...)))
+	router, err := newRouter(backend, ev, metrics, log)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	opts := []service.Option{service.WithLogger(log.Named("service")), service.WithPrefix(v.conn.prefix),
 		service.WithReaper(backendReaper(backend)), service.WithVersion(version.Build()),
@@ -254,6 +244,25 @@ func (v *serveVerb) run(ctx context.Context) error {
 	lameDuck(ctx, svc, log)
 	v.shutdown(ctx, svc, nc, log)
 	return nil
+}
+
+// newRouter is the router over backend. Every act is reported where it happens (the router,
+// the backend it hands the observer to, the service through the router's): the events
+// publish it (ev, nil when off), the metrics count it.
+func newRouter(backend *actors.Backend, ev *events.Events, metrics *telemetry.Metrics, log *zap.Logger) (*sandbox.Router, error) {
+	var observers []sandbox.Observer
+	if ev != nil {
+		observers = append(observers, ev)
+	}
+	if metrics != nil {
+		observers = append(observers, metrics)
+	}
+	router, err := sandbox.NewRouter([]sandbox.Backend{backend}, sandbox.WithMinIsolation(sandbox.IsolationContainer),
+		sandbox.WithLogger(log.Named("router")), sandbox.WithObserver(sandbox.Observers(observers...)))
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return router, nil
 }
 
 // nats returns the URL clients use and how to open a connection to it: the embedded server
