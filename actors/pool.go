@@ -416,21 +416,25 @@ func (a *containerActor) fromPool(ctx context.Context, m *acquireRequest, base s
 	}
 }
 
-// bindMember renames mem to the actor's name, records its binding and reads it back running.
-// Whatever fails after the rename removes the container: it carries the name now.
+// bindMember records mem's binding, renames it to the actor's name and reads it back running.
+// The binding is written first: from the rename on, any purge on the daemon (another
+// conversation's included) reads it, and a derived name without one reads as the guest's
+// tampering. A member whose rename fails keeps its pool name, so the binding it carries is
+// nobody's to read until its next hand-out rewrites it. Whatever fails after the rename
+// removes the container: it carries the name now.
 func (a *containerActor) bindMember(ctx context.Context, mem poolMember, m *acquireRequest) (*docker.ContainerInfo, error) {
 	a.forget()
+	if err := a.writeBinding(ctx, mem.id, m.Key, m.Spec.Kind); err != nil {
+		a.b.pools.remove(mem.id)
+		return nil, err
+	}
 	if err := a.b.engine.Rename(ctx, mem.name, a.name); err != nil {
 		if !errors.Is(err, docker.ErrConflict) {
 			a.b.pools.remove(mem.id)
 		}
 		return nil, fmt.Errorf("rename %s: %w", mem.name, err)
 	}
-	err := a.writeBinding(ctx, mem.id, m.Key, m.Spec.Kind)
-	var info *docker.ContainerInfo
-	if err == nil {
-		info, err = a.refresh(ctx)
-	}
+	info, err := a.refresh(ctx)
 	if err == nil && (info == nil || info.ID != mem.id || !info.Running) {
 		err = fmt.Errorf("%s is not the running member %s", a.name, mem.id)
 	}

@@ -14,9 +14,10 @@ import (
 )
 
 // A warm pool's member is created before its key is known, so it carries pool labels, not the
-// key's (labels cannot change after create). At hand-out it is renamed to the key's derived
-// name and its binding (the key and kind it now serves) is written into the container, before
-// the acquire replies and before any caller's command has run in it. Everything that finds
+// key's (labels cannot change after create). At hand-out its binding (the key and kind it now
+// serves) is written into the container and it is then renamed to the key's derived name, all
+// before the acquire replies and before any caller's command has run in it: a derived name
+// never stands without its binding. Everything that finds
 // sandboxes by key labels — Dispose, DisposeScope, disposal by instance — also lists the pool's
 // bound members and reads their binding.
 //

@@ -357,3 +357,39 @@ func TestWarmPoolLeavesAnotherEnginesMembers(t *testing.T) {
 		t.Fatalf("the second engine's pool is %v, the first's %v: want one member of its own", mine, before)
 	}
 }
+
+// TestWarmPoolHandOutSurvivesConcurrentPurges: while members are handed out, another
+// backend on the daemon sweeps an unrelated conversation without pause. A purge reads the
+// binding of every bound member it lists; a member renamed to its key's name before its
+// binding was written would read as tampered and be purged by a stranger's sweep. Every
+// hand-out must survive the sweeps and keep running commands.
+func TestWarmPoolHandOutSurvivesConcurrentPurges(t *testing.T) {
+	c := newPoolCase(t)
+	b := c.pooled(3)
+	other := c.backend()
+	ctx, stop := context.WithCancel(itest.Context(t))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if p := other.DisposeScope(ctx, "unrelated-"+c.id, "t"); p.Disposed != 0 && ctx.Err() == nil {
+				t.Errorf("an unrelated conversation's purge removed %d sandboxes", p.Disposed)
+			}
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+	spec := c.spec()
+	for range 6 {
+		key := itest.NewKey(t)
+		sb := itest.Acquire(t, b, key, spec)
+		c.waitSpares(b, 3)
+		name := docker.ContainerName(key, spec.Kind, "")
+		if c.inspectLabels(name) == nil {
+			t.Fatalf("%s, handed out while an unrelated conversation was purged, is gone", name)
+		}
+		if got := itest.Sh(t, sb, "echo alive"); got != "alive\n" {
+			t.Fatalf("the handed-out sandbox answered %q", got)
+		}
+	}
+}
