@@ -244,9 +244,10 @@ func (b *Backend) Declarations() sandbox.Declarations {
 		modes[sandbox.EgressAllowlist] = struct{}{}
 	}
 	// Processes run through the supervisor, or as docker execs whose start the driver reports
-	// (so that none races a freeze: freeze.go).
+	// (so that none races a freeze: freeze.go). Reset makes the instance again from its image
+	// (sandbox.go), which needs no snapshot store.
 	caps := sandbox.NewCapabilitySet(sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete,
-		sandbox.HostTools, sandbox.Reclaim, sandbox.Processes)
+		sandbox.HostTools, sandbox.Reclaim, sandbox.Processes, sandbox.Snapshot)
 	b.snapshotCaps(caps) // snapshot.go
 	scopes := []sandbox.IsolationScope{sandbox.ScopeConversation, sandbox.ScopeCall}
 	if len(b.cfg.CapAdd) > 0 {
@@ -309,8 +310,7 @@ func (b *Backend) acquire(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	sb := &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
-		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound, key: key, kind: spec.Kind}
+	sb := b.newHandle(pid, name, key, spec, res, env.bound)
 	if !res.Created {
 		b.reattach(sb) // process_store.go: an instance that may hold processes another engine followed
 	}

@@ -78,12 +78,12 @@ func TestCreateDeclaresTheDaemonsFamily(t *testing.T) {
 func TestDeclarations(t *testing.T) {
 	f := newFakeEngine()
 	d := newTestBackend(t, f).Declarations()
-	for _, c := range []sandbox.Capability{sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete, sandbox.HostTools, sandbox.Reclaim} {
+	for _, c := range []sandbox.Capability{sandbox.Exec, sandbox.FilesIn, sandbox.FilesOut, sandbox.FilesDelete, sandbox.HostTools, sandbox.Reclaim, sandbox.Snapshot} {
 		if !d.Capabilities.Has(c) {
 			t.Errorf("missing %s", c)
 		}
 	}
-	for _, c := range []sandbox.Capability{sandbox.FilesList, sandbox.RunCode, sandbox.Snapshot} {
+	for _, c := range []sandbox.Capability{sandbox.FilesList, sandbox.RunCode} {
 		if d.Capabilities.Has(c) {
 			t.Errorf("must withhold %s", c)
 		}
@@ -342,9 +342,6 @@ func TestRefusedMethods(t *testing.T) {
 	}
 	if _, err := sb.RunCode(ctx, "1", time.Second); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "run_code") {
 		t.Errorf("RunCode = %v", err)
-	}
-	if err := sb.Reset(ctx, time.Second); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "dispose") {
-		t.Errorf("Reset = %v", err)
 	}
 	if _, err := b.Acquire(ctx, testKey, sandbox.Spec{}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("zero spec = %v", err)

@@ -132,7 +132,7 @@ func TestHandleOutlivesItsActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := sb.(*Sandbox).bound
+	bound := sb.(*Sandbox).inst().bound
 	if bound == nil || bound.workDir != "/srv/base" {
 		t.Fatalf("the handle carries no binding: %+v", bound)
 	}
@@ -204,7 +204,7 @@ func TestRequestBehindAStopIsDeadLettered(t *testing.T) {
 	go func() { wrote <- sb.WriteFile(ctx, "a", []byte("x"), ".") }()
 	<-inCopy // the actor is busy inside the write's freeze
 	// Posted synchronously: it waits in the mailbox behind the write, then the stop overtakes it.
-	fut := b.system.Root.RequestFuture(h.pid, h.envelope(&statRequest{InstanceID: h.id, Path: "a", WorkDir: "."}), time.Minute)
+	fut := b.system.Root.RequestFuture(h.pid, h.envelope(&statRequest{InstanceID: h.inst().id, Path: "a", WorkDir: "."}), time.Minute)
 	b.system.Root.Stop(h.pid)
 	n := len(f.Calls())
 	close(release)

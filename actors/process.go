@@ -70,7 +70,7 @@ func (m *processRouteRequest) run(ctx context.Context, a *containerActor, _ acto
 }
 
 func (s *Sandbox) processRoute(ctx context.Context, wd string, resolve bool) (*processRouteResponse, error) {
-	res, err := ask[*processRouteResponse](ctx, s.b, s.name, s.pid, s.envelope(&processRouteRequest{InstanceID: s.id, WorkDir: wd, Resolve: resolve}), 0)
+	res, err := ask[*processRouteResponse](ctx, s.b, s.name, s.pid, s.envelope(&processRouteRequest{InstanceID: s.inst().id, WorkDir: wd, Resolve: resolve}), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func (s *Sandbox) startDocker(ctx context.Context, route *processRouteResponse, 
 			}
 			p.buf.Append(st, b)
 		}}
-	res, err := ask[*processExecResponse](ctx, s.b, s.name, s.pid, s.envelope(&processExecRequest{InstanceID: s.id, Proc: p, Req: req}), 0)
+	res, err := ask[*processExecResponse](ctx, s.b, s.name, s.pid, s.envelope(&processExecRequest{InstanceID: s.inst().id, Proc: p, Req: req}), 0)
 	if err != nil {
 		return sandbox.Process{}, err
 	}

@@ -41,7 +41,7 @@ func (b *Backend) waitEnd(sb *Sandbox, id string) {
 	if b.procStore != nil || b.observer() == nil {
 		return
 	}
-	k := sb.id + "/" + id
+	k := sb.inst().id + "/" + id
 	b.procObs.mu.Lock()
 	if b.procObs.waiting == nil {
 		b.procObs.waiting = map[string]bool{}

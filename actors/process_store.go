@@ -476,7 +476,7 @@ func decodeEnd(p []byte) (sandbox.Process, error) {
 
 // ProcessRef names one of the sandbox's processes wherever its output is stored.
 func (s *Sandbox) ProcessRef(id string) sandbox.ProcessRef {
-	return sandbox.ProcessRef{Key: s.key, Kind: s.kind, Instance: s.id, ID: id}
+	return sandbox.ProcessRef{Key: s.key, Kind: s.kind, Instance: s.inst().id, ID: id}
 }
 
 // reattach follows, after an acquire of an instance this handle did not create, every
@@ -491,8 +491,8 @@ func (b *Backend) reattach(sb *Sandbox) {
 	if b.pumps.seen == nil {
 		b.pumps.seen = map[string]bool{}
 	}
-	seen := b.pumps.seen[sb.id]
-	b.pumps.seen[sb.id] = true
+	seen := b.pumps.seen[sb.inst().id]
+	b.pumps.seen[sb.inst().id] = true
 	b.pumps.mu.Unlock()
 	if seen {
 		return
@@ -504,7 +504,7 @@ func (b *Backend) reattach(sb *Sandbox) {
 			b.log.Info("the processes of an adopted sandbox were not followed again; the next process call tries again",
 				zap.String("container", sb.name), zap.Error(err))
 			b.pumps.mu.Lock()
-			delete(b.pumps.seen, sb.id)
+			delete(b.pumps.seen, sb.inst().id)
 			b.pumps.mu.Unlock()
 		}
 	}()
@@ -527,7 +527,7 @@ func (s *Sandbox) followListed(ctx context.Context, listed []sandbox.Process) ([
 			b.follow(s, s.ProcessRef(p.ID), start, p.Retention, nil)
 		}
 	}
-	stored, err := b.procStore.ProcessRecords(ctx, s.key, s.kind, s.id)
+	stored, err := b.procStore.ProcessRecords(ctx, s.key, s.kind, s.inst().id)
 	if err != nil {
 		return listed, err
 	}

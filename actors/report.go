@@ -64,7 +64,7 @@ func (b *Backend) reporter(ctx context.Context) sandbox.Observer {
 
 // act is the common part of an act on s, begun at start and ending with err.
 func (s *Sandbox) act(start time.Time, err error) sandbox.Act {
-	return sandbox.Act{Key: s.key, Kind: s.kind, Backend: BackendName, InstanceID: s.id, Took: time.Since(start), Err: err}
+	return sandbox.Act{Key: s.key, Kind: s.kind, Backend: BackendName, InstanceID: s.inst().id, Took: time.Since(start), Err: err}
 }
 
 // reportExec reports a command run (or refused) on s.

@@ -69,9 +69,6 @@ func TestActsReportedWhereTheyHappen(t *testing.T) {
 	if _, err := sb.RunCode(ctx, "print(1)", time.Minute); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("run code: %v", err)
 	}
-	if err := sb.Reset(ctx, time.Minute); !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Fatalf("reset: %v", err)
-	}
 	inner := sandbox.WithinAct(ctx)
 	if _, err := sb.Exec(inner, sandbox.Shell("true"), "/", time.Minute); err != nil {
 		t.Fatal(err)
@@ -79,11 +76,15 @@ func TestActsReportedWhereTheyHappen(t *testing.T) {
 	if err := sb.WriteFile(inner, "b.txt", []byte("x"), ""); err != nil {
 		t.Fatal(err)
 	}
+	old := sb.InstanceID()
+	if err := sb.Reset(ctx, time.Minute); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
 	b.Close(ctx)
 
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	act := sandbox.Act{Key: testKey, Kind: spec.Kind, Backend: BackendName, InstanceID: sb.InstanceID()}
+	act := sandbox.Act{Key: testKey, Kind: spec.Kind, Backend: BackendName, InstanceID: old}
 	same := func(got sandbox.Act) bool { got.Took, got.Err = 0, nil; return got == act }
 	if len(obs.execs) != 2 {
 		t.Fatalf("%d commands reported, want 2 (the exec, the refused code): %+v", len(obs.execs), obs.execs)
@@ -107,7 +108,8 @@ func TestActsReportedWhereTheyHappen(t *testing.T) {
 	if f := obs.files[1]; !errors.As(f.Err, &capErr) || f.Size != 0 || f.SHA256 != "" || f.Path != "big.bin" {
 		t.Errorf("refused write reported as %+v", f)
 	}
-	if len(obs.reset) != 1 || !errors.Is(obs.reset[0].Err, sandbox.ErrUnsupported) || !same(obs.reset[0].Act) {
+	if len(obs.reset) != 1 || obs.reset[0].Err != nil || obs.reset[0].Previous != old || obs.reset[0].InstanceID == old ||
+		obs.reset[0].InstanceID != sb.InstanceID() || obs.reset[0].Key != testKey {
 		t.Errorf("reset reported as %+v", obs.reset)
 	}
 }

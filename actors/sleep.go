@@ -98,7 +98,7 @@ func (b *Backend) SleepState(name string) (state, reason string, since time.Time
 // "" when it is awake (as far as this backend knows).
 func (s *Sandbox) SleepState() string {
 	r, ok := s.b.sleeps.get(s.name)
-	if !ok || r.Instance != s.id {
+	if !ok || r.Instance != s.inst().id {
 		return ""
 	}
 	return r.State
@@ -400,7 +400,7 @@ func (a *containerActor) pauseNow(ctx context.Context, m *pauseRequest, env *req
 // reason; the next call that needs it running wakes it. A sandbox already asleep is left so.
 // Refused with [*sandbox.BackendUnavailableError] while commands run in it.
 func (s *Sandbox) Pause(ctx context.Context) error {
-	res, err := ask[*pauseResponse](ctx, s.b, s.name, s.pid, s.envelope(&pauseRequest{InstanceID: s.id}), 0)
+	res, err := ask[*pauseResponse](ctx, s.b, s.name, s.pid, s.envelope(&pauseRequest{InstanceID: s.inst().id}), 0)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (m *snapshotRequest) run(ctx context.Context, a *containerActor, _ actor.Co
 // against its image ([sandbox.SnapshotHolds]), kept in the backend's store. A running sandbox
 // is frozen while it is read; a sleeping or stopped one is read as it is.
 func (s *Sandbox) Snapshot(ctx context.Context) (sandbox.SnapshotInfo, error) {
-	res, err := ask[*snapshotResponse](ctx, s.b, s.name, s.pid, s.envelope(&snapshotRequest{InstanceID: s.id}), 0)
+	res, err := ask[*snapshotResponse](ctx, s.b, s.name, s.pid, s.envelope(&snapshotRequest{InstanceID: s.inst().id}), 0)
 	if err != nil {
 		return sandbox.SnapshotInfo{}, err
 	}
@@ -322,16 +322,10 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
-	var sb sandbox.Sandbox
 	old := b.instanceOf(ctx, key, spec)
-	if spec.Egress == sandbox.EgressAllowlist {
-		if f := b.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &spec.Kind}); f != nil {
-			return nil, fmt.Errorf("restore %s: remove its sandbox: %w", key, f)
-		}
-		sb, err = b.acquireFrom(ctx, key, spec, img)
-	} else {
-		sb, err = b.replace(ctx, key, spec, img)
-	}
+	from := spec.Clone()
+	from.ImageID = img
+	sb, err := b.renew(ctx, key, from)
 	if err != nil {
 		return nil, err
 	}
@@ -344,11 +338,27 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	return sb, nil
 }
 
-// replace has the key's actor replace its instance with a new one of image img.
-func (b *Backend) replace(ctx context.Context, key sandbox.Key, spec sandbox.Spec, img string) (sandbox.Sandbox, error) {
-	from := spec.Clone()
-	from.ImageID = img
-	name := docker.ContainerName(key, spec.Kind, "")
+// renew puts a new instance of spec (its ImageID set: a snapshot's image, or for Reset the
+// image the instance was made from) under key's name. A closed sandbox is replaced on its
+// actor (restoreRequest); an allowlisted one is disposed, then acquired, its proxy and
+// network made again with it.
+func (b *Backend) renew(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (*Sandbox, error) {
+	if spec.Egress == sandbox.EgressAllowlist {
+		if f := b.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &spec.Kind}); f != nil {
+			return nil, fmt.Errorf("renew %s: remove its sandbox: %w", key, f)
+		}
+		sb, err := b.acquire(ctx, key, spec, true)
+		if err != nil {
+			return nil, err
+		}
+		return sb.(*Sandbox), nil
+	}
+	return b.replace(ctx, key, spec)
+}
+
+// replace has the key's actor replace its instance with a new one of from.
+func (b *Backend) replace(ctx context.Context, key sandbox.Key, from sandbox.Spec) (*Sandbox, error) {
+	name := docker.ContainerName(key, from.Kind, "")
 	pid, err := b.container(ctx, name)
 	if err != nil {
 		return nil, unavailable(err)
@@ -361,8 +371,7 @@ func (b *Backend) replace(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	if res.Err != nil {
 		return nil, busy(res.Err)
 	}
-	return &Sandbox{b: b, pid: pid, name: name, id: res.InstanceID, workDir: res.WorkDir, created: res.Created,
-		outcome: res.Outcome, imageID: res.ImageID, bound: env.bound}, nil
+	return b.newHandle(pid, name, key, from, res, env.bound), nil
 }
 
 // restoreRequest replaces the actor's instance with a new one from a snapshot's image, in
@@ -420,15 +429,17 @@ func (a *containerActor) restore(ctx context.Context, m *restoreRequest) *acquir
 	return res
 }
 
-// recoverAside finishes or undoes a restore an engine did not finish, at an acquire that found
-// info under the name (nil when none). With nothing under the name, the previous instance set
-// aside is put back (undone). With a new instance under it that never started, the one set
-// aside is removed (finished: the acquire goes on to start the new one).
+// recoverAside finishes or undoes a restore or reset an engine did not finish, at an acquire
+// that found info under the name (nil when none). With nothing under the name, the previous
+// instance set aside is put back (undone). With a new instance under it that never started,
+// the one set aside is removed (finished: the acquire goes on to start the new one). It costs
+// one inspect of the aside name, and only where the name is free or holds a container that
+// never ran (a cold create): a reused or restarted instance has run.
 func (a *containerActor) recoverAside(ctx context.Context, info *docker.ContainerInfo) (*docker.ContainerInfo, error) {
-	if a.restoring || a.b.snapStore == nil { // no store: nothing was ever restored here
+	if a.restoring {
 		return info, nil
 	}
-	if info != nil && (info.Running || info.Labels[label.Snapshot] == "" || info.StartedAt.Year() > 1) {
+	if info != nil && (info.Running || info.StartedAt.Year() > 1) {
 		return info, nil
 	}
 	aside := docker.AsideName(a.name)

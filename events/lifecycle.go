@@ -32,7 +32,7 @@ type AuditLifecycle struct {
 	Image         string            `json:"image,omitempty"`          // snapshot: the image digest it is relative to
 	Layer         string            `json:"layer,omitempty"`          // snapshot: its layer's digest
 	Bytes         int64             `json:"bytes,omitempty"`          // snapshot: its layer's size
-	Replaced      string            `json:"replaced,omitempty"`       // restored: the instance it replaced
+	Replaced      string            `json:"replaced,omitempty"`       // restored, reset: the instance it replaced
 	Keys          []messages.APIKey `json:"keys,omitempty"`           // forked: the new sandboxes' keys
 	Instances     []string          `json:"instances,omitempty"`      // forked: their instances, in order
 }

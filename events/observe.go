@@ -40,9 +40,9 @@ func (e *Events) ScopeDisposed(ctx context.Context, a sandbox.ScopeDisposed) {
 	e.audit.Record(ev)
 }
 
-// SandboxReset records a reset.
+// SandboxReset records a reset, with the instance it replaced.
 func (e *Events) SandboxReset(ctx context.Context, a sandbox.SandboxReset) {
-	e.audit.Record(auditOf(ctx, AuditSandboxReset, a.Act))
+	e.lifecycle(ctx, AuditSandboxReset, a.Act, &AuditLifecycle{Reason: a.Reason, Replaced: a.Previous})
 }
 
 // ExecFinished records a command: its digest, never its text.

@@ -99,10 +99,11 @@ type ScopeDisposed struct {
 }
 
 // SandboxReset is one reset of a sandbox: InstanceID is the new instance, Previous the one
-// it replaced.
+// it replaced, Reason who asked ([ActReason]).
 type SandboxReset struct {
 	Act
 	Previous string
+	Reason   string
 }
 
 // Forms of a command, as [ExecFinished.Form] names them.

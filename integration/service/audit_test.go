@@ -402,11 +402,13 @@ func (d *daemonSocket) down() {
 	d.conns = nil
 }
 
-// TestAuditUntrustedInstanceReplaced runs two engines, one after the other's acquire, on the
+// TestAuditUntrustedInstanceReset runs two engines, one after the other's acquire, on the
 // one daemon: the second finds the first's container under the key, which it never handed
-// out, so its router disposes it and creates a new one (protocol §8.3 step 7). The second
-// engine's audit says so: outcome replaced, the distrusted instance named, the new one served.
-func TestAuditUntrustedInstanceReplaced(t *testing.T) {
+// out, so its router resets it (the backend declares snapshot: protocol §8.3 step 7), a new
+// instance from the spec's image under the key's name, the old one removed. The second
+// engine's audit says so: outcome reset, the distrusted instance named, the new one served,
+// and a sandbox.reset event from the one to the other.
+func TestAuditUntrustedInstanceReset(t *testing.T) {
 	key := itest.NewKey(t)
 	spec := itest.BusyboxSpec(t)
 	first := &itest.NATSEngine{Server: natstest.Run(t), Backend: itest.NewBackend(t)}
@@ -440,8 +442,17 @@ func TestAuditUntrustedInstanceReplaced(t *testing.T) {
 	if err := json.Unmarshal(got[0].Data(), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.Outcome != sandbox.OutcomeReplaced || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
-		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), sandbox.OutcomeReplaced, old.InstanceID(), sb.InstanceID())
+	if a.Outcome != sandbox.OutcomeReset || a.Acquire == nil || a.Acquire.Untrusted != old.InstanceID() || a.InstanceID != sb.InstanceID() {
+		t.Errorf("acquire event: %s\nwant outcome %s, untrusted %s, instance %s", got[0].Data(), sandbox.OutcomeReset, old.InstanceID(), sb.InstanceID())
+	}
+	resets := readAudit(t, evNC, events.DefaultSubjectPrefix+".audit."+events.Token(key.Scope)+".*.sandbox.reset", 1)
+	var r events.AuditEvent
+	if len(resets) != 1 || json.Unmarshal(resets[0].Data(), &r) != nil || r.InstanceID != sb.InstanceID() || r.Error != "" ||
+		r.Lifecycle == nil || r.Lifecycle.Replaced != old.InstanceID() {
+		t.Errorf("%d reset events (%+v); want one from instance %s to %s", len(resets), r, old.InstanceID(), sb.InstanceID())
+	}
+	if _, _, err := dockertest.DockerErr(itest.Context(t), "inspect", old.InstanceID()); err == nil {
+		t.Errorf("the distrusted instance %s outlived its reset", old.InstanceID())
 	}
 }
 

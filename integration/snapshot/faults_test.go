@@ -143,7 +143,7 @@ func TestEngineKilledMidRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("acquire after the kill: %v\n%s", err, second.log.String())
 	}
-	// The router of the next engine then replaces the instance, which it never handed out
+	// The router of the next engine then resets the instance, which it never handed out
 	// (protocol §8.3 step 7): what matters is that the restore was finished or undone first,
 	// said, and that one instance of the key is left.
 	log := second.log.String()
