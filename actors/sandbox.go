@@ -260,4 +260,6 @@ func (s *Sandbox) Reset(ctx context.Context, timeout time.Duration) error {
 }
 
 // envelope wraps a call of this handle with the binding of its acquire.
-func (s *Sandbox) envelope(msg containerRequest) *request { return &request{msg: msg, bound: s.inst().bound} }
+func (s *Sandbox) envelope(msg containerRequest) *request {
+	return &request{msg: msg, bound: s.inst().bound}
+}
