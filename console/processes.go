@@ -27,8 +27,10 @@ type ProcessOutputRequest struct {
 	FollowMS int64  `json:"follow_ms"`
 }
 
-// maxFollow bounds how long one of the page's reads waits for output.
-const maxFollowMS = 10_000
+// maxFollowMS bounds how long one of the page's reads waits for output. Actions and reads take
+// turns (Console.action), so a tail's wait is the longest a click on dispose or pause waits
+// behind it; the page asks for 1 s.
+const maxFollowMS = 2_000
 
 func (r ProcessesRequest) check() error {
 	if r.Engine == "" || r.Sandbox == "" || r.Key.Scope == "" {

@@ -435,7 +435,7 @@ async function tailProcess(id) {
   $("tail").dataset.process = id; $("tail").dataset.ended = "";
   $("tail-of").textContent = "output of " + id + " (live)";
   while (!t.stop && proc.of) {
-    const r = await post("/api/process_output", { ...sandboxOf(proc.of), id, seq: t.seq, follow_ms: 5000 });
+    const r = await post("/api/process_output", { ...sandboxOf(proc.of), id, seq: t.seq, follow_ms: 1000 }); // short: an action waits behind it
     if (t.stop) return;
     if (!r.ok) { $("tail-of").textContent = "refused (" + r.status + "): " + (r.out.error || ""); return; }
     const out = r.out;
