@@ -21,6 +21,7 @@ const (
 	goneOutputCap   = "an exec's output went over the plain output cap, which discards it"
 	goneDiscarded   = "the engine discarded it"
 	goneRemoved     = "the daemon has no such container: it was removed outside this call"
+	goneBeforeReset = "it was disposed or replaced before the reset, which makes nothing in its place"
 )
 
 // gone records instanceID as gone for reason, forgets what the actor knew of it, and returns

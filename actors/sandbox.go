@@ -245,7 +245,7 @@ func (s *Sandbox) Reset(ctx context.Context, timeout time.Duration) error {
 		defer cancel()
 	}
 	prev := s.inst()
-	next, err := s.b.renew(ctx, s.key, s.spec)
+	next, err := s.b.renew(ctx, s.key, s.spec, prev.id)
 	if err == nil {
 		n := next.inst()
 		s.cur.Store(&instance{id: n.id, workDir: n.workDir, outcome: sandbox.OutcomeReset, imageID: n.imageID, bound: n.bound})

@@ -325,7 +325,7 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	old := b.instanceOf(ctx, key, spec)
 	from := spec.Clone()
 	from.ImageID = img
-	sb, err := b.renew(ctx, key, from)
+	sb, err := b.renew(ctx, key, from, "")
 	if err != nil {
 		return nil, err
 	}
@@ -338,12 +338,16 @@ func (b *Backend) Restore(ctx context.Context, key sandbox.Key, spec sandbox.Spe
 	return sb, nil
 }
 
-// renew puts a new instance of spec (its ImageID set: a snapshot's image, or for Reset the
-// image the instance was made from) under key's name. A closed sandbox is replaced on its
-// actor (restoreRequest); an allowlisted one is disposed, then acquired, its proxy and
-// network made again with it.
-func (b *Backend) renew(ctx context.Context, key sandbox.Key, spec sandbox.Spec) (*Sandbox, error) {
+// renew puts a new instance of spec (a restore's names its snapshot's image) under key's
+// name. A closed sandbox is replaced on its actor (restoreRequest); an allowlisted one is
+// disposed, then acquired, its proxy and network made again with it. instance, for a reset,
+// is the instance it replaces: a name that holds another, or none, is gone, and nothing is
+// made.
+func (b *Backend) renew(ctx context.Context, key sandbox.Key, spec sandbox.Spec, instance string) (*Sandbox, error) {
 	if spec.Egress == sandbox.EgressAllowlist {
+		if instance != "" && b.instanceOf(ctx, key, spec) != instance {
+			return nil, &sandbox.GoneError{InstanceID: instance, Reason: goneBeforeReset}
+		}
 		if f := b.Dispose(ctx, key, sandbox.DisposeOptions{Kind: &spec.Kind}); f != nil {
 			return nil, fmt.Errorf("renew %s: remove its sandbox: %w", key, f)
 		}
@@ -353,17 +357,17 @@ func (b *Backend) renew(ctx context.Context, key sandbox.Key, spec sandbox.Spec)
 		}
 		return sb.(*Sandbox), nil
 	}
-	return b.replace(ctx, key, spec)
+	return b.replace(ctx, key, spec, instance)
 }
 
 // replace has the key's actor replace its instance with a new one of from.
-func (b *Backend) replace(ctx context.Context, key sandbox.Key, from sandbox.Spec) (*Sandbox, error) {
+func (b *Backend) replace(ctx context.Context, key sandbox.Key, from sandbox.Spec, instance string) (*Sandbox, error) {
 	name := docker.ContainerName(key, from.Kind, "")
 	pid, err := b.container(ctx, name)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	env := &request{msg: &restoreRequest{acquireRequest{Key: key, Spec: from, Fresh: true}}}
+	env := &request{msg: &restoreRequest{acquireRequest: acquireRequest{Key: key, Spec: from, Fresh: true}, Instance: instance}}
 	res, err := ask[*acquireResponse](ctx, b, name, pid, env, 0)
 	if err != nil {
 		return nil, unavailable(err)
@@ -379,7 +383,10 @@ func (b *Backend) replace(ctx context.Context, key sandbox.Key, from sandbox.Spe
 // aside (docker.AsideName), the new one acquired under the name, then the previous removed. A
 // failure puts the previous instance back. The next acquire of the name after a crash
 // finishes or undoes it (recoverAside).
-type restoreRequest struct{ acquireRequest }
+type restoreRequest struct {
+	acquireRequest
+	Instance string // a reset's: the instance it replaces (renew)
+}
 
 func (*restoreRequest) needsFreeze() bool  { return false }
 func (*restoreRequest) fail(err error) any { return &acquireResponse{Err: err} }
@@ -401,6 +408,9 @@ func (a *containerActor) restore(ctx context.Context, m *restoreRequest) *acquir
 	info, err := a.refresh(ctx)
 	if err != nil {
 		return &acquireResponse{Err: fmt.Errorf("inspect %s: %w", a.name, err)}
+	}
+	if m.Instance != "" && (info == nil || info.ID != m.Instance) {
+		return &acquireResponse{Err: &sandbox.GoneError{InstanceID: m.Instance, Reason: goneBeforeReset}}
 	}
 	old := ""
 	if info != nil {

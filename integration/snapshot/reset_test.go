@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,15 @@ func TestResetRemakesTheSandboxFromItsImage(t *testing.T) {
 	if a, ok := again.(sandbox.Acquired); !ok || a.AcquireOutcome() != sandbox.OutcomeReused {
 		t.Fatalf("the key's next acquire: %v", again)
 	}
-	b.Dispose(context.Background(), key, sandbox.DisposeOptions{})
+	if f := b.Dispose(ctx, key, sandbox.DisposeOptions{}); f != nil {
+		t.Fatalf("dispose: %v", f)
+	}
+	if err := sb.Reset(ctx, time.Minute); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("a reset of a disposed sandbox = %v, want gone", err)
+	}
+	if _, _, err := dockertest.DockerErr(ctx, "inspect", name); err == nil {
+		t.Fatalf("a reset of a disposed sandbox made %s again", name)
+	}
 }
 
 // A restored sandbox's reset goes back to the snapshot it was restored from, not to the image.
