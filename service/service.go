@@ -288,10 +288,17 @@ func (s *Service) begin(c *call) error {
 	return nil
 }
 
-func (s *Service) end(c *call) {
+// release gives back the call's admission (admission.go) once its answer is made; the call
+// stays in flight, for a drain, until the answer is sent (end).
+func (s *Service) release(c *call) {
 	s.gate.mu.Lock()
 	defer s.gate.mu.Unlock()
 	s.gate.admitted.release(c.account, c.op.name == "health")
+}
+
+func (s *Service) end(c *call) {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
 	s.gate.inFlight--
 	if s.gate.inFlight == 0 && s.gate.idle != nil {
 		close(s.gate.idle)
@@ -425,6 +432,7 @@ func (s *Service) serve(e *endpoint, op operation) nats.MsgHandler {
 			defer s.end(c)
 			resp, err := s.call(c)
 			s.failures.note(op.name, err)
+			s.release(c) // before the answer: a caller that heard it and calls again is admitted
 			s.reply(c, resp, err)
 		}()
 	}

@@ -87,8 +87,12 @@ func TestServiceEveryOperation(t *testing.T) {
 	if _, err := sb.RunCode(ctx, "print(1)", time.Minute); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("run code on docker: %v, want unsupported", err)
 	}
-	if err := sb.Reset(ctx, time.Minute); !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Fatalf("reset on docker: %v, want unsupported", err)
+	before := sb.InstanceID()
+	if err := sb.Reset(ctx, time.Minute); err != nil || sb.InstanceID() == before {
+		t.Fatalf("reset: %v; instance %s, before %s", err, sb.InstanceID(), before)
+	}
+	if st, err := sb.StatFile(ctx, "prog.sh", "."); err != nil || st != nil {
+		t.Fatalf("after the reset the guest's file is %+v, %v; want the image's baseline", st, err)
 	}
 	if h, err := c.Health(ctx); err != nil || h.Status != "ok" || h.Backends[0] != actors.BackendName {
 		t.Fatalf("health: %+v, %v", h, err)

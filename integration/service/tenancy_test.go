@@ -506,6 +506,27 @@ func TestTenancyAccountBound(t *testing.T) {
 	}
 }
 
+// TestTenancyAccountBoundFreedBeforeTheAnswer: at a bound of one call per account, a tenant
+// that calls again as soon as it hears each answer is never told busy: the engine gives the
+// call's slot back before it sends the answer, not after.
+func TestTenancyAccountBoundFreedBeforeTheAnswer(t *testing.T) {
+	p := startTenantPoolWith(t, false, service.WithMaxInFlightPerAccount(1))
+	ctx := itest.Context(t)
+	c, err := client.New(ctx, p.conns[p.a], client.WithRetryWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Acquire(ctx, sandbox.Key{Scope: p.a, ThreadID: "t", AgentID: "a"}, itest.BusyboxSpec(t, sandbox.WithRequires(sandbox.Exec)))
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	for i := range 200 {
+		if _, err := sb.StatFile(ctx, ".", "."); err != nil {
+			t.Fatalf("call %d, sent once the one before was answered: %v", i, err)
+		}
+	}
+}
+
 // TestServeTenancy: "engine serve --tenancy" against a server with tenant accounts serves a
 // tenant its own scope and refuses the other's, as the service does in process.
 func TestServeTenancy(t *testing.T) {
