@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -240,58 +239,12 @@ func TestTakeoverAdoptsTheContainerOnItsDaemon(t *testing.T) {
 // Engines as processes for the freeze test: "engine serve --placement" on a cluster node.
 
 // clusterServe runs "engine serve --placement" with the ID id on the cluster node url, on the
-// archive file plane, env added to the test's environment; it returns
-// the process and its log. Cleanup stops it (SIGTERM) unless it is already gone.
-func clusterServe(t *testing.T, bin, url, id string, env ...string) (*os.Process, *syncBuffer) {
+// archive file plane, env added to the test's environment; it returns the process and its log.
+func clusterServe(t *testing.T, bin, url, id string, env ...string) (*os.Process, *itest.LogBuffer) {
 	t.Helper()
-	dir := t.TempDir()
-	ready := filepath.Join(dir, "ready")
-	args := []string{"serve", "--nats-url", url, "--placement", "--placement-replicas", "3", "--engine-id", id,
-		"--ready-file", ready, "--log-format", "json", "--data-dir", filepath.Join(dir, "data")}
-	for k, v := range dockertest.Labels() {
-		args = append(args, "--label", k+"="+v)
-	}
-	serve := exec.Command(bin, args...)
-	serve.Env = append(append(os.Environ(), actors.FilePlaneEnv+"="+string(actors.FilePlaneArchive)), env...)
-	log := &syncBuffer{}
-	serve.Stdout, serve.Stderr = log, log
-	if err := serve.Start(); err != nil {
-		t.Fatalf("start serve %s: %v", id, err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- serve.Wait() }()
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-served:
-		case <-time.After(time.Minute):
-			_ = serve.Process.Kill()
-			<-served
-		}
-		if t.Failed() {
-			t.Logf("serve %s log:\n%s", id, log.String())
-		}
-	})
-	itest.WaitReady(t, ready, served)
-	return serve.Process, log
-}
-
-// syncBuffer is a buffer a process writes while the test may read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	s := itest.Serve(t, bin, append([]string{actors.FilePlaneEnv + "=" + string(actors.FilePlaneArchive)}, env...),
+		"--nats-url", url, "--placement", "--placement-replicas", "3", "--engine-id", id, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	return s.Process, s.Log
 }
 
 // holdProxy forwards a unix socket to the daemon's until armed; from then on the first archive

@@ -124,7 +124,7 @@ func TestEngineAttachWithATerminal(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- attach.Wait() }()
-	var seen lockedBuffer
+	var seen itest.LogBuffer
 	go func() { _, _ = io.Copy(&seen, master) }()
 	// The process reads first, so whatever the attach does before it carries the line (its
 	// resize among it) is done before the process asks its size.

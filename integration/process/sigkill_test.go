@@ -4,73 +4,23 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mafsandbox/engine/client"
 	"github.com/mafsandbox/engine/events"
 	"github.com/mafsandbox/engine/integration/internal/itest"
-	"github.com/mafsandbox/engine/internal/dockertest"
 	"github.com/mafsandbox/engine/internal/natstest"
 	"github.com/mafsandbox/engine/messages"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
-// placedServe runs "engine serve --placement" with engine ID id on the NATS server url and
-// returns its process. Cleanup stops it (SIGTERM) unless it is already gone.
-func placedServe(t *testing.T, bin, url, id string) *os.Process {
+// placedServe runs "engine serve --placement" with engine ID id on the NATS server url.
+func placedServe(t *testing.T, bin, url, id string) *itest.Serving {
 	t.Helper()
-	dir := t.TempDir()
-	ready := filepath.Join(dir, "ready")
-	args := []string{"serve", "--nats-url", url, "--placement", "--placement-replicas", "1", "--engine-id", id,
-		"--ready-file", ready, "--log-format", "json", "--data-dir", filepath.Join(dir, "data")}
-	for k, v := range dockertest.Labels() {
-		args = append(args, "--label", k+"="+v)
-	}
-	serve := exec.Command(bin, args...)
-	var log lockedBuffer
-	serve.Stdout, serve.Stderr = &log, &log
-	if err := serve.Start(); err != nil {
-		t.Fatalf("start serve %s: %v", id, err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- serve.Wait() }()
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-served:
-		case <-time.After(time.Minute):
-			_ = serve.Process.Kill()
-			<-served
-		}
-		if t.Failed() {
-			t.Logf("serve %s log:\n%s", id, log.String())
-		}
-	})
-	itest.WaitReady(t, ready, served)
-	return serve.Process
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return itest.Serve(t, bin, nil, "--nats-url", url, "--placement", "--placement-replicas", "1", "--engine-id", id,
+		"--data-dir", filepath.Join(t.TempDir(), "data"))
 }
 
 // TestEngineSIGKILLedWithTenProcesses: an engine (engine serve --placement) is SIGKILLed
@@ -111,9 +61,7 @@ func TestEngineSIGKILLedWithTenProcesses(t *testing.T) {
 	for i := range procs {
 		waitOutput(t, sb, fmt.Sprintf("w%d", i), "-100\n")
 	}
-	if err := first.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	first.Kill(t)
 	killed := time.Now()
 
 	var taken *client.Sandbox

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -460,33 +459,7 @@ func TestEngineRunCommand(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ready := filepath.Join(dir, "ready")
-	var labels []string
-	for k, v := range dockertest.Labels() {
-		labels = append(labels, "--label", k+"="+v)
-	}
-	serve := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
-		"--ready-file", ready, "--log-format", "json"}, labels...)...)
-	var serveLog bytes.Buffer
-	serve.Stdout, serve.Stderr = &serveLog, &serveLog
-	if err := serve.Start(); err != nil {
-		t.Fatalf("start serve: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- serve.Wait() }()
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-served:
-		case <-time.After(time.Minute):
-			_ = serve.Process.Kill()
-			<-served
-		}
-		if t.Failed() {
-			t.Logf("serve log:\n%s", serveLog.String())
-		}
-	})
-	url := itest.WaitReady(t, ready, served)
+	url := itest.Serve(t, bin, nil, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")).URL
 
 	in := filepath.Join(dir, "in.txt")
 	if err := os.WriteFile(in, []byte("shout this\n"), 0o600); err != nil {

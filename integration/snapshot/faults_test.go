@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,32 +15,6 @@ import (
 	"github.com/mafsandbox/engine/label"
 	"github.com/mafsandbox/engine/sandbox"
 )
-
-// engine is one `engine serve` process of a fault test: its embedded NATS server keeps its
-// JetStream data in dir on port, so the next process on the same dir and port finds the
-// snapshots the killed one wrote.
-type engine struct {
-	cmd *exec.Cmd
-	log *syncBuffer
-	url string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -56,41 +26,13 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startEngine(t *testing.T, bin, dir string, port int, extra ...string) *engine {
+// startEngine runs engine serve with its embedded NATS server keeping its JetStream data in
+// dir on port, so the next process on the same dir and port finds the snapshots the killed
+// one wrote.
+func startEngine(t *testing.T, bin, dir string, port int, extra ...string) *itest.Serving {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "ready")
-	args := []string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--data-dir", dir, "--ready-file", ready,
-		"--log-format", "json", "--exec-channel=false"}
-	for k, v := range dockertest.Labels() {
-		args = append(args, "--label", k+"="+v)
-	}
-	e := &engine{cmd: exec.Command(bin, append(args, extra...)...), log: &syncBuffer{}}
-	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.cmd.Process.Signal(syscall.SIGTERM)
-		_ = e.cmd.Wait()
-	})
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
-			e.url = strings.TrimSpace(string(b))
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engine serve not ready:\n%s", e.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (e *engine) kill(t *testing.T) {
-	t.Helper()
-	if err := e.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = e.cmd.Wait()
+	return itest.Serve(t, bin, nil, append([]string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--data-dir", dir,
+		"--exec-channel=false"}, extra...)...)
 }
 
 // waitUntil polls cond every 5 ms for a minute: the moment a fault test kills an engine.
@@ -115,7 +57,7 @@ func TestEngineKilledMidRestore(t *testing.T) {
 	bin := itest.BuildEngine(t)
 	dir, port := t.TempDir(), freePort(t)
 	first := startEngine(t, bin, dir, port)
-	_, c := itest.ServeClient(t, first.url)
+	_, c := itest.ServeClient(t, first.URL)
 	key, sp := itest.NewKey(t), spec(t)
 	ctx := itest.Context(t)
 	sb, err := c.Acquire(ctx, key, sp)
@@ -134,19 +76,19 @@ func TestEngineKilledMidRestore(t *testing.T) {
 		out, _, _ := dockertest.DockerErr(ctx, "ps", "-aq", "--filter", "name=^"+name+"-aside$")
 		return len(bytes.TrimSpace(out)) > 0
 	})
-	first.kill(t)
+	first.Kill(t)
 
 	second := startEngine(t, bin, dir, port)
-	_, c2 := itest.ServeClient(t, second.url)
+	_, c2 := itest.ServeClient(t, second.URL)
 	t.Cleanup(func() { c2.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 	again, err := c2.Acquire(ctx, key, sp)
 	if err != nil {
-		t.Fatalf("acquire after the kill: %v\n%s", err, second.log.String())
+		t.Fatalf("acquire after the kill: %v\n%s", err, second.Log.String())
 	}
 	// The router of the next engine then resets the instance, which it never handed out
 	// (protocol §8.3 step 7): what matters is that the restore was finished or undone first,
 	// said, and that one instance of the key is left.
-	log := second.log.String()
+	log := second.Log.String()
 	if !strings.Contains(log, "undid a restore its engine did not finish") && !strings.Contains(log, "finished a restore its engine did not") {
 		t.Fatalf("the next engine neither finished nor undid the restore (it says nothing of it):\n%s", log)
 	}
@@ -164,7 +106,7 @@ func TestEngineKilledMidSnapshot(t *testing.T) {
 	bin := itest.BuildEngine(t)
 	dir, port := t.TempDir(), freePort(t)
 	first := startEngine(t, bin, dir, port)
-	_, c := itest.ServeClient(t, first.url)
+	_, c := itest.ServeClient(t, first.URL)
 	key, sp := itest.NewKey(t), spec(t)
 	ctx := itest.Context(t)
 	sb, err := c.Acquire(ctx, key, sp)
@@ -179,26 +121,26 @@ func TestEngineKilledMidSnapshot(t *testing.T) {
 	})
 	// Stopped the moment its freeze shows, the engine is inside the snapshot whatever the
 	// machine's speed: a sleep before the kill let a quiet machine finish the snapshot first.
-	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	first.kill(t)
+	first.Kill(t)
 
 	second := startEngine(t, bin, dir, port, "--snapshot-unfinished-age", "1ms")
-	_, c2 := itest.ServeClient(t, second.url)
+	_, c2 := itest.ServeClient(t, second.URL)
 	t.Cleanup(func() { c2.Dispose(context.Background(), key, sandbox.DisposeOptions{}) })
 	if list, err := c2.Snapshots(ctx, key.Scope, key.ThreadID); err != nil || len(list) != 0 {
 		t.Fatalf("snapshots after the kill = %+v, %v; want none", list, err)
 	}
 	again, err := c2.Acquire(ctx, key, sp)
 	if err != nil {
-		t.Fatalf("acquire after the kill: %v\n%s", err, second.log.String())
+		t.Fatalf("acquire after the kill: %v\n%s", err, second.Log.String())
 	}
 	itest.Sh(t, again, "true")
 	if ids := keyContainers(t, key); len(ids) != 1 || ids[0] != again.InstanceID() {
 		t.Fatalf("containers of the key %v, want only %s", ids, again.InstanceID())
 	}
-	log := second.log.String()
+	log := second.Log.String()
 	if !strings.Contains(log, "thawed before reuse: a host left it frozen") {
 		t.Fatalf("the next engine does not say it thawed the sandbox the snapshot froze:\n%s", log)
 	}
