@@ -339,18 +339,7 @@ func (t *procTable) follow(m *managed, outs []*output, status chan syscall.WaitS
 	if m.timer != nil {
 		m.timer.Stop()
 	}
-	grace := time.NewTimer(execwire.PipeGrace)
-	defer grace.Stop()
-	for range outs {
-		select {
-		case <-done:
-		case <-grace.C:
-			for _, o := range outs {
-				o.cut()
-			}
-			<-done
-		}
-	}
+	drain(outs, done)
 	t.ended(m, ws)
 }
 

@@ -196,6 +196,14 @@ func (s *supervisor) follow(c *conn, p *process) {
 	mu.Lock()
 	ended = true
 	mu.Unlock()
+	drain(outs, done)
+	_ = c.send(execwire.Exit, []byte(strconv.Itoa(exitCode(ws))))
+}
+
+// drain waits for each of outs' pumps to report on done, once the process itself has ended:
+// for at most [execwire.PipeGrace] in all, after which the pipes a process it left running
+// still holds are cut, and what was read before is sent.
+func drain(outs []*output, done <-chan struct{}) {
 	grace := time.NewTimer(execwire.PipeGrace)
 	defer grace.Stop()
 	for range outs {
@@ -208,7 +216,6 @@ func (s *supervisor) follow(c *conn, p *process) {
 			<-done
 		}
 	}
-	_ = c.send(execwire.Exit, []byte(strconv.Itoa(exitCode(ws))))
 }
 
 // output is one of a command's output pipes: the read end and the frame type it is sent as.
