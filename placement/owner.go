@@ -239,7 +239,7 @@ func (ow *Owner) Release(ctx context.Context, match func(key sandbox.Key, kind s
 		if errors.Is(err, ErrNotOwner) {
 			// A renewal of this engine's own moved the revision under the lease held (one in
 			// flight, or one whose answer timed out): the entry is still this engine's to end.
-			err = ow.o.store.ReleaseKey(ctx, h.key, h.kind)
+			err = ow.o.store.ReleaseKey(ctx, h.key, h.kind, h.lease.Revision+1)
 		}
 		if err != nil {
 			ow.log.Debug("release a placement entry", zap.String("entry", h.lease.Entry), zap.Error(err))

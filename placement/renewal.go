@@ -83,8 +83,8 @@ func (ow *Owner) adoptOwnWrite(h heldLease) bool {
 	p := ow.o.store
 	ctx, cancel := context.WithTimeout(context.Background(), p.Lease()/3)
 	defer cancel()
-	r, ok, err := p.Get(ctx, h.key, h.kind)
-	if err != nil || !ok || r.Engine != ow.engine || !time.Now().Before(r.Expires) {
+	r, ok, err := p.GetSince(ctx, h.key, h.kind, h.lease.Revision+1)
+	if err != nil || !ok || r.Engine != ow.engine || r.Revision <= h.lease.Revision || !time.Now().Before(r.Expires) {
 		return false
 	}
 	ow.leases.replace(h.lease.Revision, Lease{Entry: h.lease.Entry, Engine: ow.engine, Revision: r.Revision,

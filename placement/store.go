@@ -254,7 +254,32 @@ func (s *Store) read(ctx context.Context, out []Entry, k string) ([]Entry, error
 	return append(out, Entry{Key: key, Kind: kind, Record: r}), nil
 }
 
-// Get reads the record of (key, kind) from the bucket itself.
+// staleReadWait bounds how long [Store.GetSince] asks again while the replicas it reaches have
+// not applied a write it knows was made.
+const staleReadWait = time.Second
+
+// GetSince reads the record of (key, kind) as [Store.Get] does, at revision since or later. A
+// KV read is a direct get, which any of the bucket's replicas answers, and a replica that has
+// not yet applied the stream's last writes answers with an older record; since is a revision
+// the caller knows was written (its own), so an older record is such a replica's and is asked
+// for again, for up to staleReadWait. It may still return an older record when none newer came.
+func (s *Store) GetSince(ctx context.Context, key sandbox.Key, kind string, since uint64) (Record, bool, error) {
+	deadline := time.Now().Add(staleReadWait)
+	for {
+		r, ok, err := s.Get(ctx, key, kind)
+		if err != nil || !ok || r.Revision >= since || !time.Now().Before(deadline) {
+			return r, ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, ok, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Get reads the record of (key, kind) from the bucket itself: from any of its replicas, which
+// may be behind the stream's last writes ([Store.GetSince]).
 func (s *Store) Get(ctx context.Context, key sandbox.Key, kind string) (Record, bool, error) {
 	k := EntryKey(key, kind)
 	e, err := s.kv.Get(ctx, k)
@@ -376,14 +401,30 @@ func (s *Store) Release(ctx context.Context, l Lease) error {
 	return nil
 }
 
+// releaseKeyTries bounds how often ReleaseKey reads the entry again after writes of this
+// engine's own moved its revision under the release.
+const releaseKeyTries = 3
+
 // ReleaseKey deletes the entry of (key, kind) if this engine owns it, whatever its revision:
-// for a dispose on an engine that no longer has the lease at hand.
-func (s *Store) ReleaseKey(ctx context.Context, key sandbox.Key, kind string) error {
-	r, ok, err := s.Get(ctx, key, kind)
-	if err != nil || !ok || r.Engine != s.engine {
-		return err
+// for a dispose whose lease at hand a write of this engine's own moved (a renewal in flight),
+// or on an engine that no longer has the lease at hand. since is the revision the caller knows
+// the entry reached (0 when it knows none): the read is [Store.GetSince]'s, so a replica behind
+// that write cannot make the release miss the entry.
+func (s *Store) ReleaseKey(ctx context.Context, key sandbox.Key, kind string, since uint64) error {
+	var err error
+	for range releaseKeyTries {
+		var r Record
+		var ok bool
+		if r, ok, err = s.GetSince(ctx, key, kind, since); err != nil || !ok || r.Engine != s.engine {
+			return err
+		}
+		err = s.Release(ctx, Lease{Entry: EntryKey(key, kind), Engine: s.engine, Revision: r.Revision})
+		if !errors.Is(err, ErrNotOwner) {
+			return err
+		}
+		since = r.Revision + 1 // written again since the read: read what replaced it
 	}
-	return s.Release(ctx, Lease{Entry: EntryKey(key, kind), Engine: s.engine, Revision: r.Revision})
+	return err
 }
 
 // ReleaseScope deletes every entry of (scope, thread) that this engine owns (scope purge) and

@@ -225,7 +225,7 @@ func TestReleaseAndScopeRelease(t *testing.T) {
 			t.Errorf("%v after the purge: %+v, %v, %v; want owner %q", key, r, ok, err, want)
 		}
 	}
-	if err := b.ReleaseKey(ctx, k("s", "t", "1"), "py"); err != nil {
+	if err := b.ReleaseKey(ctx, k("s", "t", "1"), "py", 0); err != nil {
 		t.Fatalf("ReleaseKey: %v", err)
 	}
 	if _, ok, _ := a.Get(ctx, k("s", "t", "1"), "py"); ok {

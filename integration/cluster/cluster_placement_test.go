@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -113,7 +112,7 @@ func TestClusterOneContainerPerKeyDocker(t *testing.T) {
 // placementProbe reads a cluster's placement and members buckets from url, as any client can.
 type placementProbe struct {
 	t       *testing.T
-	kv      jetstream.KeyValue
+	nc      *nats.Conn
 	members *placement.Members
 }
 
@@ -128,29 +127,70 @@ func newPlacementProbe(t *testing.T, url string) *placementProbe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(itest.Context(t), placement.DefaultBucket)
-	if err != nil {
+	if _, err := js.KeyValue(itest.Context(t), placement.DefaultBucket); err != nil {
 		t.Fatalf("open the placement bucket: %v", err)
 	}
 	members, err := placement.NewMembers(itest.Context(t), js)
 	if err != nil {
 		t.Fatalf("open the members bucket: %v", err)
 	}
-	return &placementProbe{t: t, kv: kv, members: members}
+	return &placementProbe{t: t, nc: nc, members: members}
 }
 
-// entry reports whether the bucket holds an entry for (key, kind), and the engine it names.
+// entry reports whether the bucket holds an entry for (key, kind), and the engine it names. It
+// asks the bucket stream's leader: a KV Get is a direct get, which any replica answers, and a
+// replica that has not applied the last write (a release the dispose just made) answers with
+// what it replaced. A request sent while the stream elects a leader is not answered, so each
+// has 5 s and is sent again.
 func (p *placementProbe) entry(key sandbox.Key, kind string) (string, bool) {
 	p.t.Helper()
-	e, err := p.kv.Get(itest.Context(p.t), placement.EntryKey(key, kind))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return "", false
+	stream := "KV_" + placement.DefaultBucket
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + placement.DefaultBucket + "." + placement.EntryKey(key, kind)})
+	var resp struct {
+		Message *struct {
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
 	}
-	if err != nil {
-		p.t.Fatalf("read the entry of %v: %v", key, err)
+	ctx := itest.Context(p.t)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := p.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+		cancel()
+		if err == nil {
+			if err := json.Unmarshal(msg.Data, &resp); err != nil {
+				p.t.Fatalf("the entry of %v: %v", key, err)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			p.t.Fatalf("read the entry of %v from %s's leader: %v", key, stream, err)
+		}
+	}
+	const noMessage = 10037 // JetStream's "no message found"
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == noMessage:
+		return "", false
+	case resp.Error != nil:
+		p.t.Fatalf("read the entry of %v: %s", key, resp.Error.Description)
+	case resp.Message == nil:
+		p.t.Fatalf("read the entry of %v: an answer without a message", key)
+	}
+	if len(resp.Message.Hdrs) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
+		if err != nil {
+			p.t.Fatalf("the entry of %v: %v", key, err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return "", false
+		}
 	}
 	var r placement.Record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
+	if err := json.Unmarshal(resp.Message.Data, &r); err != nil {
 		p.t.Fatalf("entry of %v: %v", key, err)
 	}
 	return r.Engine, true
