@@ -1,4 +1,4 @@
-package placement
+package placement_test
 
 import (
 	"context"
@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
-	"github.com/mafsandbox/engine/internal/natstest"
+	"github.com/mafsandbox/engine/placement"
 	"github.com/mafsandbox/engine/sandbox"
 )
 
@@ -46,25 +44,12 @@ func (r *laggingReplica) lag(e jetstream.KeyValueEntry) {
 // own, older revision, on which the release is refused. The release reads again until the
 // renewal shows (here: once the replica catches up, 200 ms later) and deletes the entry.
 func TestReleaseKeyOutwaitsALaggingReplica(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	nc, err := nats.Connect(natstest.Run(t).ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noLeaks(t)
+	s := store(t, embedded(t), "e1")
+	replica := &laggingReplica{KeyValue: placement.Bucket(s)}
+	placement.SetBucket(s, replica)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	s, err := New(ctx, js, "e1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	replica := &laggingReplica{KeyValue: s.kv}
-	s.kv = replica
 
 	key := sandbox.Key{Scope: "s", ThreadID: "t", AgentID: "a"}
 	held, _, err := s.Claim(ctx, key, "py")
@@ -81,7 +66,7 @@ func TestReleaseKeyOutwaitsALaggingReplica(t *testing.T) {
 	replica.lag(old)
 	time.AfterFunc(200*time.Millisecond, func() { replica.lag(nil) })
 
-	if err := s.Release(ctx, held); !errors.Is(err, ErrNotOwner) {
+	if err := s.Release(ctx, held); !errors.Is(err, placement.ErrNotOwner) {
 		t.Fatalf("release on the lease held: %v, want ErrNotOwner (the renewal moved the revision)", err)
 	}
 	if err := s.ReleaseKey(ctx, key, "py", held.Revision+1); err != nil {
