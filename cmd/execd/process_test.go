@@ -333,8 +333,10 @@ func TestProcessBufferDropsTheOldestWithAGap(t *testing.T) {
 
 // While an engine stores a process's output (it sends Release), output past the buffer waits
 // for room: the process is held back, nothing is dropped, however slowly the engine reads.
-// A start that says an engine is about to follow (HoldMS) holds the output back from the
-// start, before the engine attaches.
+// A start that says an engine is about to follow (HoldMS, as the engine's every start does)
+// holds the output back from the start, before the engine attaches. Attached at once, the
+// engine's hold is 1 s and the process writes half its output after it, held by the follower
+// alone; attached late, the hold covers the 300 ms before the attach.
 func TestProcessFollowedIsHeldBackNotDropped(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprintf("attached late %t", late), func(t *testing.T) { followAll(t, late) })
@@ -344,7 +346,8 @@ func TestProcessFollowedIsHeldBackNotDropped(t *testing.T) {
 func followAll(t *testing.T, late bool) {
 	path, _ := testSupervisor(t)
 	const total = 1_000_000
-	req := execwire.StartRequest{ID: "held", Argv: []string{"sh", "-c", "head -c 1000000 /dev/zero"}, Buffer: 50000}
+	req := execwire.StartRequest{ID: "held", Argv: []string{"sh", "-c", "head -c 500000 /dev/zero; sleep 1.5; head -c 500000 /dev/zero"},
+		Buffer: 50000, HoldMS: 1000}
 	if late {
 		req.HoldMS = 30_000
 	}
