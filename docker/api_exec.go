@@ -79,24 +79,12 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 		return ExecOutput{}, err
 	}
 
-	created, err := b.client.ExecCreate(ctx, req.Target, client.ExecCreateOptions{
-		User: req.User, WorkingDir: req.WorkDir, Env: req.Env, Cmd: req.Argv,
-		AttachStdout: true, AttachStderr: true,
-	})
-	if err != nil {
-		if !isAnswer(err) {
-			return cancelled(apiError(args, err, nil))
-		}
-		return b.refused(ctx, args, req.Target, err)
+	execID, conn, stream, refusal, err := b.openExecPatiently(ctx, args, req)
+	if refusal != nil {
+		return *refusal, err
 	}
-
-	conn, stream, err := b.startExec(ctx, created.ID)
 	if err != nil {
-		var ans *apiAnswer
-		if !errors.As(err, &ans) {
-			return cancelled(apiError(args, err, nil))
-		}
-		return b.refused(ctx, args, req.Target, ans)
+		return cancelled(err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
@@ -108,7 +96,7 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 		watch.Add(1)
 		go func() {
 			defer watch.Done()
-			b.awaitStart(ctx, created.ID, streamDone)
+			b.awaitStart(ctx, execID, streamDone)
 			signal()
 		}()
 	}
@@ -130,9 +118,9 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 	case cerr != nil:
 		return ExecOutput{}, fmt.Errorf("%w: docker exec: the output stream broke: %w", ErrUnreachable, cerr)
 	}
-	code, pid, err := b.exitCode(ctx, created.ID)
+	code, pid, err := b.exitCode(ctx, execID)
 	if err != nil {
-		return cancelled(apiError([]string{"exec", "inspect", created.ID}, err, nil))
+		return cancelled(apiError([]string{"exec", "inspect", execID}, err, nil))
 	}
 	out = ExecOutput{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	// No process: the runtime's refusal, which the daemon wrote where the output goes.
@@ -140,6 +128,60 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 		return out, &ExecStartError{Args: args, Cause: cause, Message: msg, Output: out}
 	}
 	return out, nil
+}
+
+// An exec the daemon refused because the container is paused is asked again after 20, 40, 80,
+// 160 and 320 ms. Docker 20.10 applies containerd's events late: the "paused" of a freeze
+// already thawed can land after its "resumed", and until the matching event lands the daemon
+// refuses execs of a running container (the freeze's own pause rides out the same). A pause
+// someone really holds is still refused after the last wait, and answered as before. The
+// exec's started callback waits for the retries, so no freeze of the engine's begins meanwhile.
+const (
+	pausedFirstWait = 20 * time.Millisecond
+	pausedLastWait  = 320 * time.Millisecond
+)
+
+// openExecPatiently is openExec, asked again while the daemon refuses it as paused, up to
+// pausedLastWait.
+func (b *apiBound) openExecPatiently(ctx context.Context, args []string, req ExecRequest) (string, net.Conn, io.Reader, *ExecOutput, error) {
+	for wait := pausedFirstWait; ; wait *= 2 {
+		id, conn, stream, refusal, err := b.openExec(ctx, args, req)
+		if refusal == nil || !errors.Is(err, ErrPaused) || wait > pausedLastWait {
+			return id, conn, stream, refusal, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil, nil, nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// openExec creates the exec and starts it attached. A refusal by the daemon comes back as the
+// output the client makes of it (refused), with the error refused gives; any other failure as
+// an error alone.
+func (b *apiBound) openExec(ctx context.Context, args []string, req ExecRequest) (string, net.Conn, io.Reader, *ExecOutput, error) {
+	created, err := b.client.ExecCreate(ctx, req.Target, client.ExecCreateOptions{
+		User: req.User, WorkingDir: req.WorkDir, Env: req.Env, Cmd: req.Argv,
+		AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		if !isAnswer(err) {
+			return "", nil, nil, nil, apiError(args, err, nil)
+		}
+		out, err := b.refused(ctx, args, req.Target, err)
+		return "", nil, nil, &out, err
+	}
+	conn, stream, err := b.startExec(ctx, created.ID)
+	if err != nil {
+		var ans *apiAnswer
+		if !errors.As(err, &ans) {
+			return "", nil, nil, nil, apiError(args, err, nil)
+		}
+		out, err := b.refused(ctx, args, req.Target, ans)
+		return "", nil, nil, &out, err
+	}
+	return created.ID, conn, stream, nil, nil
 }
 
 // refused turns the daemon's refusal of an exec into what the client makes of it: exit 1 with

@@ -51,3 +51,35 @@ func TestFrozenStartRefusal(t *testing.T) {
 		t.Fatalf("the refused command ran: %+v, %v", e, err)
 	}
 }
+
+// TestExecAsksAgainWhileAPauseLifts: an exec refused because the container is paused is asked
+// again for a moment (20.10 reports a thawed container paused until containerd's late event
+// lands), so a pause lifted 100 ms after the exec was sent lets it run; a pause held past the
+// waits is still answered with the frozen refusal.
+func TestExecAsksAgainWhileAPauseLifts(t *testing.T) {
+	image := dockertest.Busybox(t)
+	id := dockertest.RunContainer(t, image)
+	a, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() { _ = a.Unpause(context.Background(), id) })
+	if err := a.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	lifted := time.AfterFunc(100*time.Millisecond, func() { _ = a.Unpause(context.Background(), id) })
+	defer lifted.Stop()
+	out, err := a.Exec(ctx, ExecRequest{Target: id, Argv: []string{"echo", "ok"}})
+	if err != nil || out.ExitCode != 0 || string(out.Stdout) != "ok\n" {
+		t.Fatalf("exec while the pause lifts = %+v, %v; want it run", out, err)
+	}
+	if err := a.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	out, err = a.Exec(ctx, ExecRequest{Target: id, Argv: []string{"echo", "ok"}})
+	if !errors.Is(err, ErrPaused) || out.ExitCode == 0 || len(out.Stdout) != 0 {
+		t.Fatalf("exec under a held pause = %+v, %v; want the frozen refusal", out, err)
+	}
+}
