@@ -153,22 +153,8 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 	}
 	thawed := true
 	defer func() { hold.release(thawed) }()
-	err = a.b.engine.Pause(ctx, target)
-	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
-		// No freeze of this process is on it. 20.10 applies containerd's events late: the
-		// "paused" of an earlier freeze can land after the unpause that followed it, and the
-		// daemon reports a running container paused until the matching "resumed" lands. Ask
-		// again for a moment; a pause someone else really holds is still refused after it.
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			err = a.b.engine.Pause(ctx, target)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	err = a.refreeze(ctx, target, err)
+	err = a.pause(ctx, k, target)
+	err = a.refreeze(ctx, k, target, err)
 	if err != nil {
 		if !daemonAnswered(err) {
 			// A pause that timed out or was cancelled may still have frozen the guest.
@@ -192,6 +178,26 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 	return body(ctx)
 }
 
+// pause pauses target, asking again for a moment while the daemon answers "already paused"
+// and no freeze of this process is on it: 20.10 applies containerd's events late, and the
+// "paused" of an earlier freeze (or of a pause the freezer gave up on and that was lifted) can
+// land after the unpause that followed it, the daemon reporting a running container paused
+// until the matching "resumed" lands. A pause someone else really holds is still refused after.
+func (a *containerActor) pause(ctx context.Context, k freezeKey, target string) error {
+	err := a.b.engine.Pause(ctx, target)
+	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			err = a.b.engine.Pause(ctx, target)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return err
+}
+
 // Retries of a pause the freezer gave up on (cgroup v1 refuses while the guest's tasks are
 // mid-syscall: a guest busy forking or doing I/O). Backoff 10, 20, 40 ms.
 const (
@@ -203,7 +209,7 @@ const (
 // each retry, and after the last failure, the container is unpaused (a no-op when nothing
 // is frozen), so a failed attempt never leaves tasks frozen behind it. err passes through
 // unless it is [docker.ErrFreezeFailed].
-func (a *containerActor) refreeze(ctx context.Context, target string, err error) error {
+func (a *containerActor) refreeze(ctx context.Context, k freezeKey, target string, err error) error {
 	attempts := 1
 	for wait := freezeBackoff; errors.Is(err, docker.ErrFreezeFailed) && attempts <= freezeRetries; wait *= 2 {
 		a.lift(ctx, target)
@@ -214,7 +220,7 @@ func (a *containerActor) refreeze(ctx context.Context, target string, err error)
 		}
 		a.log.Debug("the freezer gave up on a busy guest; pausing again", zap.Int("attempt", attempts), zap.Error(err))
 		attempts++
-		err = a.b.engine.Pause(ctx, target)
+		err = a.pause(ctx, k, target)
 	}
 	if errors.Is(err, docker.ErrFreezeFailed) {
 		a.lift(ctx, target)

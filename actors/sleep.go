@@ -217,7 +217,7 @@ func (a *containerActor) pauseAsleep(ctx context.Context, reason string, idle ti
 	if mk, ok := a.markerKey(ctx); ok {
 		a.b.markers.clear(mk) // a stale marker must not make this sleep read as a dead freeze
 	}
-	err = a.refreeze(ctx, target, a.b.engine.Pause(ctx, target))
+	err = a.refreeze(ctx, k, target, a.b.engine.Pause(ctx, target))
 	if err != nil {
 		if !daemonAnswered(err) {
 			a.lift(ctx, target)
