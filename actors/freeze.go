@@ -185,7 +185,7 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 // until the matching "resumed" lands. A pause someone else really holds is still refused after.
 func (a *containerActor) pause(ctx context.Context, k freezeKey, target string) error {
 	err := a.b.engine.Pause(ctx, target)
-	for wait := 20 * time.Millisecond; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= 320*time.Millisecond; wait *= 2 {
+	for wait := docker.PausedFirstWait; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= docker.PausedLastWait; wait *= 2 {
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):

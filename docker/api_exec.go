@@ -136,17 +136,18 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 // refuses execs of a running container (the freeze's own pause rides out the same). A pause
 // someone really holds is still refused after the last wait, and answered as before. The
 // exec's started callback waits for the retries, so no freeze of the engine's begins meanwhile.
+// The freeze's own pause (actors/freeze.go) asks again on the same waits.
 const (
-	pausedFirstWait = 20 * time.Millisecond
-	pausedLastWait  = 320 * time.Millisecond
+	PausedFirstWait = 20 * time.Millisecond
+	PausedLastWait  = 320 * time.Millisecond
 )
 
 // openExecPatiently is openExec, asked again while the daemon refuses it as paused, up to
-// pausedLastWait.
+// PausedLastWait.
 func (b *apiBound) openExecPatiently(ctx context.Context, args []string, req ExecRequest) (string, net.Conn, io.Reader, *ExecOutput, error) {
-	for wait := pausedFirstWait; ; wait *= 2 {
+	for wait := PausedFirstWait; ; wait *= 2 {
 		id, conn, stream, refusal, err := b.openExec(ctx, args, req)
-		if refusal == nil || !errors.Is(err, ErrPaused) || wait > pausedLastWait {
+		if refusal == nil || !errors.Is(err, ErrPaused) || wait > PausedLastWait {
 			return id, conn, stream, refusal, err
 		}
 		select {

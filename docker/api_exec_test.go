@@ -15,14 +15,7 @@ import (
 // refused by the start (a 409 before any stream), and that refusal is the frozen refusal too:
 // ErrPaused, exit non-zero, nothing on stdout, the command never started.
 func TestFrozenStartRefusal(t *testing.T) {
-	image := dockertest.Busybox(t)
-	id := dockertest.RunContainer(t, image)
-	a, err := NewEngine(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, id, ctx := execTarget(t)
 	b, err := a.ready(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +50,7 @@ func TestFrozenStartRefusal(t *testing.T) {
 // lands), so a pause lifted 100 ms after the exec was sent lets it run; a pause held past the
 // waits is still answered with the frozen refusal.
 func TestExecAsksAgainWhileAPauseLifts(t *testing.T) {
-	image := dockertest.Busybox(t)
-	id := dockertest.RunContainer(t, image)
-	a, err := NewEngine(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, id, ctx := execTarget(t)
 	t.Cleanup(func() { _ = a.Unpause(context.Background(), id) })
 	if err := a.Pause(ctx, id); err != nil {
 		t.Fatal(err)
@@ -82,4 +68,18 @@ func TestExecAsksAgainWhileAPauseLifts(t *testing.T) {
 	if !errors.Is(err, ErrPaused) || out.ExitCode == 0 || len(out.Stdout) != 0 {
 		t.Fatalf("exec under a held pause = %+v, %v; want the frozen refusal", out, err)
 	}
+}
+
+// execTarget returns an engine on this daemon, a running busybox container and a minute's
+// context for the test.
+func execTarget(t *testing.T) (*Engine, string, context.Context) {
+	t.Helper()
+	id := dockertest.RunContainer(t, dockertest.Busybox(t))
+	a, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return a, id, ctx
 }
