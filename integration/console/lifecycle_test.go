@@ -41,9 +41,12 @@ func TestConsolePauseAndSnapshot(t *testing.T) {
 	if st := dockertest.Docker(t, "inspect", "-f", "{{.State.Status}}", sb.InstanceID()); st != "paused" {
 		t.Fatalf("the daemon says %q after the console's pause", st)
 	}
+	// The count comes with the snapshot.taken event, which the page may hear before the
+	// action's own reply: the reply's line is waited for in its own right.
 	var result string
+	replied := `(() => { const t = document.getElementById("action-result").textContent; return t.startsWith("snapshot ") || t.startsWith("refused"); })()`
 	if err := within(t, ctx, 60*time.Second, chromedp.Click(row+` button.snapshot`, chromedp.ByQuery),
-		chromedp.Poll(cellIs(11, "1"), nil), chromedp.Text(`#action-result`, &result, chromedp.ByQuery)); err != nil {
+		chromedp.Poll(cellIs(11, "1"), nil), chromedp.Poll(replied, nil), chromedp.Text(`#action-result`, &result, chromedp.ByQuery)); err != nil {
 		t.Fatalf("the row never counted the snapshot taken from its button: %v", err)
 	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(result, "snapshot "), " ")
