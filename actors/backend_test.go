@@ -671,3 +671,33 @@ func TestFreezeLiftsAStalePausedState(t *testing.T) {
 		t.Fatalf("the pause was not asked again: %s", calls)
 	}
 }
+
+// The same lag after a pause the freezer gave up on: the unpause that lifts the failed attempt
+// can leave the daemon's state "paused" for a moment, and the retry rides that out too.
+func TestFreezeRetryLiftsAStalePausedState(t *testing.T) {
+	defer verifyNoneWithin(t, 3*time.Second)
+	f := newFakeEngine()
+	b := newTestBackend(t, f)
+	ctx := context.Background()
+	defer b.Close(ctx)
+	sb, err := b.Acquire(ctx, testKey, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := []error{docker.ErrFreezeFailed, docker.ErrPaused}
+	f.onPause = func(string) error {
+		if len(answers) == 0 {
+			return nil
+		}
+		err := answers[0]
+		answers = answers[1:]
+		return err
+	}
+	if _, err := sb.StatFile(ctx, "x", "."); err != nil {
+		t.Fatalf("stat after a given-up freeze and a stale paused state: %v", err)
+	}
+	calls := strings.Join(f.Calls(), " | ")
+	if !strings.Contains(calls, "pause | unpause | pause | pause") {
+		t.Fatalf("the retried pause was not asked again: %s", calls)
+	}
+}
