@@ -646,28 +646,7 @@ func TestStashSurvivesARestart(t *testing.T) {
 // A pause refused as "already paused" while no freeze of this process is on the container —
 // the daemon's state lagging its events — is asked again, briefly, and then succeeds.
 func TestFreezeLiftsAStalePausedState(t *testing.T) {
-	defer verifyNoneWithin(t, 3*time.Second)
-	f := newFakeEngine()
-	b := newTestBackend(t, f)
-	ctx := context.Background()
-	defer b.Close(ctx)
-	sb, err := b.Acquire(ctx, testKey, testSpec(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := true
-	f.onPause = func(string) error {
-		if stale {
-			stale = false
-			return docker.ErrPaused
-		}
-		return nil
-	}
-	if _, err := sb.StatFile(ctx, "x", "."); err != nil {
-		t.Fatalf("stat under a stale paused state: %v", err)
-	}
-	calls := strings.Join(f.Calls(), " | ")
-	if !strings.Contains(calls, "pause | pause") {
+	if calls := statWithPauseAnswers(t, docker.ErrPaused); !strings.Contains(calls, "pause | pause") {
 		t.Fatalf("the pause was not asked again: %s", calls)
 	}
 }
@@ -675,6 +654,15 @@ func TestFreezeLiftsAStalePausedState(t *testing.T) {
 // The same lag after a pause the freezer gave up on: the unpause that lifts the failed attempt
 // can leave the daemon's state "paused" for a moment, and the retry rides that out too.
 func TestFreezeRetryLiftsAStalePausedState(t *testing.T) {
+	if calls := statWithPauseAnswers(t, docker.ErrFreezeFailed, docker.ErrPaused); !strings.Contains(calls, "pause | unpause | pause | pause") {
+		t.Fatalf("the retried pause was not asked again: %s", calls)
+	}
+}
+
+// statWithPauseAnswers stats a file of a fresh sandbox whose first pauses are answered with
+// answers, in order, and returns the engine calls made.
+func statWithPauseAnswers(t *testing.T, answers ...error) string {
+	t.Helper()
 	defer verifyNoneWithin(t, 3*time.Second)
 	f := newFakeEngine()
 	b := newTestBackend(t, f)
@@ -684,7 +672,6 @@ func TestFreezeRetryLiftsAStalePausedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answers := []error{docker.ErrFreezeFailed, docker.ErrPaused}
 	f.onPause = func(string) error {
 		if len(answers) == 0 {
 			return nil
@@ -694,10 +681,7 @@ func TestFreezeRetryLiftsAStalePausedState(t *testing.T) {
 		return err
 	}
 	if _, err := sb.StatFile(ctx, "x", "."); err != nil {
-		t.Fatalf("stat after a given-up freeze and a stale paused state: %v", err)
+		t.Fatalf("stat: %v", err)
 	}
-	calls := strings.Join(f.Calls(), " | ")
-	if !strings.Contains(calls, "pause | unpause | pause | pause") {
-		t.Fatalf("the retried pause was not asked again: %s", calls)
-	}
+	return strings.Join(f.Calls(), " | ")
 }
