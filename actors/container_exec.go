@@ -57,7 +57,7 @@ type execDone struct {
 // exec starts a command without blocking the mailbox: it runs on its own goroutine and
 // finishes in a ReenterAfter continuation on the actor. No freeze of this actor overlaps it
 // (see handle), so a "container is paused" refusal that outlasts the driver's short re-asking
-// (docker/api_exec.go: 20.10's late "paused" events) is another party's pause and comes back as
+// (docker.AskWhilePaused: 20.10's late "paused" events) is another party's pause and comes back as
 // the daemon's answer, the ordinary result it is. output, when set, is
 // handed to the driver, which calls it from the exec's goroutine as it reads.
 func (a *containerActor) exec(actx actor.Context, ctx context.Context, m *execRequest, output func(int, []byte), reply func(any)) {

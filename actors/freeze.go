@@ -178,24 +178,11 @@ func (a *containerActor) frozen(ctx context.Context, target string, body func(ct
 	return body(ctx)
 }
 
-// pause pauses target, asking again for a moment while the daemon answers "already paused"
-// and no freeze of this process is on it: 20.10 applies containerd's events late, and the
-// "paused" of an earlier freeze (or of a pause the freezer gave up on and that was lifted) can
-// land after the unpause that followed it, the daemon reporting a running container paused
-// until the matching "resumed" lands. A pause someone else really holds is still refused after.
+// pause pauses target, asked again while the daemon still reports it paused after a thaw
+// ([docker.AskWhilePaused]) and no freeze of this process is on it: under one of this
+// process's own, "already paused" is true.
 func (a *containerActor) pause(ctx context.Context, k freezeKey, target string) error {
-	err := a.b.engine.Pause(ctx, target)
-	for wait := docker.PausedFirstWait; errors.Is(err, docker.ErrPaused) && a.b.freezes.sole(k) && wait <= docker.PausedLastWait; wait *= 2 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			err = a.b.engine.Pause(ctx, target)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return err
+	return docker.AskWhilePaused(ctx, func() error { return a.b.engine.Pause(ctx, target) }, func() bool { return a.b.freezes.sole(k) })
 }
 
 // Retries of a pause the freezer gave up on (cgroup v1 refuses while the guest's tasks are

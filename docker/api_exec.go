@@ -130,32 +130,19 @@ func (a *Engine) exec(ctx context.Context, req ExecRequest, started func()) (out
 	return out, nil
 }
 
-// An exec the daemon refused because the container is paused is asked again after 20, 40, 80,
-// 160 and 320 ms. Docker 20.10 applies containerd's events late: the "paused" of a freeze
-// already thawed can land after its "resumed", and until the matching event lands the daemon
-// refuses execs of a running container (the freeze's own pause rides out the same). A pause
-// someone really holds is still refused after the last wait, and answered as before. The
-// exec's started callback waits for the retries, so no freeze of the engine's begins meanwhile.
-// The freeze's own pause (actors/freeze.go) asks again on the same waits.
-const (
-	PausedFirstWait = 20 * time.Millisecond
-	PausedLastWait  = 320 * time.Millisecond
-)
-
-// openExecPatiently is openExec, asked again while the daemon refuses it as paused, up to
-// PausedLastWait.
-func (b *apiBound) openExecPatiently(ctx context.Context, args []string, req ExecRequest) (string, net.Conn, io.Reader, *ExecOutput, error) {
-	for wait := PausedFirstWait; ; wait *= 2 {
-		id, conn, stream, refusal, err := b.openExec(ctx, args, req)
-		if refusal == nil || !errors.Is(err, ErrPaused) || wait > PausedLastWait {
-			return id, conn, stream, refusal, err
-		}
-		select {
-		case <-ctx.Done():
-			return "", nil, nil, nil, ctx.Err()
-		case <-time.After(wait):
-		}
+// openExecPatiently is openExec, asked again while the daemon refuses it as paused
+// ([AskWhilePaused]: 20.10's late "paused" event after a thaw). The exec's started callback
+// waits for it, so no freeze of the engine's begins meanwhile; a refusal that outlasts it is
+// someone else's pause, answered as the daemon gave it.
+func (b *apiBound) openExecPatiently(ctx context.Context, args []string, req ExecRequest) (id string, conn net.Conn, stream io.Reader, refusal *ExecOutput, err error) {
+	err = AskWhilePaused(ctx, func() error {
+		id, conn, stream, refusal, err = b.openExec(ctx, args, req)
+		return err
+	}, nil)
+	if errors.Is(err, ErrPaused) && ctx.Err() != nil {
+		return "", nil, nil, nil, ctx.Err()
 	}
+	return id, conn, stream, refusal, err
 }
 
 // openExec creates the exec and starts it attached. A refusal by the daemon comes back as the
